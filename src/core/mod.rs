@@ -1,0 +1,6 @@
+//! The domain and the engine: cron expressions, schedule declarations, time and retry rules.
+//!
+//! Architecture invariant: nothing under `core` imports `sqlx`, `axum` or `reqwest`. Storage,
+//! HTTP serving and HTTP calls reach the engine through traits defined here.
+
+pub mod cron;

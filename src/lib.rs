@@ -1,0 +1,16 @@
+//! sentin8-cron: a standalone, multi-tenant scheduler.
+//!
+//! Services declare cron or one-shot schedules; when one is due, sentin8-cron calls the owning
+//! service back, records the job, retries with backoff, parks exhausted jobs in a dead-letter
+//! queue and writes every domain event to a transactional outbox.
+//!
+//! The crate is one library with one binary on top of it:
+//!
+//! - [`core`] holds the domain and the engine (cron expressions, clock, retry policy, tick
+//!   logic). It never touches SQL, HTTP frameworks or HTTP clients.
+//! - [`cmd`] is the command line: one module per subcommand, output through a writer.
+//!
+#![forbid(unsafe_code)]
+
+pub mod cmd;
+pub mod core;
