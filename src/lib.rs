@@ -14,3 +14,4 @@
 
 pub mod cmd;
 pub mod core;
+pub mod store;

@@ -4,6 +4,7 @@
 //! so tests capture exactly what a user would see. Errors travel as `anyhow::Error` here, at the
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
+pub mod migrate;
 pub mod output;
 
 use std::io::Write;
@@ -21,10 +22,26 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    Migrate(migrate::Args),
+}
+
+/// Where the data lives; shared by every subcommand that touches the database.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DatabaseArgs {
+    /// postgres://user@host/db (production) or sqlite://path (embedded).
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_DATABASE_URL",
+        default_value = crate::store::DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+}
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let _ = out;
-    match cli.command {}
+    match cli.command {
+        Command::Migrate(args) => migrate::run(args, out).await,
+    }
 }

@@ -1,0 +1,116 @@
+//! `sentin8-cron migrate`: applies pending schema migrations for the chosen backend.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::DatabaseArgs;
+use super::output::{self, OutputFormat};
+use crate::store::{self, Backend, redact};
+
+/// Apply pending schema migrations (idempotent), or show what is applied and pending.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Only list applied and pending versions; change nothing.
+    #[arg(long)]
+    pub status: bool,
+    /// Say what would be applied without applying it.
+    #[arg(long, conflicts_with = "status")]
+    pub dry_run: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    version: i64,
+    name: String,
+    state: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    backend: &'static str,
+    database: String,
+    migrations: Vec<Row>,
+    notes: &'a [String],
+}
+
+pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    let url = &args.database.database_url;
+    let backend = Backend::from_url(url)?;
+    let backend_name = match backend {
+        Backend::Postgres => "postgres",
+        Backend::Sqlite => "sqlite",
+    };
+    let (rows, notes) = if args.status {
+        let status = store::schema_status(url).await?;
+        let known = match backend {
+            Backend::Postgres => store::migrations::POSTGRES,
+            Backend::Sqlite => store::migrations::SQLITE,
+        };
+        let mut rows: Vec<Row> = known
+            .iter()
+            .map(|m| Row {
+                version: m.version,
+                name: m.name.to_owned(),
+                state: if status.applied.contains(&m.version) {
+                    "applied"
+                } else {
+                    "pending"
+                },
+            })
+            .collect();
+        rows.extend(status.unknown().into_iter().map(|version| Row {
+            version,
+            name: "(unknown to this build)".into(),
+            state: "applied",
+        }));
+        (rows, Vec::new())
+    } else {
+        let outcome = store::migrate(url, args.dry_run).await?;
+        let rows = outcome
+            .migrations
+            .into_iter()
+            .map(|m| Row {
+                version: m.version,
+                name: m.name,
+                state: match (m.applied, args.dry_run) {
+                    (true, true) => "would apply",
+                    (true, false) => "applied now",
+                    (false, _) => "already applied",
+                },
+            })
+            .collect();
+        (rows, outcome.notes)
+    };
+
+    let report = Report {
+        backend: backend_name,
+        database: redact(url),
+        migrations: rows,
+        notes: &notes,
+    };
+    match args.output {
+        OutputFormat::Json => output::write_json(out, &report)?,
+        OutputFormat::Table => {
+            writeln!(out, "{} database {}", report.backend, report.database)?;
+            let mut table = output::table(["version", "name", "state"]);
+            for row in &report.migrations {
+                table.add_row(vec![
+                    row.version.to_string(),
+                    row.name.clone(),
+                    row.state.to_owned(),
+                ]);
+            }
+            writeln!(out, "{table}")?;
+            for note in report.notes {
+                writeln!(out, "note: {note}")?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,310 @@
+//! Domain records: schedules, jobs, dead-letter entries, events and audit entries, with the
+//! identifier newtypes that keep one kind of id from being passed where another is expected.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+
+macro_rules! id_newtype {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            /// A fresh, time-ordered (UUIDv7) identifier.
+            pub fn new() -> Self {
+                Self(Uuid::now_v7())
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = uuid::Error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::parse_str(s).map(Self)
+            }
+        }
+
+        impl From<Uuid> for $name {
+            fn from(id: Uuid) -> Self {
+                Self(id)
+            }
+        }
+    };
+}
+
+id_newtype!(
+    /// A tenant environment. Every tenant row carries one; RLS keys on it.
+    EnvId
+);
+id_newtype!(
+    /// A schedule.
+    ScheduleId
+);
+id_newtype!(
+    /// One execution record of a schedule.
+    JobId
+);
+id_newtype!(
+    /// A dead-letter entry.
+    DlqId
+);
+id_newtype!(
+    /// An outbox event; also the bus message id, so a re-send is dropped as a duplicate.
+    EventId
+);
+
+/// Declares a string-backed enum stored as text in both backends.
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The stored and serialized name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(UnknownValue {
+                        value: other.to_owned(),
+                        expected: concat!($($text, " "),+),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+/// A stored or requested name that is not one of an enum's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown value {value:?} (expected one of: {})", expected.trim_end())]
+pub struct UnknownValue {
+    value: String,
+    expected: &'static str,
+}
+
+text_enum!(
+    /// Whether a schedule repeats on a cron expression or runs once at a fixed instant.
+    ScheduleKind {
+        /// Repeats on a cron expression.
+        Cron => "cron",
+        /// Runs once at `run_at`.
+        Once => "once",
+    }
+);
+
+text_enum!(
+    /// The life cycle of a schedule.
+    ScheduleStatus {
+        /// Fires when due.
+        Active => "active",
+        /// Kept, but does not fire until resumed.
+        Paused => "paused",
+        /// A one-shot schedule that has run (successfully or into the DLQ).
+        Completed => "completed",
+        /// Soft-deleted: retained so job, DLQ and audit references resolve.
+        Deleted => "deleted",
+    }
+);
+
+text_enum!(
+    /// The life cycle of a job (one execution of a schedule, with its retries).
+    JobStatus {
+        /// Waiting for its (next) attempt at `next_attempt_at`.
+        Pending => "pending",
+        /// An attempt is in flight.
+        Running => "running",
+        /// The owning service accepted the call.
+        Succeeded => "succeeded",
+        /// Retries are exhausted (the job landed in the DLQ) or it failed for good.
+        Failed => "failed",
+        /// A regular fire that was not run because another job of the schedule was open.
+        Skipped => "skipped",
+    }
+);
+
+impl JobStatus {
+    /// Pending and running jobs are open: at most one per schedule exists at any time.
+    pub fn is_open(self) -> bool {
+        matches!(self, JobStatus::Pending | JobStatus::Running)
+    }
+}
+
+/// A schedule as stored: its definition plus its execution and retry state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub id: ScheduleId,
+    pub env_id: EnvId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub kind: ScheduleKind,
+    pub cron_expr: Option<String>,
+    pub timezone: String,
+    pub run_at: Option<DateTime<Utc>>,
+    pub on_dst_gap: OnDstGap,
+    pub on_dst_repeat: OnDstRepeat,
+    pub target_config: Value,
+    pub payload: Value,
+    pub status: ScheduleStatus,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub retry_count: i32,
+    pub max_retries: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: String,
+    pub updated_by: String,
+}
+
+/// One execution of a schedule. A failed attempt that will be retried stays the same job
+/// (status back to pending, `attempt` counts the attempts made).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: JobId,
+    pub schedule_id: ScheduleId,
+    pub env_id: EnvId,
+    pub status: JobStatus,
+    pub attempt: i32,
+    pub scheduled_for: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub idempotency_key: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Job {
+    /// The key the owning service dedupes on: `schedule:{schedule_id}:{job_id}`.
+    pub fn idempotency_key_for(schedule_id: ScheduleId, job_id: JobId) -> String {
+        format!("schedule:{schedule_id}:{job_id}")
+    }
+}
+
+/// A job whose retries were exhausted, kept with enough context to republish and audit it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DlqEntry {
+    pub id: DlqId,
+    pub env_id: EnvId,
+    pub schedule_id: ScheduleId,
+    pub job_id: JobId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub payload: Value,
+    pub attempts: i32,
+    pub last_error: String,
+    pub scheduled_for: DateTime<Utc>,
+    pub landed_at: DateTime<Utc>,
+}
+
+/// A domain event in the transactional outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxEvent {
+    /// Insertion sequence: the relay's order. Writers of one schedule's events hold that
+    /// schedule's row lock, so per schedule this is also commit order.
+    pub seq: i64,
+    pub id: EventId,
+    pub env_id: EnvId,
+    /// Events of one schedule are relayed in commit order; this is the ordering key.
+    pub schedule_id: Option<ScheduleId>,
+    pub event_type: String,
+    pub payload: Value,
+    pub created_at: DateTime<Utc>,
+    pub relayed_at: Option<DateTime<Utc>>,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+}
+
+/// One row of the audit journal: who changed what, from what, to what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: Uuid,
+    pub env_id: EnvId,
+    pub actor: String,
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub correlation_id: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_round_trip() {
+        for status in JobStatus::ALL {
+            assert_eq!(status.as_str().parse::<JobStatus>().unwrap(), *status);
+        }
+        for status in ScheduleStatus::ALL {
+            assert_eq!(status.as_str().parse::<ScheduleStatus>().unwrap(), *status);
+        }
+        let err = "sleeping".parse::<ScheduleStatus>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown value \"sleeping\" (expected one of: active paused completed deleted)"
+        );
+    }
+
+    #[test]
+    fn only_pending_and_running_are_open() {
+        let open: Vec<_> = JobStatus::ALL.iter().filter(|s| s.is_open()).collect();
+        assert_eq!(open, [&JobStatus::Pending, &JobStatus::Running]);
+    }
+
+    #[test]
+    fn idempotency_key_has_the_documented_shape() {
+        let schedule = ScheduleId(Uuid::nil());
+        let job = JobId(Uuid::from_u128(1));
+        assert_eq!(
+            Job::idempotency_key_for(schedule, job),
+            "schedule:00000000-0000-0000-0000-000000000000:00000000-0000-0000-0000-000000000001"
+        );
+    }
+}

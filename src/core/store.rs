@@ -1,0 +1,403 @@
+//! The storage seam: the one interface between the engine and a database.
+//!
+//! Tenant data is reachable only through a [`TenantTx`], a transaction opened for exactly one
+//! environment: the backend sets the tenant context inside that transaction, and every statement
+//! of the transaction runs on the same connection (design §5, transaction-locality rule). The
+//! only cross-tenant operations are the engine's narrow reads on [`Store`] (what is due, when to
+//! wake up, aggregate counts), which carry ids and instants, never tenant payloads.
+//!
+//! Time is always a parameter: no implementation calls the database clock for a decision.
+//! Methods are named noun + verb and take a params struct where there is more than one input.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::model::{
+    AuditEntry, DlqEntry, DlqId, EnvId, EventId, Job, JobId, JobStatus, OutboxEvent, Schedule,
+    ScheduleId, ScheduleKind, ScheduleStatus,
+};
+
+/// A storage error. Database internals are kept as an opaque source: they are logged, never
+/// shown to API callers.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule of the domain was violated.
+    #[error("conflict: {0}")]
+    Conflict(Conflict),
+    /// The schema is missing, older or newer than this build knows.
+    #[error("{0}")]
+    Schema(String),
+    /// The database URL or configuration cannot be used.
+    #[error("{0}")]
+    Config(String),
+    /// A stored value could not be read back into the domain type.
+    #[error("corrupt row in {table}: {detail}")]
+    Corrupt {
+        /// The table the row came from.
+        table: &'static str,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// Any other database failure.
+    #[error("database error: {0}")]
+    Database(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Which uniqueness rule a write violated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    /// `schedule_type` is unique per (env, domain) among non-deleted schedules.
+    #[error("a schedule with this schedule_type already exists in this domain")]
+    ScheduleTypeTaken,
+    /// At most one pending or running job exists per schedule.
+    #[error("the schedule already has an open (pending or running) job")]
+    OpenJobExists,
+    /// A row with this id already exists.
+    #[error("a row with this id already exists")]
+    DuplicateId,
+}
+
+/// Result alias for storage operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What a backend can do beyond the common contract. Callers branch on these, never on the
+/// backend's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// A short backend name for logs and `migrate` output.
+    pub backend: &'static str,
+    /// Session-level advisory locks that exclude other processes (PostgreSQL). Without them the
+    /// lock is process-local and the claim-conditional UPDATE plus the open-job index exclude
+    /// other processes.
+    pub advisory_locks: bool,
+    /// Change notifications from other processes (PostgreSQL LISTEN/NOTIFY).
+    pub listen_notify: bool,
+    /// The database enforces tenant isolation itself (row-level security).
+    pub row_level_security: bool,
+}
+
+/// A schedule that is due, as returned by the cross-tenant due selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueSchedule {
+    pub id: ScheduleId,
+    pub env_id: EnvId,
+    pub next_run_at: DateTime<Utc>,
+}
+
+/// A job whose next attempt is due (pending and `next_attempt_at <= now`), or a running job
+/// whose attempt went stale (its process died mid-call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueJob {
+    pub id: JobId,
+    pub schedule_id: ScheduleId,
+    pub env_id: EnvId,
+    pub status: JobStatus,
+}
+
+/// Aggregate counts across all tenants, for health and metrics. Carries no tenant data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    pub schedules_active: i64,
+    pub schedules_paused: i64,
+    pub jobs_pending: i64,
+    pub jobs_running: i64,
+    pub dlq_entries: i64,
+    pub outbox_unrelayed: i64,
+}
+
+/// Applied and known schema versions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchemaStatus {
+    pub applied: Vec<i64>,
+    pub known: Vec<i64>,
+}
+
+impl SchemaStatus {
+    /// Versions this build knows that the database has not applied yet.
+    pub fn pending(&self) -> Vec<i64> {
+        self.known
+            .iter()
+            .copied()
+            .filter(|v| !self.applied.contains(v))
+            .collect()
+    }
+
+    /// Versions the database has that this build does not know (a newer build migrated it).
+    pub fn unknown(&self) -> Vec<i64> {
+        self.applied
+            .iter()
+            .copied()
+            .filter(|v| !self.known.contains(v))
+            .collect()
+    }
+
+    /// Refuses a schema that is not exactly the one this build expects.
+    pub fn ensure_current(&self) -> StoreResult<()> {
+        let unknown = self.unknown();
+        if !unknown.is_empty() {
+            return Err(StoreError::Schema(format!(
+                "the database schema has versions {unknown:?} that this build does not know; \
+                 run a newer sentin8-cron"
+            )));
+        }
+        let pending = self.pending();
+        if !pending.is_empty() {
+            return Err(StoreError::Schema(format!(
+                "the database schema is not migrated (pending versions {pending:?}); \
+                 run `sentin8-cron migrate` first"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One migration applied (or that would be applied) by [`Store::migrate`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigrationReport {
+    pub version: i64,
+    pub name: String,
+    pub applied: bool,
+}
+
+/// A schedule to insert. The caller has validated it and computed `next_run_at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSchedule {
+    pub id: ScheduleId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub kind: ScheduleKind,
+    pub cron_expr: Option<String>,
+    pub timezone: String,
+    pub run_at: Option<DateTime<Utc>>,
+    pub on_dst_gap: OnDstGap,
+    pub on_dst_repeat: OnDstRepeat,
+    pub target_config: Value,
+    pub payload: Value,
+    pub status: ScheduleStatus,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub max_retries: i32,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing schedules, with keyset pagination on the (time-ordered) id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScheduleQuery {
+    pub domain: Option<String>,
+    pub status: Option<ScheduleStatus>,
+    /// Deleted schedules are left out unless asked for.
+    pub include_deleted: bool,
+    /// Only ids greater than this one (the previous page's last id).
+    pub after: Option<ScheduleId>,
+    pub limit: u32,
+}
+
+/// A claim-conditional advance of a due schedule: it succeeds only if the schedule is still
+/// active and still due at the instant the caller saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScheduleClaim {
+    pub id: ScheduleId,
+    pub expected_next_run_at: DateTime<Utc>,
+    /// The next fire after this one; `None` completes nothing by itself (one-shot schedules
+    /// stay active until their job finishes) but leaves no next fire.
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// A job to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub id: JobId,
+    pub schedule_id: ScheduleId,
+    pub status: JobStatus,
+    pub attempt: i32,
+    pub scheduled_for: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing jobs, newest first, with keyset pagination.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobQuery {
+    pub schedule_id: Option<ScheduleId>,
+    pub status: Option<JobStatus>,
+    /// Only ids smaller than this one (the previous page's last id).
+    pub before: Option<JobId>,
+    pub limit: u32,
+}
+
+/// A claim-conditional start of a job attempt: pending and due, or running but stale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobClaim {
+    pub id: JobId,
+    /// The status the caller saw; the claim fails if it changed.
+    pub from: JobStatus,
+    pub now: DateTime<Utc>,
+    /// For a running job: only claim it if its attempt started before this instant.
+    pub stale_before: DateTime<Utc>,
+}
+
+/// A dead-letter entry to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDlqEntry {
+    pub id: DlqId,
+    pub schedule_id: ScheduleId,
+    pub job_id: JobId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub payload: Value,
+    pub attempts: i32,
+    pub last_error: String,
+    pub scheduled_for: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing dead-letter entries, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DlqQuery {
+    pub domain: Option<String>,
+    pub schedule_id: Option<ScheduleId>,
+    pub before: Option<DlqId>,
+    pub limit: u32,
+}
+
+/// An event to append to the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub schedule_id: Option<ScheduleId>,
+    pub event_type: String,
+    pub payload: Value,
+    pub now: DateTime<Utc>,
+}
+
+/// An audit entry to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAudit {
+    pub actor: String,
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub correlation_id: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// A store: the entry point to one database.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// What this backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Opens a transaction scoped to one environment. Every tenant read and write goes through
+    /// it; dropping it without [`TenantTx::commit`] rolls it back.
+    async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
+
+    /// Tries to take the exclusive processing lock of a schedule. `None` when someone else
+    /// holds it. The claim transaction runs on the lock's own connection.
+    async fn schedule_lock_try(&self, id: ScheduleId)
+    -> StoreResult<Option<Box<dyn ScheduleLock>>>;
+
+    /// Due active schedules across tenants, earliest first, at most `limit`.
+    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>>;
+
+    /// Jobs whose next attempt is due, or whose running attempt started before
+    /// `stale_before`, across tenants, at most `limit`.
+    async fn jobs_due(
+        &self,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<DueJob>>;
+
+    /// The earliest instant at which something becomes due (a schedule's next fire or a job's
+    /// next attempt), across tenants.
+    async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// Aggregate counts across tenants.
+    async fn stats_get(&self) -> StoreResult<StoreStats>;
+
+    /// Applied and known schema versions.
+    async fn schema_status(&self) -> StoreResult<SchemaStatus>;
+}
+
+/// The exclusive processing lock of one schedule, holding its own connection.
+#[async_trait]
+pub trait ScheduleLock: Send {
+    /// Opens a tenant transaction on the lock's connection.
+    async fn tenant_begin(&mut self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx + '_>>;
+
+    /// Releases the lock on the connection that took it. Returns false (and the caller warns)
+    /// when the lock was not held any more.
+    async fn release(self: Box<Self>) -> StoreResult<bool>;
+}
+
+/// A transaction scoped to one environment. All methods see and touch only that environment's
+/// rows.
+#[async_trait]
+pub trait TenantTx: Send {
+    /// The environment this transaction is scoped to.
+    fn env_id(&self) -> EnvId;
+
+    /// Inserts a schedule.
+    async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;
+    /// A schedule by id, whatever its status.
+    async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>>;
+    /// A schedule by id, locked against concurrent writers until this transaction ends.
+    async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>>;
+    /// The non-deleted schedule of a domain with this `schedule_type`.
+    async fn schedule_get_by_type(
+        &mut self,
+        domain: &str,
+        schedule_type: &str,
+    ) -> StoreResult<Option<Schedule>>;
+    /// Schedules matching the query, by id ascending.
+    async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>>;
+    /// Writes every mutable column of `schedule` (matched by id).
+    async fn schedule_update(&mut self, schedule: &Schedule) -> StoreResult<Schedule>;
+    /// Advances a due schedule if it is still due at the expected instant.
+    async fn schedule_claim(&mut self, claim: &ScheduleClaim) -> StoreResult<Option<Schedule>>;
+
+    /// Inserts a job. A second open job of one schedule is [`Conflict::OpenJobExists`].
+    async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job>;
+    /// A job by id.
+    async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
+    /// The open (pending or running) job of a schedule, if any.
+    async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>>;
+    /// Jobs matching the query, newest first.
+    async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>>;
+    /// Writes every mutable column of `job` (matched by id).
+    async fn job_update(&mut self, job: &Job) -> StoreResult<Job>;
+    /// Starts the next attempt of a due job if it is still in the state the caller saw:
+    /// status becomes running, `attempt` grows by one, `started_at` is now.
+    async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;
+
+    /// Inserts a dead-letter entry.
+    async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry>;
+    /// A dead-letter entry by id.
+    async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>>;
+    /// Dead-letter entries matching the query, newest first.
+    async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>>;
+    /// Removes a dead-letter entry. False when it did not exist.
+    async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool>;
+
+    /// Appends an event to the outbox.
+    async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()>;
+    /// This environment's outbox events in sequence order, after sequence `after_seq`.
+    async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>>;
+
+    /// Appends an audit entry.
+    async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()>;
+    /// This environment's audit entries, oldest first.
+    async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+
+    /// Commits the transaction.
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+}

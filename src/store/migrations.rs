@@ -1,0 +1,104 @@
+//! The embedded migrations of both backends. Versions are the same on both; each file says
+//! where SQLite has to differ.
+
+use crate::core::store::{StoreError, StoreResult};
+
+/// One versioned migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// A stable fingerprint of the migration text (FNV-1a, 64 bits): enough to notice a file
+    /// edited after it was applied, which is all it is for.
+    pub fn checksum(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in self.sql.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+}
+
+/// PostgreSQL migrations, in order.
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/postgres/0001_init.sql"),
+}];
+
+/// SQLite migrations, in order, with the same versions as [`POSTGRES`].
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/sqlite/0001_init.sql"),
+}];
+
+/// Refuses a database whose applied migrations were changed after they were applied.
+pub fn check_applied(known: &[Migration], applied: &[(i64, String)]) -> StoreResult<()> {
+    for (version, checksum) in applied {
+        if let Some(migration) = known.iter().find(|m| m.version == *version)
+            && migration.checksum() != *checksum
+        {
+            return Err(StoreError::Schema(format!(
+                "migration {version} ({}) differs from the one applied to this database; \
+                 migrations must never change once released",
+                migration.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let mut names: Vec<String> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn expected(migrations: &[Migration]) -> Vec<String> {
+        migrations
+            .iter()
+            .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+            .collect()
+    }
+
+    #[test]
+    fn every_migration_file_is_embedded_in_order() {
+        assert_eq!(files("migrations/postgres"), expected(POSTGRES));
+        assert_eq!(files("migrations/sqlite"), expected(SQLITE));
+    }
+
+    #[test]
+    fn both_backends_share_version_numbers() {
+        let pg: Vec<i64> = POSTGRES.iter().map(|m| m.version).collect();
+        let lite: Vec<i64> = SQLITE.iter().map(|m| m.version).collect();
+        assert_eq!(pg, lite);
+        assert!(pg.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn an_edited_migration_is_refused() {
+        let applied = vec![(1, "0000000000000000".to_owned())];
+        let err = check_applied(POSTGRES, &applied).unwrap_err();
+        assert!(
+            err.to_string().contains("differs from the one applied"),
+            "{err}"
+        );
+        let ok = vec![(1, POSTGRES[0].checksum())];
+        check_applied(POSTGRES, &ok).unwrap();
+    }
+}

@@ -1,0 +1,200 @@
+//! The storage backends behind [`crate::core::store::Store`]: PostgreSQL (production) and an
+//! embedded SQLite store (the zero-setup default). Only this module holds SQL.
+//!
+//! The backend is chosen by the database URL's scheme: `postgres://` or `postgresql://`, and
+//! `sqlite://PATH` (or `sqlite::memory:`).
+
+pub mod migrations;
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::model::ScheduleId;
+use crate::core::store::{Conflict, MigrationReport, SchemaStatus, Store, StoreError, StoreResult};
+
+/// The database URL used when none is given: a file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://sentin8-cron.db";
+
+/// Which backend a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    /// Picks the backend from the URL scheme, with an actionable error for anything else.
+    pub fn from_url(url: &str) -> StoreResult<Self> {
+        let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
+        match scheme.to_ascii_lowercase().as_str() {
+            "postgres" | "postgresql" => Ok(Backend::Postgres),
+            "sqlite" => Ok(Backend::Sqlite),
+            "" => Err(StoreError::Config(format!(
+                "database URL {:?} has no scheme; use postgres://user@host/db or \
+                 sqlite://path/to/file.db",
+                redact(url)
+            ))),
+            other => Err(StoreError::Config(format!(
+                "unsupported database URL scheme {other:?}; use postgres://user@host/db \
+                 (or postgresql://) for PostgreSQL, or sqlite://path/to/file.db for the \
+                 embedded store"
+            ))),
+        }
+    }
+}
+
+/// Pool settings shared by both backends.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Upper bound on pooled connections (PostgreSQL; SQLite always uses one writer).
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection before failing.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Connects to the database the URL names.
+pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Arc<dyn Store>> {
+    Ok(match Backend::from_url(url)? {
+        Backend::Postgres => Arc::new(postgres::PgStore::connect(url, options).await?),
+        Backend::Sqlite => Arc::new(sqlite::SqliteStore::connect(url, options).await?),
+    })
+}
+
+/// What `migrate` did, and what the operator should know.
+#[derive(Debug, Clone)]
+pub struct MigrateOutcome {
+    pub backend: Backend,
+    pub migrations: Vec<MigrationReport>,
+    pub notes: Vec<String>,
+}
+
+/// Applies pending migrations (or, with `dry_run`, reports what would be applied).
+pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<MigrateOutcome> {
+    let backend = Backend::from_url(url)?;
+    let (migrations, notes) = match backend {
+        Backend::Postgres => postgres::migrate(url, dry_run).await?,
+        Backend::Sqlite => sqlite::migrate(url, dry_run).await?,
+    };
+    Ok(MigrateOutcome {
+        backend,
+        migrations,
+        notes,
+    })
+}
+
+/// Applied and known versions, without changing anything.
+pub async fn schema_status(url: &str) -> StoreResult<SchemaStatus> {
+    let store = connect(
+        url,
+        &ConnectOptions {
+            max_connections: 2,
+            ..ConnectOptions::default()
+        },
+    )
+    .await?;
+    store.schema_status().await
+}
+
+/// The advisory-lock key of a schedule: the first 8 bytes of its UUID as a big-endian i64.
+pub fn lock_key(id: ScheduleId) -> i64 {
+    let bytes = id.0.as_bytes();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes[..8]);
+    i64::from_be_bytes(first)
+}
+
+/// Hides the password of a URL for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Maps a database error into the store's error, recognising the uniqueness rules the domain
+/// cares about by constraint (PostgreSQL) or by message (SQLite names the columns or index).
+pub(crate) fn db_err(err: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &err
+        && db.is_unique_violation()
+    {
+        let name = db.constraint().unwrap_or_default();
+        let message = db.message();
+        let mentions = |needle: &str| name.contains(needle) || message.contains(needle);
+        if mentions("jobs_open_per_schedule") || message.contains("jobs.schedule_id") {
+            return StoreError::Conflict(Conflict::OpenJobExists);
+        }
+        if mentions("schedules_type_per_domain") || message.contains("schedules.schedule_type") {
+            return StoreError::Conflict(Conflict::ScheduleTypeTaken);
+        }
+        return StoreError::Conflict(Conflict::DuplicateId);
+    }
+    StoreError::Database(Box::new(err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn lock_key_is_the_first_eight_bytes_big_endian() {
+        let id = ScheduleId(Uuid::parse_str("01234567-89ab-cdef-0011-223344556677").unwrap());
+        assert_eq!(lock_key(id), 0x0123_4567_89ab_cdef);
+        let high = ScheduleId(Uuid::parse_str("ffffffff-ffff-ffff-0000-000000000000").unwrap());
+        assert_eq!(lock_key(high), -1);
+        let sign = ScheduleId(Uuid::parse_str("80000000-0000-0000-ffff-ffffffffffff").unwrap());
+        assert_eq!(lock_key(sign), i64::MIN);
+    }
+
+    #[test]
+    fn backend_is_chosen_by_scheme() {
+        assert_eq!(
+            Backend::from_url("postgres://u@h/db").unwrap(),
+            Backend::Postgres
+        );
+        assert_eq!(
+            Backend::from_url("postgresql://u@h/db").unwrap(),
+            Backend::Postgres
+        );
+        assert_eq!(Backend::from_url("sqlite://x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(
+            Backend::from_url("sqlite::memory:").unwrap(),
+            Backend::Sqlite
+        );
+        let err = Backend::from_url("mysql://u:secret@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unsupported database URL scheme \"mysql\""),
+            "{err}"
+        );
+        assert!(err.contains("postgres://"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+        let err = Backend::from_url("just-a-file.db").unwrap_err().to_string();
+        assert!(err.contains("has no scheme"), "{err}");
+    }
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+    }
+}
