@@ -5,5 +5,6 @@
 
 pub mod clock;
 pub mod cron;
+pub mod dispatch;
 pub mod model;
 pub mod store;

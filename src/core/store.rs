@@ -27,6 +27,14 @@ pub enum StoreError {
     /// A uniqueness rule of the domain was violated.
     #[error("conflict: {0}")]
     Conflict(Conflict),
+    /// An update named a row that does not exist in this environment.
+    #[error("{what} {id} not found")]
+    NotFound {
+        /// The kind of row.
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
     /// The schema is missing, older or newer than this build knows.
     #[error("{0}")]
     Schema(String),
@@ -341,6 +349,10 @@ pub trait ScheduleLock: Send {
 
 /// A transaction scoped to one environment. All methods see and touch only that environment's
 /// rows.
+///
+/// After any error the transaction must be abandoned (dropped, which rolls it back):
+/// PostgreSQL refuses further statements in a failed transaction, and callers must not rely on
+/// SQLite being more lenient.
 #[async_trait]
 pub trait TenantTx: Send {
     /// The environment this transaction is scoped to.

@@ -483,9 +483,9 @@ impl TenantTx for SqliteTenantTx {
             .map_err(db_err)?;
         match row {
             Some(row) => schedule_from_row(&row),
-            None => Err(StoreError::Corrupt {
-                table: "schedules",
-                detail: format!("update of missing schedule {}", s.id),
+            None => Err(StoreError::NotFound {
+                what: "schedule",
+                id: s.id.to_string(),
             }),
         }
     }
@@ -602,9 +602,9 @@ impl TenantTx for SqliteTenantTx {
             .map_err(db_err)?;
         match row {
             Some(row) => job_from_row(&row),
-            None => Err(StoreError::Corrupt {
-                table: "jobs",
-                detail: format!("update of missing job {}", job.id),
+            None => Err(StoreError::NotFound {
+                what: "job",
+                id: job.id.to_string(),
             }),
         }
     }

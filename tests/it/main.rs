@@ -1,0 +1,14 @@
+//! The integration tests: one binary (one link step) with a module per area.
+
+mod conformance;
+mod pg_only;
+mod support;
+
+conformance_suite!(sqlite, async {
+    Some((crate::support::sqlite_store().await, ()))
+});
+
+conformance_suite!(postgres, async {
+    let db = crate::support::PgTestDb::create().await?;
+    Some((db.dyn_store(), db))
+});
