@@ -53,7 +53,10 @@ CREATE TABLE cron.schedules (
     CONSTRAINT schedules_kind_timing CHECK (
         (kind = 'cron' AND cron_expr IS NOT NULL AND run_at IS NULL)
         OR (kind = 'once' AND run_at IS NOT NULL AND cron_expr IS NULL)),
-    CONSTRAINT schedules_active_has_next_run CHECK (status <> 'active' OR next_run_at IS NOT NULL),
+    -- An active cron schedule always knows its next fire; an active one-shot schedule has none
+    -- while its job is open (it becomes completed when the job succeeds or lands in the DLQ).
+    CONSTRAINT schedules_active_has_next_run
+        CHECK (status <> 'active' OR next_run_at IS NOT NULL OR kind = 'once'),
     -- Lets jobs and DLQ rows reference (id, env_id), so a child can never sit in another env.
     CONSTRAINT schedules_id_env UNIQUE (id, env_id)
 );

@@ -6,5 +6,7 @@
 pub mod clock;
 pub mod cron;
 pub mod dispatch;
+pub mod events;
 pub mod model;
+pub mod retry;
 pub mod store;

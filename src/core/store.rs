@@ -9,10 +9,13 @@
 //! Time is always a parameter: no implementation calls the database clock for a decision.
 //! Methods are named noun + verb and take a params struct where there is more than one input.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::model::{
@@ -85,6 +88,43 @@ pub struct Capabilities {
     pub listen_notify: bool,
     /// The database enforces tenant isolation itself (row-level security).
     pub row_level_security: bool,
+}
+
+/// What a committed change may need to wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Channel {
+    /// Schedules changed: the ticker recomputes when to wake.
+    Schedules,
+    /// Events were appended: the relay drains the outbox.
+    Outbox,
+}
+
+impl Channel {
+    /// The PostgreSQL NOTIFY channel name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Schedules => "sentin8_cron_schedules",
+            Channel::Outbox => "sentin8_cron_outbox",
+        }
+    }
+}
+
+/// In-process wake-up signals, rung after a commit that asked for them, and (on backends with
+/// `listen_notify`) when another process commits such a change.
+#[derive(Debug, Default)]
+pub struct Signals {
+    pub schedules: Notify,
+    pub outbox: Notify,
+}
+
+impl Signals {
+    /// Rings one channel. A permit is stored when nobody waits, so a waiter never misses it.
+    pub fn ring(&self, channel: Channel) {
+        match channel {
+            Channel::Schedules => self.schedules.notify_one(),
+            Channel::Outbox => self.outbox.notify_one(),
+        }
+    }
 }
 
 /// A schedule that is due, as returned by the cross-tenant due selection.
@@ -240,15 +280,11 @@ pub struct JobQuery {
     pub limit: u32,
 }
 
-/// A claim-conditional start of a job attempt: pending and due, or running but stale.
+/// A claim-conditional start of a retry: it succeeds only if the job is still pending and due.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JobClaim {
     pub id: JobId,
-    /// The status the caller saw; the claim fails if it changed.
-    pub from: JobStatus,
     pub now: DateTime<Utc>,
-    /// For a running job: only claim it if its attempt started before this instant.
-    pub stale_before: DateTime<Utc>,
 }
 
 /// A dead-letter entry to insert.
@@ -304,6 +340,15 @@ pub trait Store: Send + Sync + 'static {
     /// What this backend can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// The wake-up signals of this store.
+    fn signals(&self) -> Arc<Signals>;
+
+    /// Starts relaying other processes' change notifications into [`Store::signals`], where the
+    /// backend can (LISTEN/NOTIFY). A no-op elsewhere.
+    async fn signals_listen(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Opens a transaction scoped to one environment. Every tenant read and write goes through
     /// it; dropping it without [`TenantTx::commit`] rolls it back.
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
@@ -358,6 +403,11 @@ pub trait TenantTx: Send {
     /// The environment this transaction is scoped to.
     fn env_id(&self) -> EnvId;
 
+    /// Asks that `channel` be rung when (and only if) this transaction commits, in this process
+    /// and, where the backend can, in every other process. Appending to the outbox rings
+    /// [`Channel::Outbox`] in this process by itself.
+    fn notify_on_commit(&mut self, channel: Channel);
+
     /// Inserts a schedule.
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;
     /// A schedule by id, whatever its status.
@@ -387,8 +437,8 @@ pub trait TenantTx: Send {
     async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>>;
     /// Writes every mutable column of `job` (matched by id).
     async fn job_update(&mut self, job: &Job) -> StoreResult<Job>;
-    /// Starts the next attempt of a due job if it is still in the state the caller saw:
-    /// status becomes running, `attempt` grows by one, `started_at` is now.
+    /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
+    /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;
 
     /// Inserts a dead-letter entry.

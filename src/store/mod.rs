@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::model::ScheduleId;
-use crate::core::store::{Conflict, MigrationReport, SchemaStatus, Store, StoreError, StoreResult};
+use crate::core::store::{
+    Channel, Conflict, MigrationReport, SchemaStatus, Signals, Store, StoreError, StoreResult,
+};
 
 /// The database URL used when none is given: a file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://sentin8-cron.db";
@@ -104,6 +106,35 @@ pub async fn schema_status(url: &str) -> StoreResult<SchemaStatus> {
     )
     .await?;
     store.schema_status().await
+}
+
+/// The channels a transaction rings when it commits, and which of them other processes must
+/// hear about too.
+#[derive(Debug, Default)]
+pub(crate) struct Rings {
+    local: Vec<Channel>,
+    remote: Vec<Channel>,
+}
+
+impl Rings {
+    pub(crate) fn request(&mut self, channel: Channel, cross_process: bool) {
+        if !self.local.contains(&channel) {
+            self.local.push(channel);
+        }
+        if cross_process && !self.remote.contains(&channel) {
+            self.remote.push(channel);
+        }
+    }
+
+    pub(crate) fn cross_process(&self) -> Vec<Channel> {
+        self.remote.clone()
+    }
+
+    pub(crate) fn ring(&self, signals: &Signals) {
+        for channel in &self.local {
+            signals.ring(*channel);
+        }
+    }
 }
 
 /// The advisory-lock key of a schedule: the first 8 bytes of its UUID as a big-endian i64.

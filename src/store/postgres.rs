@@ -4,16 +4,18 @@
 //! advisory locks on a dedicated connection.
 
 use std::str::FromStr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{Executor, PgConnection, PgPool, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
-use super::{ConnectOptions, db_err, lock_key};
+use super::{ConnectOptions, Rings, db_err, lock_key};
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -35,6 +37,7 @@ const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload,
 pub struct PgStore {
     pool: PgPool,
     rls_bypassed: bool,
+    signals: Arc<Signals>,
 }
 
 impl PgStore {
@@ -54,7 +57,11 @@ impl PgStore {
         .await
         .map_err(db_err)?
         .unwrap_or(false);
-        Ok(Self { pool, rls_bypassed })
+        Ok(Self {
+            pool,
+            rls_bypassed,
+            signals: Arc::default(),
+        })
     }
 
     /// The pool, for tests and benchmarks that need raw access.
@@ -88,9 +95,25 @@ impl Store for PgStore {
         }
     }
 
+    fn signals(&self) -> Arc<Signals> {
+        self.signals.clone()
+    }
+
+    async fn signals_listen(&self) -> StoreResult<()> {
+        let mut listener = PgListener::connect_with(&self.pool).await.map_err(db_err)?;
+        listener
+            .listen_all([Channel::Schedules.name(), Channel::Outbox.name()])
+            .await
+            .map_err(db_err)?;
+        tokio::spawn(relay_notifications(listener, Arc::downgrade(&self.signals)));
+        Ok(())
+    }
+
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
         let tx = self.pool.begin().await.map_err(db_err)?;
-        Ok(Box::new(PgTenantTx::start(tx, env_id).await?))
+        Ok(Box::new(
+            PgTenantTx::start(tx, env_id, self.signals.clone()).await?,
+        ))
     }
 
     async fn schedule_lock_try(
@@ -110,6 +133,7 @@ impl Store for PgStore {
         Ok(Some(Box::new(PgScheduleLock {
             conn: Some(conn),
             key,
+            signals: self.signals.clone(),
         })))
     }
 
@@ -182,6 +206,33 @@ impl Store for PgStore {
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
         schema_status(&mut conn).await
+    }
+}
+
+/// Rings this process's signals when another process notifies, until the store is dropped.
+async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
+    loop {
+        let received = listener.try_recv().await;
+        let Some(signals) = signals.upgrade() else {
+            return;
+        };
+        match received {
+            Ok(Some(notification)) => match notification.channel() {
+                c if c == Channel::Schedules.name() => signals.ring(Channel::Schedules),
+                c if c == Channel::Outbox.name() => signals.ring(Channel::Outbox),
+                _ => {}
+            },
+            // The connection dropped and was re-established: anything may have been missed.
+            Ok(None) => {
+                signals.ring(Channel::Schedules);
+                signals.ring(Channel::Outbox);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "change notifications interrupted; retrying");
+                drop(signals);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }
 
@@ -386,6 +437,7 @@ impl PgConnectionExt for PgConnection {
 struct PgScheduleLock {
     conn: Option<PoolConnection<Postgres>>,
     key: i64,
+    signals: Arc<Signals>,
 }
 
 #[async_trait]
@@ -396,7 +448,9 @@ impl ScheduleLock for PgScheduleLock {
             .as_mut()
             .ok_or_else(|| StoreError::Config("schedule lock already released".into()))?;
         let tx = conn.begin_tx().await?;
-        Ok(Box::new(PgTenantTx::start(tx, env_id).await?))
+        Ok(Box::new(
+            PgTenantTx::start(tx, env_id, self.signals.clone()).await?,
+        ))
     }
 
     async fn release(mut self: Box<Self>) -> StoreResult<bool> {
@@ -436,16 +490,27 @@ impl Drop for PgScheduleLock {
 struct PgTenantTx<'c> {
     tx: Transaction<'c, Postgres>,
     env_id: EnvId,
+    signals: Arc<Signals>,
+    on_commit: Rings,
 }
 
 impl<'c> PgTenantTx<'c> {
-    async fn start(mut tx: Transaction<'c, Postgres>, env_id: EnvId) -> StoreResult<Self> {
+    async fn start(
+        mut tx: Transaction<'c, Postgres>,
+        env_id: EnvId,
+        signals: Arc<Signals>,
+    ) -> StoreResult<Self> {
         sqlx::query("SELECT cron.sentin8_set_tenant_context($1)")
             .bind(env_id.0)
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        Ok(Self { tx, env_id })
+        Ok(Self {
+            tx,
+            env_id,
+            signals,
+            on_commit: Rings::default(),
+        })
     }
 
     async fn one_schedule(&mut self, sql: &str, id: ScheduleId) -> StoreResult<Option<Schedule>> {
@@ -463,6 +528,10 @@ impl<'c> PgTenantTx<'c> {
 impl TenantTx for PgTenantTx<'_> {
     fn env_id(&self) -> EnvId {
         self.env_id
+    }
+
+    fn notify_on_commit(&mut self, channel: Channel) {
+        self.on_commit.request(channel, true);
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
@@ -715,17 +784,13 @@ impl TenantTx for PgTenantTx<'_> {
         let sql = format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = $3, \
              next_attempt_at = NULL, updated_at = $3 \
-             WHERE env_id = $1 AND id = $2 AND status = $4 \
-               AND ((status = 'pending' AND next_attempt_at <= $3) \
-                 OR (status = 'running' AND started_at < $5)) \
+             WHERE env_id = $1 AND id = $2 AND status = 'pending' AND next_attempt_at <= $3 \
              RETURNING {JOB_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(self.env_id.0)
             .bind(claim.id.0)
             .bind(claim.now)
-            .bind(claim.from.as_str())
-            .bind(claim.stale_before)
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -812,6 +877,7 @@ impl TenantTx for PgTenantTx<'_> {
         .execute(&mut *self.tx)
         .await
         .map_err(db_err)?;
+        self.on_commit.request(Channel::Outbox, false);
         Ok(())
     }
 
@@ -878,8 +944,19 @@ impl TenantTx for PgTenantTx<'_> {
             .collect()
     }
 
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.tx.commit().await.map_err(db_err)
+    async fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        for channel in self.on_commit.cross_process() {
+            // Delivered to listeners when (and only if) the transaction commits.
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(channel.name())
+                .execute(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+        }
+        let this = *self;
+        this.tx.commit().await.map_err(db_err)?;
+        this.on_commit.ring(&this.signals);
+        Ok(())
     }
 }
 

@@ -22,7 +22,7 @@ use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use uuid::Uuid;
 
 use super::migrations;
-use super::{ConnectOptions, db_err};
+use super::{ConnectOptions, Rings, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -41,6 +41,7 @@ const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload,
 pub struct SqliteStore {
     pool: SqlitePool,
     locks: Arc<Mutex<HashSet<ScheduleId>>>,
+    signals: Arc<Signals>,
 }
 
 fn sqlite_options(url: &str) -> StoreResult<SqliteConnectOptions> {
@@ -70,6 +71,7 @@ impl SqliteStore {
         Ok(Self {
             pool,
             locks: Arc::default(),
+            signals: Arc::default(),
         })
     }
 
@@ -179,9 +181,18 @@ impl Store for SqliteStore {
         }
     }
 
+    fn signals(&self) -> Arc<Signals> {
+        self.signals.clone()
+    }
+
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
         let tx = self.pool.begin().await.map_err(db_err)?;
-        Ok(Box::new(SqliteTenantTx { tx, env_id }))
+        Ok(Box::new(SqliteTenantTx {
+            tx,
+            env_id,
+            signals: self.signals.clone(),
+            on_commit: Rings::default(),
+        }))
     }
 
     async fn schedule_lock_try(
@@ -341,6 +352,8 @@ impl Drop for SqliteScheduleLock {
 struct SqliteTenantTx {
     tx: Transaction<'static, Sqlite>,
     env_id: EnvId,
+    signals: Arc<Signals>,
+    on_commit: Rings,
 }
 
 impl SqliteTenantTx {
@@ -363,6 +376,11 @@ impl SqliteTenantTx {
 impl TenantTx for SqliteTenantTx {
     fn env_id(&self) -> EnvId {
         self.env_id
+    }
+
+    fn notify_on_commit(&mut self, channel: Channel) {
+        // One process owns the file in practice; other processes fall back to polling.
+        self.on_commit.request(channel, false);
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
@@ -613,17 +631,13 @@ impl TenantTx for SqliteTenantTx {
         let sql = format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = ?3, \
              next_attempt_at = NULL, updated_at = ?3 \
-             WHERE env_id = ?1 AND id = ?2 AND status = ?4 \
-               AND ((status = 'pending' AND next_attempt_at <= ?3) \
-                 OR (status = 'running' AND started_at < ?5)) \
+             WHERE env_id = ?1 AND id = ?2 AND status = 'pending' AND next_attempt_at <= ?3 \
              RETURNING {JOB_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(self.env())
             .bind(claim.id.0.to_string())
             .bind(claim.now.timestamp_micros())
-            .bind(claim.from.as_str())
-            .bind(claim.stale_before.timestamp_micros())
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -710,6 +724,7 @@ impl TenantTx for SqliteTenantTx {
         .execute(&mut *self.tx)
         .await
         .map_err(db_err)?;
+        self.on_commit.request(Channel::Outbox, false);
         Ok(())
     }
 
@@ -778,7 +793,10 @@ impl TenantTx for SqliteTenantTx {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.tx.commit().await.map_err(db_err)
+        let this = *self;
+        this.tx.commit().await.map_err(db_err)?;
+        this.on_commit.ring(&this.signals);
+        Ok(())
     }
 }
 

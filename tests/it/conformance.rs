@@ -518,9 +518,7 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
     let pending = tx.job_insert(&pending).await.unwrap();
     let early = JobClaim {
         id: pending.id,
-        from: JobStatus::Pending,
         now: t0(),
-        stale_before: t0() - Duration::minutes(10),
     };
     assert_eq!(tx.job_claim(&early).await.unwrap(), None, "not due yet");
     let on_time = JobClaim {
@@ -541,25 +539,6 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
         None,
         "claimed only once"
     );
-
-    // A running attempt is reclaimed only when stale.
-    let fresh = JobClaim {
-        id: pending.id,
-        from: JobStatus::Running,
-        now: t0() + Duration::minutes(2),
-        stale_before: t0(),
-    };
-    assert_eq!(tx.job_claim(&fresh).await.unwrap(), None);
-    let stale = JobClaim {
-        stale_before: t0() + Duration::minutes(2),
-        ..fresh
-    };
-    let retaken = tx
-        .job_claim(&stale)
-        .await
-        .unwrap()
-        .expect("stale attempt is reclaimed");
-    assert_eq!(retaken.attempt, running.attempt + 1);
 }
 
 pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
@@ -929,6 +908,58 @@ pub async fn schedule_locks_exclude_each_other(store: Arc<dyn Store>) {
     assert!(retake.is_some(), "a dropped lock is freed");
 }
 
+pub async fn commits_ring_signals_and_rollbacks_do_not(store: Arc<dyn Store>) {
+    let signals = store.signals();
+    let within = std::time::Duration::from_secs(2);
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("s", "billing")).await;
+
+    // A rolled-back transaction rings nothing.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.outbox_insert(&NewEvent {
+        id: EventId::new(),
+        schedule_id: Some(s.id),
+        event_type: "x".into(),
+        payload: json!({}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    drop(tx);
+    let short = std::time::Duration::from_millis(50);
+    assert!(
+        tokio::time::timeout(short, signals.schedules.notified())
+            .await
+            .is_err()
+    );
+    assert!(
+        tokio::time::timeout(short, signals.outbox.notified())
+            .await
+            .is_err()
+    );
+
+    // A commit rings what it asked for, and the outbox by itself.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.outbox_insert(&NewEvent {
+        id: EventId::new(),
+        schedule_id: Some(s.id),
+        event_type: "x".into(),
+        payload: json!({}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    tokio::time::timeout(within, signals.schedules.notified())
+        .await
+        .expect("schedules rung");
+    tokio::time::timeout(within, signals.outbox.notified())
+        .await
+        .expect("outbox rung");
+}
+
 pub async fn schema_is_current_after_migration(store: Arc<dyn Store>) {
     let status = store.schema_status().await.unwrap();
     assert!(!status.applied.is_empty());
@@ -959,6 +990,7 @@ macro_rules! conformance_suite {
                 due_jobs_cover_retries_and_stale_attempts,
                 stats_count_across_tenants,
                 schedule_locks_exclude_each_other,
+                commits_ring_signals_and_rollbacks_do_not,
                 schema_is_current_after_migration,
             );
         }

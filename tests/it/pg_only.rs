@@ -318,3 +318,31 @@ async fn serve_refuses_an_unmigrated_database() {
     let err = newer.ensure_current().unwrap_err().to_string();
     assert!(err.contains("[999]") && err.contains("newer"), "{err}");
 }
+
+#[tokio::test]
+async fn other_processes_hear_about_committed_changes() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let writer = db.dyn_store();
+    // A second store on the same database stands in for another process.
+    let reader = sentin8_cron::store::postgres::PgStore::connect(
+        &db.service_url,
+        &sentin8_cron::store::ConnectOptions::default(),
+    )
+    .await
+    .unwrap();
+    reader.signals_listen().await.unwrap();
+    let signals = reader.signals();
+
+    let env = EnvId::new();
+    let mut tx = writer.tenant_begin(env).await.unwrap();
+    tx.schedule_insert(&new_schedule("s", "billing"))
+        .await
+        .unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.commit().await.unwrap();
+    tokio::time::timeout(StdDuration::from_secs(5), signals.schedules.notified())
+        .await
+        .expect("the other process is woken");
+}
