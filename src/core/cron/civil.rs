@@ -76,11 +76,7 @@ mod tests {
             let expected = epoch + chrono::Duration::days(days);
             assert_eq!(
                 (y, m, d),
-                (
-                    i64::from(expected.year()),
-                    expected.month(),
-                    expected.day()
-                )
+                (i64::from(expected.year()), expected.month(), expected.day())
             );
             assert_eq!(days_from_civil(y, m, d), days);
             assert_eq!(
@@ -88,19 +84,16 @@ mod tests {
                 expected.weekday().num_days_from_sunday(),
                 "{expected}"
             );
-            assert_eq!(
-                days_in_month(y, m),
-                {
-                    let next = if m == 12 {
-                        NaiveDate::from_ymd_opt(expected.year() + 1, 1, 1)
-                    } else {
-                        NaiveDate::from_ymd_opt(expected.year(), m + 1, 1)
-                    }
-                    .unwrap();
-                    let first = NaiveDate::from_ymd_opt(expected.year(), m, 1).unwrap();
-                    (next - first).num_days() as u32
+            assert_eq!(days_in_month(y, m), {
+                let next = if m == 12 {
+                    NaiveDate::from_ymd_opt(expected.year() + 1, 1, 1)
+                } else {
+                    NaiveDate::from_ymd_opt(expected.year(), m + 1, 1)
                 }
-            );
+                .unwrap();
+                let first = NaiveDate::from_ymd_opt(expected.year(), m, 1).unwrap();
+                (next - first).num_days() as u32
+            });
         }
     }
 

@@ -50,9 +50,7 @@ pub enum FieldProblem {
     StepOutOfRange { step: String, max: u32 },
     #[error("invalid step {0:?}")]
     InvalidStep(String),
-    #[error(
-        "reversed range {from}-{to} (wrap-around is only allowed in hour and day-of-week)"
-    )]
+    #[error("reversed range {from}-{to} (wrap-around is only allowed in hour and day-of-week)")]
     ReversedRange { from: u32, to: u32 },
     #[error("nth occurrence {0} is out of range 1-5")]
     NthOutOfRange(String),

@@ -102,7 +102,8 @@ impl CronExpr {
             0
         };
         if bit_u32(days, start_dom) {
-            if let Some(minute) = self.first_time_at_or_after(minute_of_day / 60, minute_of_day % 60)
+            if let Some(minute) =
+                self.first_time_at_or_after(minute_of_day / 60, minute_of_day % 60)
             {
                 let found = start_day * MINUTES_PER_DAY + i64::from(minute);
                 return (found <= limit).then_some(found);

@@ -248,11 +248,7 @@ fn parse_element(
 }
 
 /// The weekday before `#n` or `L`, reduced to 0..=6.
-fn parse_modified_weekday(
-    spec: &FieldSpec,
-    element: &str,
-    day: &str,
-) -> Result<u32, FieldProblem> {
+fn parse_modified_weekday(spec: &FieldSpec, element: &str, day: &str) -> Result<u32, FieldProblem> {
     if day.contains(['-', '/', '*', ',']) || day.is_empty() {
         return Err(FieldProblem::ModifierWithRange(element.to_owned()));
     }
@@ -313,7 +309,12 @@ fn parse_value(spec: &FieldSpec, text: &str) -> Result<u32, FieldProblem> {
 impl fmt::Display for CronExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = ListWriter::new(f);
-        write_bits(&mut list, self.minutes, &MINUTE, self.flags & MINUTE_STAR != 0)?;
+        write_bits(
+            &mut list,
+            self.minutes,
+            &MINUTE,
+            self.flags & MINUTE_STAR != 0,
+        )?;
         list.next_field()?;
         write_bits(
             &mut list,

@@ -287,7 +287,11 @@ fn impossible_dates_never_fire() {
         let e = expr(text);
         assert_eq!(e.next_after(now), None, "{text}");
         let schedule = ZonedCron::utc(e);
-        assert_eq!(schedule.validate(now), Err(CronError::NoFutureFire), "{text}");
+        assert_eq!(
+            schedule.validate(now),
+            Err(CronError::NoFutureFire),
+            "{text}"
+        );
         assert_eq!(
             schedule.validate(now).unwrap_err().to_string(),
             "no future fire"
@@ -356,7 +360,10 @@ fn field_errors_name_the_field_and_the_problem() {
     assert_eq!(error("0 0 32 * *"), "day-of-month: 32 is out of range 1-31");
     assert_eq!(error("0 0 * 13 *"), "month: 13 is out of range 1-12");
     assert_eq!(error("0 0 * * 8"), "day-of-week: 8 is out of range 0-7");
-    assert_eq!(error("0 0 * * FUNDAY"), r#"day-of-week: unknown name "FUNDAY""#);
+    assert_eq!(
+        error("0 0 * * FUNDAY"),
+        r#"day-of-week: unknown name "FUNDAY""#
+    );
     assert_eq!(error("0 0 * JANUARY *"), r#"month: unknown name "JANUARY""#);
     assert_eq!(error("x * * * *"), r#"minute: invalid value "x""#);
     assert_eq!(error("0 MON * * *"), r#"hour: invalid value "MON""#);
@@ -373,7 +380,10 @@ fn field_errors_name_the_field_and_the_problem() {
         "expected 5 fields (minute hour day-of-month month day-of-week), got 6"
     );
     assert_eq!(error("0 */0 * * *"), "hour: step must be at least 1");
-    assert_eq!(error("*/61 * * * *"), "minute: step 61 is out of range 1-60");
+    assert_eq!(
+        error("*/61 * * * *"),
+        "minute: step 61 is out of range 1-60"
+    );
     assert_eq!(error("*/x * * * *"), r#"minute: invalid step "x""#);
     assert_eq!(error("@fortnightly"), r#"unknown alias "@fortnightly""#);
     assert_eq!(

@@ -76,7 +76,8 @@ impl ZoneTable {
     /// Index of the constant-offset segment that contains the instant `t`: the number of
     /// transitions at or before `t`.
     pub(crate) fn segment_index(&self, t: i64) -> usize {
-        self.transitions.partition_point(|transition| transition.at <= t)
+        self.transitions
+            .partition_point(|transition| transition.at <= t)
     }
 
     /// UTC offset in seconds during segment `index`.
@@ -145,8 +146,14 @@ mod tests {
         use chrono::NaiveDate;
         let start = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap();
         let end = NaiveDate::from_ymd_opt(2110, 1, 1).unwrap();
-        assert_eq!(start.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp(), SCAN_START);
-        assert_eq!(end.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp(), SCAN_END);
+        assert_eq!(
+            start.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp(),
+            SCAN_START
+        );
+        assert_eq!(
+            end.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp(),
+            SCAN_END
+        );
     }
 
     #[test]
