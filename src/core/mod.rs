@@ -4,3 +4,4 @@
 //! HTTP serving and HTTP calls reach the engine through traits defined here.
 
 pub mod cron;
+pub mod decl;
