@@ -4,7 +4,10 @@
 //! so tests capture exactly what a user would see. Errors travel as `anyhow::Error` here, at the
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
+pub mod next_fires;
 pub mod output;
+pub mod schedule_args;
+pub mod validate_expr;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -21,10 +24,17 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Check a cron expression or a schedule declaration file.
+    ValidateExpr(validate_expr::Args),
+    /// List the next fires of a cron expression, with DST adjustments marked.
+    NextFires(next_fires::Args),
+}
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let _ = out;
-    match cli.command {}
+    match cli.command {
+        Command::ValidateExpr(args) => validate_expr::run(args, out),
+        Command::NextFires(args) => next_fires::run(args, out),
+    }
 }

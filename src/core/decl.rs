@@ -281,7 +281,12 @@ pub fn validate_declarations(
             errors: Vec::new(),
         })
         .collect();
-    validate_entries(entries, now)
+    let (specs, errors) = validate_entries(entries, now);
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(errors)
+    }
 }
 
 /// Parses and validates in one go, reporting structural and semantic problems of all entries
@@ -291,8 +296,22 @@ pub fn load_declarations(
     format: DeclFormat,
     now: DateTime<Utc>,
 ) -> Result<Vec<ScheduleSpec>, DeclError> {
-    let entries = parse_entries(text, format)?;
-    validate_entries(entries, now).map_err(DeclError::Entries)
+    let (specs, errors) = check_declarations(text, format, now)?;
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(DeclError::Entries(errors))
+    }
+}
+
+/// Like [`load_declarations`], but returns the valid entries next to the problems of the
+/// others. `Err` only for problems of the file as a whole (syntax, top-level shape).
+pub fn check_declarations(
+    text: &str,
+    format: DeclFormat,
+    now: DateTime<Utc>,
+) -> Result<(Vec<ScheduleSpec>, Vec<EntryError>), DeclError> {
+    Ok(validate_entries(parse_entries(text, format)?, now))
 }
 
 impl ScheduleDecl {
@@ -595,10 +614,11 @@ fn optional_string(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Op
     }
 }
 
+/// The valid specs and the problems of the other entries.
 fn validate_entries(
     entries: Vec<ParsedEntry>,
     now: DateTime<Utc>,
-) -> Result<Vec<ScheduleSpec>, Vec<EntryError>> {
+) -> (Vec<ScheduleSpec>, Vec<EntryError>) {
     let mut specs = Vec::with_capacity(entries.len());
     let mut failures = Vec::new();
     let mut first_index_of_type: HashMap<String, usize> = HashMap::new();
@@ -636,11 +656,7 @@ fn validate_entries(
             });
         }
     }
-    if failures.is_empty() {
-        Ok(specs)
-    } else {
-        Err(failures)
-    }
+    (specs, failures)
 }
 
 #[cfg(test)]

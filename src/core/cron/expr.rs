@@ -101,13 +101,12 @@ impl CronExpr {
         } else {
             0
         };
-        if bit_u32(days, start_dom) {
-            if let Some(minute) =
+        if bit_u32(days, start_dom)
+            && let Some(minute) =
                 self.first_time_at_or_after(minute_of_day / 60, minute_of_day % 60)
-            {
-                let found = start_day * MINUTES_PER_DAY + i64::from(minute);
-                return (found <= limit).then_some(found);
-            }
+        {
+            let found = start_day * MINUTES_PER_DAY + i64::from(minute);
+            return (found <= limit).then_some(found);
         }
         days = bits_from_u32(days, start_dom + 1);
         loop {
