@@ -5,7 +5,10 @@
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
 pub mod migrate;
+pub mod next_fires;
 pub mod output;
+pub mod schedule_args;
+pub mod validate_expr;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -23,7 +26,12 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
+    /// Check a cron expression or a schedule declaration file.
+    ValidateExpr(validate_expr::Args),
+    /// List the next fires of a cron expression, with DST adjustments marked.
+    NextFires(next_fires::Args),
 }
 
 /// Where the data lives; shared by every subcommand that touches the database.
@@ -43,5 +51,7 @@ pub struct DatabaseArgs {
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Migrate(args) => migrate::run(args, out).await,
+        Command::ValidateExpr(args) => validate_expr::run(args, out),
+        Command::NextFires(args) => next_fires::run(args, out),
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod cron;
+pub mod decl;
 pub mod dispatch;
 pub mod events;
 pub mod model;

@@ -1,4 +1,77 @@
 //! Cron expressions: parsing, evaluation in UTC and in IANA time zones, daylight-saving policy.
+//!
+//! # Grammar
+//!
+//! An expression is five fields separated by runs of spaces or tabs (leading and trailing
+//! whitespace is ignored): `minute hour day-of-month month day-of-week`.
+//!
+//! | field        | values                                   |
+//! |--------------|------------------------------------------|
+//! | minute       | 0-59                                     |
+//! | hour         | 0-23                                     |
+//! | day-of-month | 1-31                                     |
+//! | month        | 1-12 or `JAN`..`DEC`                     |
+//! | day-of-week  | 0-7 or `SUN`..`SAT` (0 and 7 are Sunday) |
+//!
+//! Each field is a comma-separated list of elements: `*`, a value `a`, a range `a-b`, or any
+//! of these with a step: `*/n`, `a-b/n`, and `a/n` meaning `a-max/n`. Names are
+//! case-insensitive. A reversed range wraps around in hour and day-of-week (`22-2` is
+//! 22,23,0,1,2; `FRI-MON` is Friday to Monday) and is an error elsewhere. Aliases, also
+//! case-insensitive: `@yearly` / `@annually` (`0 0 1 1 *`), `@monthly` (`0 0 1 * *`),
+//! `@weekly` (`0 0 * * 0`), `@daily` / `@midnight` (`0 0 * * *`) and `@hourly` (`0 * * * *`).
+//!
+//! Day-of-month and day-of-week combine as in Vixie cron: a field whose text starts with `*`
+//! counts as unrestricted. When both are restricted a day matches if either field matches;
+//! otherwise both must match. The `*` only decides this: `*/2` in day-of-month is
+//! "unrestricted" for the rule yet still matches odd days only.
+//!
+//! Extensions beyond crontab:
+//! - `L` in day-of-month: the last day of the month;
+//! - `DOW#n` in day-of-week (n = 1..5): the n-th such weekday of the month (`MON#2`);
+//! - `DOWL` in day-of-week: the last such weekday of the month (`FRIL`, `5L`);
+//! - wrap-around ranges in hour and day-of-week.
+//!
+//! # Time zones and daylight saving
+//!
+//! Fields match the local wall time of the schedule's zone (IANA names, UTC by default).
+//! A schedule is *fixed-time* when neither its minute nor its hour field starts with `*`
+//! ([`CronExpr::is_fixed_time`]); otherwise it is an *interval* schedule.
+//!
+//! - Interval schedules follow elapsed time. Wall times skipped by a spring-forward gap never
+//!   fire; wall times that occur twice in a fall-back fold fire at both instants, the second
+//!   marked [`DstAdjustment::Repeated`].
+//! - Fixed-time schedules follow the policies. [`OnDstGap::Shift`] (default): matching wall
+//!   times inside a gap produce one fire at the first instant after the gap (the transition),
+//!   marked [`DstAdjustment::Shifted`]; if the first wall time after the gap matches as well,
+//!   that is the same single fire. [`OnDstGap::Skip`]: they do not fire. [`OnDstRepeat::Once`]
+//!   (default): a wall time in a fold fires at its earlier instant only. [`OnDstRepeat::Twice`]:
+//!   at both, the second marked [`DstAdjustment::Repeated`].
+//!
+//! These rules apply to every offset change of a zone, not only to DST. Zone data comes from
+//! the bundled tz database, which lists transitions up to 2099; later offsets stay as the last
+//! one.
+//!
+//! # Evaluation
+//!
+//! [`CronExpr::next_after`] searches UTC wall time and [`ZonedCron::next_fire_after`] a zone's
+//! wall time. Both look at most one full 400-year Gregorian cycle ahead, which is complete: if
+//! no fire is found, the schedule never fires again.
+
+mod civil;
+mod error;
+mod expr;
+mod parse;
+mod transitions;
+mod zone;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod zone_tests;
+
+pub use error::{CronError, CronField, FieldProblem};
+pub use expr::CronExpr;
+pub use zone::{DstAdjustment, Fire, ZonedCron, parse_timezone};
 
 use std::fmt;
 use std::str::FromStr;

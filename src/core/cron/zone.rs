@@ -1,0 +1,176 @@
+//! Evaluation in IANA time zones with the daylight-saving policies.
+//!
+//! Time is cut into segments of constant UTC offset at the zone's transitions. Inside a
+//! segment wall time and UTC move together, so the first match is one naive search over the
+//! segment's wall-time range. At a transition the clock jumps: forward (a gap of wall times
+//! that never happen) or back (a fold of wall times that happen twice). The search walks the
+//! segments from `t` on and applies the policies at those edges.
+
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+use super::error::CronError;
+use super::expr::{CronExpr, SEARCH_HORIZON_MINUTES};
+use super::transitions::with_zone_table;
+use super::{OnDstGap, OnDstRepeat};
+
+/// Parses an IANA time zone name such as `Europe/London`.
+pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
+    name.parse::<Tz>()
+        .map_err(|_| CronError::UnknownTimeZone(name.to_owned()))
+}
+
+/// How daylight saving changed a fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DstAdjustment {
+    /// The scheduled wall time fell in a spring-forward gap; the fire runs at the first instant
+    /// after the gap.
+    Shifted,
+    /// The wall time occurs twice (fall-back) and this is its second occurrence.
+    Repeated,
+}
+
+impl DstAdjustment {
+    /// The name used in output and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DstAdjustment::Shifted => "shifted",
+            DstAdjustment::Repeated => "repeated",
+        }
+    }
+}
+
+impl std::fmt::Display for DstAdjustment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One run of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fire {
+    /// When it runs.
+    pub at: DateTime<Utc>,
+    /// The same instant on the schedule's wall clock.
+    pub local: DateTime<Tz>,
+    /// Set when daylight saving moved or repeated this fire.
+    pub dst: Option<DstAdjustment>,
+}
+
+/// A cron expression bound to a time zone and DST policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZonedCron {
+    pub expr: CronExpr,
+    pub tz: Tz,
+    pub on_dst_gap: OnDstGap,
+    pub on_dst_repeat: OnDstRepeat,
+}
+
+impl ZonedCron {
+    pub fn new(expr: CronExpr, tz: Tz, on_dst_gap: OnDstGap, on_dst_repeat: OnDstRepeat) -> Self {
+        ZonedCron {
+            expr,
+            tz,
+            on_dst_gap,
+            on_dst_repeat,
+        }
+    }
+
+    /// `expr` in UTC with the default policies (which never apply in UTC).
+    pub fn utc(expr: CronExpr) -> Self {
+        ZonedCron::new(expr, Tz::UTC, OnDstGap::default(), OnDstRepeat::default())
+    }
+
+    /// The first fire strictly after `t`.
+    pub fn next_fire_after(&self, t: DateTime<Utc>) -> Option<Fire> {
+        let (seconds, dst) = self.next_instant(t.timestamp())?;
+        let at = DateTime::from_timestamp(seconds, 0)?;
+        Some(Fire {
+            at,
+            local: at.with_timezone(&self.tz),
+            dst,
+        })
+    }
+
+    /// When the first fire strictly after `t` runs.
+    pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let (seconds, _) = self.next_instant(t.timestamp())?;
+        DateTime::from_timestamp(seconds, 0)
+    }
+
+    /// All fires strictly after `t`, in time order.
+    pub fn fires_after(&self, t: DateTime<Utc>) -> impl Iterator<Item = Fire> + use<> {
+        let schedule = *self;
+        std::iter::successors(schedule.next_fire_after(t), move |previous| {
+            schedule.next_fire_after(previous.at)
+        })
+    }
+
+    /// Checks that the schedule fires at least once after `now`.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<(), CronError> {
+        match self.next_after(now) {
+            Some(_) => Ok(()),
+            None => Err(CronError::NoFutureFire),
+        }
+    }
+
+    /// The local wall time of `at` in this schedule's zone.
+    pub fn local_time(&self, at: DateTime<Utc>) -> DateTime<Tz> {
+        self.tz.from_utc_datetime(&at.naive_utc())
+    }
+
+    /// The first fire strictly after `t`, both in whole seconds since the epoch.
+    fn next_instant(&self, t: i64) -> Option<(i64, Option<DstAdjustment>)> {
+        let fixed_time = self.expr.is_fixed_time();
+        with_zone_table(self.tz, |table| {
+            // Earliest instant still allowed; fires are whole seconds, so "after t" is ">= t+1".
+            let mut lower = t.checked_add(1)?;
+            let mut index = table.segment_index(lower);
+            loop {
+                let offset = i64::from(table.segment_offset(index));
+                let transition = table.transitions.get(index);
+                // Wall minutes of the instants lower..segment end.
+                let from = ceil_minute(lower + offset);
+                let limit = match transition {
+                    Some(next) => (next.at - 1 + offset).div_euclid(60),
+                    None => from.saturating_add(SEARCH_HORIZON_MINUTES),
+                };
+                if let Some(wall) = self.expr.next_match(from, limit) {
+                    let at = wall.checked_mul(60)? - offset;
+                    // Second pass through a fold: the clock was set back at the start of this
+                    // segment and has not yet caught up with where it was.
+                    let repeated = table.segment_start(index).is_some_and(|start| {
+                        start.after < start.before
+                            && at < start.at + i64::from(start.before - start.after)
+                    });
+                    if !repeated {
+                        return Some((at, None));
+                    }
+                    if fixed_time && self.on_dst_repeat == OnDstRepeat::Once {
+                        lower = at + 1;
+                        continue;
+                    }
+                    return Some((at, Some(DstAdjustment::Repeated)));
+                }
+                let next = transition?;
+                if fixed_time && self.on_dst_gap == OnDstGap::Shift && next.after > next.before {
+                    // Wall minutes skipped by the jump: [at + before, at + after).
+                    let gap_from = ceil_minute(next.at + i64::from(next.before));
+                    let gap_to = (next.at + i64::from(next.after) - 1).div_euclid(60);
+                    if self.expr.next_match(gap_from, gap_to).is_some() {
+                        return Some((next.at, Some(DstAdjustment::Shifted)));
+                    }
+                }
+                lower = next.at;
+                index += 1;
+            }
+        })
+    }
+}
+
+/// The first whole minute at or after `seconds`, counted in minutes.
+fn ceil_minute(seconds: i64) -> i64 {
+    seconds.div_euclid(60) + i64::from(seconds.rem_euclid(60) != 0)
+}

@@ -1,0 +1,593 @@
+//! DST behaviour in zones with 60-, 30- and 45-minute offsets and both hemispheres.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+
+use super::*;
+
+const SHIFTED: Option<DstAdjustment> = Some(DstAdjustment::Shifted);
+const REPEATED: Option<DstAdjustment> = Some(DstAdjustment::Repeated);
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn schedule(text: &str, tz: Tz, gap: OnDstGap, repeat: OnDstRepeat) -> ZonedCron {
+    ZonedCron::new(CronExpr::parse(text).unwrap(), tz, gap, repeat)
+}
+
+/// The first `count` fires after `after`: (UTC, local, DST mark).
+fn fires(
+    text: &str,
+    tz: Tz,
+    gap: OnDstGap,
+    repeat: OnDstRepeat,
+    after: &str,
+    count: usize,
+) -> Vec<(String, String, Option<DstAdjustment>)> {
+    let schedule = schedule(text, tz, gap, repeat);
+    let found: Vec<_> = schedule
+        .fires_after(at(after))
+        .take(count)
+        .map(|fire| {
+            (
+                fire.at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                fire.local.to_rfc3339_opts(SecondsFormat::Secs, false),
+                fire.dst,
+            )
+        })
+        .collect();
+    // next_after and next_fire_after agree with the iterator.
+    let first = found.first().map(|fire| at(&fire.0));
+    assert_eq!(schedule.next_after(at(after)), first);
+    found
+}
+
+fn utc_marks(
+    found: &[(String, String, Option<DstAdjustment>)],
+) -> Vec<(&str, Option<DstAdjustment>)> {
+    found
+        .iter()
+        .map(|(utc, _, dst)| (utc.as_str(), *dst))
+        .collect()
+}
+
+use OnDstGap::{Shift, Skip};
+use OnDstRepeat::{Once, Twice};
+
+const NEW_YORK: Tz = Tz::America__New_York;
+const LONDON: Tz = Tz::Europe__London;
+const LORD_HOWE: Tz = Tz::Australia__Lord_Howe;
+const CHATHAM: Tz = Tz::Pacific__Chatham;
+
+#[test]
+fn new_york_spring_gap_shift_runs_once_at_the_transition() {
+    let found = fires(
+        "30 2 * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-03-08T12:00:00Z",
+        2,
+    );
+    assert_eq!(
+        found,
+        [
+            (
+                "2025-03-09T07:00:00Z".to_owned(),
+                "2025-03-09T03:00:00-04:00".to_owned(),
+                SHIFTED
+            ),
+            (
+                "2025-03-10T06:30:00Z".to_owned(),
+                "2025-03-10T02:30:00-04:00".to_owned(),
+                None
+            ),
+        ]
+    );
+}
+
+#[test]
+fn new_york_spring_gap_skip_drops_the_day() {
+    let found = fires(
+        "30 2 * * *",
+        NEW_YORK,
+        Skip,
+        Once,
+        "2025-03-08T12:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&found),
+        [
+            ("2025-03-10T06:30:00Z", None),
+            ("2025-03-11T06:30:00Z", None)
+        ]
+    );
+}
+
+#[test]
+fn several_gap_matches_and_the_first_wall_after_the_gap_are_one_fire() {
+    let found = fires(
+        "0,30 2,3 * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-03-09T06:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&found),
+        [
+            ("2025-03-09T07:00:00Z", SHIFTED),
+            ("2025-03-09T07:30:00Z", None)
+        ]
+    );
+    let skipped = fires(
+        "0,30 2,3 * * *",
+        NEW_YORK,
+        Skip,
+        Once,
+        "2025-03-09T06:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&skipped),
+        [
+            ("2025-03-09T07:00:00Z", None),
+            ("2025-03-09T07:30:00Z", None)
+        ]
+    );
+}
+
+#[test]
+fn new_york_fall_fold_once_and_twice() {
+    let once = fires(
+        "30 1 * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-11-01T12:00:00Z",
+        2,
+    );
+    assert_eq!(
+        once,
+        [
+            (
+                "2025-11-02T05:30:00Z".to_owned(),
+                "2025-11-02T01:30:00-04:00".to_owned(),
+                None
+            ),
+            (
+                "2025-11-03T06:30:00Z".to_owned(),
+                "2025-11-03T01:30:00-05:00".to_owned(),
+                None
+            ),
+        ]
+    );
+    let twice = fires(
+        "30 1 * * *",
+        NEW_YORK,
+        Shift,
+        Twice,
+        "2025-11-01T12:00:00Z",
+        3,
+    );
+    assert_eq!(
+        twice,
+        [
+            (
+                "2025-11-02T05:30:00Z".to_owned(),
+                "2025-11-02T01:30:00-04:00".to_owned(),
+                None
+            ),
+            (
+                "2025-11-02T06:30:00Z".to_owned(),
+                "2025-11-02T01:30:00-05:00".to_owned(),
+                REPEATED
+            ),
+            (
+                "2025-11-03T06:30:00Z".to_owned(),
+                "2025-11-03T01:30:00-05:00".to_owned(),
+                None
+            ),
+        ]
+    );
+    // 02:30 exists once on the fall-back day.
+    let after_fold = fires(
+        "30 2 * * *",
+        NEW_YORK,
+        Shift,
+        Twice,
+        "2025-11-01T12:00:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&after_fold), [("2025-11-02T07:30:00Z", None)]);
+}
+
+#[test]
+fn interval_schedules_follow_elapsed_time_through_both_transitions() {
+    for (gap, repeat) in [(Shift, Once), (Skip, Twice)] {
+        let spring = fires(
+            "*/15 * * * *",
+            NEW_YORK,
+            gap,
+            repeat,
+            "2025-03-09T06:20:00Z",
+            4,
+        );
+        assert_eq!(
+            spring,
+            [
+                (
+                    "2025-03-09T06:30:00Z".to_owned(),
+                    "2025-03-09T01:30:00-05:00".to_owned(),
+                    None
+                ),
+                (
+                    "2025-03-09T06:45:00Z".to_owned(),
+                    "2025-03-09T01:45:00-05:00".to_owned(),
+                    None
+                ),
+                (
+                    "2025-03-09T07:00:00Z".to_owned(),
+                    "2025-03-09T03:00:00-04:00".to_owned(),
+                    None
+                ),
+                (
+                    "2025-03-09T07:15:00Z".to_owned(),
+                    "2025-03-09T03:15:00-04:00".to_owned(),
+                    None
+                ),
+            ]
+        );
+        let fall = fires(
+            "*/15 * * * *",
+            NEW_YORK,
+            gap,
+            repeat,
+            "2025-11-02T05:40:00Z",
+            7,
+        );
+        assert_eq!(
+            utc_marks(&fall),
+            [
+                ("2025-11-02T05:45:00Z", None),
+                ("2025-11-02T06:00:00Z", REPEATED),
+                ("2025-11-02T06:15:00Z", REPEATED),
+                ("2025-11-02T06:30:00Z", REPEATED),
+                ("2025-11-02T06:45:00Z", REPEATED),
+                ("2025-11-02T07:00:00Z", None),
+                ("2025-11-02T07:15:00Z", None),
+            ]
+        );
+        assert_eq!(fall[1].1, "2025-11-02T01:00:00-05:00");
+    }
+}
+
+#[test]
+fn time_in_the_first_pass_of_a_fold_still_sees_the_second_pass() {
+    // 05:50Z is 01:50 EDT; 01:05 EST (06:05Z) is still ahead.
+    let interval = fires(
+        "5 * * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-11-02T05:50:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&interval),
+        [
+            ("2025-11-02T06:05:00Z", REPEATED),
+            ("2025-11-02T07:05:00Z", None)
+        ]
+    );
+    let twice = fires(
+        "5 1 * * *",
+        NEW_YORK,
+        Shift,
+        Twice,
+        "2025-11-02T05:50:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&twice), [("2025-11-02T06:05:00Z", REPEATED)]);
+    let once = fires(
+        "5 1 * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-11-02T05:50:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&once), [("2025-11-03T06:05:00Z", None)]);
+}
+
+#[test]
+fn time_in_the_second_pass_of_a_fold() {
+    // 06:50Z is 01:50 EST; 01:55 ran at 05:55Z already.
+    let once = fires(
+        "55 1 * * *",
+        NEW_YORK,
+        Shift,
+        Once,
+        "2025-11-02T06:50:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&once), [("2025-11-03T06:55:00Z", None)]);
+    let twice = fires(
+        "55 1 * * *",
+        NEW_YORK,
+        Shift,
+        Twice,
+        "2025-11-02T06:50:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&twice), [("2025-11-02T06:55:00Z", REPEATED)]);
+}
+
+#[test]
+fn london_gap_and_fold() {
+    // 2025-03-30: 01:00 GMT jumps to 02:00 BST at 01:00Z.
+    let shift = fires("30 1 * * *", LONDON, Shift, Once, "2025-03-29T12:00:00Z", 2);
+    assert_eq!(
+        utc_marks(&shift),
+        [
+            ("2025-03-30T01:00:00Z", SHIFTED),
+            ("2025-03-31T00:30:00Z", None)
+        ]
+    );
+    assert_eq!(shift[0].1, "2025-03-30T02:00:00+01:00");
+    let skip = fires("30 1 * * *", LONDON, Skip, Once, "2025-03-29T12:00:00Z", 1);
+    assert_eq!(utc_marks(&skip), [("2025-03-31T00:30:00Z", None)]);
+    // 2025-10-26: 02:00 BST falls back to 01:00 GMT at 01:00Z.
+    let once = fires("30 1 * * *", LONDON, Shift, Once, "2025-10-25T12:00:00Z", 2);
+    assert_eq!(
+        utc_marks(&once),
+        [
+            ("2025-10-26T00:30:00Z", None),
+            ("2025-10-27T01:30:00Z", None)
+        ]
+    );
+    let twice = fires(
+        "30 1 * * *",
+        LONDON,
+        Shift,
+        Twice,
+        "2025-10-25T12:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&twice),
+        [
+            ("2025-10-26T00:30:00Z", None),
+            ("2025-10-26T01:30:00Z", REPEATED)
+        ]
+    );
+    let hourly = fires("0 * * * *", LONDON, Skip, Once, "2025-03-30T00:00:00Z", 2);
+    assert_eq!(
+        utc_marks(&hourly),
+        [
+            ("2025-03-30T01:00:00Z", None),
+            ("2025-03-30T02:00:00Z", None)
+        ]
+    );
+}
+
+#[test]
+fn lord_howe_half_hour_shift() {
+    // 2025-10-05: 02:00 (+10:30) jumps to 02:30 (+11:00) at 2025-10-04T15:30Z.
+    let shift = fires(
+        "15 2 * * *",
+        LORD_HOWE,
+        Shift,
+        Once,
+        "2025-10-04T00:00:00Z",
+        2,
+    );
+    assert_eq!(
+        shift,
+        [
+            (
+                "2025-10-04T15:30:00Z".to_owned(),
+                "2025-10-05T02:30:00+11:00".to_owned(),
+                SHIFTED
+            ),
+            (
+                "2025-10-05T15:15:00Z".to_owned(),
+                "2025-10-06T02:15:00+11:00".to_owned(),
+                None
+            ),
+        ]
+    );
+    let skip = fires(
+        "15 2 * * *",
+        LORD_HOWE,
+        Skip,
+        Once,
+        "2025-10-04T00:00:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&skip), [("2025-10-05T15:15:00Z", None)]);
+    // 02:30 is the first wall time after the gap: it exists and is not shifted.
+    let exists = fires(
+        "30 2 * * *",
+        LORD_HOWE,
+        Shift,
+        Once,
+        "2025-10-04T00:00:00Z",
+        1,
+    );
+    assert_eq!(utc_marks(&exists), [("2025-10-04T15:30:00Z", None)]);
+    let merged = fires(
+        "0,30 2 * * *",
+        LORD_HOWE,
+        Shift,
+        Once,
+        "2025-10-04T00:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&merged),
+        [
+            ("2025-10-04T15:30:00Z", SHIFTED),
+            ("2025-10-05T15:00:00Z", None)
+        ]
+    );
+    // 2025-04-06: 02:00 (+11:00) falls back to 01:30 (+10:30) at 2025-04-05T15:00Z.
+    let twice = fires(
+        "45 1 * * *",
+        LORD_HOWE,
+        Shift,
+        Twice,
+        "2025-04-05T00:00:00Z",
+        3,
+    );
+    assert_eq!(
+        utc_marks(&twice),
+        [
+            ("2025-04-05T14:45:00Z", None),
+            ("2025-04-05T15:15:00Z", REPEATED),
+            ("2025-04-06T15:15:00Z", None)
+        ]
+    );
+    let once = fires(
+        "45 1 * * *",
+        LORD_HOWE,
+        Shift,
+        Once,
+        "2025-04-05T00:00:00Z",
+        2,
+    );
+    assert_eq!(
+        utc_marks(&once),
+        [
+            ("2025-04-05T14:45:00Z", None),
+            ("2025-04-06T15:15:00Z", None)
+        ]
+    );
+    let interval = fires(
+        "*/10 * * * *",
+        LORD_HOWE,
+        Shift,
+        Once,
+        "2025-04-05T14:55:00Z",
+        5,
+    );
+    assert_eq!(
+        utc_marks(&interval),
+        [
+            ("2025-04-05T15:00:00Z", REPEATED),
+            ("2025-04-05T15:10:00Z", REPEATED),
+            ("2025-04-05T15:20:00Z", REPEATED),
+            ("2025-04-05T15:30:00Z", None),
+            ("2025-04-05T15:40:00Z", None)
+        ]
+    );
+    assert_eq!(interval[0].1, "2025-04-06T01:30:00+10:30");
+}
+
+#[test]
+fn chatham_quarter_hour_offsets() {
+    // 2025-09-28: 02:45 (+12:45) jumps to 03:45 (+13:45) at 2025-09-27T14:00Z.
+    let shift = fires("0 3 * * *", CHATHAM, Shift, Once, "2025-09-27T00:00:00Z", 2);
+    assert_eq!(
+        shift,
+        [
+            (
+                "2025-09-27T14:00:00Z".to_owned(),
+                "2025-09-28T03:45:00+13:45".to_owned(),
+                SHIFTED
+            ),
+            (
+                "2025-09-28T13:15:00Z".to_owned(),
+                "2025-09-29T03:00:00+13:45".to_owned(),
+                None
+            ),
+        ]
+    );
+    let skip = fires("0 3 * * *", CHATHAM, Skip, Once, "2025-09-27T00:00:00Z", 1);
+    assert_eq!(utc_marks(&skip), [("2025-09-28T13:15:00Z", None)]);
+    let interval = fires(
+        "*/30 * * * *",
+        CHATHAM,
+        Shift,
+        Once,
+        "2025-09-27T13:30:00Z",
+        3,
+    );
+    assert_eq!(
+        utc_marks(&interval),
+        [
+            ("2025-09-27T13:45:00Z", None),
+            ("2025-09-27T14:15:00Z", None),
+            ("2025-09-27T14:45:00Z", None)
+        ]
+    );
+    // 2025-04-06: 03:45 (+13:45) falls back to 02:45 (+12:45) at 2025-04-05T14:00Z.
+    let twice = fires(
+        "0 3 * * *",
+        CHATHAM,
+        Shift,
+        Twice,
+        "2025-04-05T00:00:00Z",
+        2,
+    );
+    assert_eq!(
+        twice,
+        [
+            (
+                "2025-04-05T13:15:00Z".to_owned(),
+                "2025-04-06T03:00:00+13:45".to_owned(),
+                None
+            ),
+            (
+                "2025-04-05T14:15:00Z".to_owned(),
+                "2025-04-06T03:00:00+12:45".to_owned(),
+                REPEATED
+            ),
+        ]
+    );
+    let once = fires("0 3 * * *", CHATHAM, Shift, Once, "2025-04-05T00:00:00Z", 2);
+    assert_eq!(
+        utc_marks(&once),
+        [
+            ("2025-04-05T13:15:00Z", None),
+            ("2025-04-06T14:15:00Z", None)
+        ]
+    );
+}
+
+#[test]
+fn far_fires_cross_many_transitions() {
+    let leap = schedule("0 0 29 2 *", NEW_YORK, Shift, Once);
+    assert_eq!(
+        leap.next_after(at("2096-03-01T00:00:00Z")),
+        Some(at("2104-02-29T05:00:00Z"))
+    );
+    assert_eq!(
+        leap.next_after(at("2025-06-15T00:00:00Z")),
+        Some(at("2028-02-29T05:00:00Z"))
+    );
+    let never = schedule("0 0 30 2 *", NEW_YORK, Shift, Twice);
+    assert_eq!(never.next_after(at("2025-01-01T00:00:00Z")), None);
+    assert_eq!(
+        never.validate(at("2025-01-01T00:00:00Z")),
+        Err(CronError::NoFutureFire)
+    );
+}
+
+#[test]
+fn utc_zone_agrees_with_the_plain_evaluator() {
+    for text in ["* * * * *", "0 0 29 2 *", "30 2 * * 1-5", "0 9 * * MON#2"] {
+        let e = CronExpr::parse(text).unwrap();
+        let mut t = at("2025-03-09T06:59:30Z");
+        for _ in 0..50 {
+            let plain = e.next_after(t).unwrap();
+            assert_eq!(ZonedCron::utc(e).next_after(t), Some(plain), "{text}");
+            t = plain;
+        }
+    }
+}

@@ -1,0 +1,663 @@
+//! Schedule declarations: the YAML or JSON file a service keeps in its repository to declare
+//! its schedules, and the validated form the engine works with.
+//!
+//! ```yaml
+//! schedules:
+//!   - schedule_type: invoice.monthly-run     # 1-128 of A-Z a-z 0-9 _ - . :
+//!     cron: "0 6 1 * *"                      # or run_at, exactly one of the two
+//!     timezone: Europe/Berlin                # IANA name, default UTC, cron only
+//!     on_dst_gap: shift                      # shift | skip, cron only
+//!     on_dst_repeat: once                    # once | twice, cron only
+//!     payload: { ledger: eu }                # JSON object, at most 64 KiB serialized
+//!     max_retries: 5                         # 0-100, default 3
+//!   - schedule_type: migration.cutover
+//!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
+//! ```
+//!
+//! Reading a file has two steps. [`parse_declarations`] checks syntax and structure (unknown
+//! keys, wrong value types); [`validate_declarations`] checks meaning (expressions, zones,
+//! limits, times in the future, duplicate types) and yields [`ScheduleSpec`]s. Both report
+//! every problem of every entry, named by field, rather than stopping at the first.
+//! [`load_declarations`] runs both and merges the reports.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::cron::{CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+
+/// Largest accepted payload, serialized as compact JSON.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+/// Largest accepted `max_retries`.
+pub const MAX_RETRIES_LIMIT: u32 = 100;
+/// `max_retries` when a declaration leaves it out.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Longest accepted `schedule_type`.
+pub const MAX_SCHEDULE_TYPE_LEN: usize = 128;
+
+/// A declaration file: a list of schedules.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclarationFile {
+    pub schedules: Vec<ScheduleDecl>,
+}
+
+/// One declared schedule as written, before validation. The field names are the ones the
+/// HTTP API uses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDecl {
+    pub schedule_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dst_gap: Option<OnDstGap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dst_repeat: Option<OnDstRepeat>,
+}
+
+/// When a validated schedule runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timing {
+    /// Repeatedly, by a cron expression in a time zone.
+    Cron(CronTiming),
+    /// Once.
+    Once { run_at: DateTime<Utc> },
+}
+
+/// A validated cron timing with the text it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CronTiming {
+    /// The expression as declared (surrounding whitespace removed).
+    pub expression: String,
+    /// The IANA zone name.
+    pub timezone: String,
+    pub schedule: ZonedCron,
+}
+
+/// A validated schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleSpec {
+    pub schedule_type: String,
+    pub timing: Timing,
+    pub payload: Map<String, Value>,
+    pub max_retries: u32,
+}
+
+impl ScheduleSpec {
+    /// The first run strictly after `now`, if any.
+    pub fn first_fire_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match &self.timing {
+            Timing::Cron(cron) => cron.schedule.next_after(now),
+            Timing::Once { run_at } => (*run_at > now).then_some(*run_at),
+        }
+    }
+
+    /// The cron expression, for cron schedules.
+    pub fn cron_expression(&self) -> Option<&str> {
+        match &self.timing {
+            Timing::Cron(cron) => Some(&cron.expression),
+            Timing::Once { .. } => None,
+        }
+    }
+
+    /// The zone name, for cron schedules.
+    pub fn timezone(&self) -> Option<&str> {
+        match &self.timing {
+            Timing::Cron(cron) => Some(&cron.timezone),
+            Timing::Once { .. } => None,
+        }
+    }
+
+    /// The gap policy, for cron schedules.
+    pub fn on_dst_gap(&self) -> Option<OnDstGap> {
+        match &self.timing {
+            Timing::Cron(cron) => Some(cron.schedule.on_dst_gap),
+            Timing::Once { .. } => None,
+        }
+    }
+
+    /// The repeat policy, for cron schedules.
+    pub fn on_dst_repeat(&self) -> Option<OnDstRepeat> {
+        match &self.timing {
+            Timing::Cron(cron) => Some(cron.schedule.on_dst_repeat),
+            Timing::Once { .. } => None,
+        }
+    }
+
+    /// The run time, for one-shot schedules.
+    pub fn run_at(&self) -> Option<DateTime<Utc>> {
+        match &self.timing {
+            Timing::Cron(_) => None,
+            Timing::Once { run_at } => Some(*run_at),
+        }
+    }
+}
+
+/// A problem with one field of a declaration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// The problems of one entry of a declaration file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryError {
+    /// Position in the `schedules` list, from 0.
+    pub index: usize,
+    /// The entry's `schedule_type`, when it has a readable one.
+    pub schedule_type: Option<String>,
+    pub errors: Vec<FieldError>,
+}
+
+impl fmt::Display for EntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "schedule #{}", self.index)?;
+        if let Some(schedule_type) = &self.schedule_type {
+            write!(f, " ({schedule_type})")?;
+        }
+        for (position, error) in self.errors.iter().enumerate() {
+            f.write_str(if position == 0 { ": " } else { "; " })?;
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The syntax of a declaration file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclFormat {
+    Yaml,
+    Json,
+}
+
+impl DeclFormat {
+    /// By extension (`.yaml`, `.yml`, `.json`); otherwise JSON when the text starts with `{`,
+    /// YAML else.
+    pub fn detect(path: Option<&Path>, text: &str) -> DeclFormat {
+        let extension = path
+            .and_then(Path::extension)
+            .and_then(|extension| extension.to_str())
+            .map(str::to_ascii_lowercase);
+        match extension.as_deref() {
+            Some("json") => DeclFormat::Json,
+            Some("yaml" | "yml") => DeclFormat::Yaml,
+            _ if text.trim_start().starts_with('{') => DeclFormat::Json,
+            _ => DeclFormat::Yaml,
+        }
+    }
+}
+
+/// Why a declaration file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclError {
+    #[error("invalid JSON at line {line}, column {column}: {message}")]
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("invalid YAML: {message}")]
+    Yaml {
+        line: Option<u64>,
+        column: Option<u64>,
+        message: String,
+    },
+    #[error("the top level must be an object with a \"schedules\" list")]
+    NotAnObject,
+    #[error("missing top-level key \"schedules\"")]
+    MissingSchedules,
+    #[error("unknown top-level key {0:?} (expected \"schedules\")")]
+    UnknownTopLevelKey(String),
+    #[error("\"schedules\" must be a list")]
+    SchedulesNotAList,
+    #[error("{} invalid schedule {}", .0.len(), if .0.len() == 1 { "entry" } else { "entries" })]
+    Entries(Vec<EntryError>),
+}
+
+/// Parses a declaration file, reporting syntax errors and every structural problem of every
+/// entry (unknown keys, wrong value types, missing `schedule_type`).
+pub fn parse_declarations(text: &str, format: DeclFormat) -> Result<DeclarationFile, DeclError> {
+    let entries = parse_entries(text, format)?;
+    let mut schedules = Vec::with_capacity(entries.len());
+    let mut errors = Vec::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        if entry.errors.is_empty() {
+            schedules.push(entry.decl);
+        } else {
+            errors.push(EntryError {
+                index,
+                schedule_type: entry.schedule_type,
+                errors: entry.errors,
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(DeclarationFile { schedules })
+    } else {
+        Err(DeclError::Entries(errors))
+    }
+}
+
+/// Validates every entry of a parsed file; duplicate `schedule_type`s are errors.
+pub fn validate_declarations(
+    file: &DeclarationFile,
+    now: DateTime<Utc>,
+) -> Result<Vec<ScheduleSpec>, Vec<EntryError>> {
+    let entries = file
+        .schedules
+        .iter()
+        .map(|decl| ParsedEntry {
+            decl: decl.clone(),
+            schedule_type: Some(decl.schedule_type.clone()),
+            errors: Vec::new(),
+        })
+        .collect();
+    let (specs, errors) = validate_entries(entries, now);
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Parses and validates in one go, reporting structural and semantic problems of all entries
+/// together.
+pub fn load_declarations(
+    text: &str,
+    format: DeclFormat,
+    now: DateTime<Utc>,
+) -> Result<Vec<ScheduleSpec>, DeclError> {
+    let (specs, errors) = check_declarations(text, format, now)?;
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(DeclError::Entries(errors))
+    }
+}
+
+/// Like [`load_declarations`], but returns the valid entries next to the problems of the
+/// others. `Err` only for problems of the file as a whole (syntax, top-level shape).
+pub fn check_declarations(
+    text: &str,
+    format: DeclFormat,
+    now: DateTime<Utc>,
+) -> Result<(Vec<ScheduleSpec>, Vec<EntryError>), DeclError> {
+    Ok(validate_entries(parse_entries(text, format)?, now))
+}
+
+impl ScheduleDecl {
+    /// Checks every field and collects all problems.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<ScheduleSpec, Vec<FieldError>> {
+        let mut errors = Vec::new();
+
+        if !is_valid_schedule_type(&self.schedule_type) {
+            errors.push(FieldError::new(
+                "schedule_type",
+                format!(
+                    "must be 1-{MAX_SCHEDULE_TYPE_LEN} characters of ASCII letters, digits, \
+                     '_', '-', '.' and ':'"
+                ),
+            ));
+        }
+
+        let payload = match &self.payload {
+            None => Some(Map::new()),
+            Some(Value::Object(map)) => {
+                let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
+                if size > MAX_PAYLOAD_BYTES {
+                    errors.push(FieldError::new(
+                        "payload",
+                        format!(
+                            "serialized size {size} bytes exceeds the limit of \
+                             {MAX_PAYLOAD_BYTES} bytes"
+                        ),
+                    ));
+                    None
+                } else {
+                    Some(map.clone())
+                }
+            }
+            Some(other) => {
+                errors.push(FieldError::new(
+                    "payload",
+                    format!("must be a JSON object, got {}", json_kind(other)),
+                ));
+                None
+            }
+        };
+
+        let max_retries = self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
+        if max_retries > MAX_RETRIES_LIMIT {
+            errors.push(FieldError::new(
+                "max_retries",
+                format!("{max_retries} is out of range 0-{MAX_RETRIES_LIMIT}"),
+            ));
+        }
+
+        let timing = match (&self.cron, &self.run_at) {
+            (Some(_), Some(_)) => {
+                errors.push(FieldError::new(
+                    "run_at",
+                    "cannot be combined with cron: give exactly one of cron or run_at",
+                ));
+                None
+            }
+            (None, None) => {
+                errors.push(FieldError::new("cron", "one of cron or run_at is required"));
+                None
+            }
+            (Some(cron), None) => self.validate_cron(cron, now, &mut errors),
+            (None, Some(run_at)) => self.validate_run_at(run_at, now, &mut errors),
+        };
+
+        match (timing, payload) {
+            (Some(timing), Some(payload)) if errors.is_empty() => Ok(ScheduleSpec {
+                schedule_type: self.schedule_type.clone(),
+                timing,
+                payload,
+                max_retries,
+            }),
+            _ => Err(errors),
+        }
+    }
+
+    fn validate_cron(
+        &self,
+        cron: &str,
+        now: DateTime<Utc>,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<Timing> {
+        let timezone = self.timezone.as_deref().unwrap_or("UTC");
+        let tz = parse_timezone(timezone)
+            .map_err(|err| errors.push(FieldError::new("timezone", err.message_without_field())))
+            .ok();
+        let expr = CronExpr::parse(cron)
+            .map_err(|err| errors.push(FieldError::new("cron", err.to_string())))
+            .ok();
+        let schedule = ZonedCron::new(
+            expr?,
+            tz?,
+            self.on_dst_gap.unwrap_or_default(),
+            self.on_dst_repeat.unwrap_or_default(),
+        );
+        if let Err(err) = schedule.validate(now) {
+            errors.push(FieldError::new("cron", err.to_string()));
+            return None;
+        }
+        Some(Timing::Cron(CronTiming {
+            expression: cron.trim().to_owned(),
+            timezone: schedule.tz.name().to_owned(),
+            schedule,
+        }))
+    }
+
+    fn validate_run_at(
+        &self,
+        run_at: &str,
+        now: DateTime<Utc>,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<Timing> {
+        for (field, is_set) in [
+            ("timezone", self.timezone.is_some()),
+            ("on_dst_gap", self.on_dst_gap.is_some()),
+            ("on_dst_repeat", self.on_dst_repeat.is_some()),
+        ] {
+            if is_set {
+                errors.push(FieldError::new(
+                    field,
+                    "only applies to cron schedules, not to run_at",
+                ));
+            }
+        }
+        let run_at_time = match DateTime::parse_from_rfc3339(run_at.trim()) {
+            Ok(parsed) => parsed.with_timezone(&Utc),
+            Err(_) => {
+                errors.push(FieldError::new(
+                    "run_at",
+                    format!("{run_at:?} is not an RFC 3339 timestamp"),
+                ));
+                return None;
+            }
+        };
+        if run_at_time <= now {
+            errors.push(FieldError::new(
+                "run_at",
+                format!("{} is not in the future", run_at.trim()),
+            ));
+            return None;
+        }
+        Some(Timing::Once {
+            run_at: run_at_time,
+        })
+    }
+}
+
+fn is_valid_schedule_type(text: &str) -> bool {
+    (1..=MAX_SCHEDULE_TYPE_LEN).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An entry read as far as its structure allows, with the structural problems found.
+struct ParsedEntry {
+    decl: ScheduleDecl,
+    schedule_type: Option<String>,
+    errors: Vec<FieldError>,
+}
+
+fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<ParsedEntry>, DeclError> {
+    let document: Value = match format {
+        DeclFormat::Json => serde_json::from_str(text).map_err(|err| DeclError::Json {
+            line: err.line(),
+            column: err.column(),
+            message: strip_json_position(&err.to_string()),
+        })?,
+        DeclFormat::Yaml => serde_saphyr::from_str(text).map_err(|err: serde_saphyr::Error| {
+            let location = err.location();
+            DeclError::Yaml {
+                line: location.map(|location| location.line()),
+                column: location.map(|location| location.column()),
+                message: err.to_string(),
+            }
+        })?,
+    };
+    let Value::Object(top) = document else {
+        return Err(DeclError::NotAnObject);
+    };
+    if let Some(unknown) = top.keys().find(|key| key.as_str() != "schedules") {
+        return Err(DeclError::UnknownTopLevelKey(unknown.clone()));
+    }
+    let schedules = match top.get("schedules") {
+        None => return Err(DeclError::MissingSchedules),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(DeclError::SchedulesNotAList),
+    };
+    Ok(schedules.iter().map(parse_entry).collect())
+}
+
+/// serde_json appends " at line L column C" to its messages; the error reports those apart.
+fn strip_json_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(position) => message.get(..position).unwrap_or(message).to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+fn parse_entry(value: &Value) -> ParsedEntry {
+    let mut entry = ParsedEntry {
+        decl: ScheduleDecl::default(),
+        schedule_type: None,
+        errors: Vec::new(),
+    };
+    let Value::Object(map) = value else {
+        entry.errors.push(FieldError::new(
+            "entry",
+            format!("must be an object, got {}", json_kind(value)),
+        ));
+        return entry;
+    };
+    let decl = &mut entry.decl;
+    let errors = &mut entry.errors;
+    for (key, value) in map {
+        match key.as_str() {
+            "schedule_type" => match value {
+                Value::String(text) => {
+                    decl.schedule_type = text.clone();
+                    entry.schedule_type = Some(text.clone());
+                }
+                other => errors.push(FieldError::new(
+                    key,
+                    format!("must be a string, got {}", json_kind(other)),
+                )),
+            },
+            "cron" => decl.cron = optional_string(key, value, errors),
+            "run_at" => decl.run_at = optional_string(key, value, errors),
+            "timezone" => decl.timezone = optional_string(key, value, errors),
+            "payload" => decl.payload = (!value.is_null()).then(|| value.clone()),
+            "max_retries" => {
+                decl.max_retries = match value {
+                    Value::Null => None,
+                    Value::Number(number) => match number.as_u64() {
+                        Some(n) if n <= u64::from(MAX_RETRIES_LIMIT) => u32::try_from(n).ok(),
+                        _ => {
+                            errors.push(FieldError::new(
+                                key,
+                                format!("{number} is out of range 0-{MAX_RETRIES_LIMIT}"),
+                            ));
+                            None
+                        }
+                    },
+                    other => {
+                        errors.push(FieldError::new(
+                            key,
+                            format!("must be an integer, got {}", json_kind(other)),
+                        ));
+                        None
+                    }
+                }
+            }
+            "on_dst_gap" => {
+                decl.on_dst_gap = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
+            "on_dst_repeat" => {
+                decl.on_dst_repeat = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
+            _ => errors.push(FieldError::new(key, "unknown field")),
+        }
+    }
+    if !map.contains_key("schedule_type") {
+        errors.push(FieldError::new("schedule_type", "is required"));
+    }
+    entry
+}
+
+fn optional_string(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        other => {
+            errors.push(FieldError::new(
+                key,
+                format!("must be a string, got {}", json_kind(other)),
+            ));
+            None
+        }
+    }
+}
+
+/// The valid specs and the problems of the other entries.
+fn validate_entries(
+    entries: Vec<ParsedEntry>,
+    now: DateTime<Utc>,
+) -> (Vec<ScheduleSpec>, Vec<EntryError>) {
+    let mut specs = Vec::with_capacity(entries.len());
+    let mut failures = Vec::new();
+    let mut first_index_of_type: HashMap<String, usize> = HashMap::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let mut errors = entry.errors;
+        let structural_fields: Vec<String> =
+            errors.iter().map(|error| error.field.clone()).collect();
+        let validated = entry.decl.validate(now);
+        if let Some(schedule_type) = &entry.schedule_type {
+            match first_index_of_type.get(schedule_type) {
+                Some(first) => errors.push(FieldError::new(
+                    "schedule_type",
+                    format!("duplicate schedule_type {schedule_type:?} (first declared at index {first})"),
+                )),
+                None => {
+                    first_index_of_type.insert(schedule_type.clone(), index);
+                }
+            }
+        }
+        match validated {
+            Ok(spec) if errors.is_empty() => specs.push(spec),
+            Ok(_) => {}
+            Err(semantic) => errors.extend(
+                semantic
+                    .into_iter()
+                    // A field that was already unreadable needs no second complaint.
+                    .filter(|error| !structural_fields.contains(&error.field)),
+            ),
+        }
+        if !errors.is_empty() {
+            failures.push(EntryError {
+                index,
+                schedule_type: entry.schedule_type,
+                errors,
+            });
+        }
+    }
+    (specs, failures)
+}
+
+#[cfg(test)]
+mod tests;

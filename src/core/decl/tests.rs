@@ -1,0 +1,329 @@
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::*;
+
+const BILLING: &str = include_str!("../../../examples/billing.schedules.yaml");
+const REPORTS: &str = include_str!("../../../examples/reports.schedules.json");
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2025-06-01T12:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn entry_errors(text: &str, format: DeclFormat) -> Vec<EntryError> {
+    match load_declarations(text, format, now()) {
+        Err(DeclError::Entries(errors)) => errors,
+        other => panic!("expected entry errors, got {other:?}"),
+    }
+}
+
+fn messages(errors: &EntryError) -> Vec<String> {
+    errors.errors.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn example_files_validate() {
+    let billing = load_declarations(BILLING, DeclFormat::Yaml, now()).unwrap();
+    assert_eq!(billing.len(), 5);
+    let dunning = &billing[1];
+    assert_eq!(dunning.schedule_type, "billing.dunning-reminders");
+    assert_eq!(dunning.cron_expression(), Some("30 2 * * MON-FRI"));
+    assert_eq!(dunning.timezone(), Some("America/New_York"));
+    assert_eq!(dunning.on_dst_gap(), Some(OnDstGap::Shift));
+    assert_eq!(dunning.on_dst_repeat(), Some(OnDstRepeat::Once));
+    assert_eq!(dunning.payload.get("channel"), Some(&json!("email")));
+    assert_eq!(dunning.max_retries, DEFAULT_MAX_RETRIES);
+    let shutdown = &billing[4];
+    assert_eq!(
+        shutdown.run_at(),
+        Some(
+            DateTime::parse_from_rfc3339("2099-12-31T23:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc)
+        )
+    );
+    assert_eq!(shutdown.first_fire_after(now()), shutdown.run_at());
+    assert_eq!(shutdown.cron_expression(), None);
+
+    let reports = load_declarations(REPORTS, DeclFormat::Json, now()).unwrap();
+    assert_eq!(reports.len(), 5);
+    assert_eq!(
+        reports[0].first_fire_after(now()).map(|t| t.to_rfc3339()),
+        Some("2025-06-02T06:00:00+00:00".to_owned())
+    );
+    assert_eq!(reports[3].cron_expression(), Some("@hourly"));
+    assert_eq!(reports[3].max_retries, 0);
+
+    // The two-step API gives the same result.
+    let parsed = parse_declarations(REPORTS, DeclFormat::Json).unwrap();
+    assert_eq!(validate_declarations(&parsed, now()).unwrap(), reports);
+}
+
+#[test]
+fn format_is_picked_by_extension_then_by_content() {
+    use std::path::Path;
+    assert_eq!(
+        DeclFormat::detect(Some(Path::new("a.json")), "x: 1"),
+        DeclFormat::Json
+    );
+    assert_eq!(
+        DeclFormat::detect(Some(Path::new("a.YML")), "{}"),
+        DeclFormat::Yaml
+    );
+    assert_eq!(
+        DeclFormat::detect(Some(Path::new("a.yaml")), "{}"),
+        DeclFormat::Yaml
+    );
+    assert_eq!(
+        DeclFormat::detect(Some(Path::new("a.txt")), "  {\"schedules\": []}"),
+        DeclFormat::Json
+    );
+    assert_eq!(DeclFormat::detect(None, "schedules: []"), DeclFormat::Yaml);
+}
+
+#[test]
+fn every_problem_of_every_entry_is_reported() {
+    let text = r#"
+schedules:
+  - schedule_type: ok.one
+    cron: "0 * * * *"
+  - schedule_type: bad.cron
+    cron: "61 * * * *"
+    timezone: Mars/Olympus
+    max_retries: 101
+  - schedule_type: "bad type!"
+    run_at: "2020-01-01T00:00:00Z"
+    timezone: UTC
+  - schedule_type: bad.both
+    cron: "0 0 * * *"
+    run_at: "2030-01-01T00:00:00Z"
+    payload: [1, 2]
+  - schedule_type: bad.never
+    cron: "0 0 30 2 *"
+    colour: blue
+  - cron: "0 0 * * *"
+  - schedule_type: ok.one
+    run_at: "2030-01-01T00:00:00Z"
+  - schedule_type: bad.neither
+    on_dst_gap: sideways
+    max_retries: -1
+"#;
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    let summary: Vec<(usize, Option<&str>, Vec<String>)> = errors
+        .iter()
+        .map(|entry| (entry.index, entry.schedule_type.as_deref(), messages(entry)))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                1,
+                Some("bad.cron"),
+                vec![
+                    "max_retries: 101 is out of range 0-100".to_owned(),
+                    r#"timezone: unknown time zone "Mars/Olympus""#.to_owned(),
+                    "cron: minute: 61 is out of range 0-59".to_owned(),
+                ]
+            ),
+            (
+                2,
+                Some("bad type!"),
+                vec![
+                    "schedule_type: must be 1-128 characters of ASCII letters, digits, '_', '-', '.' and ':'".to_owned(),
+                    "timezone: only applies to cron schedules, not to run_at".to_owned(),
+                    "run_at: 2020-01-01T00:00:00Z is not in the future".to_owned(),
+                ]
+            ),
+            (
+                3,
+                Some("bad.both"),
+                vec![
+                    "payload: must be a JSON object, got a list".to_owned(),
+                    "run_at: cannot be combined with cron: give exactly one of cron or run_at".to_owned(),
+                ]
+            ),
+            (
+                4,
+                Some("bad.never"),
+                vec!["colour: unknown field".to_owned(), "cron: no future fire".to_owned()]
+            ),
+            (
+                5,
+                None,
+                vec![
+                    "schedule_type: is required".to_owned(),
+                ]
+            ),
+            (
+                6,
+                Some("ok.one"),
+                vec![r#"schedule_type: duplicate schedule_type "ok.one" (first declared at index 0)"#.to_owned()]
+            ),
+            (
+                7,
+                Some("bad.neither"),
+                vec![
+                    // Keys are checked in alphabetical order.
+                    "max_retries: -1 is out of range 0-100".to_owned(),
+                    r#"on_dst_gap: unknown value "sideways", expected one of: shift, skip"#.to_owned(),
+                    "cron: one of cron or run_at is required".to_owned(),
+                ]
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[3].to_string(),
+        "schedule #4 (bad.never): colour: unknown field; cron: no future fire"
+    );
+}
+
+#[test]
+fn parse_reports_structural_problems_only() {
+    let text = r#"{"schedules": [{"schedule_type": "a", "cron": 5}, {"schedule_type": "b", "cron": "61 * * * *"}]}"#;
+    match parse_declarations(text, DeclFormat::Json) {
+        Err(DeclError::Entries(errors)) => {
+            assert_eq!(errors.len(), 1);
+            assert_eq!(errors[0].index, 0);
+            assert_eq!(
+                messages(&errors[0]),
+                ["cron: must be a string, got a number"]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn payload_must_be_a_small_object() {
+    let mut decl = ScheduleDecl {
+        schedule_type: "big".to_owned(),
+        cron: Some("0 0 * * *".to_owned()),
+        payload: Some(json!({ "blob": "x".repeat(MAX_PAYLOAD_BYTES) })),
+        ..ScheduleDecl::default()
+    };
+    let errors = decl.validate(now()).unwrap_err();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].field, "payload");
+    assert!(
+        errors[0]
+            .message
+            .starts_with("serialized size 65547 bytes exceeds"),
+        "{}",
+        errors[0]
+    );
+
+    decl.payload = Some(json!("text"));
+    assert_eq!(
+        decl.validate(now()).unwrap_err(),
+        [FieldError::new(
+            "payload",
+            "must be a JSON object, got a string"
+        )]
+    );
+    decl.payload = None;
+    let spec = decl.validate(now()).unwrap();
+    assert!(spec.payload.is_empty());
+    assert_eq!(spec.timezone(), Some("UTC"));
+}
+
+#[test]
+fn schedule_type_rules() {
+    let decl = |schedule_type: &str| ScheduleDecl {
+        schedule_type: schedule_type.to_owned(),
+        cron: Some("@daily".to_owned()),
+        ..ScheduleDecl::default()
+    };
+    for good in ["a", "billing.invoice-run", "x:y_z-1.2", &"a".repeat(128)] {
+        assert!(decl(good).validate(now()).is_ok(), "{good}");
+    }
+    for bad in ["", "has space", "ünicode", "a/b", &"a".repeat(129)] {
+        let errors = decl(bad).validate(now()).unwrap_err();
+        assert_eq!(errors[0].field, "schedule_type", "{bad}");
+    }
+}
+
+#[test]
+fn run_at_must_be_a_future_rfc3339_time() {
+    let decl = |run_at: &str| ScheduleDecl {
+        schedule_type: "once".to_owned(),
+        run_at: Some(run_at.to_owned()),
+        ..ScheduleDecl::default()
+    };
+    assert_eq!(
+        decl("tomorrow").validate(now()).unwrap_err(),
+        [FieldError::new(
+            "run_at",
+            r#""tomorrow" is not an RFC 3339 timestamp"#
+        )]
+    );
+    assert_eq!(
+        decl("2025-06-01T12:00:00Z").validate(now()).unwrap_err(),
+        [FieldError::new(
+            "run_at",
+            "2025-06-01T12:00:00Z is not in the future"
+        )]
+    );
+    let spec = decl("2025-06-01T14:00:01+02:00").validate(now()).unwrap();
+    assert_eq!(
+        spec.first_fire_after(now()).unwrap().to_rfc3339(),
+        "2025-06-01T12:00:01+00:00"
+    );
+    assert_eq!(spec.first_fire_after(spec.run_at().unwrap()), None);
+}
+
+#[test]
+fn syntax_errors_carry_positions() {
+    match parse_declarations("{\n  \"schedules\": [\n    {,\n  ]\n}", DeclFormat::Json) {
+        Err(DeclError::Json { line, .. }) => assert_eq!(line, 3),
+        other => panic!("{other:?}"),
+    }
+    match parse_declarations("schedules:\n  - a: [1, 2\n  - b\n", DeclFormat::Yaml) {
+        Err(DeclError::Yaml { line, message, .. }) => {
+            assert!(line.is_some(), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        parse_declarations("[]", DeclFormat::Json),
+        Err(DeclError::NotAnObject)
+    );
+    assert_eq!(
+        parse_declarations("{}", DeclFormat::Json),
+        Err(DeclError::MissingSchedules)
+    );
+    assert_eq!(
+        parse_declarations("schedules: {}\n", DeclFormat::Yaml),
+        Err(DeclError::SchedulesNotAList)
+    );
+    assert_eq!(
+        parse_declarations("schedules: []\nversion: 2\n", DeclFormat::Yaml)
+            .unwrap_err()
+            .to_string(),
+        r#"unknown top-level key "version" (expected "schedules")"#
+    );
+    assert_eq!(
+        parse_declarations("schedules: []\n", DeclFormat::Yaml),
+        Ok(DeclarationFile::default())
+    );
+}
+
+#[test]
+fn declarations_use_the_api_field_names_with_serde() {
+    let decl: ScheduleDecl = serde_json::from_value(json!({
+        "schedule_type": "a",
+        "cron": "0 0 * * *",
+        "timezone": "Europe/London",
+        "on_dst_gap": "skip",
+        "on_dst_repeat": "twice",
+        "max_retries": 7,
+        "payload": {"k": 1}
+    }))
+    .unwrap();
+    assert_eq!(decl.on_dst_gap, Some(OnDstGap::Skip));
+    assert_eq!(decl.on_dst_repeat, Some(OnDstRepeat::Twice));
+    let spec = decl.validate(now()).unwrap();
+    assert_eq!(spec.on_dst_gap(), Some(OnDstGap::Skip));
+    assert!(serde_json::from_value::<ScheduleDecl>(json!({"schedule_type": "a", "x": 1})).is_err());
+}
