@@ -1,0 +1,298 @@
+//! Engine and relay counters, and their Prometheus text rendering. Lock-free: the hot path only
+//! increments atomics.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::core::store::StoreStats;
+
+/// A histogram with fixed bucket bounds (seconds).
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, value: Duration) {
+        let secs = value.as_secs_f64();
+        if let Some(index) = self.bounds.iter().position(|bound| secs <= *bound) {
+            self.counts[index].fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = u64::try_from(value.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, count) in self.bounds.iter().zip(&self.counts) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let total = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {total}");
+    }
+}
+
+const LATENESS_BOUNDS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+const TICK_BOUNDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Counters shared by the ticker, the relay and the API.
+#[derive(Debug)]
+pub struct Metrics {
+    pub fires: AtomicU64,
+    pub successes: AtomicU64,
+    pub failures: AtomicU64,
+    pub retries: AtomicU64,
+    pub dlq_landings: AtomicU64,
+    pub skipped: AtomicU64,
+    pub lost_claims: AtomicU64,
+    pub tick_errors: AtomicU64,
+    pub ticks: AtomicU64,
+    pub events_relayed: AtomicU64,
+    pub relay_failures: AtomicU64,
+    pub events_parked: AtomicI64,
+    /// Unix seconds of the last completed tick (0: none yet).
+    pub last_tick_unix: AtomicI64,
+    /// Fire instant minus due instant.
+    pub lateness: Histogram,
+    pub tick_duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            fires: AtomicU64::new(0),
+            successes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            dlq_landings: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            lost_claims: AtomicU64::new(0),
+            tick_errors: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
+            events_relayed: AtomicU64::new(0),
+            relay_failures: AtomicU64::new(0),
+            events_parked: AtomicI64::new(0),
+            last_tick_unix: AtomicI64::new(0),
+            lateness: Histogram::new(LATENESS_BOUNDS),
+            tick_duration: Histogram::new(TICK_BOUNDS),
+        }
+    }
+}
+
+/// Adds one to a counter.
+pub fn inc(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric, plus store-wide gauges.
+    pub fn render(&self, stats: Option<&StoreStats>) -> String {
+        let mut out = String::with_capacity(4096);
+        let counters: [(&str, &str, &AtomicU64); 11] = [
+            (
+                "sentin8_cron_fires_total",
+                "Schedules fired (jobs started).",
+                &self.fires,
+            ),
+            (
+                "sentin8_cron_job_successes_total",
+                "Job attempts that succeeded.",
+                &self.successes,
+            ),
+            (
+                "sentin8_cron_job_failures_total",
+                "Job attempts that failed.",
+                &self.failures,
+            ),
+            (
+                "sentin8_cron_job_retries_total",
+                "Retries scheduled after a failed attempt.",
+                &self.retries,
+            ),
+            (
+                "sentin8_cron_dlq_landings_total",
+                "Jobs that exhausted their retries.",
+                &self.dlq_landings,
+            ),
+            (
+                "sentin8_cron_fires_skipped_total",
+                "Fires skipped because a job was still open.",
+                &self.skipped,
+            ),
+            (
+                "sentin8_cron_claims_lost_total",
+                "Due schedules another ticker claimed first.",
+                &self.lost_claims,
+            ),
+            (
+                "sentin8_cron_tick_errors_total",
+                "Ticks that ended in an error.",
+                &self.tick_errors,
+            ),
+            ("sentin8_cron_ticks_total", "Completed ticks.", &self.ticks),
+            (
+                "sentin8_cron_events_relayed_total",
+                "Outbox events acknowledged by the bus.",
+                &self.events_relayed,
+            ),
+            (
+                "sentin8_cron_relay_failures_total",
+                "Failed attempts to relay an outbox event.",
+                &self.relay_failures,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
+        }
+        let gauges = [
+            (
+                "sentin8_cron_last_tick_timestamp_seconds",
+                "Unix time of the last completed tick.",
+                self.last_tick_unix.load(Ordering::Relaxed),
+            ),
+            (
+                "sentin8_cron_outbox_parked",
+                "Outbox events parked after too many failed attempts.",
+                self.events_parked.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        self.lateness.render(
+            &mut out,
+            "sentin8_cron_fire_lateness_seconds",
+            "Fire instant minus due instant.",
+        );
+        self.tick_duration.render(
+            &mut out,
+            "sentin8_cron_tick_duration_seconds",
+            "Wall time of one tick.",
+        );
+        if let Some(stats) = stats {
+            let gauges = [
+                (
+                    "sentin8_cron_schedules_active",
+                    "Active schedules.",
+                    stats.schedules_active,
+                ),
+                (
+                    "sentin8_cron_schedules_paused",
+                    "Paused schedules.",
+                    stats.schedules_paused,
+                ),
+                (
+                    "sentin8_cron_jobs_pending",
+                    "Jobs waiting for an attempt.",
+                    stats.jobs_pending,
+                ),
+                (
+                    "sentin8_cron_jobs_running",
+                    "Job attempts in flight.",
+                    stats.jobs_running,
+                ),
+                (
+                    "sentin8_cron_dlq_entries",
+                    "Dead-letter entries.",
+                    stats.dlq_entries,
+                ),
+                (
+                    "sentin8_cron_outbox_backlog",
+                    "Outbox events not yet relayed.",
+                    stats.outbox_unrelayed,
+                ),
+            ];
+            for (name, help, value) in gauges {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let metrics = Metrics::default();
+        metrics.lateness.observe(Duration::from_millis(3));
+        metrics.lateness.observe(Duration::from_millis(700));
+        metrics.lateness.observe(Duration::from_secs(3600));
+        let text = metrics.render(None);
+        assert!(
+            text.contains("sentin8_cron_fire_lateness_seconds_bucket{le=\"0.005\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sentin8_cron_fire_lateness_seconds_bucket{le=\"1\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sentin8_cron_fire_lateness_seconds_bucket{le=\"300\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sentin8_cron_fire_lateness_seconds_bucket{le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sentin8_cron_fire_lateness_seconds_count 3\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn counters_and_store_gauges_render() {
+        let metrics = Metrics::default();
+        inc(&metrics.fires);
+        inc(&metrics.fires);
+        let stats = StoreStats {
+            outbox_unrelayed: 7,
+            ..StoreStats::default()
+        };
+        let text = metrics.render(Some(&stats));
+        assert!(
+            text.contains("# TYPE sentin8_cron_fires_total counter\nsentin8_cron_fires_total 2\n")
+        );
+        assert!(text.contains("sentin8_cron_outbox_backlog 7\n"));
+    }
+}
