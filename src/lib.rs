@@ -8,10 +8,13 @@
 //!
 //! - [`core`] holds the domain and the engine (cron expressions, clock, retry policy, tick
 //!   logic). It never touches SQL, HTTP frameworks or HTTP clients.
+//! - [`dispatch`] calls owning services back over HTTP (the proxy-back client and its M2M
+//!   tokens), implementing the port `core` defines.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //!
 #![forbid(unsafe_code)]
 
 pub mod cmd;
 pub mod core;
+pub mod dispatch;
 pub mod store;

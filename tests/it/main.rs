@@ -1,7 +1,9 @@
 //! The integration tests: one binary (one link step) with a module per area.
 
 mod conformance;
+mod dispatch;
 mod pg_only;
+mod raw_http;
 mod support;
 
 conformance_suite!(sqlite, async {

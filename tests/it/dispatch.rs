@@ -1,0 +1,609 @@
+//! Contract tests for the proxy-back client: what goes over the wire to targets and to the
+//! token endpoint, and how every kind of answer (or silence) maps to a result.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{TimeDelta, TimeZone, Utc};
+use sentin8_cron::core::clock::ManualClock;
+use sentin8_cron::core::dispatch::{DispatchError, Dispatcher, RunRequest};
+use sentin8_cron::core::model::{EnvId, JobId, ScheduleId};
+use sentin8_cron::dispatch::{
+    ConfigError, DispatchConfig, HttpDispatcher, OAuth2Settings, Secret, TokenSettings,
+};
+use serde_json::{Value, json};
+
+use crate::raw_http::{RawServer, Recorded, Reply};
+
+const CLIENT_ID: &str = "cron-client";
+const CLIENT_SECRET: &str = "s3cr3t-value";
+/// base64("cron-client:s3cr3t-value")
+const BASIC_CREDENTIALS: &str = "Y3Jvbi1jbGllbnQ6czNjcjN0LXZhbHVl";
+const RUN_PATH: &str = "/v1/internal/schedules/run";
+
+fn run_request(base_url: Option<String>) -> RunRequest {
+    let schedule_id = ScheduleId::new();
+    let job_id = JobId::new();
+    RunRequest {
+        schedule_id,
+        job_id,
+        domain: "billing".into(),
+        schedule_type: "invoice.close".into(),
+        env_id: EnvId::new(),
+        payload: json!({"invoice": 42, "tags": ["eu", "monthly"]}),
+        attempt: 3,
+        scheduled_for: Utc.with_ymd_and_hms(2025, 3, 1, 12, 30, 0).unwrap(),
+        correlation_id: schedule_id.to_string(),
+        idempotency_key: format!("schedule:{schedule_id}:{job_id}"),
+        base_url,
+    }
+}
+
+fn static_config(token: &str) -> DispatchConfig {
+    DispatchConfig {
+        token: TokenSettings::Static(Secret::new(token)),
+        // Generous: only a guard against a hung test, the timeout test sets its own.
+        job_timeout: Duration::from_secs(10),
+        ..DispatchConfig::default()
+    }
+}
+
+fn oauth_config(token_server: &RawServer) -> DispatchConfig {
+    DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: format!("{}/oauth/token", token_server.url()),
+            client_id: CLIENT_ID.into(),
+            client_secret: Secret::new(CLIENT_SECRET),
+            scope: Some("schedules:run".into()),
+        }),
+        job_timeout: Duration::from_secs(10),
+        ..DispatchConfig::default()
+    }
+}
+
+/// A token endpoint issuing `tok-1`, `tok-2`, ... with the given `expires_in`.
+async fn token_server(expires_in: Value) -> RawServer {
+    let issued = AtomicUsize::new(0);
+    RawServer::start(move |_| {
+        let n = issued.fetch_add(1, Ordering::SeqCst) + 1;
+        Reply::json(
+            200,
+            json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": expires_in}),
+        )
+    })
+    .await
+}
+
+async fn ok_target() -> RawServer {
+    RawServer::start(|_| Reply::json(200, json!({"ok": true}))).await
+}
+
+fn bearers(server: &RawServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|r| r.bearer().unwrap_or("<none>").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn posts_the_envelope_with_headers_to_the_run_path() {
+    let target = RawServer::start(|_| Reply::json(200, json!({"ran": true, "items": 7}))).await;
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token")).unwrap();
+    let request = run_request(Some(target.url()));
+
+    let answer = dispatcher.run(&request).await.unwrap();
+    assert_eq!(answer, json!({"ran": true, "items": 7}));
+
+    let seen = target.requests();
+    assert_eq!(seen.len(), 1);
+    let seen = &seen[0];
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.path, RUN_PATH);
+    assert_eq!(seen.header("authorization"), Some("Bearer dev-token"));
+    assert_eq!(seen.header("content-type"), Some("application/json"));
+    assert_eq!(
+        seen.header("idempotency-key"),
+        Some(request.idempotency_key.as_str())
+    );
+    assert_eq!(
+        seen.header("x-correlation-id"),
+        Some(request.schedule_id.to_string().as_str())
+    );
+    assert_eq!(
+        seen.header("user-agent"),
+        Some(format!("sentin8-cron/{}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    // The envelope, field by field: nothing missing, nothing extra (no base_url).
+    assert_eq!(
+        seen.json(),
+        json!({
+            "schedule_id": request.schedule_id.to_string(),
+            "job_id": request.job_id.to_string(),
+            "domain": "billing",
+            "schedule_type": "invoice.close",
+            "env_id": request.env_id.to_string(),
+            "payload": {"invoice": 42, "tags": ["eu", "monthly"]},
+            "attempt": 3,
+            "scheduled_for": "2025-03-01T12:30:00Z",
+            "correlation_id": request.schedule_id.to_string(),
+            "idempotency_key": format!("schedule:{}:{}", request.schedule_id, request.job_id),
+        })
+    );
+}
+
+#[tokio::test]
+async fn base_url_path_prefixes_and_trailing_slashes_join_cleanly() {
+    let target = ok_target().await;
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token")).unwrap();
+    let cases = [
+        ("", RUN_PATH.to_owned()),
+        ("/", RUN_PATH.to_owned()),
+        ("/billing", format!("/billing{RUN_PATH}")),
+        ("/billing/", format!("/billing{RUN_PATH}")),
+        ("/a/b", format!("/a/b{RUN_PATH}")),
+    ];
+    for (suffix, _) in &cases {
+        let base = format!("{}{suffix}", target.url());
+        dispatcher.run(&run_request(Some(base))).await.unwrap();
+    }
+    let paths: Vec<String> = target.requests().into_iter().map(|r| r.path).collect();
+    let expected: Vec<String> = cases.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(paths, expected);
+}
+
+/// Answers according to the first path segment, so one server covers every status case.
+fn canned(request: &Recorded) -> Reply {
+    let case = request.path.trim_start_matches('/').split('/').next();
+    match case.unwrap_or_default() {
+        "ok" => Reply::json(200, json!({"ok": 1})),
+        "created" => Reply::json(201, json!([1, 2])),
+        "no-content" => Reply::status(204),
+        "empty" => Reply::status(200),
+        "html" => Reply::body(200, "text/html", b"<html>hello</html>".to_vec()),
+        "server-error" => Reply::json(500, json!({"error": "boom"})),
+        "not-found" => Reply::status(404),
+        "unavailable" => Reply::status(503),
+        "redirect" => Reply::status(302).with_header("location", "/elsewhere"),
+        other => panic!("unexpected case {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn statuses_map_to_results() {
+    let target = RawServer::start(canned).await;
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token")).unwrap();
+    let run = |case: &str| {
+        let request = run_request(Some(format!("{}/{case}", target.url())));
+        let dispatcher = dispatcher.clone();
+        async move { dispatcher.run(&request).await }
+    };
+
+    assert_eq!(run("ok").await, Ok(json!({"ok": 1})));
+    assert_eq!(run("created").await, Ok(json!([1, 2])));
+    assert_eq!(run("no-content").await, Ok(Value::Null));
+    assert_eq!(run("empty").await, Ok(Value::Null));
+
+    let err = run("server-error").await.unwrap_err();
+    assert_eq!(err, DispatchError::Status(500));
+    assert_eq!(err.to_string(), "proxy-back status 500");
+    assert_eq!(run("not-found").await, Err(DispatchError::Status(404)));
+    assert_eq!(run("unavailable").await, Err(DispatchError::Status(503)));
+    // Redirects are reported, not followed: following would re-send the token elsewhere.
+    assert_eq!(run("redirect").await, Err(DispatchError::Status(302)));
+
+    let err = run("html").await.unwrap_err();
+    assert!(matches!(err, DispatchError::Decode(_)), "{err:?}");
+    assert!(err.to_string().starts_with("proxy-back decode: "), "{err}");
+
+    // Non-401 failures are not retried: one request per call.
+    assert_eq!(target.requests().len(), 9);
+    assert!(
+        target
+            .requests()
+            .iter()
+            .all(|r| !r.path.contains("elsewhere"))
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused() {
+    let big = vec![b' '; 1024 * 1024 + 1];
+    let target = RawServer::start(move |r| {
+        let reply = Reply::body(200, "application/json", big.clone());
+        // One answer announces its length, the other only ends at EOF: both paths are capped.
+        if r.path.starts_with("/streamed") {
+            reply.without_content_length()
+        } else {
+            reply
+        }
+    })
+    .await;
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token")).unwrap();
+    for prefix in ["/announced", "/streamed"] {
+        let request = run_request(Some(format!("{}{prefix}", target.url())));
+        let err = dispatcher.run(&request).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "proxy-back decode: response body exceeds 1 MiB",
+            "{prefix}"
+        );
+    }
+    // Exactly at the cap is fine (whitespace only, so null).
+    let fits = RawServer::start(|_| {
+        Reply::body(200, "application/json", vec![b' '; 1024 * 1024]).without_content_length()
+    })
+    .await;
+    assert_eq!(
+        dispatcher.run(&run_request(Some(fits.url()))).await,
+        Ok(Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn a_silent_target_times_out() {
+    let target = RawServer::start(|_| Reply::Hang).await;
+    let config = DispatchConfig {
+        job_timeout: Duration::from_millis(200),
+        ..static_config("dev-token")
+    };
+    let dispatcher = HttpDispatcher::new(&config).unwrap();
+    let started = Instant::now();
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(err, DispatchError::Timeout(Duration::from_millis(200)));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The request did arrive; it is the answer that never came.
+    assert_eq!(target.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_transport_error() {
+    // Bind then drop, leaving a port nothing listens on.
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token-value")).unwrap();
+    let err = dispatcher
+        .run(&run_request(Some(format!("http://{addr}"))))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DispatchError::Transport(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with("proxy-back transport: "), "{text}");
+    assert!(!text.contains("dev-token-value"), "{text}");
+}
+
+#[tokio::test]
+async fn bad_base_urls_fail_before_any_network_use() {
+    let tokens = token_server(json!(3600)).await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&tokens)).unwrap();
+
+    let err = dispatcher.run(&run_request(None)).await.unwrap_err();
+    assert_eq!(err, DispatchError::MissingBaseUrl);
+    assert_eq!(err.to_string(), "missing baseUrl in target_config");
+
+    for bad in [
+        "billing.internal:8080",
+        "ftp://127.0.0.1/",
+        "/relative/only",
+    ] {
+        let err = dispatcher
+            .run(&run_request(Some(bad.into())))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, DispatchError::InvalidBaseUrl(_)),
+            "{bad}: {err:?}"
+        );
+    }
+    assert_eq!(tokens.connections(), 0);
+}
+
+#[tokio::test]
+async fn no_token_source_fails_without_calling_the_target() {
+    let target = ok_target().await;
+    let config = DispatchConfig::from_lookup(|_| None).unwrap();
+    let dispatcher = HttpDispatcher::new(&config).unwrap();
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(err, DispatchError::NoTokenSource);
+    assert_eq!(
+        err.to_string(),
+        "no M2M token source configured (set SENTIN8_CRON_TOKEN for dev)"
+    );
+    assert_eq!(target.connections(), 0);
+}
+
+#[tokio::test]
+async fn oauth2_token_is_fetched_once_and_shared() {
+    let tokens = token_server(json!(3600)).await;
+    let target = ok_target().await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&tokens)).unwrap();
+
+    // Concurrent first calls share one fetch rather than each refreshing.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let dispatcher = dispatcher.clone();
+        let request = run_request(Some(target.url()));
+        calls.spawn(async move { dispatcher.run(&request).await });
+    }
+    while let Some(result) = calls.join_next().await {
+        assert_eq!(result.unwrap(), Ok(json!({"ok": true})));
+    }
+    for _ in 0..3 {
+        dispatcher
+            .run(&run_request(Some(target.url())))
+            .await
+            .unwrap();
+    }
+
+    assert_eq!(tokens.requests().len(), 1);
+    assert_eq!(bearers(&target), vec!["tok-1"; 11]);
+
+    // The token request itself: client credentials, Basic client authentication, scope.
+    let fetch = &tokens.requests()[0];
+    assert_eq!(fetch.method, "POST");
+    assert_eq!(fetch.path, "/oauth/token");
+    assert_eq!(
+        fetch.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(
+        fetch.header("authorization"),
+        Some(format!("Basic {BASIC_CREDENTIALS}").as_str())
+    );
+    let mut form: Vec<&str> = std::str::from_utf8(&fetch.body)
+        .unwrap()
+        .split('&')
+        .collect();
+    form.sort_unstable();
+    assert_eq!(
+        form,
+        vec!["grant_type=client_credentials", "scope=schedules%3Arun"]
+    );
+    // The secret travels only in the Authorization header.
+    assert!(!String::from_utf8_lossy(&fetch.body).contains(CLIENT_SECRET));
+}
+
+#[tokio::test]
+async fn oauth2_token_is_refreshed_shortly_before_expiry() {
+    let tokens = token_server(json!(3600)).await;
+    let target = ok_target().await;
+    let clock = Arc::new(ManualClock::new(
+        Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap(),
+    ));
+    let dispatcher = HttpDispatcher::with_clock(&oauth_config(&tokens), clock.clone()).unwrap();
+    let request = run_request(Some(target.url()));
+    let call = || dispatcher.run(&request);
+
+    call().await.unwrap();
+    // A 3600 s token is refreshed 30 s early: still fresh at 3569 s...
+    clock.advance(TimeDelta::seconds(3569));
+    call().await.unwrap();
+    assert_eq!(tokens.requests().len(), 1);
+    // ...and replaced at 3570 s.
+    clock.advance(TimeDelta::seconds(1));
+    call().await.unwrap();
+    call().await.unwrap();
+    assert_eq!(tokens.requests().len(), 2);
+    assert_eq!(bearers(&target), vec!["tok-1", "tok-1", "tok-2", "tok-2"]);
+}
+
+#[tokio::test]
+async fn tokens_without_a_positive_lifetime_are_not_cached() {
+    for expires_in in [json!(0), json!(-10), Value::Null] {
+        let tokens = token_server(expires_in.clone()).await;
+        let target = ok_target().await;
+        let dispatcher = HttpDispatcher::new(&oauth_config(&tokens)).unwrap();
+        for _ in 0..2 {
+            dispatcher
+                .run(&run_request(Some(target.url())))
+                .await
+                .unwrap();
+        }
+        assert_eq!(tokens.requests().len(), 2, "expires_in {expires_in}");
+        assert_eq!(bearers(&target), vec!["tok-1", "tok-2"]);
+    }
+}
+
+#[tokio::test]
+async fn a_401_refreshes_the_token_and_retries_once() {
+    let tokens = token_server(json!(3600)).await;
+    let target = RawServer::start(|r| match r.bearer() {
+        Some("tok-1") => Reply::status(401),
+        _ => Reply::json(200, json!({"second": "try"})),
+    })
+    .await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&tokens)).unwrap();
+
+    let request = run_request(Some(target.url()));
+    assert_eq!(dispatcher.run(&request).await, Ok(json!({"second": "try"})));
+    assert_eq!(bearers(&target), vec!["tok-1", "tok-2"]);
+    assert_eq!(tokens.requests().len(), 2);
+    // The retry is the same call: same envelope, same idempotency key.
+    let seen = target.requests();
+    assert_eq!(seen[0].body, seen[1].body);
+    assert_eq!(
+        seen[1].header("idempotency-key"),
+        Some(request.idempotency_key.as_str())
+    );
+
+    // The fresh token is cached for later calls.
+    dispatcher.run(&request).await.unwrap();
+    assert_eq!(tokens.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_second_401_is_final() {
+    let tokens = token_server(json!(3600)).await;
+    let target = RawServer::start(|_| Reply::status(401)).await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&tokens)).unwrap();
+
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(err, DispatchError::Status(401));
+    assert_eq!(err.to_string(), "proxy-back status 401");
+    assert_eq!(bearers(&target), vec!["tok-1", "tok-2"]);
+    assert_eq!(tokens.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_static_token_is_not_retried_after_a_401() {
+    let target = RawServer::start(|_| Reply::status(401)).await;
+    let dispatcher = HttpDispatcher::new(&static_config("dev-token")).unwrap();
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(err, DispatchError::Status(401));
+    // Resending the only token there is would be pointless.
+    assert_eq!(target.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn token_endpoint_failures_are_token_errors_without_secrets() {
+    let target = ok_target().await;
+    let rejecting = RawServer::start(|_| {
+        Reply::json(
+            401,
+            json!({"error": "invalid_client", "error_description": format!("bad secret {CLIENT_SECRET}")}),
+        )
+    })
+    .await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&rejecting)).unwrap();
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        DispatchError::Token("token endpoint returned status 401 (invalid_client)".into())
+    );
+    assert_eq!(
+        err.to_string(),
+        "M2M token: token endpoint returned status 401 (invalid_client)"
+    );
+    assert!(!format!("{err} {err:?}").contains(CLIENT_SECRET));
+
+    let garbled = RawServer::start(|_| Reply::body(200, "text/plain", b"hello".to_vec())).await;
+    let dispatcher = HttpDispatcher::new(&oauth_config(&garbled)).unwrap();
+    let err = dispatcher
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "M2M token: token endpoint response is not JSON"
+    );
+
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let config = DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: format!("http://{down}/oauth/token"),
+            client_id: CLIENT_ID.into(),
+            client_secret: Secret::new(CLIENT_SECRET),
+            scope: None,
+        }),
+        ..oauth_config(&garbled)
+    };
+    let err = HttpDispatcher::new(&config)
+        .unwrap()
+        .run(&run_request(Some(target.url())))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("M2M token: token endpoint unreachable: "),
+        "{text}"
+    );
+    assert!(!text.contains(CLIENT_SECRET), "{text}");
+
+    // No target was ever called without a token.
+    assert_eq!(target.connections(), 0);
+}
+
+#[test]
+fn an_invalid_token_url_is_a_config_error() {
+    let config = DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: "idp.example/token".into(),
+            client_id: CLIENT_ID.into(),
+            client_secret: Secret::new(CLIENT_SECRET),
+            scope: None,
+        }),
+        ..DispatchConfig::default()
+    };
+    let err = HttpDispatcher::new(&config).unwrap_err();
+    assert!(matches!(err, ConfigError::InvalidUrl { .. }), "{err:?}");
+    assert!(err.to_string().starts_with("SENTIN8_CRON_M2M_TOKEN_URL: "));
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let config = DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: "https://idp.example/token".into(),
+            client_id: CLIENT_ID.into(),
+            client_secret: Secret::new(CLIENT_SECRET),
+            scope: None,
+        }),
+        ..DispatchConfig::default()
+    };
+    let dispatcher = HttpDispatcher::new(&config).unwrap();
+    let shown = format!("{config:?} {config:#?} {dispatcher:?}");
+    assert!(!shown.contains(CLIENT_SECRET), "{shown}");
+    assert!(shown.contains(CLIENT_ID));
+
+    let dev = static_config("dev-token-value");
+    assert!(!format!("{dev:?}").contains("dev-token-value"));
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+#[test]
+fn an_extra_ca_bundle_is_loaded_or_refused_clearly() {
+    let with_ca = |path: std::path::PathBuf| DispatchConfig {
+        ca_file: Some(path),
+        ..static_config("dev-token")
+    };
+
+    HttpDispatcher::new(&with_ca(fixture("test-ca.pem"))).expect("a valid CA bundle loads");
+
+    let err = HttpDispatcher::new(&with_ca(fixture("no-such-ca.pem"))).unwrap_err();
+    assert!(matches!(err, ConfigError::CaFile { .. }), "{err:?}");
+    assert!(err.to_string().contains("cannot read it"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "this is not a certificate\n").unwrap();
+    let err = HttpDispatcher::new(&with_ca(not_pem)).unwrap_err();
+    assert!(
+        err.to_string().ends_with("contains no PEM certificates"),
+        "{err}"
+    );
+
+    let broken = dir.path().join("broken.pem");
+    std::fs::write(
+        &broken,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let err = HttpDispatcher::new(&with_ca(broken)).unwrap_err();
+    assert!(matches!(err, ConfigError::CaFile { .. }), "{err:?}");
+}
