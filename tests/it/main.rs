@@ -2,15 +2,27 @@
 
 mod conformance;
 mod dispatch;
+mod engine;
 mod pg_only;
 mod raw_http;
 mod support;
 
-conformance_suite!(sqlite, async {
-    Some((crate::support::sqlite_store().await, ()))
-});
+mod store_sqlite {
+    crate::conformance_suite!(sqlite, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::engine_suite!(sqlite_engine, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+}
 
-conformance_suite!(postgres, async {
-    let db = crate::support::PgTestDb::create().await?;
-    Some((db.dyn_store(), db))
-});
+mod store_postgres {
+    crate::conformance_suite!(postgres, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::engine_suite!(postgres_engine, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+}
