@@ -229,6 +229,12 @@ CREATE FUNCTION cron.next_wakeup() RETURNS timestamptz
         (SELECT min(next_attempt_at) FROM cron.jobs WHERE status = 'pending'))
 $$;
 
+-- The environments that have dead-letter entries: ids only, for the operator's listing.
+CREATE FUNCTION cron.dlq_envs() RETURNS SETOF uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT DISTINCT env_id FROM cron.dlq ORDER BY env_id $$;
+
 -- Aggregate counts for health and metrics: numbers only, no tenant rows.
 CREATE FUNCTION cron.stats()
     RETURNS TABLE (schedules_active bigint, schedules_paused bigint, jobs_pending bigint,
@@ -252,4 +258,4 @@ GRANT SELECT, INSERT, DELETE ON cron.dlq TO sentin8_cron_service;
 GRANT SELECT, INSERT ON cron.outbox, cron.audit_journal TO sentin8_cron_service;
 GRANT EXECUTE ON FUNCTION cron.current_env_id(), cron.sentin8_set_tenant_context(uuid),
     cron.due_schedules(integer, timestamptz), cron.due_jobs(integer, timestamptz, timestamptz),
-    cron.next_wakeup(), cron.stats() TO sentin8_cron_service;
+    cron.next_wakeup(), cron.dlq_envs(), cron.stats() TO sentin8_cron_service;

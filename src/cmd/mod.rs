@@ -4,16 +4,29 @@
 //! so tests capture exactly what a user would see. Errors travel as `anyhow::Error` here, at the
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
+pub mod dlq;
+pub mod jobs;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
 pub mod schedule_args;
+pub mod tick;
 pub mod validate_expr;
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+
+use crate::core::clock::Clock as _;
+use crate::core::engine::EngineConfig;
+use crate::core::ops::Actor;
+use crate::core::retry::RetryPolicy;
+use crate::core::store::Store;
+use crate::store::{Backend, ConnectOptions};
 
 /// sentin8-cron: a multi-tenant scheduler that calls your services back on time.
 #[derive(Debug, Parser)]
@@ -28,6 +41,12 @@ pub struct Cli {
 pub enum Command {
     /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
+    /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
+    Tick(tick::Args),
+    /// Inspect and republish dead-letter entries.
+    Dlq(dlq::Args),
+    /// Inspect jobs (execution records).
+    Jobs(jobs::Args),
     /// Check a cron expression or a schedule declaration file.
     ValidateExpr(validate_expr::Args),
     /// List the next fires of a cron expression, with DST adjustments marked.
@@ -47,10 +66,90 @@ pub struct DatabaseArgs {
     pub database_url: String,
 }
 
+/// Engine tuning shared by `serve` and `tick`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// The safety poll: the ticker wakes at least this often (it also wakes at the earliest due
+    /// instant and on changes).
+    #[arg(long, env = "SENTIN8_CRON_TICK_INTERVAL", default_value = "60s", value_parser = parse_duration_arg)]
+    pub tick_interval: Duration,
+    /// Due schedules fetched per batch (batches repeat while full).
+    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub batch_size: u32,
+    /// Proxy-back calls in flight at once.
+    #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+    /// Backoff before the first retry; it doubles with every retry.
+    #[arg(long, env = "SENTIN8_CRON_RETRY_BASE", default_value = "60s", value_parser = parse_duration_arg)]
+    pub retry_base: Duration,
+    /// The longest backoff between retries.
+    #[arg(long, env = "SENTIN8_CRON_RETRY_CAP", default_value = "3600s", value_parser = parse_duration_arg)]
+    pub retry_cap: Duration,
+}
+
+impl EngineArgs {
+    /// The engine configuration, with the job timeout of the proxy-back client.
+    pub fn engine_config(&self, job_timeout: Duration) -> EngineConfig {
+        EngineConfig {
+            batch_size: self.batch_size,
+            drain_size: self.batch_size,
+            concurrency: usize::try_from(self.concurrency).unwrap_or(32),
+            job_timeout,
+            retry: RetryPolicy {
+                base: self.retry_base,
+                cap: self.retry_cap.max(self.retry_base),
+            },
+            stale_after: job_timeout * 2 + Duration::from_secs(60),
+            tick_interval: self.tick_interval,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    match crate::dispatch::parse_duration(text) {
+        Some(d) if !d.is_zero() => Ok(d),
+        Some(_) => Err("must be greater than zero".to_owned()),
+        None => Err(format!(
+            "{text:?} is not a duration (examples: 30s, 2m, 500ms)"
+        )),
+    }
+}
+
+/// Opens the store and checks its schema. The embedded SQLite store migrates itself when asked
+/// to (it has no operator to do it); PostgreSQL never does (run `sentin8-cron migrate`).
+pub async fn open_store(url: &str, migrate_embedded: bool) -> anyhow::Result<Arc<dyn Store>> {
+    let backend = Backend::from_url(url)?;
+    if backend == Backend::Sqlite && migrate_embedded {
+        let outcome = crate::store::migrate(url, false).await?;
+        for applied in outcome.migrations.iter().filter(|m| m.applied) {
+            tracing::info!(version = applied.version, name = %applied.name, "migrated the embedded database");
+        }
+    }
+    let store = crate::store::connect(url, &ConnectOptions::default())
+        .await
+        .with_context(|| format!("cannot open the database {}", crate::store::redact(url)))?;
+    store.schema_status().await?.ensure_current()?;
+    Ok(store)
+}
+
+/// The actor recorded for changes made from the command line.
+pub fn cli_actor() -> Actor {
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned());
+    Actor {
+        name: format!("cli:{user}"),
+        correlation_id: None,
+        now: crate::core::clock::SystemClock.now(),
+    }
+}
+
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Migrate(args) => migrate::run(args, out).await,
+        Command::Tick(args) => tick::run(args, out).await,
+        Command::Dlq(args) => dlq::run(args, out).await,
+        Command::Jobs(args) => jobs::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
     }

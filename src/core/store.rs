@@ -374,6 +374,10 @@ pub trait Store: Send + Sync + 'static {
     /// next attempt), across tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
+    /// The environments that have dead-letter entries (ids only), for the operator's
+    /// cross-environment DLQ listing.
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>>;
+
     /// Aggregate counts across tenants.
     async fn stats_get(&self) -> StoreResult<StoreStats>;
 

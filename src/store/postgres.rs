@@ -188,6 +188,14 @@ impl Store for PgStore {
             .map_err(db_err)
     }
 
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+        let ids: Vec<Uuid> = sqlx::query_scalar("SELECT cron.dlq_envs()")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(ids.into_iter().map(EnvId).collect())
+    }
+
     async fn stats_get(&self) -> StoreResult<StoreStats> {
         let row = sqlx::query("SELECT * FROM cron.stats()")
             .fetch_one(&self.pool)

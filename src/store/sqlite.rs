@@ -281,6 +281,24 @@ impl Store for SqliteStore {
         micros.map(|m| from_micros(m, "schedules")).transpose()
     }
 
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+        let ids: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT env_id FROM dlq ORDER BY env_id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?;
+        ids.iter()
+            .map(|id| {
+                Uuid::parse_str(id)
+                    .map(EnvId)
+                    .map_err(|e| StoreError::Corrupt {
+                        table: "dlq",
+                        detail: format!("env_id: {e}"),
+                    })
+            })
+            .collect()
+    }
+
     async fn stats_get(&self) -> StoreResult<StoreStats> {
         let row = sqlx::query(
             "SELECT (SELECT count(*) FROM schedules WHERE status = 'active') AS schedules_active, \

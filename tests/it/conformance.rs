@@ -615,6 +615,11 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
     );
     tx.commit().await.unwrap();
 
+    assert_eq!(
+        store.dlq_envs().await.unwrap(),
+        vec![env],
+        "only environments with entries"
+    );
     let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
     assert_eq!(other.dlq_get(entries[0].id).await.unwrap(), None);
     assert!(!other.dlq_delete(entries[0].id).await.unwrap());

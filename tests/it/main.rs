@@ -1,5 +1,6 @@
 //! The integration tests: one binary (one link step) with a module per area.
 
+mod cli_engine;
 mod conformance;
 mod dispatch;
 mod engine;

@@ -346,3 +346,130 @@ async fn other_processes_hear_about_committed_changes() {
         .await
         .expect("the other process is woken");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_racing_fire_every_schedule_exactly_once() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use sentin8_cron::core::clock::{Clock, ManualClock};
+    use sentin8_cron::core::decl::ScheduleDecl;
+    use sentin8_cron::core::engine::{Engine, EngineConfig};
+    use sentin8_cron::core::metrics::Metrics;
+    use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
+    use sentin8_cron::store::{ConnectOptions, postgres::PgStore};
+    use serde_json::json;
+
+    use crate::engine::dispatcher;
+    use crate::raw_http::{RawServer, Recorded, Reply};
+
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let target = RawServer::start({
+        let calls = calls.clone();
+        move |req: &Recorded| {
+            let id = req.json()["schedule_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            *calls.lock().unwrap().entry(id).or_default() += 1;
+            Reply::json(200, json!({"ok": true}))
+        }
+    })
+    .await;
+
+    let clock = Arc::new(ManualClock::new(t0()));
+    let ops = Ops::new(db.dyn_store());
+    let envs: Vec<EnvId> = (0..4).map(|_| EnvId::new()).collect();
+    let schedules = 240;
+    for i in 0..schedules {
+        let spec = ScheduleDecl {
+            schedule_type: format!("race-{i}"),
+            cron: Some("*/10 * * * *".into()),
+            ..ScheduleDecl::default()
+        }
+        .validate(t0())
+        .unwrap();
+        ops.schedule_create(
+            envs[i % envs.len()],
+            CreateSchedule {
+                domain: "race".into(),
+                spec,
+                target_config: json!({"baseUrl": target.url()})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            },
+            &Actor {
+                name: "tester".into(),
+                correlation_id: None,
+                now: t0(),
+            },
+        )
+        .await
+        .unwrap();
+    }
+
+    // Two engines with their own pools stand in for two processes.
+    let mut engines = Vec::new();
+    for _ in 0..2 {
+        let store = PgStore::connect(&db.service_url, &ConnectOptions::default())
+            .await
+            .unwrap();
+        engines.push(Engine::new(
+            Arc::new(store),
+            dispatcher(clock.clone(), StdDuration::from_secs(10)),
+            clock.clone(),
+            EngineConfig {
+                batch_size: 50,
+                concurrency: 8,
+                ..EngineConfig::default()
+            },
+            Arc::new(Metrics::default()),
+        ));
+    }
+
+    for round in 1..=2 {
+        clock.set(t0() + Duration::minutes(10 * round));
+        let (a, b) = tokio::join!(engines[0].tick(), engines[1].tick());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        // Both really competed for the same rows.
+        assert!(a.fired > 0 && b.fired > 0, "round {round}: {a:?} / {b:?}");
+        assert!(
+            a.lost + b.lost > 0,
+            "round {round}: no claim was contested: {a:?} / {b:?}"
+        );
+        assert_eq!(
+            a.fired + b.fired,
+            schedules as u64,
+            "round {round}: every due schedule fired once between the two ({a:?} / {b:?})"
+        );
+        let counts = calls.lock().unwrap();
+        assert_eq!(
+            counts.len(),
+            schedules,
+            "round {round}: every schedule was called"
+        );
+        assert!(
+            counts.values().all(|n| *n == round as usize),
+            "round {round}: some schedule was called twice or not at all"
+        );
+    }
+    // Each schedule has exactly one job per round, all succeeded.
+    let store = db.dyn_store();
+    for env in &envs {
+        let mut tx = store.tenant_begin(*env).await.unwrap();
+        let jobs = tx
+            .job_list(&JobQuery {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(jobs.len(), 2 * schedules / envs.len());
+        assert!(jobs.iter().all(|j| j.status == JobStatus::Succeeded));
+    }
+    assert_eq!(clock.now(), t0() + Duration::minutes(20));
+}
