@@ -134,14 +134,12 @@ impl ZonedCron {
                 let offset = table.segment_offset(index);
                 let wide_offset = i64::from(offset);
                 let transition = table.transitions.get(index);
-                // Wall minutes of the instants from `lower` to the end of the segment.
-                let from = ceil_minute(lower + wide_offset);
-                let limit = match transition {
-                    Some(next) => (next.at - 1 + wide_offset).div_euclid(60),
-                    None => from.saturating_add(SEARCH_HORIZON_MINUTES),
-                };
-                if let Some(wall) = search.first_match(from, limit) {
-                    let at = wall.checked_mul(60)? - wide_offset;
+                // The first matching wall time from `lower` on, if it falls in this segment.
+                let in_segment = search
+                    .first_at_or_after(lower + wide_offset)
+                    .map(|wall| wall - wide_offset)
+                    .filter(|&at| transition.is_none_or(|next| at < next.at));
+                if let Some(at) = in_segment {
                     // Second pass through a fold: the clock was set back at the start of this
                     // segment and has not yet caught up with where it was.
                     let repeated = table.segment_start(index).is_some_and(|start| {
@@ -159,10 +157,12 @@ impl ZonedCron {
                 }
                 let next = transition?;
                 if fixed_time && self.on_dst_gap == OnDstGap::Shift && next.after > next.before {
-                    // Wall minutes skipped by the jump: [at + before, at + after).
-                    let gap_from = ceil_minute(next.at + i64::from(next.before));
-                    let gap_to = (next.at + i64::from(next.after) - 1).div_euclid(60);
-                    if search.first_match(gap_from, gap_to).is_some() {
+                    // Wall times skipped by the jump: [at + before, at + after).
+                    let gap_end = next.at + i64::from(next.after);
+                    if search
+                        .first_at_or_after(next.at + i64::from(next.before))
+                        .is_some_and(|wall| wall < gap_end)
+                    {
                         return Some(FoundFire::new(
                             next.at,
                             next.after,
@@ -192,17 +192,16 @@ impl FoundFire {
 
 /// Wall-time searches that remember their last answer.
 ///
-/// The zoned search asks "first match in [from, limit]" once per segment and once per gap,
-/// with `from` mostly moving forward. One unbounded search answers all of those that start
-/// inside the range it proved empty, so a yearly schedule crossing many transitions searches
-/// the calendar once rather than once per transition.
+/// The zoned search asks "first matching wall time at or after w" once per segment and once
+/// per gap, with w mostly moving forward. One search answers every later question whose w
+/// lies inside the range it proved empty, so a yearly schedule crossing many transitions
+/// searches the calendar once rather than once per transition.
 struct MemoSearch<'a> {
     expr: &'a CronExpr,
-    /// No wall minute in `[searched_from, next)` matches; `next` is the first that does
-    /// (`None`: no match up to `searched_to`).
+    /// No wall time in `[searched_from, next)` matches; `next` is the first that does, in
+    /// naive seconds (`None`: nothing within the search horizon).
     searched_from: i64,
     next: Option<i64>,
-    searched_to: i64,
 }
 
 impl<'a> MemoSearch<'a> {
@@ -211,26 +210,26 @@ impl<'a> MemoSearch<'a> {
             expr,
             searched_from: i64::MAX,
             next: None,
-            searched_to: i64::MIN,
         }
     }
 
-    fn first_match(&mut self, from: i64, limit: i64) -> Option<i64> {
-        if from > limit {
-            return None;
-        }
-        if self.searched_from <= from {
+    /// The first matching wall minute at or after `wall` (naive seconds), in naive seconds.
+    fn first_at_or_after(&mut self, wall: i64) -> Option<i64> {
+        if self.searched_from <= wall {
             match self.next {
-                Some(next) if next >= from => return (next <= limit).then_some(next),
-                None if limit <= self.searched_to => return None,
+                Some(next) if next >= wall => return Some(next),
+                // The horizon is a full calendar cycle: nothing then means never.
+                None => return None,
                 _ => {}
             }
         }
-        let searched_to = from.saturating_add(SEARCH_HORIZON_MINUTES);
-        self.searched_from = from;
-        self.next = self.expr.next_match(from, searched_to);
-        self.searched_to = searched_to;
-        self.next.filter(|&next| next <= limit)
+        let from = ceil_minute(wall);
+        self.searched_from = wall;
+        self.next = self
+            .expr
+            .next_match(from, from.saturating_add(SEARCH_HORIZON_MINUTES))
+            .and_then(|minute| minute.checked_mul(60));
+        self.next
     }
 }
 
