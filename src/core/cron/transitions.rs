@@ -48,8 +48,9 @@ impl ZoneTable {
     fn build(tz: Tz) -> ZoneTable {
         let initial = offset_at(tz, SCAN_START);
         let mut transitions = Vec::new();
+        // UTC never changes; skip the scan for the default zone.
+        let mut sample = if tz == Tz::UTC { SCAN_END } else { SCAN_START };
         let mut previous = initial;
-        let mut sample = SCAN_START;
         while sample < SCAN_END {
             let next_sample = sample + SCAN_STEP;
             let offset = offset_at(tz, next_sample);
