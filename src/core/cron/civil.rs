@@ -50,7 +50,8 @@ pub(crate) fn weekday(days: i64) -> u32 {
 }
 
 pub(crate) fn is_leap_year(year: i64) -> bool {
-    year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0)
+    // `%` may be negative for negative years, but only its comparison with zero matters.
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }
 
 /// Number of days in `month` (1..=12) of `year`.

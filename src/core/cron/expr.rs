@@ -83,7 +83,14 @@ impl CronExpr {
         bit_u64(self.minutes, wall.minute())
             && bit_u32(self.hours, wall.hour())
             && self.months & (1 << month) != 0
-            && bit_u32(self.day_mask(i64::from(wall.year()), month), day)
+            && bit_u32(
+                self.day_mask(
+                    i64::from(wall.year()),
+                    month,
+                    days_from_civil(i64::from(wall.year()), month, 1),
+                ),
+                day,
+            )
     }
 
     /// The first matching wall-clock minute in `from..=limit`, both counted in minutes since
@@ -95,9 +102,11 @@ impl CronExpr {
         let start_day = from.div_euclid(MINUTES_PER_DAY);
         let minute_of_day = from.rem_euclid(MINUTES_PER_DAY) as u32;
         let (mut year, mut month, start_dom) = civil_from_days(start_day);
+        // Day count of the first of the month being looked at.
+        let mut month_start = start_day - i64::from(start_dom - 1);
 
         let mut days = if self.months & (1 << month) != 0 {
-            self.day_mask(year, month)
+            self.day_mask(year, month, month_start)
         } else {
             0
         };
@@ -109,18 +118,20 @@ impl CronExpr {
             return (found <= limit).then_some(found);
         }
         days = bits_from_u32(days, start_dom + 1);
+        let limit_day = limit.div_euclid(MINUTES_PER_DAY);
         loop {
             if days != 0 {
                 let day = days.trailing_zeros();
-                let found = days_from_civil(year, month, day) * MINUTES_PER_DAY
+                let found = (month_start + i64::from(day) - 1) * MINUTES_PER_DAY
                     + i64::from(self.first_minute_of_day());
                 return (found <= limit).then_some(found);
             }
             (year, month) = self.next_month(year, month);
-            if days_from_civil(year, month, 1) * MINUTES_PER_DAY > limit {
+            month_start = days_from_civil(year, month, 1);
+            if month_start > limit_day {
                 return None;
             }
-            days = self.day_mask(year, month);
+            days = self.day_mask(year, month, month_start);
         }
     }
 
@@ -160,8 +171,9 @@ impl CronExpr {
         Some(found_hour * 60 + self.minutes.trailing_zeros())
     }
 
-    /// The days of `month` in `year` that match, as bits 1..=31.
-    pub(crate) fn day_mask(&self, year: i64, month: u32) -> u32 {
+    /// The days of `month` in `year` that match, as bits 1..=31. `month_start` is the day
+    /// count of the first of that month.
+    pub(crate) fn day_mask(&self, year: i64, month: u32, month_start: i64) -> u32 {
         let month_len = days_in_month(year, month);
         let valid = (u32::MAX >> (31 - month_len)) & !1;
         let mut by_dom = self.days;
@@ -172,7 +184,7 @@ impl CronExpr {
         let by_dow = if self.weekdays == ALL_WEEKDAYS && self.flags & HAS_NTH == 0 {
             valid
         } else {
-            let first_weekday = weekday(days_from_civil(year, month, 1));
+            let first_weekday = weekday(month_start);
             self.weekday_days(first_weekday, month_len) & valid
         };
         // Vixie cron: when both day fields are restricted (neither starts with `*`), a day
@@ -198,11 +210,13 @@ impl CronExpr {
                     continue;
                 }
                 let first = 1 + (wd + 7 - first_weekday) % 7;
-                for n in 0..5 {
-                    let day = first + 7 * n;
-                    if occurrences & (1 << n) != 0 && day <= month_len {
+                let mut nths = occurrences & !NTH_LAST;
+                while nths != 0 {
+                    let day = first + 7 * nths.trailing_zeros();
+                    if day <= month_len {
                         mask |= 1 << day;
                     }
+                    nths &= nths - 1;
                 }
                 if occurrences & NTH_LAST != 0 {
                     mask |= 1 << (first + 7 * ((month_len - first) / 7));

@@ -426,3 +426,19 @@ fn timezone_names_are_iana() {
         r#"timezone: unknown time zone "Mars/Olympus""#
     );
 }
+
+#[test]
+fn extreme_instants_do_not_panic() {
+    let e = expr("0 0 29 2 *");
+    assert_eq!(e.next_after(DateTime::<Utc>::MAX_UTC), None);
+    assert!(e.next_after(DateTime::<Utc>::MIN_UTC).is_some());
+    let zoned = ZonedCron::new(
+        e,
+        chrono_tz::Tz::America__New_York,
+        OnDstGap::Shift,
+        OnDstRepeat::Twice,
+    );
+    assert_eq!(zoned.next_fire_after(DateTime::<Utc>::MAX_UTC), None);
+    assert!(zoned.next_fire_after(DateTime::<Utc>::MIN_UTC).is_some());
+    assert_eq!(expr("* * * * *").next_after(DateTime::<Utc>::MAX_UTC), None);
+}

@@ -30,20 +30,27 @@ pub(crate) struct Transition {
     pub(crate) after: i32,
 }
 
+/// Bucket width for the lookup index: 2^25 s, about 388 days, so finding the segment of an
+/// instant is a shift and a step or two instead of a binary search.
+const BUCKET_SHIFT: u32 = 25;
+
 /// All offset transitions of one zone, in time order.
 #[derive(Debug)]
 pub(crate) struct ZoneTable {
     /// Offset before the first transition.
     initial: i32,
     pub(crate) transitions: Box<[Transition]>,
+    /// For bucket b: the number of transitions before `SCAN_START + (b << BUCKET_SHIFT)`.
+    buckets: Box<[u32]>,
 }
 
 impl ZoneTable {
     fn build(tz: Tz) -> ZoneTable {
         let initial = offset_at(tz, SCAN_START);
         let mut transitions = Vec::new();
+        // UTC never changes; skip the scan for the default zone.
+        let mut sample = if tz == Tz::UTC { SCAN_END } else { SCAN_START };
         let mut previous = initial;
-        let mut sample = SCAN_START;
         while sample < SCAN_END {
             let next_sample = sample + SCAN_STEP;
             let offset = offset_at(tz, next_sample);
@@ -67,17 +74,45 @@ impl ZoneTable {
             }
             sample = next_sample;
         }
+        let bucket_count = ((SCAN_END - SCAN_START) >> BUCKET_SHIFT) + 1;
+        let buckets = (0..bucket_count)
+            .map(|bucket| {
+                let bucket_start = SCAN_START + (bucket << BUCKET_SHIFT);
+                let before = transitions.partition_point(|transition| transition.at < bucket_start);
+                u32::try_from(before).unwrap_or(u32::MAX)
+            })
+            .collect();
         ZoneTable {
             initial,
             transitions: transitions.into_boxed_slice(),
+            buckets,
         }
     }
 
     /// Index of the constant-offset segment that contains the instant `t`: the number of
     /// transitions at or before `t`.
     pub(crate) fn segment_index(&self, t: i64) -> usize {
-        self.transitions
-            .partition_point(|transition| transition.at <= t)
+        let bucket = t.saturating_sub(SCAN_START) >> BUCKET_SHIFT;
+        let Some(&first) = usize::try_from(bucket)
+            .ok()
+            .and_then(|bucket| self.buckets.get(bucket))
+        else {
+            return if t < SCAN_START {
+                0
+            } else {
+                self.transitions.len()
+            };
+        };
+        // A bucket holds few transitions: step over those at or before `t`.
+        let mut index = first as usize;
+        while self
+            .transitions
+            .get(index)
+            .is_some_and(|transition| transition.at <= t)
+        {
+            index += 1;
+        }
+        index
     }
 
     /// UTC offset in seconds during segment `index`.
@@ -132,11 +167,44 @@ mod tests {
             let mut t = from;
             while t < to {
                 assert_eq!(table.offset_at(t), offset_at(tz, t), "{tz} at {t}");
+                assert_eq!(
+                    table.segment_index(t),
+                    table
+                        .transitions
+                        .partition_point(|transition| transition.at <= t)
+                );
                 t += 3_600;
             }
             for transition in table.transitions.iter() {
                 assert_eq!(offset_at(tz, transition.at - 1), transition.before);
                 assert_eq!(offset_at(tz, transition.at), transition.after);
+            }
+        });
+    }
+
+    #[test]
+    fn segment_lookup_at_the_edges() {
+        with_zone_table(Tz::America__New_York, |table| {
+            let count = table.transitions.len();
+            for t in [
+                i64::MIN,
+                SCAN_START - 1,
+                SCAN_START,
+                SCAN_END - 1,
+                SCAN_END,
+                i64::MAX,
+            ] {
+                let expected = table
+                    .transitions
+                    .partition_point(|transition| transition.at <= t);
+                assert_eq!(table.segment_index(t), expected, "{t}");
+            }
+            assert_eq!(table.segment_index(i64::MAX), count);
+            for transition in table.transitions.iter() {
+                let index = table.segment_index(transition.at);
+                assert_eq!(table.segment_offset(index), transition.after);
+                assert_eq!(table.segment_offset(index - 1), transition.before);
+                assert_eq!(table.segment_index(transition.at - 1), index - 1);
             }
         });
     }

@@ -6,7 +6,7 @@
 //! that never happen) or back (a fold of wall times that happen twice). The search walks the
 //! segments from `t` on and applies the policies at those edges.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, FixedOffset, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +53,8 @@ impl std::fmt::Display for DstAdjustment {
 pub struct Fire {
     /// When it runs.
     pub at: DateTime<Utc>,
-    /// The same instant on the schedule's wall clock.
-    pub local: DateTime<Tz>,
+    /// The same instant on the schedule's wall clock, with the zone's offset at that instant.
+    pub local: DateTime<FixedOffset>,
     /// Set when daylight saving moved or repeated this fire.
     pub dst: Option<DstAdjustment>,
 }
@@ -85,19 +85,20 @@ impl ZonedCron {
 
     /// The first fire strictly after `t`.
     pub fn next_fire_after(&self, t: DateTime<Utc>) -> Option<Fire> {
-        let (seconds, dst) = self.next_instant(t.timestamp())?;
-        let at = DateTime::from_timestamp(seconds, 0)?;
+        let found = self.next_instant(t.timestamp())?;
+        let at = DateTime::from_timestamp(found.at, 0)?;
+        // The search knows the offset; asking the tz database again would cost a lookup.
+        let offset = FixedOffset::east_opt(found.offset)?;
         Some(Fire {
             at,
-            local: at.with_timezone(&self.tz),
-            dst,
+            local: at.with_timezone(&offset),
+            dst: found.dst,
         })
     }
 
     /// When the first fire strictly after `t` runs.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let (seconds, _) = self.next_instant(t.timestamp())?;
-        DateTime::from_timestamp(seconds, 0)
+        DateTime::from_timestamp(self.next_instant(t.timestamp())?.at, 0)
     }
 
     /// All fires strictly after `t`, in time order.
@@ -121,24 +122,24 @@ impl ZonedCron {
         self.tz.from_utc_datetime(&at.naive_utc())
     }
 
-    /// The first fire strictly after `t`, both in whole seconds since the epoch.
-    fn next_instant(&self, t: i64) -> Option<(i64, Option<DstAdjustment>)> {
+    /// The first fire strictly after `t` (seconds since the epoch).
+    fn next_instant(&self, t: i64) -> Option<FoundFire> {
         let fixed_time = self.expr.is_fixed_time();
         with_zone_table(self.tz, |table| {
+            let mut search = MemoSearch::new(&self.expr);
             // Earliest instant still allowed; fires are whole seconds, so "after t" is ">= t+1".
             let mut lower = t.checked_add(1)?;
             let mut index = table.segment_index(lower);
             loop {
-                let offset = i64::from(table.segment_offset(index));
+                let offset = table.segment_offset(index);
+                let wide_offset = i64::from(offset);
                 let transition = table.transitions.get(index);
-                // Wall minutes of the instants lower..segment end.
-                let from = ceil_minute(lower + offset);
-                let limit = match transition {
-                    Some(next) => (next.at - 1 + offset).div_euclid(60),
-                    None => from.saturating_add(SEARCH_HORIZON_MINUTES),
-                };
-                if let Some(wall) = self.expr.next_match(from, limit) {
-                    let at = wall.checked_mul(60)? - offset;
+                // The first matching wall time from `lower` on, if it falls in this segment.
+                let in_segment = search
+                    .first_at_or_after(lower + wide_offset)
+                    .map(|wall| wall - wide_offset)
+                    .filter(|&at| transition.is_none_or(|next| at < next.at));
+                if let Some(at) = in_segment {
                     // Second pass through a fold: the clock was set back at the start of this
                     // segment and has not yet caught up with where it was.
                     let repeated = table.segment_start(index).is_some_and(|start| {
@@ -146,27 +147,89 @@ impl ZonedCron {
                             && at < start.at + i64::from(start.before - start.after)
                     });
                     if !repeated {
-                        return Some((at, None));
+                        return Some(FoundFire::new(at, offset, None));
                     }
                     if fixed_time && self.on_dst_repeat == OnDstRepeat::Once {
                         lower = at + 1;
                         continue;
                     }
-                    return Some((at, Some(DstAdjustment::Repeated)));
+                    return Some(FoundFire::new(at, offset, Some(DstAdjustment::Repeated)));
                 }
                 let next = transition?;
                 if fixed_time && self.on_dst_gap == OnDstGap::Shift && next.after > next.before {
-                    // Wall minutes skipped by the jump: [at + before, at + after).
-                    let gap_from = ceil_minute(next.at + i64::from(next.before));
-                    let gap_to = (next.at + i64::from(next.after) - 1).div_euclid(60);
-                    if self.expr.next_match(gap_from, gap_to).is_some() {
-                        return Some((next.at, Some(DstAdjustment::Shifted)));
+                    // Wall times skipped by the jump: [at + before, at + after).
+                    let gap_end = next.at + i64::from(next.after);
+                    if search
+                        .first_at_or_after(next.at + i64::from(next.before))
+                        .is_some_and(|wall| wall < gap_end)
+                    {
+                        return Some(FoundFire::new(
+                            next.at,
+                            next.after,
+                            Some(DstAdjustment::Shifted),
+                        ));
                     }
                 }
                 lower = next.at;
                 index += 1;
             }
         })
+    }
+}
+
+/// A fire found by the search: instant (seconds), the offset there, the DST mark.
+struct FoundFire {
+    at: i64,
+    offset: i32,
+    dst: Option<DstAdjustment>,
+}
+
+impl FoundFire {
+    fn new(at: i64, offset: i32, dst: Option<DstAdjustment>) -> Self {
+        FoundFire { at, offset, dst }
+    }
+}
+
+/// Wall-time searches that remember their last answer.
+///
+/// The zoned search asks "first matching wall time at or after w" once per segment and once
+/// per gap, with w mostly moving forward. One search answers every later question whose w
+/// lies inside the range it proved empty, so a yearly schedule crossing many transitions
+/// searches the calendar once rather than once per transition.
+struct MemoSearch<'a> {
+    expr: &'a CronExpr,
+    /// No wall time in `[searched_from, next)` matches; `next` is the first that does, in
+    /// naive seconds (`None`: nothing within the search horizon).
+    searched_from: i64,
+    next: Option<i64>,
+}
+
+impl<'a> MemoSearch<'a> {
+    fn new(expr: &'a CronExpr) -> Self {
+        MemoSearch {
+            expr,
+            searched_from: i64::MAX,
+            next: None,
+        }
+    }
+
+    /// The first matching wall minute at or after `wall` (naive seconds), in naive seconds.
+    fn first_at_or_after(&mut self, wall: i64) -> Option<i64> {
+        if self.searched_from <= wall {
+            match self.next {
+                Some(next) if next >= wall => return Some(next),
+                // The horizon is a full calendar cycle: nothing then means never.
+                None => return None,
+                _ => {}
+            }
+        }
+        let from = ceil_minute(wall);
+        self.searched_from = wall;
+        self.next = self
+            .expr
+            .next_match(from, from.saturating_add(SEARCH_HORIZON_MINUTES))
+            .and_then(|minute| minute.checked_mul(60));
+        self.next
     }
 }
 
