@@ -10,6 +10,7 @@
 //!   logic). It never touches SQL, HTTP frameworks or HTTP clients.
 //! - [`dispatch`] calls owning services back over HTTP (the proxy-back client and its M2M
 //!   tokens), implementing the port `core` defines.
+//! - [`server`] authenticates API callers (bearer JWTs) and decides what they may do.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //!
 #![forbid(unsafe_code)]
@@ -17,4 +18,5 @@
 pub mod cmd;
 pub mod core;
 pub mod dispatch;
+pub mod server;
 pub mod store;
