@@ -10,6 +10,7 @@ pub mod migrate;
 pub mod next_fires;
 pub mod output;
 pub mod schedule_args;
+pub mod serve;
 pub mod tick;
 pub mod validate_expr;
 
@@ -39,6 +40,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the HTTP API and the admin pages, and run the ticker.
+    Serve(serve::Args),
     /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
@@ -106,7 +109,7 @@ impl EngineArgs {
     }
 }
 
-fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     match crate::dispatch::parse_duration(text) {
         Some(d) if !d.is_zero() => Ok(d),
         Some(_) => Err("must be greater than zero".to_owned()),
@@ -145,7 +148,17 @@ pub fn cli_actor() -> Actor {
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    if !matches!(cli.command, Command::Serve(_)) {
+        // One-shot commands keep standard output for their result; problems go to stderr.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     match cli.command {
+        Command::Serve(args) => serve::run(args, out).await,
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,

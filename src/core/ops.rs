@@ -314,6 +314,42 @@ impl Ops {
             .ok_or(OpsError::NotFound("schedule"))
     }
 
+    /// A page of schedules (deleted ones left out unless the query asks for them).
+    pub async fn schedule_list(
+        &self,
+        env: EnvId,
+        query: &ScheduleQuery,
+    ) -> OpsResult<Vec<Schedule>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.schedule_list(query).await?)
+    }
+
+    /// A job of this environment.
+    pub async fn job_get(&self, env: EnvId, id: JobId) -> OpsResult<Job> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))
+    }
+
+    /// A page of jobs, newest first.
+    pub async fn job_list(&self, env: EnvId, query: &JobQuery) -> OpsResult<Vec<Job>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.job_list(query).await?)
+    }
+
+    /// A dead-letter entry of this environment.
+    pub async fn dlq_get(&self, env: EnvId, id: DlqId) -> OpsResult<DlqEntry> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        tx.dlq_get(id)
+            .await?
+            .ok_or(OpsError::NotFound("dead-letter entry"))
+    }
+
+    /// A page of dead-letter entries, newest first.
+    pub async fn dlq_list(&self, env: EnvId, query: &DlqQuery) -> OpsResult<Vec<DlqEntry>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.dlq_list(query).await?)
+    }
+
     /// Applies a partial update: any declaration field, `target_config`, and `status`
     /// (`active` or `paused`). The merged result is validated like a new schedule; the next fire
     /// is recomputed only when the timing changed (or the schedule was resumed).

@@ -1,5 +1,187 @@
-//! The trust boundary of the HTTP API: who is calling ([`auth`]) and what they may do
-//! ([`policy`]).
+//! The HTTP side of `serve`: the `/v1` API, health and metrics, the OpenAPI document, bearer
+//! authentication and the tenant policy. Handlers stay thin: they authenticate, resolve the
+//! addressed environment through the policy, and call [`crate::core::ops::Ops`].
 
+pub mod api;
 pub mod auth;
+pub mod error;
+pub mod extract;
 pub mod policy;
+pub mod service;
+pub mod system;
+pub mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::core::clock::Clock;
+use crate::core::metrics::Metrics;
+use crate::core::ops::Ops;
+use crate::core::store::Store;
+use auth::Authenticator;
+use error::ApiError;
+
+/// The request id header: set when absent, echoed on the response, logged with every line.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Request bodies larger than this are refused (schedule payloads are capped at 64 KiB).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// What every handler shares.
+pub struct AppState {
+    pub ops: Ops,
+    pub store: Arc<dyn Store>,
+    pub auth: Arc<dyn Authenticator>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    /// The ticker's safety interval; health is stale after three of them.
+    pub tick_interval: Duration,
+    pub started_at: DateTime<Utc>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "sentin8-cron",
+        description = "Multi-tenant scheduler: cron and one-shot schedules called back over authenticated HTTP, with retries, a dead-letter queue and a transactional outbox. Every environment-scoped call requires `target_env_id`.",
+    ),
+    components(schemas(error::Problem)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "schedules", description = "Cron and one-shot schedules"),
+        (name = "jobs", description = "Execution records"),
+        (name = "dlq", description = "Dead-letter queue"),
+        (name = "system", description = "Health and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The API routes with their OpenAPI document, generated from the same registrations.
+pub fn api(state: Arc<AppState>) -> (Router, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(api::create_schedule, api::list_schedules))
+        .routes(routes!(
+            api::get_schedule,
+            api::patch_schedule,
+            api::delete_schedule
+        ))
+        .routes(routes!(api::delete_schedule_post))
+        .routes(routes!(api::pause_schedule))
+        .routes(routes!(api::resume_schedule))
+        .routes(routes!(api::trigger_schedule))
+        .routes(routes!(api::list_jobs))
+        .routes(routes!(api::get_job))
+        .routes(routes!(api::retry_job))
+        .routes(routes!(api::list_dlq))
+        .routes(routes!(api::get_dlq))
+        .routes(routes!(api::republish_dlq))
+        .routes(routes!(system::health))
+        .routes(routes!(system::metrics))
+        .with_state(state)
+        .split_for_parts()
+}
+
+/// The whole application: API, OpenAPI document, and the cross-cutting layers.
+pub fn app(state: Arc<AppState>, extra: Router) -> Router {
+    let (router, openapi) = api(state);
+    let document = Arc::new(openapi);
+    let request_id = HeaderName::from_static(REQUEST_ID);
+    router
+        .route(
+            "/v1/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move { axum::Json(document.as_ref().clone()) }
+            }),
+        )
+        .merge(extra)
+        .fallback(|| async { ApiError::NotFound("no such route".to_owned()).into_response() })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                let id = request
+                    .headers()
+                    .get(REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// Serves `app` on an already-bound listener (so tests can bind port 0) until `shutdown`
+/// resolves, then stops accepting and gives in-flight requests up to `drain` to finish.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    app: Router,
+    tls: Option<axum_server::tls_rustls::RustlsConfig>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: Duration,
+) -> std::io::Result<()> {
+    let service = app.into_make_service_with_connect_info::<SocketAddr>();
+    match tls {
+        Some(config) => {
+            let handle = axum_server::Handle::new();
+            tokio::spawn(graceful(handle.clone(), shutdown, drain));
+            axum_server::tls_rustls::from_tcp_rustls(listener, config)?
+                .handle(handle)
+                .serve(service)
+                .await
+        }
+        None => {
+            let handle = axum_server::Handle::new();
+            tokio::spawn(graceful(handle.clone(), shutdown, drain));
+            axum_server::from_tcp(listener)?
+                .handle(handle)
+                .serve(service)
+                .await
+        }
+    }
+}
+
+async fn graceful<A: axum_server::Address>(
+    handle: axum_server::Handle<A>,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    shutdown.await;
+    tracing::info!(
+        drain_seconds = drain.as_secs(),
+        "shutting down: no new connections, draining in-flight requests"
+    );
+    handle.graceful_shutdown(Some(drain));
+}

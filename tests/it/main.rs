@@ -1,5 +1,6 @@
 //! The integration tests: one binary (one link step) with a module per area.
 
+mod api;
 mod cli_engine;
 mod conformance;
 mod dispatch;
@@ -15,6 +16,9 @@ mod store_sqlite {
     crate::engine_suite!(sqlite_engine, async {
         Some((crate::support::sqlite_store().await, ()))
     });
+    crate::api_suite!(sqlite_api, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
 }
 
 mod store_postgres {
@@ -23,6 +27,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::engine_suite!(postgres_engine, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::api_suite!(postgres_api, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });

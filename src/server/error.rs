@@ -1,0 +1,193 @@
+//! API errors as RFC 9457 problem details (`application/problem+json`). The `type` and `title`
+//! of each kind are stable; `detail` helps the caller; internal errors are logged with the
+//! request id and answered with an opaque 500 that never carries internal text.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::core::decl::FieldError;
+use crate::core::ops::OpsError;
+use crate::core::store::StoreError;
+use crate::server::auth::AuthError;
+use crate::server::policy::PolicyError;
+
+/// The problem kinds the API answers with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the request is malformed or invalid; `errors` lists each field's problem.
+    Invalid {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+    /// 401: no or bad credentials.
+    Unauthorized(AuthError),
+    /// 403: authenticated, but not allowed.
+    Forbidden(String),
+    /// 404: not found (in the addressed environment).
+    NotFound(String),
+    /// 409: conflicts with the current state.
+    Conflict(String),
+    /// 503: not ready to serve.
+    Unavailable(String),
+    /// 500: logged, never shown.
+    Internal(String),
+}
+
+/// The problem document (RFC 9457).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the problem kind; stable across releases.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// One entry per invalid field, for validation problems.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub errors: Vec<FieldError>,
+}
+
+impl ApiError {
+    /// A 400 naming one field.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        let error = FieldError::new(field, message);
+        ApiError::Invalid {
+            detail: error.to_string(),
+            errors: vec![error],
+        }
+    }
+
+    /// A 400 with several field problems.
+    pub fn fields(errors: Vec<FieldError>) -> Self {
+        let detail = match errors.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{} fields are invalid", many.len()),
+        };
+        ApiError::Invalid { detail, errors }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            ApiError::Invalid { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid-request",
+                "Invalid request",
+            ),
+            ApiError::Unauthorized(_) => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Authentication required",
+            ),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Not allowed"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            ApiError::Conflict(_) => (
+                StatusCode::CONFLICT,
+                "conflict",
+                "Conflict with the current state",
+            ),
+            ApiError::Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+            ),
+            ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+            ),
+        }
+    }
+
+    /// The stable `type` URI of a problem kind.
+    pub fn type_uri(slug: &str) -> String {
+        format!("urn:sentin8-cron:problem:{slug}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let mut challenge = None;
+        let (detail, errors) = match self {
+            ApiError::Invalid { detail, errors } => (detail, errors),
+            ApiError::Unauthorized(err) => {
+                challenge = Some(err.www_authenticate());
+                (
+                    err.description()
+                        .unwrap_or("a bearer token is required")
+                        .to_owned(),
+                    Vec::new(),
+                )
+            }
+            ApiError::Forbidden(detail)
+            | ApiError::NotFound(detail)
+            | ApiError::Conflict(detail)
+            | ApiError::Unavailable(detail) => (detail, Vec::new()),
+            ApiError::Internal(cause) => {
+                tracing::error!(error = %cause, "request failed");
+                (
+                    "the request could not be completed; it has been logged".to_owned(),
+                    Vec::new(),
+                )
+            }
+        };
+        let problem = Problem {
+            kind: ApiError::type_uri(slug),
+            title: title.to_owned(),
+            status: status.as_u16(),
+            detail,
+            errors,
+        };
+        let mut response = (status, Json(problem)).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+impl From<OpsError> for ApiError {
+    fn from(err: OpsError) -> Self {
+        match err {
+            OpsError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            OpsError::Invalid(errors) => ApiError::fields(errors),
+            OpsError::Conflict(detail) => ApiError::Conflict(detail),
+            OpsError::Store(err) => ApiError::from(err),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict(conflict) => ApiError::Conflict(conflict.to_string()),
+            StoreError::NotFound { what, .. } => ApiError::NotFound(format!("{what} not found")),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(err: AuthError) -> Self {
+        ApiError::Unauthorized(err)
+    }
+}
+
+impl From<PolicyError> for ApiError {
+    fn from(err: PolicyError) -> Self {
+        ApiError::Forbidden(err.reason().to_owned())
+    }
+}
+
+/// Result alias for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;

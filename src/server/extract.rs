@@ -1,0 +1,173 @@
+//! Request extractors that answer in problem+json: the authenticated caller, and JSON, path and
+//! query extractors whose rejections become 400s naming what was wrong.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::auth::Principal;
+use super::error::ApiError;
+use super::policy::{self, Access};
+use super::{AppState, REQUEST_ID};
+use crate::core::model::EnvId;
+
+/// The authenticated caller, with the request id that correlates its changes.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Principal, pub Option<String>);
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let principal = state.auth.authenticate(header).await?;
+        let request_id = parts
+            .headers
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Caller(principal, request_id))
+    }
+}
+
+impl Caller {
+    /// Resolves the addressed environment and checks the policy: `target_env_id` is required
+    /// (never taken from the token), and the caller must hold `access` on it.
+    pub fn env(&self, target_env_id: Option<Uuid>, access: Access) -> Result<EnvId, ApiError> {
+        let env = target_env_id
+            .map(EnvId)
+            .ok_or_else(|| ApiError::field("target_env_id", "is required (query or body)"))?;
+        policy::authorize(&self.0, env, access)?;
+        Ok(env)
+    }
+
+    /// The actor name recorded in audit entries and events.
+    pub fn actor_name(&self) -> String {
+        if self.0.dev {
+            format!("dev:{}", self.0.subject)
+        } else {
+            self.0.subject.clone()
+        }
+    }
+}
+
+/// `Json<T>` whose rejections are problem documents.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match <axum::Json<T> as FromRequest<S>>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    /// No body (no JSON content type, or zero length) is `None`; a body must be valid.
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, ApiError> {
+        let headers = req.headers();
+        let is_json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let empty = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() == "0");
+        if !is_json || empty {
+            return Ok(None);
+        }
+        <ApiJson<T> as FromRequest<S>>::from_request(req, state)
+            .await
+            .map(Some)
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let detail = match &rejection {
+        JsonRejection::MissingJsonContentType(_) => {
+            "expected a JSON body with Content-Type: application/json".to_owned()
+        }
+        JsonRejection::JsonSyntaxError(_) => {
+            format!("the body is not valid JSON: {}", inner(&rejection))
+        }
+        JsonRejection::JsonDataError(_) => {
+            format!("the body does not match: {}", inner(&rejection))
+        }
+        _ => rejection.body_text(),
+    };
+    ApiError::Invalid {
+        detail,
+        errors: Vec::new(),
+    }
+}
+
+/// The serde message of a JSON rejection (field names and positions, no internals).
+fn inner(rejection: &JsonRejection) -> String {
+    let text = rejection.body_text();
+    // axum prefixes a generic sentence; keep serde's part, which names the field.
+    text.split_once(": ")
+        .map_or(text.clone(), |(_, rest)| rest.to_owned())
+}
+
+/// `Path<T>` whose rejections are problem documents.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(path_rejection(rejection)),
+        }
+    }
+}
+
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    ApiError::Invalid {
+        detail: format!("invalid path parameter: {}", rejection.body_text()),
+        errors: Vec::new(),
+    }
+}
+
+/// `Query<T>` whose rejections are problem documents.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(query_rejection(rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: QueryRejection) -> ApiError {
+    let text = rejection.body_text();
+    let detail = text
+        .strip_prefix("Failed to deserialize query string: ")
+        .unwrap_or(&text);
+    ApiError::Invalid {
+        detail: format!("invalid query: {detail}"),
+        errors: Vec::new(),
+    }
+}

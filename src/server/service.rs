@@ -1,0 +1,100 @@
+//! One `serve` process: the HTTP server and the ticker loop (and, when configured, the outbox
+//! relay) over one store, with one shutdown. Built by `sentin8-cron serve` from flags and the
+//! environment, and directly by tests on port 0.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum_server::tls_rustls::RustlsConfig;
+use tokio::sync::watch;
+
+use super::auth::Authenticator;
+use super::{AppState, app, serve};
+use crate::core::clock::Clock;
+use crate::core::dispatch::Dispatcher;
+use crate::core::engine::{Engine, EngineConfig};
+use crate::core::metrics::Metrics;
+use crate::core::ops::Ops;
+use crate::core::store::Store;
+
+/// Everything a serving process is made of.
+pub struct Service {
+    pub store: Arc<dyn Store>,
+    pub auth: Arc<dyn Authenticator>,
+    pub dispatcher: Arc<dyn Dispatcher>,
+    pub clock: Arc<dyn Clock>,
+    pub engine: EngineConfig,
+    pub metrics: Arc<Metrics>,
+    pub tls: Option<RustlsConfig>,
+    /// How long in-flight requests and the in-flight tick get after a shutdown signal.
+    pub drain: Duration,
+    /// Runs the ticker loop in this process (tests of the API alone may turn it off).
+    pub run_ticker: bool,
+    /// Extra routes (the admin pages), merged under the same layers.
+    pub extra_routes: Router,
+}
+
+impl Service {
+    /// The application state the handlers share.
+    pub fn state(&self) -> Arc<AppState> {
+        Arc::new(AppState {
+            ops: Ops::new(self.store.clone()),
+            store: self.store.clone(),
+            auth: self.auth.clone(),
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+            tick_interval: self.engine.tick_interval,
+            started_at: self.clock.now(),
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` resolves; then stops accepting, lets in-flight
+    /// requests and the in-flight tick finish (bounded by `drain`), and returns.
+    pub async fn run(
+        self,
+        listener: std::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+
+        if let Err(err) = self.store.signals_listen().await {
+            tracing::warn!(error = %err, "cross-process change notifications unavailable; relying on polling");
+        }
+
+        let ticker = self.run_ticker.then(|| {
+            let engine = Engine::new(
+                self.store.clone(),
+                self.dispatcher.clone(),
+                self.clock.clone(),
+                self.engine.clone(),
+                self.metrics.clone(),
+            );
+            let rx = stop_rx.clone();
+            tokio::spawn(async move {
+                engine.run(stopped(rx)).await;
+                tracing::info!("ticker stopped");
+            })
+        });
+
+        let state = self.state();
+        let router = app(state, self.extra_routes);
+        let drain = self.drain;
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+        let served = serve(listener, router, self.tls, stopped(stop_rx), drain).await;
+
+        if let Some(ticker) = ticker
+            && tokio::time::timeout(drain, ticker).await.is_err()
+        {
+            tracing::warn!("the in-flight tick did not finish within the drain timeout");
+        }
+        served
+    }
+}

@@ -1,0 +1,95 @@
+//! Unauthenticated operational endpoints: health (ticker liveness and counts) and Prometheus
+//! metrics. Both expose aggregate numbers only, never tenant data.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::core::store::StoreStats;
+
+/// Ticker liveness and store-wide counts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, `stalled` (no tick within 3× the interval) or `degraded` (the store did not answer).
+    pub status: String,
+    pub backend: String,
+    pub last_tick_at: Option<DateTime<Utc>>,
+    pub tick_interval_seconds: u64,
+    #[schema(value_type = Option<Object>)]
+    pub counts: Option<StoreStats>,
+    /// Outbox events parked after repeated relay failures (need an operator).
+    pub outbox_parked: i64,
+}
+
+/// Healthy when the last tick (or start-up, before the first tick) is within three tick
+/// intervals and the store answers.
+#[utoipa::path(
+    get, path = "/v1/health", tag = "system",
+    responses((status = 200, body = Health), (status = 503, description = "Stalled or degraded", body = Health))
+)]
+pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
+    let now = state.clock.now();
+    let last_tick = state.metrics.last_tick_unix.load(Ordering::Relaxed);
+    let last_tick_at = (last_tick > 0)
+        .then(|| DateTime::from_timestamp(last_tick, 0))
+        .flatten();
+    let reference = last_tick_at.unwrap_or(state.started_at);
+    let limit =
+        chrono::Duration::from_std(state.tick_interval * 3).unwrap_or(chrono::Duration::MAX);
+    let ticking = now - reference <= limit;
+    let counts = match state.store.stats_get().await {
+        Ok(stats) => Some(stats),
+        Err(err) => {
+            tracing::warn!(error = %err, "health: the store did not answer");
+            None
+        }
+    };
+    let status = match (ticking, counts.is_some()) {
+        (true, true) => "ok",
+        (false, _) => "stalled",
+        (true, false) => "degraded",
+    };
+    let code = if status == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        Json(Health {
+            status: status.to_owned(),
+            backend: state.store.capabilities().backend.to_owned(),
+            last_tick_at,
+            tick_interval_seconds: state.tick_interval.as_secs(),
+            counts,
+            outbox_parked: state.metrics.events_parked.load(Ordering::Relaxed),
+        }),
+    )
+}
+
+/// Prometheus text exposition: fires, failures, retries, DLQ landings, lateness, tick
+/// duration, outbox backlog and more.
+#[utoipa::path(
+    get, path = "/metrics", tag = "system",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String))
+)]
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let stats = state.store.stats_get().await.ok();
+    let body = state.metrics.render(stats.as_ref());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
