@@ -8,6 +8,7 @@ mod engine;
 mod pg_only;
 mod raw_http;
 mod support;
+mod tls;
 
 mod store_sqlite {
     crate::conformance_suite!(sqlite, async {
