@@ -7,6 +7,7 @@
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
+pub mod relay;
 pub mod schedule_args;
 pub mod validate_expr;
 
@@ -32,6 +33,8 @@ pub enum Command {
     ValidateExpr(validate_expr::Args),
     /// List the next fires of a cron expression, with DST adjustments marked.
     NextFires(next_fires::Args),
+    /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
+    Relay(relay::Args),
 }
 
 /// Where the data lives; shared by every subcommand that touches the database.
@@ -53,5 +56,6 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
+        Command::Relay(args) => relay::run(args, out).await,
     }
 }
