@@ -17,11 +17,11 @@ use crate::relay::{ENV_BUS_URL, RelayConfig, sink_for};
 use crate::store::{self, ConnectOptions, redact};
 
 /// The exit code of `--once` when some events could not be relayed.
-pub const EXIT_UNRELAYED: u8 = 2;
+pub const EXIT_UNRELAYED: u8 = 1;
 
 /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
 ///
-/// With --once, exits 0 when every claimed event was relayed and 2 when some failed (they stay
+/// With --once, exits 0 when every claimed event was relayed and 1 when some failed (they stay
 /// in the outbox and are retried).
 #[derive(Debug, clap::Args)]
 pub struct Args {

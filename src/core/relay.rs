@@ -32,7 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
-use futures_util::stream;
+use futures_util::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -293,11 +293,19 @@ impl Relay {
         }
 
         // At most one event per schedule is claimed, so completion order does not matter.
-        let results: Vec<(&OutboxEvent, Result<Delivery, SinkError>)> = stream::iter(&claimed)
-            .map(|event| async move { (event, self.publish(event).await) })
-            .buffer_unordered(self.options.concurrency.max(1))
-            .collect()
-            .await;
+        let mut results = Vec::with_capacity(claimed.len());
+        let mut waiting = claimed.iter();
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            while in_flight.len() < self.options.concurrency.max(1) {
+                let Some(event) = waiting.next() else { break };
+                in_flight.push(self.publish(event));
+            }
+            match in_flight.next().await {
+                Some(result) => results.push(result),
+                None => break,
+            }
+        }
 
         let mut acked = Vec::new();
         let mut failures = Vec::new();
@@ -369,14 +377,24 @@ impl Relay {
         Ok(round)
     }
 
-    async fn publish(&self, event: &OutboxEvent) -> Result<Delivery, SinkError> {
-        match tokio::time::timeout(self.options.publish_timeout, self.sink.publish(event)).await {
+    /// Publishes one event, bounded by the publish timeout.
+    async fn publish<'e>(
+        &self,
+        event: &'e OutboxEvent,
+    ) -> (&'e OutboxEvent, Result<Delivery, SinkError>) {
+        let result = match tokio::time::timeout(
+            self.options.publish_timeout,
+            self.sink.publish(event),
+        )
+        .await
+        {
             Ok(result) => result,
             Err(_) => Err(SinkError::Unavailable(format!(
                 "no acknowledgement within {:?}",
                 self.options.publish_timeout
             ))),
-        }
+        };
+        (event, result)
     }
 
     /// Deletes relayed events older than the retention, in bounded batches.
@@ -468,6 +486,14 @@ fn chrono_duration(d: Duration) -> chrono::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Compiles only if the loop can be spawned on a multi-threaded runtime (as `serve` does).
+    #[allow(dead_code)]
+    fn the_loop_is_spawnable(relay: Arc<Relay>) {
+        drop(tokio::spawn(async move {
+            relay.run(std::future::pending()).await;
+        }));
+    }
 
     #[test]
     fn only_refusals_count_towards_parking() {

@@ -24,7 +24,7 @@ impl Sink for LogSink {
             event_id = %event.id,
             event_type = %event.event_type,
             env_id = %event.env_id,
-            schedule_id = ?event.schedule_id.map(|id| id.to_string()),
+            schedule_id = event.schedule_id.map(tracing::field::display),
             event = %String::from_utf8_lossy(&body),
             "event"
         );
