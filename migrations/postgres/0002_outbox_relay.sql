@@ -111,6 +111,21 @@ CREATE FUNCTION cron.outbox_mark_failed(p_relay text, p_seqs bigint[], p_errors 
     RETURNING o.seq, o.attempts, o.parked_at IS NOT NULL
 $$;
 
+-- Gives back claimed events relay p_relay did not try to publish: their leases are dropped,
+-- nothing else changes. Returns how many were released.
+CREATE FUNCTION cron.outbox_release(p_relay text, p_seqs bigint[])
+    RETURNS bigint
+    LANGUAGE sql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    WITH released AS (
+        UPDATE cron.outbox
+           SET locked_until = NULL, locked_by = NULL
+         WHERE seq = ANY (p_seqs) AND locked_by = p_relay AND relayed_at IS NULL
+        RETURNING 1)
+    SELECT count(*) FROM released
+$$;
+
 -- Deletes at most p_limit relayed events whose relayed_at is before p_before, oldest first.
 -- Pending and parked events are never deleted. Returns how many were deleted.
 CREATE FUNCTION cron.outbox_purge(p_before timestamptz, p_limit integer)
@@ -142,10 +157,12 @@ $$;
 REVOKE ALL ON FUNCTION cron.outbox_claim(text, timestamptz, timestamptz, integer),
     cron.outbox_mark_relayed(bigint[], timestamptz),
     cron.outbox_mark_failed(text, bigint[], text[], boolean[], timestamptz, timestamptz, integer),
+    cron.outbox_release(text, bigint[]),
     cron.outbox_purge(timestamptz, integer),
     cron.outbox_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cron.outbox_claim(text, timestamptz, timestamptz, integer),
     cron.outbox_mark_relayed(bigint[], timestamptz),
     cron.outbox_mark_failed(text, bigint[], text[], boolean[], timestamptz, timestamptz, integer),
+    cron.outbox_release(text, bigint[]),
     cron.outbox_purge(timestamptz, integer),
     cron.outbox_stats() TO sentin8_cron_service;

@@ -40,7 +40,8 @@ use crate::core::clock::Clock;
 use crate::core::metrics::Metrics;
 use crate::core::model::{EnvId, EventId, OutboxEvent, ScheduleId};
 use crate::core::store::{
-    OutboxClaim, OutboxFailed, OutboxFailure, OutboxPurge, OutboxRelayed, Store, StoreError,
+    OutboxClaim, OutboxFailed, OutboxFailure, OutboxPurge, OutboxRelayed, OutboxRelease, Store,
+    StoreError,
 };
 
 /// The message a sink delivers for one event: what consumers see.
@@ -184,6 +185,8 @@ pub struct RelaySummary {
     pub failed: u64,
     /// Of those, events parked by this failure.
     pub parked: u64,
+    /// Claimed events given back untried (the bus was unavailable, or the lease ran short).
+    pub released: u64,
     /// Relayed events deleted by retention.
     pub purged: u64,
     /// The drain stopped early because the bus was unreachable.
@@ -200,6 +203,7 @@ impl RelaySummary {
         self.duplicates += round.duplicates;
         self.failed += round.failed;
         self.parked += round.parked;
+        self.released += round.released;
         self.purged += round.purged;
         self.bus_unavailable |= round.bus_unavailable;
     }
@@ -272,14 +276,20 @@ impl Relay {
     }
 
     /// One claim-publish-record round.
+    ///
+    /// A publish starts only while it can finish (or time out) before the claim's lease ends,
+    /// so no other relay can take an event over while this one is publishing it. Once the bus
+    /// proves unreachable no further publish starts; the events not tried are released.
     async fn round(&self) -> Result<RelaySummary, RelayError> {
         let now = self.clock.now();
+        let lease_until = now + chrono_duration(self.options.lease);
+        let last_start = lease_until - chrono_duration(self.options.publish_timeout);
         let claimed = self
             .store
             .outbox_claim(&OutboxClaim {
                 relay_id: self.options.relay_id.clone(),
                 now,
-                lease_until: now + chrono_duration(self.options.lease),
+                lease_until,
                 limit: self.options.batch_size.clamp(1, 1000),
             })
             .await?;
@@ -294,21 +304,35 @@ impl Relay {
 
         // At most one event per schedule is claimed, so completion order does not matter.
         let mut results = Vec::with_capacity(claimed.len());
-        let mut waiting = claimed.iter();
+        let mut waiting = claimed.iter().peekable();
         let mut in_flight = FuturesUnordered::new();
+        let mut stop = false;
         loop {
-            while in_flight.len() < self.options.concurrency.max(1) {
-                let Some(event) = waiting.next() else { break };
-                in_flight.push(self.publish(event));
+            while !stop && in_flight.len() < self.options.concurrency.max(1) {
+                if waiting.peek().is_none() {
+                    break;
+                }
+                if self.clock.now() > last_start {
+                    stop = true;
+                    break;
+                }
+                if let Some(event) = waiting.next() {
+                    in_flight.push(self.publish(event));
+                }
             }
             match in_flight.next().await {
-                Some(result) => results.push(result),
+                Some((event, result)) => {
+                    stop |= matches!(result, Err(SinkError::Unavailable(_)));
+                    results.push((event, result));
+                }
                 None => break,
             }
         }
+        let unstarted: Vec<i64> = waiting.map(|event| event.seq).collect();
 
         let mut acked = Vec::new();
         let mut failures = Vec::new();
+        let mut unavailable: Option<String> = None;
         for (event, result) in results {
             match result {
                 Ok(delivery) => {
@@ -319,15 +343,18 @@ impl Relay {
                     acked.push(event.seq);
                 }
                 Err(err) => {
-                    round.bus_unavailable |= !err.parkable();
-                    tracing::warn!(
-                        event_id = %event.id,
-                        event_type = %event.event_type,
-                        attempt = event.attempts + 1,
-                        sink = self.sink.kind(),
-                        error = %err,
-                        "cannot relay an outbox event; will retry"
-                    );
+                    if err.parkable() {
+                        tracing::warn!(
+                            event_id = %event.id,
+                            event_type = %event.event_type,
+                            attempt = event.attempts + 1,
+                            sink = self.sink.kind(),
+                            error = %err,
+                            "the bus refused an outbox event; will retry"
+                        );
+                    } else if unavailable.is_none() {
+                        unavailable = Some(err.to_string());
+                    }
                     failures.push(OutboxFailure {
                         seq: event.seq,
                         error: err.to_string(),
@@ -335,6 +362,15 @@ impl Relay {
                     });
                 }
             }
+        }
+        if let Some(error) = &unavailable {
+            round.bus_unavailable = true;
+            tracing::warn!(
+                sink = self.sink.kind(),
+                error = %error,
+                pending = claimed.len() - acked.len(),
+                "the bus is unavailable; outbox events stay queued"
+            );
         }
 
         let now = self.clock.now();
@@ -373,6 +409,15 @@ impl Relay {
                     "outbox event parked after repeated refusals; an operator must look at it"
                 );
             }
+        }
+        if !unstarted.is_empty() {
+            round.released = self
+                .store
+                .outbox_release(&OutboxRelease {
+                    relay_id: self.options.relay_id.clone(),
+                    seqs: unstarted,
+                })
+                .await?;
         }
         Ok(round)
     }

@@ -386,6 +386,13 @@ pub struct OutboxFailureRecorded {
     pub parked: bool,
 }
 
+/// Claimed events a relay gives back without having tried to publish them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRelease {
+    pub relay_id: String,
+    pub seqs: Vec<i64>,
+}
+
 /// A retention pass over relayed outbox events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxPurge {
@@ -461,6 +468,10 @@ pub trait Store: Send + Sync + 'static {
         &self,
         failed: &OutboxFailed,
     ) -> StoreResult<Vec<OutboxFailureRecorded>>;
+
+    /// Drops the leases `relay_id` holds on these events, untouched otherwise, so any relay
+    /// may claim them at once. Returns how many were released.
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64>;
 
     /// Deletes at most `limit` events relayed before `relayed_before`, oldest first; pending
     /// and parked events are kept. Returns how many were deleted.

@@ -275,6 +275,19 @@ impl Store for PgStore {
         Ok(recorded)
     }
 
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        if release.seqs.is_empty() {
+            return Ok(0);
+        }
+        let released: i64 = sqlx::query_scalar("SELECT cron.outbox_release($1, $2)")
+            .bind(&release.relay_id)
+            .bind(&release.seqs)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(u64::try_from(released).unwrap_or(0))
+    }
+
     async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
         let deleted: i64 = sqlx::query_scalar("SELECT cron.outbox_purge($1, $2)")
             .bind(purge.relayed_before)

@@ -399,6 +399,23 @@ impl Store for SqliteStore {
         Ok(recorded)
     }
 
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        if release.seqs.is_empty() {
+            return Ok(0);
+        }
+        let done = sqlx::query(
+            "UPDATE outbox SET locked_until = NULL, locked_by = NULL \
+             WHERE locked_by = ?1 AND relayed_at IS NULL \
+               AND seq IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(&release.relay_id)
+        .bind(Value::from(release.seqs.clone()).to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected())
+    }
+
     async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
         let done = sqlx::query(
             "DELETE FROM outbox WHERE seq IN ( \

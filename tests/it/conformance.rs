@@ -1230,6 +1230,44 @@ pub async fn outbox_failures_back_off_and_park(store: Arc<dyn Store>) {
     assert_eq!(stored.last_error.as_ref().map(String::len), Some(2000));
 }
 
+pub async fn outbox_releases_free_claims_at_once(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = ScheduleId::new();
+    let first = insert_event(&store, env, Some(s), "first").await;
+    insert_event(&store, env, Some(s), "second").await;
+    let loose = insert_event(&store, env, None, "loose").await;
+    let held = store.outbox_claim(&claim("r1", t0(), 10)).await.unwrap();
+    assert_eq!(ids(&held), [first, loose]);
+    let seqs: Vec<i64> = held.iter().map(|e| e.seq).collect();
+
+    // Only the holder can release.
+    let by_other = OutboxRelease {
+        relay_id: "r2".into(),
+        seqs: seqs.clone(),
+    };
+    assert_eq!(store.outbox_release(&by_other).await.unwrap(), 0);
+    assert!(
+        store
+            .outbox_claim(&claim("r2", t0(), 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let by_holder = OutboxRelease {
+        relay_id: "r1".into(),
+        seqs,
+    };
+    assert_eq!(store.outbox_release(&by_holder).await.unwrap(), 2);
+    // Released events are claimable at once, untouched: no attempt counted.
+    let taken = store.outbox_claim(&claim("r2", t0(), 10)).await.unwrap();
+    assert_eq!(ids(&taken), [first, loose]);
+    assert!(
+        taken
+            .iter()
+            .all(|e| e.attempts == 0 && e.last_error.is_none())
+    );
+}
+
 pub async fn outbox_purge_keeps_pending_and_parked_events(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let mut events = Vec::new();
@@ -1308,6 +1346,7 @@ macro_rules! conformance_suite {
                 outbox_claims_follow_seq_and_schedule_order,
                 outbox_leases_expire,
                 outbox_failures_back_off_and_park,
+                outbox_releases_free_claims_at_once,
                 outbox_purge_keeps_pending_and_parked_events,
             );
         }

@@ -392,6 +392,7 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
             "outbox_mark_failed",
             "outbox_mark_relayed",
             "outbox_purge",
+            "outbox_release",
             "outbox_stats"
         ]
     );

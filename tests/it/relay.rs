@@ -295,6 +295,75 @@ pub async fn an_unreachable_bus_parks_nothing(store: Arc<dyn Store>) {
     assert_eq!((summary.relayed, summary.failed), (3, 0));
 }
 
+pub async fn an_outage_stops_the_round_and_releases_the_rest(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    for i in 0..5 {
+        insert_event(&store, env, Some(ScheduleId::new()), &format!("e{i}")).await;
+    }
+    let sink = Arc::new(ScriptedSink::default());
+    *sink.down.lock().unwrap() = true;
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let mut opts = options("r1");
+    opts.concurrency = 1;
+    let relay = relay(&store, sink.clone(), clock.clone(), opts);
+    let summary = relay.drain_once().await.unwrap();
+    assert_eq!(
+        (summary.claimed, summary.failed, summary.released),
+        (5, 1, 4),
+        "{summary:?}"
+    );
+    assert_eq!(sink.attempts.lock().unwrap().len(), 1, "one try, then stop");
+    // The four untried events are free for anyone at once, with no attempt counted.
+    let other = store
+        .outbox_claim(&OutboxClaim {
+            relay_id: "r2".into(),
+            now: clock.now(),
+            lease_until: clock.now() + Duration::seconds(30),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(other.len(), 4);
+    assert!(other.iter().all(|e| e.attempts == 0));
+}
+
+/// Moves the clock forward by 15 s per publish, like a very slow bus.
+struct SlowSink(Arc<ManualClock>, ScriptedSink);
+
+#[async_trait]
+impl Sink for SlowSink {
+    fn kind(&self) -> &'static str {
+        "slow"
+    }
+
+    async fn publish(&self, event: &OutboxEvent) -> Result<Delivery, SinkError> {
+        self.0.advance(Duration::seconds(15));
+        self.1.publish(event).await
+    }
+}
+
+pub async fn publishes_start_only_while_the_lease_lasts(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    for i in 0..3 {
+        insert_event(&store, env, None, &format!("e{i}")).await;
+    }
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let sink = Arc::new(SlowSink(clock.clone(), ScriptedSink::default()));
+    let mut opts = options("r1");
+    opts.concurrency = 1;
+    opts.lease = StdDuration::from_secs(30);
+    opts.publish_timeout = StdDuration::from_secs(10);
+    opts.max_rounds_per_drain = 1;
+    let relay = relay(&store, sink.clone(), clock.clone(), opts);
+    // Started at +0 s and +15 s; at +30 s a publish could outlive the lease (+30 s), so the
+    // third event is given back instead of racing another relay for it.
+    let summary = relay.drain_once().await.unwrap();
+    assert_eq!((summary.relayed, summary.released), (2, 1), "{summary:?}");
+    assert_eq!(sink.1.delivered_ids().len(), 2);
+    let summary = relay.drain_once().await.unwrap();
+    assert_eq!(summary.relayed, 1);
+}
+
 pub async fn retention_deletes_old_relayed_events(store: Arc<dyn Store>) {
     let env = EnvId::new();
     for i in 0..5 {
@@ -363,6 +432,8 @@ macro_rules! relay_suite {
                 drain_relays_everything_in_schedule_order,
                 refused_events_park_and_release_their_schedule,
                 an_unreachable_bus_parks_nothing,
+                an_outage_stops_the_round_and_releases_the_rest,
+                publishes_start_only_while_the_lease_lasts,
                 retention_deletes_old_relayed_events,
                 the_loop_wakes_on_commit_and_stops_on_shutdown,
             );
