@@ -4,7 +4,8 @@
 //! environment: the backend sets the tenant context inside that transaction, and every statement
 //! of the transaction runs on the same connection (design §5, transaction-locality rule). The
 //! only cross-tenant operations are the engine's narrow reads on [`Store`] (what is due, when to
-//! wake up, aggregate counts), which carry ids and instants, never tenant payloads.
+//! wake up, aggregate counts), which carry ids and instants, never tenant payloads, and the
+//! outbox relay's claim/mark/purge methods, which hand event payloads to the relay alone.
 //!
 //! Time is always a parameter: no implementation calls the database clock for a decision.
 //! Methods are named noun + verb and take a params struct where there is more than one input.
