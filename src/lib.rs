@@ -11,6 +11,9 @@
 //! - [`dispatch`] calls owning services back over HTTP (the proxy-back client and its M2M
 //!   tokens), implementing the port `core` defines.
 //! - [`server`] authenticates API callers (bearer JWTs) and decides what they may do.
+//! - [`relay`] delivers outbox events to a bus (NATS JetStream, a webhook or the log),
+//!   implementing the sink port of [`core::relay`].
+//! - [`store`] holds all SQL: the PostgreSQL and SQLite backends of the storage seam.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //!
 #![forbid(unsafe_code)]
@@ -18,5 +21,6 @@
 pub mod cmd;
 pub mod core;
 pub mod dispatch;
+pub mod relay;
 pub mod server;
 pub mod store;

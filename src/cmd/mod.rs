@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
+pub mod relay;
 pub mod schedule_args;
 pub mod serve;
 pub mod tick;
@@ -54,6 +55,8 @@ pub enum Command {
     ValidateExpr(validate_expr::Args),
     /// List the next fires of a cron expression, with DST adjustments marked.
     NextFires(next_fires::Args),
+    /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
+    Relay(relay::Args),
 }
 
 /// Where the data lives; shared by every subcommand that touches the database.
@@ -159,8 +162,9 @@ pub fn cli_actor() -> Actor {
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    if !matches!(cli.command, Command::Serve(_)) {
+    if !matches!(cli.command, Command::Serve(_) | Command::Relay(_)) {
         // One-shot commands keep standard output for their result; problems go to stderr.
+        // `serve` and `relay` set up their own logging (the log bus writes events there).
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
         let _ = tracing_subscriber::fmt()
@@ -176,5 +180,6 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Jobs(args) => jobs::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
+        Command::Relay(args) => relay::run(args, out).await,
     }
 }

@@ -12,6 +12,7 @@ pub mod events;
 pub mod metrics;
 pub mod model;
 pub mod ops;
+pub mod relay;
 pub mod retry;
 pub mod store;
 pub mod timing;

@@ -254,8 +254,13 @@ pub struct OutboxEvent {
     pub payload: Value,
     pub created_at: DateTime<Utc>,
     pub relayed_at: Option<DateTime<Utc>>,
+    /// Failed publishes so far.
     pub attempts: i32,
     pub last_error: Option<String>,
+    /// Set when the relay gave up on the event after too many refused publishes; a parked
+    /// event is never relayed by itself and is surfaced for an operator.
+    #[serde(default)]
+    pub parked_at: Option<DateTime<Utc>>,
 }
 
 /// One row of the audit journal: who changed what, from what, to what.

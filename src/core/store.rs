@@ -4,7 +4,8 @@
 //! environment: the backend sets the tenant context inside that transaction, and every statement
 //! of the transaction runs on the same connection (design §5, transaction-locality rule). The
 //! only cross-tenant operations are the engine's narrow reads on [`Store`] (what is due, when to
-//! wake up, aggregate counts), which carry ids and instants, never tenant payloads.
+//! wake up, aggregate counts), which carry ids and instants, never tenant payloads, and the
+//! outbox relay's claim/mark/purge methods, which hand event payloads to the relay alone.
 //!
 //! Time is always a parameter: no implementation calls the database clock for a decision.
 //! Methods are named noun + verb and take a params struct where there is more than one input.
@@ -153,7 +154,10 @@ pub struct StoreStats {
     pub jobs_pending: i64,
     pub jobs_running: i64,
     pub dlq_entries: i64,
+    /// Events not relayed yet, parked ones included.
     pub outbox_unrelayed: i64,
+    /// Events the relay gave up on (see [`Store::outbox_mark_failed`]); an operator must look.
+    pub outbox_parked: i64,
 }
 
 /// Applied and known schema versions.
@@ -334,6 +338,71 @@ pub struct NewAudit {
     pub now: DateTime<Utc>,
 }
 
+/// A relay's claim on pending outbox events (see [`Store::outbox_claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxClaim {
+    /// Who claims: recorded as the lease holder, and required to record a failure.
+    pub relay_id: String,
+    pub now: DateTime<Utc>,
+    /// Until when the claimed events are leased to this relay.
+    pub lease_until: DateTime<Utc>,
+    pub limit: u32,
+}
+
+/// Outbox events the bus acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRelayed {
+    pub seqs: Vec<i64>,
+    pub now: DateTime<Utc>,
+}
+
+/// One failed publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxFailure {
+    pub seq: i64,
+    pub error: String,
+    /// True when the bus answered and refused this event, which counts towards parking. False
+    /// when the bus could not be reached: an outage never parks anything.
+    pub parkable: bool,
+}
+
+/// Failed publishes of one relay (see [`Store::outbox_mark_failed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxFailed {
+    pub relay_id: String,
+    pub failures: Vec<OutboxFailure>,
+    pub now: DateTime<Utc>,
+    /// The failed events are not claimed again before this instant.
+    pub retry_at: DateTime<Utc>,
+    /// A parkable failure that brings an event's attempts to this many parks it.
+    pub max_attempts: i32,
+}
+
+/// What recording one failure did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxFailureRecorded {
+    pub seq: i64,
+    /// Failed attempts so far, this one included.
+    pub attempts: i32,
+    pub parked: bool,
+}
+
+/// Claimed events a relay gives back without having tried to publish them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRelease {
+    pub relay_id: String,
+    pub seqs: Vec<i64>,
+}
+
+/// A retention pass over relayed outbox events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxPurge {
+    /// Relayed events relayed before this instant are deleted.
+    pub relayed_before: DateTime<Utc>,
+    /// At most this many per call, oldest first.
+    pub limit: u32,
+}
+
 /// A store: the entry point to one database.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -380,6 +449,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Aggregate counts across tenants.
     async fn stats_get(&self) -> StoreResult<StoreStats>;
+
+    /// Claims up to `limit` pending outbox events for one relay, across tenants, in `seq`
+    /// order, leasing them until `lease_until`. This is the one cross-tenant read of event
+    /// payloads; only the relay uses it.
+    ///
+    /// An event is claimable when it is neither relayed nor parked, its lease (anyone's) has
+    /// expired, its failure backoff has elapsed, and no earlier event of the same schedule is
+    /// still pending (neither relayed nor parked), whoever holds that one. A claim therefore
+    /// holds at most one event per schedule, and a relay can publish a claim's events in any
+    /// order. Events without a schedule are not ordered. Two concurrent claims never return
+    /// the same event.
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>>;
+
+    /// Marks events relayed and drops their leases. Idempotent; returns how many changed.
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64>;
+
+    /// Records failed publishes: one more attempt each, the error, no claim before `retry_at`,
+    /// and the lease dropped; a parkable failure that reaches `max_attempts` parks the event
+    /// (a parked event no longer holds back later events of its schedule). Only events still
+    /// leased to `relay_id` and still pending change; the result lists those.
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>>;
+
+    /// Drops the leases `relay_id` holds on these events, untouched otherwise, so any relay
+    /// may claim them at once. Returns how many were released.
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64>;
+
+    /// Deletes at most `limit` events relayed before `relayed_before`, oldest first; pending
+    /// and parked events are kept. Returns how many were deleted.
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64>;
 
     /// Applied and known schema versions.
     async fn schema_status(&self) -> StoreResult<SchemaStatus>;

@@ -25,18 +25,32 @@ impl Migration {
 }
 
 /// PostgreSQL migrations, in order.
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/postgres/0001_init.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "outbox_relay",
+        sql: include_str!("../../migrations/postgres/0002_outbox_relay.sql"),
+    },
+];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "outbox_relay",
+        sql: include_str!("../../migrations/sqlite/0002_outbox_relay.sql"),
+    },
+];
 
 /// Refuses a database whose applied migrations were changed after they were applied.
 pub fn check_applied(known: &[Migration], applied: &[(i64, String)]) -> StoreResult<()> {

@@ -30,7 +30,7 @@ const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_f
 const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, payload, \
     attempts, last_error, scheduled_for, landed_at";
 const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, created_at, \
-    relayed_at, attempts, last_error";
+    relayed_at, attempts, last_error, parked_at";
 
 /// A PostgreSQL-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -197,10 +197,11 @@ impl Store for PgStore {
     }
 
     async fn stats_get(&self) -> StoreResult<StoreStats> {
-        let row = sqlx::query("SELECT * FROM cron.stats()")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_err)?;
+        let row =
+            sqlx::query("SELECT s.*, o.* FROM cron.stats() s CROSS JOIN cron.outbox_stats() o")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_err)?;
         Ok(StoreStats {
             schedules_active: get(&row, "schedules_active", "stats")?,
             schedules_paused: get(&row, "schedules_paused", "stats")?,
@@ -208,7 +209,101 @@ impl Store for PgStore {
             jobs_running: get(&row, "jobs_running", "stats")?,
             dlq_entries: get(&row, "dlq_entries", "stats")?,
             outbox_unrelayed: get(&row, "outbox_unrelayed", "stats")?,
+            outbox_parked: get(&row, "outbox_parked", "stats")?,
         })
+    }
+
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM cron.outbox_claim($1, $2, $3, $4)"
+        ))
+        .bind(&claim.relay_id)
+        .bind(claim.now)
+        .bind(claim.lease_until)
+        .bind(clamp_limit(claim.limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let mut events = rows
+            .iter()
+            .map(outbox_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        // UPDATE ... RETURNING does not promise an order.
+        events.sort_by_key(|e| e.seq);
+        Ok(events)
+    }
+
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+        if relayed.seqs.is_empty() {
+            return Ok(0);
+        }
+        let changed: i64 = sqlx::query_scalar("SELECT cron.outbox_mark_relayed($1, $2)")
+            .bind(&relayed.seqs)
+            .bind(relayed.now)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(u64::try_from(changed).unwrap_or(0))
+    }
+
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+        if failed.failures.is_empty() {
+            return Ok(Vec::new());
+        }
+        let seqs: Vec<i64> = failed.failures.iter().map(|f| f.seq).collect();
+        let errors: Vec<&str> = failed.failures.iter().map(|f| f.error.as_str()).collect();
+        let parkable: Vec<bool> = failed.failures.iter().map(|f| f.parkable).collect();
+        let rows = sqlx::query(
+            "SELECT seq, attempts, parked FROM cron.outbox_mark_failed($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&failed.relay_id)
+        .bind(&seqs)
+        .bind(&errors)
+        .bind(&parkable)
+        .bind(failed.now)
+        .bind(failed.retry_at)
+        .bind(failed.max_attempts)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let mut recorded = rows
+            .iter()
+            .map(|row| {
+                Ok(OutboxFailureRecorded {
+                    seq: get(row, "seq", "outbox")?,
+                    attempts: get(row, "attempts", "outbox")?,
+                    parked: get(row, "parked", "outbox")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        recorded.sort_by_key(|r| r.seq);
+        Ok(recorded)
+    }
+
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        if release.seqs.is_empty() {
+            return Ok(0);
+        }
+        let released: i64 = sqlx::query_scalar("SELECT cron.outbox_release($1, $2)")
+            .bind(&release.relay_id)
+            .bind(&release.seqs)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(u64::try_from(released).unwrap_or(0))
+    }
+
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+        let deleted: i64 = sqlx::query_scalar("SELECT cron.outbox_purge($1, $2)")
+            .bind(purge.relayed_before)
+            .bind(i32::try_from(purge.limit.min(10_000)).unwrap_or(10_000))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(u64::try_from(deleted).unwrap_or(0))
     }
 
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
@@ -1067,5 +1162,6 @@ fn outbox_from_row(row: &PgRow) -> StoreResult<OutboxEvent> {
         relayed_at: get(row, "relayed_at", T)?,
         attempts: get(row, "attempts", T)?,
         last_error: get(row, "last_error", T)?,
+        parked_at: get(row, "parked_at", T)?,
     })
 }

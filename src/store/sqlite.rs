@@ -34,7 +34,7 @@ const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_f
 const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, payload, \
     attempts, last_error, scheduled_for, landed_at";
 const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, created_at, \
-    relayed_at, attempts, last_error";
+    relayed_at, attempts, last_error, parked_at";
 
 /// A SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
@@ -306,7 +306,9 @@ impl Store for SqliteStore {
                     (SELECT count(*) FROM jobs WHERE status = 'pending') AS jobs_pending, \
                     (SELECT count(*) FROM jobs WHERE status = 'running') AS jobs_running, \
                     (SELECT count(*) FROM dlq) AS dlq_entries, \
-                    (SELECT count(*) FROM outbox WHERE relayed_at IS NULL) AS outbox_unrelayed",
+                    (SELECT count(*) FROM outbox WHERE relayed_at IS NULL) AS outbox_unrelayed, \
+                    (SELECT count(*) FROM outbox \
+                      WHERE parked_at IS NOT NULL AND relayed_at IS NULL) AS outbox_parked",
         )
         .fetch_one(&self.pool)
         .await
@@ -319,7 +321,132 @@ impl Store for SqliteStore {
             jobs_running: c.get("jobs_running")?,
             dlq_entries: c.get("dlq_entries")?,
             outbox_unrelayed: c.get("outbox_unrelayed")?,
+            outbox_parked: c.get("outbox_parked")?,
         })
+    }
+
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+        // One statement: SQLite runs it under its single write lock, so the candidate check
+        // and the lease cannot interleave with another claim.
+        let sql = format!(
+            "UPDATE outbox SET locked_until = ?3, locked_by = ?1 \
+             WHERE seq IN ( \
+                 SELECT o.seq FROM outbox o \
+                  WHERE o.relayed_at IS NULL AND o.parked_at IS NULL \
+                    AND (o.locked_until IS NULL OR o.locked_until <= ?2) \
+                    AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?2) \
+                    AND (o.schedule_id IS NULL OR NOT EXISTS ( \
+                            SELECT 1 FROM outbox e \
+                             WHERE e.schedule_id = o.schedule_id AND e.seq < o.seq \
+                               AND e.relayed_at IS NULL AND e.parked_at IS NULL)) \
+                  ORDER BY o.seq LIMIT ?4) \
+             RETURNING {OUTBOX_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&claim.relay_id)
+            .bind(claim.now.timestamp_micros())
+            .bind(claim.lease_until.timestamp_micros())
+            .bind(i64::from(claim.limit.min(1000)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let mut events = rows
+            .iter()
+            .map(outbox_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        events.sort_by_key(|e| e.seq);
+        Ok(events)
+    }
+
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+        if relayed.seqs.is_empty() {
+            return Ok(0);
+        }
+        let seqs = Value::from(relayed.seqs.clone()).to_string();
+        let done = sqlx::query(
+            "UPDATE outbox SET relayed_at = ?2, locked_until = NULL, locked_by = NULL, \
+             next_attempt_at = NULL \
+             WHERE relayed_at IS NULL AND seq IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(seqs)
+        .bind(relayed.now.timestamp_micros())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+        let mut recorded = Vec::with_capacity(failed.failures.len());
+        if failed.failures.is_empty() {
+            return Ok(recorded);
+        }
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        for failure in &failed.failures {
+            let row = sqlx::query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = substr(?3, 1, 2000), \
+                 locked_until = NULL, locked_by = NULL, next_attempt_at = ?5, \
+                 parked_at = CASE WHEN ?4 AND attempts + 1 >= ?6 THEN ?7 END \
+                 WHERE seq = ?2 AND relayed_at IS NULL AND parked_at IS NULL AND locked_by = ?1 \
+                 RETURNING seq, attempts, parked_at IS NOT NULL AS parked",
+            )
+            .bind(&failed.relay_id)
+            .bind(failure.seq)
+            .bind(&failure.error)
+            .bind(failure.parkable)
+            .bind(failed.retry_at.timestamp_micros())
+            .bind(failed.max_attempts)
+            .bind(failed.now.timestamp_micros())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            if let Some(row) = row {
+                let c = Cols(&row, "outbox");
+                recorded.push(OutboxFailureRecorded {
+                    seq: c.get("seq")?,
+                    attempts: c.get("attempts")?,
+                    parked: c.get("parked")?,
+                });
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        recorded.sort_by_key(|r| r.seq);
+        Ok(recorded)
+    }
+
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        if release.seqs.is_empty() {
+            return Ok(0);
+        }
+        let done = sqlx::query(
+            "UPDATE outbox SET locked_until = NULL, locked_by = NULL \
+             WHERE locked_by = ?1 AND relayed_at IS NULL \
+               AND seq IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(&release.relay_id)
+        .bind(Value::from(release.seqs.clone()).to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM outbox WHERE seq IN ( \
+                 SELECT seq FROM outbox \
+                  WHERE relayed_at IS NOT NULL AND relayed_at < ?1 \
+                  ORDER BY relayed_at LIMIT ?2)",
+        )
+        .bind(purge.relayed_before.timestamp_micros())
+        .bind(i64::from(purge.limit.min(10_000)))
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected())
     }
 
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
@@ -965,5 +1092,6 @@ fn outbox_from_row(row: &SqliteRow) -> StoreResult<OutboxEvent> {
         relayed_at: c.opt_ts("relayed_at")?,
         attempts: c.get("attempts")?,
         last_error: c.get("last_error")?,
+        parked_at: c.opt_ts("parked_at")?,
     })
 }

@@ -7,6 +7,7 @@ mod dispatch;
 mod engine;
 mod pg_only;
 mod raw_http;
+mod relay;
 mod support;
 mod tls;
 
@@ -32,6 +33,16 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::api_suite!(postgres_api, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+}
+
+mod relay_suites {
+    crate::relay_suite!(relay_on_sqlite, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::relay_suite!(relay_on_postgres, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });

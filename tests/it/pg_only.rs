@@ -473,3 +473,72 @@ async fn two_engines_racing_fire_every_schedule_exactly_once() {
     }
     assert_eq!(clock.now(), t0() + Duration::minutes(20));
 }
+
+#[tokio::test]
+async fn the_outbox_changes_only_through_the_relay_functions() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = db.dyn_store();
+    let env = EnvId::new();
+    crate::conformance::insert_event(&store, env, None, "x").await;
+    let mut conn = service_conn(&db).await;
+
+    // Not even inside the tenant's own context may the service touch outbox rows directly.
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("SELECT sentin8_set_tenant_context($1)")
+        .bind(env.0)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let err = tx
+        .execute("UPDATE outbox SET relayed_at = now()")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    drop(tx);
+    let err = conn.execute("DELETE FROM outbox").await.unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+
+    // The relay functions are SECURITY DEFINER with a pinned search_path, and nobody but the
+    // service role may execute them.
+    let functions: Vec<(String, bool, String, String)> = sqlx::query_as(
+        "SELECT proname::text, prosecdef, array_to_string(proconfig, ','), \
+                array_to_string(proacl, ',') \
+           FROM pg_proc WHERE pronamespace = 'cron'::regnamespace AND proname LIKE 'outbox_%' \
+          ORDER BY proname",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let names: Vec<&str> = functions.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "outbox_claim",
+            "outbox_mark_failed",
+            "outbox_mark_relayed",
+            "outbox_purge",
+            "outbox_release",
+            "outbox_stats"
+        ]
+    );
+    for (name, definer, config, acl) in &functions {
+        assert!(definer, "{name} is SECURITY DEFINER");
+        assert_eq!(config, "search_path=pg_catalog, pg_temp", "{name}");
+        assert!(acl.contains("sentin8_cron_service=X/"), "{name}: {acl}");
+        // A PUBLIC grant is an entry with an empty grantee: "=X/owner".
+        assert!(
+            !acl.split(',').any(|entry| entry.starts_with("=")),
+            "{name}: {acl}"
+        );
+    }
+    // And they work for it.
+    let claimed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox_claim('r1', now(), now() + interval '30 seconds', 10)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(claimed, 1);
+}

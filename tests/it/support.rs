@@ -135,3 +135,89 @@ impl Drop for PgTestDb {
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
 }
+
+/// The NATS server for bus tests.
+pub fn nats_url() -> String {
+    std::env::var("SENTIN8_CRON_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// True when NATS-backed tests must run (CI): a missing server fails them instead of skipping.
+pub fn nats_required() -> bool {
+    std::env::var("SENTIN8_CRON_REQUIRE_NATS").is_ok_and(|v| v == "1")
+}
+
+/// A JetStream stream and subject prefix of one test, deleted when this value is dropped.
+pub struct TestBus {
+    pub js: async_nats::jetstream::Context,
+    pub stream: String,
+    pub prefix: String,
+}
+
+impl TestBus {
+    /// A connection and fresh names. `None` (the test skips) when NATS is not reachable and
+    /// not required. The stream itself is created by the sink under test.
+    pub async fn create() -> Option<Self> {
+        let url = nats_url();
+        let connected = async_nats::ConnectOptions::new()
+            .connection_timeout(std::time::Duration::from_secs(3))
+            .connect(url.as_str())
+            .await;
+        let client = match connected {
+            Ok(client) => client,
+            Err(err) if !nats_required() => {
+                eprintln!("skipping: NATS not reachable at {url}: {err}");
+                return None;
+            }
+            Err(err) => panic!("NATS is required but not reachable at {url}: {err}"),
+        };
+        let id = Uuid::new_v4().simple().to_string();
+        Some(Self {
+            js: async_nats::jetstream::new(client),
+            stream: format!("S8C_TEST_{}", id.to_uppercase()),
+            prefix: format!("s8ctest.{id}"),
+        })
+    }
+
+    /// Sink settings for this test's stream and prefix.
+    pub fn settings(&self) -> sentin8_cron::relay::NatsSettings {
+        sentin8_cron::relay::NatsSettings::new(nats_url(), self.prefix.clone(), self.stream.clone())
+    }
+
+    /// Every message in the stream, in stream order.
+    pub async fn messages(&self) -> Vec<async_nats::jetstream::message::StreamMessage> {
+        let mut stream = self
+            .js
+            .get_stream(&self.stream)
+            .await
+            .expect("stream exists");
+        let state = stream.info().await.expect("stream info").state.clone();
+        let mut messages = Vec::new();
+        if state.messages == 0 {
+            return messages;
+        }
+        for seq in state.first_sequence..=state.last_sequence {
+            messages.push(stream.get_raw_message(seq).await.expect("message"));
+        }
+        messages
+    }
+}
+
+impl Drop for TestBus {
+    fn drop(&mut self) {
+        let stream = self.stream.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok(client) = async_nats::connect(nats_url()).await {
+                    let _ = async_nats::jetstream::new(client)
+                        .delete_stream(&stream)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}

@@ -1,0 +1,39 @@
+//! The outbox relay's sinks and settings: where [`crate::core::relay::Relay`] delivers events.
+//!
+//! - [`config`]: [`RelayConfig`], read from `SENTIN8_CRON_*` variables; the bus is chosen by
+//!   `SENTIN8_CRON_BUS_URL`.
+//! - [`nats`]: [`NatsSink`], NATS JetStream with publish acknowledgements and de-duplication
+//!   by event id (`nats://host:port`).
+//! - [`webhook`]: [`WebhookSink`], one signed POST per event in the Standard Webhooks format
+//!   (`https://...`).
+//! - [`log`]: [`LogSink`], events written to the structured log (the default).
+
+pub mod config;
+pub mod log;
+pub mod nats;
+pub mod webhook;
+
+use std::sync::Arc;
+
+pub use config::{
+    BusConfig, ENV_BUS_STREAM, ENV_BUS_SUBJECT_PREFIX, ENV_BUS_URL, ENV_OUTBOX_RETENTION,
+    ENV_RELAY_MAX_ATTEMPTS, ENV_WEBHOOK_SECRET, RelayConfig, RelayConfigError, SigningKey,
+};
+pub use log::LogSink;
+pub use nats::{NatsSettings, NatsSink, subject_for};
+pub use webhook::{WebhookSink, signature};
+
+use crate::core::clock::Clock;
+use crate::core::relay::Sink;
+
+/// The sink `bus` names. Nothing is contacted yet: the NATS sink connects on its first publish
+/// (so a relay starts, and retries, while the bus is down).
+pub fn sink_for(bus: &BusConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Sink>, RelayConfigError> {
+    Ok(match bus {
+        BusConfig::Log => Arc::new(LogSink),
+        BusConfig::Nats(settings) => Arc::new(NatsSink::new(settings.clone())),
+        BusConfig::Webhook { url, key } => {
+            Arc::new(WebhookSink::new(url.clone(), key.clone(), clock)?)
+        }
+    })
+}
