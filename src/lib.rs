@@ -11,6 +11,8 @@
 //! - [`dispatch`] calls owning services back over HTTP (the proxy-back client and its M2M
 //!   tokens), implementing the port `core` defines.
 //! - [`server`] authenticates API callers (bearer JWTs) and decides what they may do.
+//! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
+//!   schedules), printed by `sentin8-cron --print-registration`.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //!
 #![forbid(unsafe_code)]
@@ -18,5 +20,6 @@
 pub mod cmd;
 pub mod core;
 pub mod dispatch;
+pub mod registration;
 pub mod server;
 pub mod store;
