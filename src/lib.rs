@@ -14,6 +14,8 @@
 //! - [`relay`] delivers outbox events to a bus (NATS JetStream, a webhook or the log),
 //!   implementing the sink port of [`core::relay`].
 //! - [`store`] holds all SQL: the PostgreSQL and SQLite backends of the storage seam.
+//! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
+//!   schedules), printed by `sentin8-cron --print-registration`.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //!
 #![forbid(unsafe_code)]
@@ -21,6 +23,7 @@
 pub mod cmd;
 pub mod core;
 pub mod dispatch;
+pub mod registration;
 pub mod relay;
 pub mod server;
 pub mod store;

@@ -5,6 +5,7 @@
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
 pub mod dlq;
+pub mod enroll;
 pub mod jobs;
 pub mod migrate;
 pub mod next_fires;
@@ -32,10 +33,29 @@ use crate::store::{Backend, ConnectOptions};
 
 /// sentin8-cron: a multi-tenant scheduler that calls your services back on time.
 #[derive(Debug, Parser)]
-#[command(name = "sentin8-cron", version, about, propagate_version = true)]
+#[command(
+    name = "sentin8-cron",
+    version,
+    about,
+    propagate_version = true,
+    arg_required_else_help = true,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
+    /// Print sentin8-cron's own registration as JSON: routes with their scopes, events,
+    /// configuration variables and its own schedules.
+    #[arg(long)]
+    pub print_registration: bool,
+    /// Print only this section; `schedules` prints a declaration document for `enroll`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "print_registration",
+        value_parser = clap::builder::PossibleValuesParser::new(crate::registration::SECTIONS)
+    )]
+    pub section: Option<String>,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
@@ -51,6 +71,9 @@ pub enum Command {
     Dlq(dlq::Args),
     /// Inspect jobs (execution records).
     Jobs(jobs::Args),
+    /// Create, update and (with --prune) delete one domain's schedules to match a declaration
+    /// document, in one transaction.
+    Enroll(enroll::Args),
     /// Check a cron expression or a schedule declaration file.
     ValidateExpr(validate_expr::Args),
     /// List the next fires of a cron expression, with DST adjustments marked.
@@ -162,7 +185,18 @@ pub fn cli_actor() -> Actor {
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    if !matches!(cli.command, Command::Serve(_) | Command::Relay(_)) {
+    let Some(command) = cli.command else {
+        if cli.print_registration {
+            match cli.section.as_deref() {
+                None => output::write_json(out, &crate::registration::registration())?,
+                Some(name) => output::write_json(out, &crate::registration::section(name)?)?,
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        // clap prints the help for an empty command line before we get here.
+        anyhow::bail!("no subcommand given; see sentin8-cron --help");
+    };
+    if !matches!(command, Command::Serve(_) | Command::Relay(_)) {
         // One-shot commands keep standard output for their result; problems go to stderr.
         // `serve` and `relay` set up their own logging (the log bus writes events there).
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -172,12 +206,13 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
             .with_writer(std::io::stderr)
             .try_init();
     }
-    match cli.command {
+    match command {
         Command::Serve(args) => serve::run(args, out).await,
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
+        Command::Enroll(args) => enroll::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
         Command::Relay(args) => relay::run(args, out).await,

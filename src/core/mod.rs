@@ -8,6 +8,7 @@ pub mod cron;
 pub mod decl;
 pub mod dispatch;
 pub mod engine;
+pub mod enroll;
 pub mod events;
 pub mod metrics;
 pub mod model;

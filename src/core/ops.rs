@@ -219,6 +219,24 @@ fn spec_columns(spec: &ScheduleSpec) -> SpecColumns {
     }
 }
 
+/// `schedule` with its definition (timing, payload, max_retries) replaced by `spec`'s. Status,
+/// `next_run_at`, target and bookkeeping columns are left to the caller.
+pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
+    let columns = spec_columns(spec);
+    Schedule {
+        schedule_type: spec.schedule_type.clone(),
+        kind: columns.kind,
+        cron_expr: columns.cron_expr,
+        timezone: columns.timezone,
+        run_at: columns.run_at,
+        on_dst_gap: columns.on_dst_gap,
+        on_dst_repeat: columns.on_dst_repeat,
+        payload: columns.payload,
+        max_retries: columns.max_retries,
+        ..schedule.clone()
+    }
+}
+
 /// The declaration a stored schedule corresponds to (for patching and for enroll's diff).
 pub fn schedule_as_decl(schedule: &Schedule) -> ScheduleDecl {
     ScheduleDecl {
@@ -774,6 +792,34 @@ pub async fn insert_schedule(
     .await?;
     tx.notify_on_commit(Channel::Schedules);
     Ok(schedule)
+}
+
+/// Writes a changed definition of a live schedule with its `updated` event and audit entry (in
+/// the caller's transaction). `current` is the row as read (locked) in this transaction; the
+/// caller has computed `updated` from it, including `next_run_at`.
+pub async fn update_schedule(
+    tx: &mut dyn TenantTx,
+    current: &Schedule,
+    updated: &Schedule,
+    actor: &Actor,
+) -> OpsResult<Schedule> {
+    let mut updated = updated.clone();
+    updated.updated_at = actor.now;
+    updated.updated_by = actor.name.clone();
+    let saved = tx.schedule_update(&updated).await?;
+    let event =
+        EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
+    tx.outbox_insert(&event.into_event(&saved)).await?;
+    tx.audit_insert(&actor.audit(
+        "schedule.update",
+        "schedule",
+        current.id.to_string(),
+        snapshot(current),
+        snapshot(&saved),
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(saved)
 }
 
 /// Soft-deletes a live schedule with its event and audit entry (in the caller's transaction).

@@ -90,6 +90,17 @@ impl Modify for BearerAuth {
 
 /// The API routes with their OpenAPI document, generated from the same registrations.
 pub fn api(state: Arc<AppState>) -> (Router, utoipa::openapi::OpenApi) {
+    registered_routes().with_state(state).split_for_parts()
+}
+
+/// The OpenAPI document of the API, built from the same route registrations as [`api`] but
+/// without state, so it is available without a store (the registration uses it).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    registered_routes().into_openapi()
+}
+
+/// Every documented route, each registered together with its OpenAPI operation.
+fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(api::create_schedule, api::list_schedules))
         .routes(routes!(
@@ -109,8 +120,6 @@ pub fn api(state: Arc<AppState>) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(api::republish_dlq))
         .routes(routes!(system::health))
         .routes(routes!(system::metrics))
-        .with_state(state)
-        .split_for_parts()
 }
 
 /// The whole application: API, OpenAPI document, and the cross-cutting layers.

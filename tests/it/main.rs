@@ -5,8 +5,10 @@ mod cli_engine;
 mod conformance;
 mod dispatch;
 mod engine;
+mod enroll;
 mod pg_only;
 mod raw_http;
+mod registration;
 mod relay;
 mod support;
 mod tls;
@@ -20,6 +22,18 @@ mod store_sqlite {
     });
     crate::api_suite!(sqlite_api, async {
         Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::enroll_suite!(sqlite_enroll, async {
+        let (store, url, dir) = crate::support::sqlite_file_store().await;
+        let owner_url = url.clone();
+        Some((
+            crate::enroll::Db {
+                store,
+                url,
+                owner_url,
+            },
+            dir,
+        ))
     });
 }
 
@@ -35,6 +49,15 @@ mod store_postgres {
     crate::api_suite!(postgres_api, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
+    });
+    crate::enroll_suite!(postgres_enroll, async {
+        let db = crate::support::PgTestDb::create().await?;
+        let target = crate::enroll::Db {
+            store: db.dyn_store(),
+            url: db.service_url.clone(),
+            owner_url: db.owner_url(),
+        };
+        Some((target, db))
     });
 }
 

@@ -40,6 +40,18 @@ pub async fn sqlite_store() -> Arc<dyn Store> {
     Arc::new(store)
 }
 
+/// A fresh, migrated SQLite database in a file, so another process (the binary) can open it
+/// too. The directory is removed when the returned guard is dropped.
+pub async fn sqlite_file_store() -> (Arc<dyn Store>, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}", dir.path().join("cron.db").display());
+    store::migrate(&url, false).await.expect("SQLite migrates");
+    let store = store::connect(&url, &ConnectOptions::default())
+        .await
+        .expect("SQLite opens");
+    (store, url, dir)
+}
+
 /// A database created for one test, dropped when this value is dropped.
 pub struct PgTestDb {
     pub name: String,
@@ -87,6 +99,12 @@ impl PgTestDb {
 
     pub fn dyn_store(&self) -> Arc<dyn Store> {
         self.store.clone()
+    }
+
+    /// The owner's URL for this database (may change the schema; bypasses RLS).
+    pub fn owner_url(&self) -> String {
+        let admin = admin_url();
+        with_user_and_db(&admin, admin_user(&admin), &self.name)
     }
 }
 

@@ -1,0 +1,258 @@
+//! `sentin8-cron enroll`: make one domain's schedules in one environment match a declaration
+//! document (a file, or the output of a command such as the service's own
+//! `--print-registration --section=schedules`), in one transaction.
+//!
+//! Every entry is validated before anything is opened for writing; one bad entry aborts the
+//! whole enrollment. The plan and the writes are [`crate::core::enroll`]'s.
+
+pub mod source;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ArgGroup;
+use serde::Serialize;
+
+use super::output::{self, OutputFormat};
+use super::schedule_args::{EXIT_INVALID, utc_text};
+use super::{DatabaseArgs, open_store, parse_duration_arg};
+use crate::core::clock::{Clock as _, SystemClock};
+use crate::core::decl::{EntryError, FieldError, check_declarations};
+use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
+use crate::core::model::EnvId;
+use crate::core::ops::{Actor, validate_domain};
+use source::Source;
+
+/// How long `--from-command` may run when `--command-timeout` is not given.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Create, update and (with --prune) delete one domain's schedules to match a declaration
+/// document, in one transaction. Schedules are matched on their schedule_type; identical ones
+/// are not touched, so enrolling twice changes nothing the second time. Paused schedules stay
+/// paused.
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("document").required(true).args(["file", "from_command"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["base_url", "platform_domain"])))]
+pub struct Args {
+    /// The environment the schedules belong to.
+    #[arg(long, value_name = "ENV_ID")]
+    pub env: EnvId,
+    /// The owning service's domain; its schedules are the ones enrolled (and pruned).
+    #[arg(long)]
+    pub domain: String,
+    /// A declaration file, YAML or JSON (by extension, else by content).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Run this command and read its standard output as the declaration document, e.g.
+    /// "my-service --print-registration --section=schedules". It is split into words like a
+    /// simple shell command (quotes and backslashes work) but runs without a shell: use
+    /// sh -c '...' for pipes or variables.
+    #[arg(long, value_name = "CMD")]
+    pub from_command: Option<String>,
+    /// How long --from-command may run before it is stopped [default: 30s].
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration_arg,
+        conflicts_with = "file"
+    )]
+    pub command_timeout: Option<Duration>,
+    /// The service's base URL, called back when a schedule is due (target_config.baseUrl).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Derive the base URL as https://{domain}.{HOST} instead.
+    #[arg(long, value_name = "HOST")]
+    pub platform_domain: Option<String>,
+    /// Also delete (soft) this domain's schedules that are no longer declared.
+    #[arg(long)]
+    pub prune: bool,
+    /// Show what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who is recorded in the audit journal and on events [default: enroll:$USER].
+    #[arg(long, value_name = "NAME")]
+    pub actor: Option<String>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+}
+
+#[derive(Serialize)]
+struct InvalidReport<'a> {
+    valid: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    problems: &'a [FieldError],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    errors: &'a [EntryError],
+}
+
+pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    let json = args.output == OutputFormat::Json;
+    let now = SystemClock.now();
+
+    // The request itself first: nothing is read or run for an unusable one.
+    let mut problems = Vec::new();
+    if let Err(problem) = validate_domain(&args.domain) {
+        problems.push(problem);
+    }
+    let target = match enroll::target_config(
+        &args.domain,
+        args.base_url.as_deref(),
+        args.platform_domain.as_deref(),
+    ) {
+        Ok(target) => Some(target),
+        Err(mut errors) => {
+            problems.append(&mut errors);
+            None
+        }
+    };
+    let actor_name = match &args.actor {
+        Some(name) if name.trim().is_empty() || name.len() > 200 => {
+            problems.push(FieldError::new("actor", "must be 1-200 characters"));
+            String::new()
+        }
+        Some(name) => name.clone(),
+        None => format!(
+            "enroll:{}",
+            std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
+        ),
+    };
+    let (Some(target), true) = (target, problems.is_empty()) else {
+        for problem in &problems {
+            eprintln!("error: {problem}");
+        }
+        return invalid(out, json, &problems, &[]);
+    };
+
+    // Then the document, every entry of it, before the database is opened.
+    let source = match (&args.file, &args.from_command) {
+        (Some(path), _) => Source::File(path.clone()),
+        (None, Some(line)) => Source::Command {
+            line: line.clone(),
+            timeout: args.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT),
+        },
+        // clap requires one of the two.
+        (None, None) => anyhow::bail!("give --file or --from-command"),
+    };
+    let document = source.read().await?;
+    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+        Ok(checked) => checked,
+        Err(err) => {
+            anyhow::bail!(
+                "{} is not a valid declaration document: {err}",
+                document.origin
+            )
+        }
+    };
+    if !errors.is_empty() {
+        for entry in &errors {
+            eprintln!("error: {entry}");
+        }
+        eprintln!(
+            "{} of {} schedules in {} are invalid; nothing was enrolled",
+            errors.len(),
+            errors.len() + specs.len(),
+            document.origin
+        );
+        return invalid(out, json, &[], &errors);
+    }
+
+    // A dry run writes nothing, not even the embedded database's schema.
+    let store = open_store(&args.database, !args.dry_run).await?;
+    let request = EnrollRequest {
+        env: args.env,
+        domain: args.domain.clone(),
+        specs,
+        target_config: target,
+        prune: args.prune,
+        dry_run: args.dry_run,
+    };
+    let actor = Actor {
+        name: actor_name,
+        correlation_id: None,
+        now,
+    };
+    let report = match enroll::enroll(store.as_ref(), &request, &actor).await {
+        Ok(report) => report,
+        Err(EnrollError::Invalid(problems)) => {
+            for problem in &problems {
+                eprintln!("error: {problem}");
+            }
+            return invalid(out, json, &problems, &[]);
+        }
+        Err(err) => {
+            return Err(anyhow::Error::new(err).context("enrollment failed; nothing was written"));
+        }
+    };
+    if json {
+        output::write_json(out, &report)?;
+    } else {
+        write_table(out, &report, args.prune)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn invalid(
+    out: &mut (dyn Write + Send),
+    json: bool,
+    problems: &[FieldError],
+    errors: &[EntryError],
+) -> anyhow::Result<ExitCode> {
+    if json {
+        output::write_json(
+            out,
+            &InvalidReport {
+                valid: false,
+                problems,
+                errors,
+            },
+        )?;
+    }
+    Ok(ExitCode::from(EXIT_INVALID))
+}
+
+fn write_table(
+    out: &mut (dyn Write + Send),
+    report: &EnrollReport,
+    prune: bool,
+) -> anyhow::Result<()> {
+    let counts = [
+        Action::Created,
+        Action::Updated,
+        Action::Unchanged,
+        Action::Pruned,
+    ]
+    .map(|action| format!("{} {}", report.count(action), action.as_str()))
+    .join(", ");
+    let prefix = if report.dry_run { "dry run: " } else { "" };
+    writeln!(
+        out,
+        "{prefix}domain {} in environment {}: {counts}",
+        report.domain, report.env_id
+    )?;
+    if report.changes.is_empty() {
+        writeln!(out, "nothing is declared or enrolled in this domain")?;
+    } else {
+        let mut table = output::table(["action", "schedule_type", "changed", "next run (UTC)"]);
+        for change in &report.changes {
+            table.add_row([
+                change.action.as_str().to_owned(),
+                change.schedule_type.clone(),
+                change.changed_fields.join(", "),
+                change.next_run_at.map_or_else(|| "-".to_owned(), utc_text),
+            ]);
+        }
+        writeln!(out, "{table}")?;
+    }
+    let undeclared = report.count(Action::Undeclared);
+    if !prune && undeclared > 0 {
+        writeln!(out, "would be pruned: {undeclared} (run with --prune)")?;
+    }
+    if report.dry_run {
+        writeln!(out, "dry run: nothing was written")?;
+    }
+    Ok(())
+}

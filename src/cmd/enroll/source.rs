@@ -1,0 +1,349 @@
+//! Where `enroll` reads its declaration document from: a file, or the standard output of a
+//! command.
+//!
+//! A command line is split into words like a shell would split a simple command (blanks
+//! separate words; single quotes, double quotes and backslashes quote) and run directly, without
+//! a shell: nothing is expanded, and pipes, redirections and variables are refused with a hint
+//! to wrap the command in `sh -c '...'` when a shell is really wanted. This keeps the common
+//! case (`my-service --print-registration --section=schedules`) independent of the shell and of
+//! quoting surprises.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::core::decl::DeclFormat;
+
+/// The largest document read from a command (or a file).
+pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
+/// How much of a failed command's standard error is shown.
+const STDERR_TAIL_BYTES: usize = 2048;
+const STDERR_TAIL_LINES: usize = 20;
+
+/// A declaration document as read, with what it is called in messages.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub text: String,
+    pub format: DeclFormat,
+    /// `path/to/file.yaml` or `` the output of `command` ``.
+    pub origin: String,
+}
+
+/// Reads a declaration file; its format comes from its extension, else from its content.
+pub async fn read_file(path: &Path) -> anyhow::Result<Document> {
+    let bytes = tokio::fs::read(path)
+        .await
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        bail!(
+            "{} is larger than {} MiB",
+            path.display(),
+            MAX_DOCUMENT_BYTES / (1024 * 1024)
+        );
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+    Ok(Document {
+        format: DeclFormat::detect(Some(path), &text),
+        text,
+        origin: path.display().to_string(),
+    })
+}
+
+/// Runs `line` (see the module documentation for how it is split) with no input and reads its
+/// standard output as a declaration document (JSON when it starts with `{`, YAML otherwise).
+/// Fails on a non-zero exit (with the end of its standard error), after `timeout` (the command
+/// is killed), and on output that is too large or not UTF-8.
+pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Document> {
+    let words =
+        split_command(line).map_err(|problem| anyhow::anyhow!("--from-command: {problem}"))?;
+    let Some((program, arguments)) = words.split_first() else {
+        bail!("--from-command: the command is empty");
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(arguments)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot run `{line}`"))?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+
+    let finished = tokio::time::timeout(timeout, async {
+        tokio::join!(
+            read_capped(stdout, MAX_DOCUMENT_BYTES),
+            read_tail(stderr, STDERR_TAIL_BYTES),
+            child.wait()
+        )
+    })
+    .await;
+    let Ok((stdout, stderr, status)) = finished else {
+        // Reap the killed child so it does not linger as a zombie.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        bail!(
+            "`{line}` did not finish within {}; it was stopped",
+            duration_text(timeout)
+        );
+    };
+    let status = status.with_context(|| format!("cannot wait for `{line}`"))?;
+    let stdout = stdout.with_context(|| format!("cannot read the output of `{line}`"))?;
+    let stderr = stderr.unwrap_or_default();
+    if !status.success() {
+        let tail = stderr_tail(&stderr);
+        if tail.is_empty() {
+            bail!("`{line}` failed ({status}) and wrote nothing to standard error");
+        }
+        bail!("`{line}` failed ({status}); the end of its standard error:\n{tail}");
+    }
+    let Some(stdout) = stdout else {
+        bail!(
+            "the output of `{line}` is larger than {} MiB",
+            MAX_DOCUMENT_BYTES / (1024 * 1024)
+        );
+    };
+    let text = String::from_utf8(stdout)
+        .map_err(|_| anyhow::anyhow!("the output of `{line}` is not UTF-8 text"))?;
+    Ok(Document {
+        format: DeclFormat::detect(None, &text),
+        text,
+        origin: format!("the output of `{line}`"),
+    })
+}
+
+/// Reads everything, or `None` as soon as there is more than `limit` bytes (the reader is then
+/// dropped, so a writer blocked on a full pipe gets an error instead of hanging).
+async fn read_capped(
+    reader: Option<impl AsyncRead + Unpin>,
+    limit: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(reader) = reader else {
+        return Ok(Some(Vec::new()));
+    };
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    reader.take(cap).read_to_end(&mut bytes).await?;
+    Ok((bytes.len() <= limit).then_some(bytes))
+}
+
+/// Reads to the end, keeping only the last `keep` bytes (roughly: whole chunks are dropped).
+async fn read_tail(
+    reader: Option<impl AsyncRead + Unpin>,
+    keep: usize,
+) -> std::io::Result<Vec<u8>> {
+    let Some(mut reader) = reader else {
+        return Ok(Vec::new());
+    };
+    let mut tail = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let read = reader.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok(tail);
+        }
+        tail.extend_from_slice(chunk.get(..read).unwrap_or_default());
+        if tail.len() > keep * 2 {
+            tail.drain(..tail.len() - keep);
+        }
+    }
+}
+
+/// The last lines of a command's standard error, indented, at most
+/// [`STDERR_TAIL_BYTES`] and [`STDERR_TAIL_LINES`].
+fn stderr_tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    let text = String::from_utf8_lossy(bytes.get(start..).unwrap_or_default());
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let first = lines.len().saturating_sub(STDERR_TAIL_LINES);
+    lines
+        .get(first..)
+        .unwrap_or_default()
+        .iter()
+        .map(|line| format!("  {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `30s`, `1500ms`.
+pub fn duration_text(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+/// Characters a shell would treat as syntax; refused unquoted because no shell runs.
+const SHELL_SYNTAX: &[char] = &['|', '&', ';', '<', '>', '(', ')', '$', '`'];
+
+/// Splits a command line into words: blanks separate words; `'...'` quotes literally; `"..."`
+/// quotes with `\"`, `\\`, `\$` and `` \` `` as escapes; a backslash outside quotes escapes the
+/// next character. Unquoted shell syntax and unterminated quotes are errors.
+pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("unterminated single quote".to_owned()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err("unterminated double quote".to_owned()),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err("unterminated double quote".to_owned()),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(c) => {
+                    in_word = true;
+                    word.push(c);
+                }
+                None => return Err("a trailing backslash escapes nothing".to_owned()),
+            },
+            c if SHELL_SYNTAX.contains(&c) => {
+                return Err(format!(
+                    "{c:?} is shell syntax, and the command does not run in a shell; quote it, \
+                     or run a shell explicitly: sh -c '...'"
+                ));
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// The source given on the command line.
+#[derive(Debug, Clone)]
+pub enum Source {
+    File(PathBuf),
+    Command { line: String, timeout: Duration },
+}
+
+impl Source {
+    /// Reads the document.
+    pub async fn read(&self) -> anyhow::Result<Document> {
+        match self {
+            Source::File(path) => read_file(path).await,
+            Source::Command { line, timeout } => run_command(line, *timeout).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        split_command(line).unwrap_or_else(|err| panic!("{line}: {err}"))
+    }
+
+    #[test]
+    fn splits_like_a_simple_shell_command() {
+        assert_eq!(
+            words("svc --print-registration --section=schedules"),
+            ["svc", "--print-registration", "--section=schedules"]
+        );
+        assert_eq!(words("  a \t b\n"), ["a", "b"]);
+        assert_eq!(
+            words("sh -c 'cat \"x y\" | jq .'"),
+            ["sh", "-c", "cat \"x y\" | jq ."]
+        );
+        assert_eq!(
+            words(r#"echo "a \"b\" \$HOME \n""#),
+            ["echo", r#"a "b" $HOME \n"#]
+        );
+        assert_eq!(words(r"a\ b c\'d"), ["a b", "c'd"]);
+        assert_eq!(words(r#"x''y "" ''"#), ["xy", "", ""]);
+        assert_eq!(words("a\\\nb"), ["ab"]);
+        assert!(words("").is_empty());
+        assert!(words("   ").is_empty());
+    }
+
+    #[test]
+    fn refuses_what_only_a_shell_would_understand() {
+        for (line, problem) in [
+            ("cat x | jq", "'|' is shell syntax"),
+            ("svc > out", "'>' is shell syntax"),
+            ("echo $HOME", "'$' is shell syntax"),
+            ("a; b", "';' is shell syntax"),
+            ("echo 'open", "unterminated single quote"),
+            ("echo \"open", "unterminated double quote"),
+            ("echo \\", "a trailing backslash escapes nothing"),
+        ] {
+            let err = split_command(line).unwrap_err();
+            assert!(err.starts_with(problem), "{line}: {err}");
+        }
+        // Quoted, the same characters are ordinary.
+        assert_eq!(words("echo '$HOME|x'"), ["echo", "$HOME|x"]);
+    }
+
+    #[test]
+    fn stderr_tails_are_bounded() {
+        let many: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let tail = stderr_tail(many.as_bytes());
+        assert_eq!(tail.lines().count(), STDERR_TAIL_LINES);
+        assert!(tail.ends_with("  line 99"), "{tail}");
+        let long = "x".repeat(10_000);
+        assert!(stderr_tail(long.as_bytes()).len() <= STDERR_TAIL_BYTES + 2);
+    }
+
+    #[tokio::test]
+    async fn readers_cap_and_tail() {
+        let data = vec![b'a'; 100];
+        assert_eq!(
+            read_capped(Some(&data[..]), 100).await.unwrap(),
+            Some(data.clone())
+        );
+        assert_eq!(read_capped(Some(&data[..]), 99).await.unwrap(), None);
+        let big = vec![b'b'; 50_000];
+        let tail = read_tail(Some(&big[..]), 1000).await.unwrap();
+        assert!(tail.len() <= 2000 + 8192, "{}", tail.len());
+        assert!(tail.len() >= 1000);
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration_text(Duration::from_secs(30)), "30s");
+        assert_eq!(duration_text(Duration::from_millis(1500)), "1500ms");
+    }
+}

@@ -1,0 +1,230 @@
+//! `sentin8-cron --print-registration`: the binary's self-description agrees with what `serve`
+//! answers and with the configuration the source reads.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use reqwest::Method;
+use sentin8_cron::registration::{self, CONFIGURATION};
+use serde_json::{Value, json};
+
+use crate::api::Api;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn json_out(output: &Output) -> Value {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON on standard output")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// (METHOD, path, scope) of every operation of an OpenAPI document.
+fn operations(document: &Value) -> BTreeSet<(String, String, Option<String>)> {
+    let mut operations = BTreeSet::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            let scopes: Vec<&str> = operation["security"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|requirement| requirement["bearer"].as_array())
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            operations.insert((
+                method.to_uppercase(),
+                path.clone(),
+                (!scopes.is_empty()).then(|| scopes.join(" ")),
+            ));
+        }
+    }
+    operations
+}
+
+fn registered(routes: &Value) -> BTreeSet<(String, String, Option<String>)> {
+    routes
+        .as_array()
+        .expect("routes")
+        .iter()
+        .map(|route| {
+            (
+                route["method"].as_str().unwrap().to_owned(),
+                route["path"].as_str().unwrap().to_owned(),
+                route["scope"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_routes_are_the_served_openapi_operations() {
+    let mut api = Api::start(crate::support::sqlite_store().await).await;
+    let (status, served, _) = api.call(Method::GET, "/v1/openapi.json", None, None).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    api.stop().await.unwrap();
+
+    let printed = json_out(&run(&["--print-registration"]));
+    let routes = registered(&printed["routes"]);
+    assert_eq!(routes, operations(&served));
+    assert_eq!(routes.len(), printed["routes"].as_array().unwrap().len());
+    assert!(routes.contains(&(
+        "POST".to_owned(),
+        "/v1/schedules".to_owned(),
+        Some("sentin8:cron:write".to_owned())
+    )));
+    assert!(routes.contains(&("GET".to_owned(), "/v1/health".to_owned(), None)));
+}
+
+#[test]
+fn the_registration_describes_the_binary() {
+    let printed = json_out(&run(&["--print-registration"]));
+    let keys: Vec<&str> = printed
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut expected = registration::SECTIONS.to_vec();
+    let mut sorted = keys.clone();
+    expected.sort_unstable();
+    sorted.sort_unstable();
+    assert_eq!(sorted, expected);
+    assert_eq!(printed["name"], "sentin8-cron");
+    assert_eq!(printed["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        printed["events"],
+        json!(sentin8_cron::core::events::ALL.to_vec())
+    );
+    assert_eq!(printed["schedules"], json!([]));
+    let database = printed["configuration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|var| var["name"] == "SENTIN8_CRON_DATABASE_URL")
+        .expect("the database URL is registered");
+    assert_eq!(database["secret"], true);
+    assert!(
+        database["description"]
+            .as_str()
+            .unwrap()
+            .contains("sqlite://")
+    );
+}
+
+#[test]
+fn sections_print_alone() {
+    let output = run(&["--print-registration", "--section=schedules"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\n  \"schedules\": []\n}\n"
+    );
+    let whole = json_out(&run(&["--print-registration"]));
+    for section in registration::SECTIONS {
+        let single = json_out(&run(&["--print-registration", "--section", section]));
+        assert_eq!(
+            single,
+            json!({ *section: whole[*section].clone() }),
+            "{section}"
+        );
+    }
+
+    let output = run(&["--print-registration", "--section", "secrets"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output)
+            .contains("[possible values: name, version, routes, events, configuration, schedules]"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(&["--section", "routes"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("--print-registration"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(&["--print-registration", "jobs", "list"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = run(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("Usage: sentin8-cron"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stderr(&output).contains("enroll"), "{}", stderr(&output));
+}
+
+/// Every `SENTIN8_CRON_[A-Z0-9_]+` name anywhere under `src/`.
+fn names_in_source(dir: &Path, names: &mut BTreeSet<(String, String)>) {
+    for entry in std::fs::read_dir(dir).expect("readable source directory") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            names_in_source(&path, names);
+            continue;
+        }
+        if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable source file");
+        let file = path.display().to_string();
+        let prefix = "SENTIN8_CRON_";
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(prefix) {
+            let tail = &rest[at + prefix.len()..];
+            let len = tail
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(tail.len());
+            let suffix = tail[..len].trim_end_matches('_');
+            if !suffix.is_empty() {
+                names.insert((format!("{prefix}{suffix}"), file.clone()));
+            }
+            rest = &tail[len..];
+        }
+    }
+}
+
+#[test]
+fn every_configuration_variable_in_the_source_is_registered() {
+    let mut found = BTreeSet::new();
+    names_in_source(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    let registered: BTreeSet<&str> = CONFIGURATION.iter().map(|var| var.name).collect();
+    let missing: Vec<&(String, String)> = found
+        .iter()
+        .filter(|(name, _)| !registered.contains(name.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "read in the source but not in registration::CONFIGURATION: {missing:?}"
+    );
+    // And nothing registered that the source no longer mentions (outside the registration).
+    let used: BTreeSet<&str> = found
+        .iter()
+        .filter(|(_, file)| !file.ends_with("registration.rs"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let stale: Vec<&&str> = registered
+        .iter()
+        .filter(|name| !used.contains(**name))
+        .collect();
+    assert!(stale.is_empty(), "registered but never read: {stale:?}");
+    assert!(found.len() > 20, "the scan found the variables: {found:?}");
+}
