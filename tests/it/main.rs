@@ -1,5 +1,7 @@
 //! The integration tests: one binary (one link step) with a module per area.
 
+mod admin;
+mod admin_browser;
 mod api;
 mod cli_engine;
 mod conformance;
@@ -8,6 +10,7 @@ mod engine;
 mod pg_only;
 mod raw_http;
 mod support;
+mod webdriver;
 
 mod store_sqlite {
     crate::conformance_suite!(sqlite, async {
@@ -17,6 +20,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::api_suite!(sqlite_api, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::admin_suite!(sqlite_admin, async {
         Some((crate::support::sqlite_store().await, ()))
     });
 }
@@ -31,6 +37,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::api_suite!(postgres_api, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::admin_suite!(postgres_admin, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });
