@@ -61,7 +61,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             database,
             output: format,
         } => {
-            let store = open_store(&database.database_url, false).await?;
+            let store = open_store(&database, false).await?;
             let envs = match env {
                 Some(env) => vec![env],
                 None => store.dlq_envs().await?,
@@ -118,7 +118,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             database,
             output: format,
         } => {
-            let store = open_store(&database.database_url, false).await?;
+            let store = open_store(&database, false).await?;
             let job = Ops::new(store).dlq_republish(env, id, &cli_actor()).await?;
             match format {
                 OutputFormat::Json => output::write_json(out, &job)?,

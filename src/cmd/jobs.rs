@@ -48,7 +48,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         database,
         output: format,
     } = args.command;
-    let store = open_store(&database.database_url, false).await?;
+    let store = open_store(&database, false).await?;
     let mut tx = store.tenant_begin(env).await?;
     let jobs = tx
         .job_list(&JobQuery {

@@ -67,6 +67,9 @@ pub struct DatabaseArgs {
         hide_env_values = true
     )]
     pub database_url: String,
+    /// Most pooled database connections (PostgreSQL; the embedded store uses one).
+    #[arg(long, env = "SENTIN8_CRON_DB_POOL_SIZE", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=500))]
+    pub db_pool_size: u32,
 }
 
 /// Engine tuning shared by `serve` and `tick`.
@@ -121,7 +124,11 @@ pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 
 /// Opens the store and checks its schema. The embedded SQLite store migrates itself when asked
 /// to (it has no operator to do it); PostgreSQL never does (run `sentin8-cron migrate`).
-pub async fn open_store(url: &str, migrate_embedded: bool) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open_store(
+    database: &DatabaseArgs,
+    migrate_embedded: bool,
+) -> anyhow::Result<Arc<dyn Store>> {
+    let url = database.database_url.as_str();
     let backend = Backend::from_url(url)?;
     if backend == Backend::Sqlite && migrate_embedded {
         let outcome = crate::store::migrate(url, false).await?;
@@ -129,7 +136,11 @@ pub async fn open_store(url: &str, migrate_embedded: bool) -> anyhow::Result<Arc
             tracing::info!(version = applied.version, name = %applied.name, "migrated the embedded database");
         }
     }
-    let store = crate::store::connect(url, &ConnectOptions::default())
+    let options = ConnectOptions {
+        max_connections: database.db_pool_size,
+        ..ConnectOptions::default()
+    };
+    let store = crate::store::connect(url, &options)
         .await
         .with_context(|| format!("cannot open the database {}", crate::store::redact(url)))?;
     store.schema_status().await?.ensure_current()?;

@@ -58,7 +58,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     init_logging(args.log_format);
     let url = args.database.database_url.clone();
     let backend = Backend::from_url(&url)?;
-    let store = open_store(&url, backend == Backend::Sqlite).await?;
+    let store = open_store(&args.database, backend == Backend::Sqlite).await?;
     let capabilities = store.capabilities();
     if backend == Backend::Postgres && !capabilities.row_level_security {
         tracing::warn!(

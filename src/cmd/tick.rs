@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let store = open_store(&args.database.database_url, true).await?;
+    let store = open_store(&args.database, true).await?;
     let dispatch = DispatchConfig::from_env()?;
     let dispatcher = HttpDispatcher::new(&dispatch)?;
     let engine = Engine::new(

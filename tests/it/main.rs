@@ -10,6 +10,7 @@ mod engine;
 mod pg_only;
 mod raw_http;
 mod support;
+mod tls;
 mod webdriver;
 
 mod store_sqlite {

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Load benchmark of `serve` on PostgreSQL with wrk (Debian's package), on loopback:
+#   GET  /v1/schedules/{id}  and  POST /v1/schedules,
+# plus the resident memory of the idle process. Prints a Markdown table.
+#
+# Run: benches/api_load.sh   (PostgreSQL at SENTIN8_CRON_BENCH_DATABASE_URL, default
+# postgres://postgres@127.0.0.1:5432/postgres; about a minute after the release build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-15s}
+CONNECTIONS=${CONNECTIONS:-32}
+PORT=${PORT:-18089}
+ADMIN=${SENTIN8_CRON_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+HOSTPART=${ADMIN#*@}; HOSTPART=${HOSTPART%%/*}
+DB=s8c_bench_api
+
+command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+cargo build --release --quiet
+BIN=${CARGO_TARGET_DIR:-target}/release/sentin8-cron
+
+psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+"$BIN" migrate --database-url "postgres://postgres@$HOSTPART/$DB" >/dev/null
+
+SECRET=$(head -c 48 /dev/urandom | base64 | tr -d '\n')
+ENV_ID=$(python3 -c 'import uuid; print(uuid.uuid4())')
+TOKEN=$(SECRET="$SECRET" ENV_ID="$ENV_ID" python3 - <<'PY'
+import base64, hashlib, hmac, json, os, time
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+claims = b64(json.dumps({"sub": "bench", "scope": "sentin8:cron:write", "envs": [os.environ["ENV_ID"]],
+                         "iat": int(time.time()), "exp": int(time.time()) + 3600}).encode())
+signature = hmac.new(os.environ["SECRET"].encode(), f"{header}.{claims}".encode(), hashlib.sha256).digest()
+print(f"{header}.{claims}.{b64(signature)}")
+PY
+)
+
+LOG=$(mktemp)
+SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=16 \
+  "$BIN" serve --listen "127.0.0.1:$PORT" \
+  --database-url "postgres://sentin8_cron_service@$HOSTPART/$DB" >"$LOG" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null' EXIT
+for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/v1/health" >/dev/null && break; sleep 0.2; done
+sleep 2
+RSS_IDLE=$(ps -o rss= -p $PID | tr -d ' ')
+
+BODY='{"domain":"bench","schedule_type":"seed","cron":"*/5 * * * *","target_config":{"baseUrl":"http://127.0.0.1:9"}}'
+ID=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/schedules?target_env_id=$ENV_ID" \
+  -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$BODY" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+
+LUA=$(mktemp --suffix=.lua)
+cat >"$LUA" <<LUA
+local counter = 0
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+function request()
+  counter = counter + 1
+  local body = string.format('{"domain":"bench","schedule_type":"load-%d-%d","cron":"*/5 * * * *","target_config":{"baseUrl":"http://127.0.0.1:9"}}', tid, counter)
+  return wrk.format("POST", "/v1/schedules?target_env_id=$ENV_ID",
+    {["Authorization"] = "Bearer $TOKEN", ["Content-Type"] = "application/json"}, body)
+end
+LUA
+
+summarise() { # wrk output → "requests/s p50 p99 non-2xx"
+  awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$5}
+       END {printf "%s %s %s %s\n", rps, p50, p99, (bad == "" ? 0 : bad)}'
+}
+GET_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
+  -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/v1/schedules/$ID?target_env_id=$ENV_ID")
+POST_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LUA" "http://127.0.0.1:$PORT")
+RSS_AFTER=$(ps -o rss= -p $PID | tr -d ' ')
+
+read -r GET_RPS GET_P50 GET_P99 GET_BAD <<<"$(summarise <<<"$GET_OUT")"
+read -r POST_RPS POST_P50 POST_P99 POST_BAD <<<"$(summarise <<<"$POST_OUT")"
+echo "| request | requests/s | p50 | p99 | non-2xx |"
+echo "|---|---|---|---|---|"
+echo "| GET /v1/schedules/{id} | $GET_RPS | $GET_P50 | $GET_P99 | $GET_BAD |"
+echo "| POST /v1/schedules | $POST_RPS | $POST_P50 | $POST_P99 | $POST_BAD |"
+echo
+echo "resident memory of serve: idle $((RSS_IDLE / 1024)) MiB, after the load $((RSS_AFTER / 1024)) MiB"
+echo "(wrk: 2 threads, $CONNECTIONS connections, $DURATION per request type; serve, wrk and PostgreSQL share the machine)"
