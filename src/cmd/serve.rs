@@ -126,6 +126,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         env!("CARGO_PKG_VERSION")
     );
     writeln!(out, "listening on {scheme}://{address}")?;
+    writeln!(
+        out,
+        "admin pages: {scheme}://{address}{}/overview",
+        crate::server::admin::UI_PREFIX
+    )?;
     out.flush()?;
 
     let service = Service {

@@ -368,6 +368,46 @@ impl Ops {
         Ok(tx.dlq_list(query).await?)
     }
 
+    /// What the operator's overview shows of one environment, read in one transaction: counts
+    /// by status, the latest `failures` failed jobs (each with its schedule, deleted or not,
+    /// for a readable label) and the `upcoming` active schedules that fire soonest.
+    pub async fn env_overview(
+        &self,
+        env: EnvId,
+        failures: u32,
+        upcoming: u32,
+    ) -> OpsResult<EnvOverview> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let counts = tx.env_counts().await?;
+        let failed = tx
+            .job_list(&JobQuery {
+                status: Some(JobStatus::Failed),
+                limit: failures,
+                ..JobQuery::default()
+            })
+            .await?;
+        let mut schedules: Vec<Schedule> = Vec::new();
+        let mut recent_failures = Vec::with_capacity(failed.len());
+        for job in failed {
+            let known = schedules.iter().find(|s| s.id == job.schedule_id).cloned();
+            let schedule = match known {
+                Some(schedule) => Some(schedule),
+                None => {
+                    let fetched = tx.schedule_get(job.schedule_id).await?;
+                    schedules.extend(fetched.clone());
+                    fetched
+                }
+            };
+            recent_failures.push((job, schedule));
+        }
+        let upcoming = tx.schedule_list_upcoming(upcoming).await?;
+        Ok(EnvOverview {
+            counts,
+            recent_failures,
+            upcoming,
+        })
+    }
+
     /// Applies a partial update: any declaration field, `target_config`, and `status`
     /// (`active` or `paused`). The merged result is validated like a new schedule; the next fire
     /// is recomputed only when the timing changed (or the schedule was resumed).
@@ -576,6 +616,16 @@ impl Ops {
         tx.commit().await?;
         Ok(job)
     }
+}
+
+/// One environment at a glance (see [`Ops::env_overview`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvOverview {
+    pub counts: EnvCounts,
+    /// Failed jobs, newest first, with their schedule when it still exists in any state.
+    pub recent_failures: Vec<(Job, Option<Schedule>)>,
+    /// Active schedules, soonest next fire first.
+    pub upcoming: Vec<Schedule>,
 }
 
 /// A partial update of a schedule. `None` leaves a field as it is.

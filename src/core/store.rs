@@ -160,6 +160,21 @@ pub struct StoreStats {
     pub outbox_parked: i64,
 }
 
+/// One environment's counts by status, for the operator's overview. Read inside a tenant
+/// transaction, so it covers that environment only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EnvCounts {
+    pub schedules_active: i64,
+    pub schedules_paused: i64,
+    pub schedules_completed: i64,
+    pub jobs_pending: i64,
+    pub jobs_running: i64,
+    pub jobs_succeeded: i64,
+    pub jobs_failed: i64,
+    pub jobs_skipped: i64,
+    pub dlq_entries: i64,
+}
+
 /// Applied and known schema versions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SchemaStatus {
@@ -527,6 +542,8 @@ pub trait TenantTx: Send {
     ) -> StoreResult<Option<Schedule>>;
     /// Schedules matching the query, by id ascending.
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>>;
+    /// Active schedules that have a next fire, soonest first, at most `limit`.
+    async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>>;
     /// Writes every mutable column of `schedule` (matched by id).
     async fn schedule_update(&mut self, schedule: &Schedule) -> StoreResult<Schedule>;
     /// Advances a due schedule if it is still due at the expected instant.
@@ -554,6 +571,10 @@ pub trait TenantTx: Send {
     async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>>;
     /// Removes a dead-letter entry. False when it did not exist.
     async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool>;
+
+    /// This environment's schedules (deleted ones left out), jobs and dead letters, counted by
+    /// status.
+    async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
 
     /// Appends an event to the outbox.
     async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()>;

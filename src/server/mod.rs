@@ -1,7 +1,9 @@
 //! The HTTP side of `serve`: the `/v1` API, health and metrics, the OpenAPI document, bearer
 //! authentication and the tenant policy. Handlers stay thin: they authenticate, resolve the
-//! addressed environment through the policy, and call [`crate::core::ops::Ops`].
+//! addressed environment through the policy, and call [`crate::core::ops::Ops`]. The admin
+//! pages ([`admin`]) are part of the same application and use the same endpoints.
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod error;
@@ -67,6 +69,7 @@ pub struct AppState {
         (name = "jobs", description = "Execution records"),
         (name = "dlq", description = "Dead-letter queue"),
         (name = "system", description = "Health and metrics"),
+        (name = "admin", description = "Read models of the admin pages (changes go through the endpoints above)"),
     )
 )]
 struct ApiDoc;
@@ -118,11 +121,16 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::list_dlq))
         .routes(routes!(api::get_dlq))
         .routes(routes!(api::republish_dlq))
+        .routes(routes!(admin::data::envs))
+        .routes(routes!(admin::data::overview))
+        .routes(routes!(admin::data::schedules))
+        .routes(routes!(admin::data::preview))
         .routes(routes!(system::health))
         .routes(routes!(system::metrics))
 }
 
-/// The whole application: API, OpenAPI document, and the cross-cutting layers.
+/// The whole application: API, OpenAPI document, admin pages, `extra` routes, and the
+/// cross-cutting layers.
 pub fn app(state: Arc<AppState>, extra: Router) -> Router {
     let (router, openapi) = api(state);
     let document = Arc::new(openapi);
@@ -135,6 +143,7 @@ pub fn app(state: Arc<AppState>, extra: Router) -> Router {
                 async move { axum::Json(document.as_ref().clone()) }
             }),
         )
+        .merge(admin::pages())
         .merge(extra)
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()).into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

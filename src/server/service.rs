@@ -32,7 +32,7 @@ pub struct Service {
     pub drain: Duration,
     /// Runs the ticker loop in this process (tests of the API alone may turn it off).
     pub run_ticker: bool,
-    /// Extra routes (the admin pages), merged under the same layers.
+    /// Extra routes merged under the same layers (the API and the admin pages are always there).
     pub extra_routes: Router,
 }
 

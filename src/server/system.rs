@@ -29,13 +29,16 @@ pub struct Health {
     pub outbox_parked: i64,
 }
 
-/// Healthy when the last tick (or start-up, before the first tick) is within three tick
-/// intervals and the store answers.
-#[utoipa::path(
-    get, path = "/v1/health", tag = "system",
-    responses((status = 200, body = Health), (status = 503, description = "Stalled or degraded", body = Health))
-)]
-pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
+/// Whether the ticker is alive, as health and the admin overview judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TickerState {
+    /// The last tick (or start-up, before the first tick) is within three tick intervals.
+    pub ticking: bool,
+    pub last_tick_at: Option<DateTime<Utc>>,
+}
+
+/// The ticker's liveness now.
+pub fn ticker_state(state: &AppState) -> TickerState {
     let now = state.clock.now();
     let last_tick = state.metrics.last_tick_unix.load(Ordering::Relaxed);
     let last_tick_at = (last_tick > 0)
@@ -44,7 +47,23 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
     let reference = last_tick_at.unwrap_or(state.started_at);
     let limit =
         chrono::Duration::from_std(state.tick_interval * 3).unwrap_or(chrono::Duration::MAX);
-    let ticking = now - reference <= limit;
+    TickerState {
+        ticking: now - reference <= limit,
+        last_tick_at,
+    }
+}
+
+/// Healthy when the last tick (or start-up, before the first tick) is within three tick
+/// intervals and the store answers.
+#[utoipa::path(
+    get, path = "/v1/health", tag = "system",
+    responses((status = 200, body = Health), (status = 503, description = "Stalled or degraded", body = Health))
+)]
+pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
+    let TickerState {
+        ticking,
+        last_tick_at,
+    } = ticker_state(&state);
     let counts = match state.store.stats_get().await {
         Ok(stats) => Some(stats),
         Err(err) => {

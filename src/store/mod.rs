@@ -47,6 +47,33 @@ impl Backend {
     }
 }
 
+/// The per-environment count query of both backends; `env` is the placeholder that binds the
+/// environment id (`?1` or `$1`). Deleted schedules are not counted.
+fn env_counts_sql(env: &str) -> String {
+    let count = |table: &str, status: Option<&str>| match status {
+        Some(status) => {
+            format!("(SELECT count(*) FROM {table} WHERE env_id = {env} AND status = '{status}')")
+        }
+        None => format!("(SELECT count(*) FROM {table} WHERE env_id = {env})"),
+    };
+    let columns = [
+        ("schedules_active", count("schedules", Some("active"))),
+        ("schedules_paused", count("schedules", Some("paused"))),
+        ("schedules_completed", count("schedules", Some("completed"))),
+        ("jobs_pending", count("jobs", Some("pending"))),
+        ("jobs_running", count("jobs", Some("running"))),
+        ("jobs_succeeded", count("jobs", Some("succeeded"))),
+        ("jobs_failed", count("jobs", Some("failed"))),
+        ("jobs_skipped", count("jobs", Some("skipped"))),
+        ("dlq_entries", count("dlq", None)),
+    ];
+    let select: Vec<String> = columns
+        .iter()
+        .map(|(name, expr)| format!("{expr} AS {name}"))
+        .collect();
+    format!("SELECT {}", select.join(", "))
+}
+
 /// Pool settings shared by both backends.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {

@@ -723,6 +723,21 @@ impl TenantTx for PgTenantTx<'_> {
         rows.iter().map(schedule_from_row).collect()
     }
 
+    async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = $1 AND status = 'active' AND next_run_at IS NOT NULL \
+             ORDER BY next_run_at, id LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(schedule_from_row).collect()
+    }
+
     async fn schedule_update(&mut self, s: &Schedule) -> StoreResult<Schedule> {
         let sql = format!(
             "UPDATE schedules SET domain = $3, schedule_type = $4, kind = $5, cron_expr = $6, \
@@ -964,6 +979,26 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn env_counts(&mut self) -> StoreResult<EnvCounts> {
+        let row = sqlx::query(&super::env_counts_sql("$1"))
+            .bind(self.env_id.0)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        let get = |column: &str| get::<i64>(&row, column, "counts");
+        Ok(EnvCounts {
+            schedules_active: get("schedules_active")?,
+            schedules_paused: get("schedules_paused")?,
+            schedules_completed: get("schedules_completed")?,
+            jobs_pending: get("jobs_pending")?,
+            jobs_running: get("jobs_running")?,
+            jobs_succeeded: get("jobs_succeeded")?,
+            jobs_failed: get("jobs_failed")?,
+            jobs_skipped: get("jobs_skipped")?,
+            dlq_entries: get("dlq_entries")?,
+        })
     }
 
     async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()> {

@@ -612,6 +612,21 @@ impl TenantTx for SqliteTenantTx {
         rows.iter().map(schedule_from_row).collect()
     }
 
+    async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = ?1 AND status = 'active' AND next_run_at IS NOT NULL \
+             ORDER BY next_run_at, id LIMIT ?2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(schedule_from_row).collect()
+    }
+
     async fn schedule_update(&mut self, s: &Schedule) -> StoreResult<Schedule> {
         let sql = format!(
             "UPDATE schedules SET domain = ?3, schedule_type = ?4, kind = ?5, cron_expr = ?6, \
@@ -853,6 +868,26 @@ impl TenantTx for SqliteTenantTx {
             .await
             .map_err(db_err)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn env_counts(&mut self) -> StoreResult<EnvCounts> {
+        let row = sqlx::query(&super::env_counts_sql("?1"))
+            .bind(self.env())
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        let c = Cols(&row, "counts");
+        Ok(EnvCounts {
+            schedules_active: c.get("schedules_active")?,
+            schedules_paused: c.get("schedules_paused")?,
+            schedules_completed: c.get("schedules_completed")?,
+            jobs_pending: c.get("jobs_pending")?,
+            jobs_running: c.get("jobs_running")?,
+            jobs_succeeded: c.get("jobs_succeeded")?,
+            jobs_failed: c.get("jobs_failed")?,
+            jobs_skipped: c.get("jobs_skipped")?,
+            dlq_entries: c.get("dlq_entries")?,
+        })
     }
 
     async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()> {

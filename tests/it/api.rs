@@ -954,6 +954,10 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     let expected = [
         ("DELETE", "/v1/schedules/{id}"),
         ("GET", "/metrics"),
+        ("GET", "/v1/admin/envs"),
+        ("GET", "/v1/admin/overview"),
+        ("GET", "/v1/admin/preview"),
+        ("GET", "/v1/admin/schedules"),
         ("GET", "/v1/dlq"),
         ("GET", "/v1/dlq/{id}"),
         ("GET", "/v1/health"),
@@ -993,6 +997,20 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     // The write operations declare the write scope.
     let create = &doc["paths"]["/v1/schedules"]["post"]["security"][0]["bearer"];
     assert_eq!(create, &json!(["sentin8:cron:write"]));
+    // The admin pages' read models are documented under their own tag; the HTML is not.
+    for path in [
+        "/v1/admin/envs",
+        "/v1/admin/overview",
+        "/v1/admin/preview",
+        "/v1/admin/schedules",
+    ] {
+        assert_eq!(
+            doc["paths"][path]["get"]["tags"],
+            json!(["admin"]),
+            "{path}"
+        );
+    }
+    assert!(!paths.keys().any(|p| p.starts_with("/v1/admin/ui")));
 }
 
 pub async fn shutdown_drains_in_flight_requests(store: Arc<dyn Store>) {

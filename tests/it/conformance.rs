@@ -863,6 +863,93 @@ pub async fn stats_count_across_tenants(store: Arc<dyn Store>) {
     assert_eq!(after.outbox_unrelayed, before.outbox_unrelayed + 1);
 }
 
+pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let other = EnvId::new();
+    let mut later = new_schedule("later", "billing");
+    later.next_run_at = Some(t0() + Duration::hours(2));
+    let later = insert_schedule(&store, env, later).await;
+    let mut sooner = new_schedule("sooner", "billing");
+    sooner.next_run_at = Some(t0() + Duration::minutes(1));
+    let sooner = insert_schedule(&store, env, sooner).await;
+    let mut paused = new_schedule("paused", "billing");
+    paused.status = ScheduleStatus::Paused;
+    insert_schedule(&store, env, paused).await;
+    let mut done = new_schedule("done", "billing");
+    done.status = ScheduleStatus::Completed;
+    done.next_run_at = None;
+    insert_schedule(&store, env, done).await;
+    let mut gone = new_schedule("gone", "billing");
+    gone.status = ScheduleStatus::Deleted;
+    gone.next_run_at = None;
+    insert_schedule(&store, env, gone).await;
+    // Another tenant's rows never count.
+    let theirs = insert_schedule(&store, other, new_schedule("theirs", "billing")).await;
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&new_job(sooner.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    for status in [JobStatus::Succeeded, JobStatus::Failed, JobStatus::Failed] {
+        tx.job_insert(&new_job(later.id, status)).await.unwrap();
+    }
+    let failed = new_job(later.id, JobStatus::Failed);
+    tx.job_insert(&failed).await.unwrap();
+    tx.dlq_insert(&NewDlqEntry {
+        id: DlqId::new(),
+        schedule_id: later.id,
+        job_id: failed.id,
+        domain: "billing".into(),
+        schedule_type: "later".into(),
+        payload: json!({}),
+        attempts: 1,
+        last_error: "boom".into(),
+        scheduled_for: t0(),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.tenant_begin(other).await.unwrap();
+    tx.job_insert(&new_job(theirs.id, JobStatus::Running))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert_eq!(
+        tx.env_counts().await.unwrap(),
+        EnvCounts {
+            schedules_active: 2,
+            schedules_paused: 1,
+            schedules_completed: 1,
+            jobs_pending: 1,
+            jobs_running: 0,
+            jobs_succeeded: 1,
+            jobs_failed: 3,
+            jobs_skipped: 0,
+            dlq_entries: 1,
+        }
+    );
+    let upcoming: Vec<ScheduleId> = tx
+        .schedule_list_upcoming(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(
+        upcoming,
+        [sooner.id, later.id],
+        "active only, soonest first"
+    );
+    assert_eq!(tx.schedule_list_upcoming(1).await.unwrap().len(), 1);
+    drop(tx);
+    let mut tx = store.tenant_begin(EnvId::new()).await.unwrap();
+    assert_eq!(tx.env_counts().await.unwrap(), EnvCounts::default());
+    assert!(tx.schedule_list_upcoming(10).await.unwrap().is_empty());
+}
+
 pub async fn schedule_locks_exclude_each_other(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let s = insert_schedule(&store, env, new_schedule("locked", "billing")).await;
@@ -1345,6 +1432,7 @@ macro_rules! conformance_suite {
                 due_selection_is_ordered_and_limited,
                 due_jobs_cover_retries_and_stale_attempts,
                 stats_count_across_tenants,
+                env_counts_and_upcoming_stay_in_their_tenant,
                 schedule_locks_exclude_each_other,
                 commits_ring_signals_and_rollbacks_do_not,
                 schema_is_current_after_migration,

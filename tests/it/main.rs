@@ -1,5 +1,7 @@
 //! The integration tests: one binary (one link step) with a module per area.
 
+mod admin;
+mod admin_browser;
 mod api;
 mod cli_engine;
 mod conformance;
@@ -12,6 +14,7 @@ mod registration;
 mod relay;
 mod support;
 mod tls;
+mod webdriver;
 
 mod store_sqlite {
     crate::conformance_suite!(sqlite, async {
@@ -34,6 +37,9 @@ mod store_sqlite {
             },
             dir,
         ))
+    });
+    crate::admin_suite!(sqlite_admin, async {
+        Some((crate::support::sqlite_store().await, ()))
     });
 }
 
@@ -58,6 +64,10 @@ mod store_postgres {
             owner_url: db.owner_url(),
         };
         Some((target, db))
+    });
+    crate::admin_suite!(postgres_admin, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
     });
 }
 

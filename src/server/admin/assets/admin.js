@@ -1,0 +1,802 @@
+// sentin8-cron admin pages. No dependencies and no inline code (the pages' Content-Security-Policy
+// only allows this file). Every piece of data is written with textContent or as text nodes,
+// never parsed as markup. The bearer token and the chosen environment live in this tab's
+// sessionStorage only.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'sentin8-cron.admin.token';
+  const ENV_KEY = 'sentin8-cron.admin.env';
+  const FLASH_KEY = 'sentin8-cron.admin.flash';
+  const UI = '/v1/admin/ui';
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  const $ = (id) => document.getElementById(id);
+  const page = document.body.dataset.page;
+
+  const storage = {
+    get(key) {
+      try { return sessionStorage.getItem(key); } catch (_) { return null; }
+    },
+    set(key, value) {
+      try { sessionStorage.setItem(key, value); } catch (_) { /* private mode: this page only */ }
+    },
+    remove(key) {
+      try { sessionStorage.removeItem(key); } catch (_) { /* nothing stored */ }
+    },
+  };
+
+  const session = { token: storage.get(TOKEN_KEY), env: storage.get(ENV_KEY), grant: null };
+
+  // ---------------------------------------------------------------------------------------
+  // Small helpers
+  // ---------------------------------------------------------------------------------------
+
+  /** Builds an element; children are nodes or text (never markup). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === 'class') el.className = value;
+      else if (key === 'onclick') el.addEventListener('click', value);
+      else el.setAttribute(key, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+
+  class ApiError extends Error {
+    constructor(status, problem) {
+      super(problemText(status, problem));
+      this.status = status;
+      this.problem = problem || {};
+    }
+  }
+
+  function problemText(status, problem) {
+    if (problem && typeof problem === 'object') {
+      const errors = Array.isArray(problem.errors) ? problem.errors : [];
+      if (errors.length > 1) {
+        return errors.map((e) => `${e.field}: ${e.message}`).join('; ');
+      }
+      if (problem.detail) return problem.detail;
+      if (problem.title) return problem.title;
+    }
+    return status ? `The server answered ${status}.` : 'The server could not be reached.';
+  }
+
+  /** Calls the API with the session's token; adds target_env_id unless told not to. */
+  async function api(method, path, options) {
+    const { query = {}, body, env = true } = options || {};
+    const url = new URL(path, window.location.origin);
+    if (env) url.searchParams.set('target_env_id', session.env || '');
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, value);
+    }
+    const init = {
+      method,
+      headers: { Authorization: `Bearer ${session.token}`, Accept: 'application/json' },
+      cache: 'no-store',
+      credentials: 'omit',
+    };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(url, init);
+    } catch (_) {
+      throw new ApiError(0, null);
+    }
+    const text = await response.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (_) {
+      data = { detail: text };
+    }
+    if (response.status === 401) {
+      signOut('The token was refused (expired or not valid here). Sign in again.', 'error');
+      throw new ApiError(401, data);
+    }
+    if (!response.ok) throw new ApiError(response.status, data);
+    return data;
+  }
+
+  function say(text, kind) {
+    const status = $('status');
+    status.textContent = text;
+    status.className = `status ${kind || 'info'}`;
+  }
+
+  function report(err) {
+    if (err instanceof ApiError && err.status === 401) return; // already signed out
+    say(err && err.message ? err.message : String(err), 'error');
+  }
+
+  function utc(iso) {
+    if (!iso) return '—';
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return String(iso);
+    return date.toISOString().replace('T', ' ').replace(/:\d\d\.\d{3}Z$/, ' UTC');
+  }
+
+  function timeEl(iso) {
+    if (!iso) return '—';
+    return h('time', { datetime: iso, title: iso }, utc(iso));
+  }
+
+  /** "in 2 h 5 min" / "3 min ago", measured against the server's clock. */
+  function relative(iso, nowIso) {
+    const seconds = Math.round((Date.parse(iso) - Date.parse(nowIso)) / 1000);
+    if (Number.isNaN(seconds)) return '';
+    const abs = Math.abs(seconds);
+    let text;
+    if (abs < 60) text = `${abs} s`;
+    else if (abs < 3600) text = `${Math.round(abs / 60)} min`;
+    else if (abs < 2 * 86400) {
+      const hours = Math.floor(abs / 3600);
+      const minutes = Math.round((abs % 3600) / 60);
+      text = minutes ? `${hours} h ${minutes} min` : `${hours} h`;
+    } else text = `${Math.round(abs / 86400)} days`;
+    return seconds >= 0 ? `in ${text}` : `${text} ago`;
+  }
+
+  /** One fire: its wall time in the schedule's zone, with the DST note when there is one. */
+  function fireEl(fire) {
+    return h('span', { class: 'fire' },
+      h('time', { datetime: fire.at, title: `${fire.local} (${utc(fire.at)})` }, fire.display),
+      fire.dst ? h('span', { class: 'tag', title: fire.dst === 'shifted'
+        ? 'Moved out of a daylight-saving gap'
+        : 'Second run in a daylight-saving fold' }, fire.dst) : null);
+  }
+
+  function badge(status) {
+    return h('span', { class: `badge ${status}` }, status);
+  }
+
+  /** The random end of an id (a time-ordered id's start is the same for a whole day). */
+  function short(id) {
+    return `…${String(id).slice(-8)}`;
+  }
+
+  function label(domain, scheduleType) {
+    return h('span', { class: 'label' },
+      h('strong', {}, scheduleType || '(unknown schedule)'),
+      domain ? h('span', { class: 'muted' }, ` ${domain}`) : null);
+  }
+
+  function cell(name, ...content) {
+    return h('td', { 'data-label': name }, h('div', {}, ...content));
+  }
+
+  function fill(tableId, rows, append) {
+    const body = $(tableId).tBodies[0];
+    if (append) body.append(...rows);
+    else body.replaceChildren(...rows);
+    $(`${tableId}-empty`).hidden = body.rows.length > 0;
+  }
+
+  function canWrite() {
+    return Boolean(session.grant && session.grant.can_write);
+  }
+
+  /** A button that runs an action once at a time and reports its outcome. */
+  function actionButton(text, ariaLabel, run, kind) {
+    const button = h('button', { type: 'button', class: kind || 'secondary', 'aria-label': ariaLabel }, text);
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        await run();
+      } catch (err) {
+        report(err);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return button;
+  }
+
+  /** Delete asks for a second click (no modal dialog), then runs. */
+  function confirmButton(text, ariaLabel, run) {
+    const button = h('button', { type: 'button', class: 'danger', 'aria-label': ariaLabel }, text);
+    let armed = false;
+    let timer = null;
+    button.addEventListener('click', async () => {
+      if (!armed) {
+        armed = true;
+        button.textContent = 'Confirm';
+        button.setAttribute('aria-label', `Confirm: ${ariaLabel}`);
+        say(`Press “Confirm” to ${ariaLabel.charAt(0).toLowerCase()}${ariaLabel.slice(1)}.`, 'info');
+        timer = setTimeout(() => {
+          armed = false;
+          button.textContent = text;
+          button.setAttribute('aria-label', ariaLabel);
+        }, 6000);
+        return;
+      }
+      clearTimeout(timer);
+      button.disabled = true;
+      try {
+        await run();
+      } catch (err) {
+        report(err);
+        button.disabled = false;
+      }
+    });
+    return button;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Session: token and environment
+  // ---------------------------------------------------------------------------------------
+
+  function showSignIn() {
+    $('sign-in').hidden = false;
+    $('session').hidden = true;
+    $('pick-env').hidden = true;
+    $('content').hidden = true;
+  }
+
+  function signOut(message, kind) {
+    storage.remove(TOKEN_KEY);
+    storage.remove(ENV_KEY);
+    session.token = null;
+    session.env = null;
+    session.grant = null;
+    showSignIn();
+    if (message) say(message, kind || 'info');
+  }
+
+  async function onSignIn(event) {
+    event.preventDefault();
+    const token = $('token').value.trim();
+    if (!token) {
+      say('Paste a bearer token first.', 'error');
+      return;
+    }
+    session.token = token;
+    storage.set(TOKEN_KEY, token);
+    $('token').value = '';
+    say('Signing in…');
+    await loadGrant(true);
+  }
+
+  function granted(env) {
+    const grant = session.grant;
+    if (!grant || !env) return false;
+    return grant.all ? UUID.test(env) : grant.envs.includes(env);
+  }
+
+  async function loadGrant(fresh) {
+    let grant;
+    try {
+      grant = await api('GET', '/v1/admin/envs', { env: false });
+    } catch (err) {
+      if (err.status === 403) signOut(`This token may not use the admin pages: ${err.message}.`, 'error');
+      else report(err);
+      return;
+    }
+    session.grant = grant;
+    $('sign-in').hidden = true;
+    $('session').hidden = false;
+    $('who').textContent = `${grant.subject}${grant.dev ? ' (dev)' : ''}${grant.can_write ? '' : ' · read-only'}`;
+    setupEnvPicker();
+    if (fresh) say(`Signed in as ${grant.subject}.`, 'ok');
+    if (granted(session.env)) {
+      start();
+      return;
+    }
+    if (!grant.all && grant.envs.length === 1) {
+      chooseEnv(grant.envs[0], false);
+      return;
+    }
+    session.env = null;
+    storage.remove(ENV_KEY);
+    $('content').hidden = true;
+    $('pick-env').hidden = false;
+    $('pick-env-text').textContent = grant.all
+      ? 'This token may use every environment: type or paste the id (a UUID) of the one to work in, then press “Use”.'
+      : grant.envs.length
+        ? 'Choose one of the environments this token grants.'
+        : 'This token grants no environment.';
+  }
+
+  function setupEnvPicker() {
+    const grant = session.grant;
+    const list = !grant.all;
+    const select = $('env-select');
+    $('env-select-label').hidden = !list;
+    select.hidden = !list;
+    $('env-input-label').hidden = list;
+    $('env-input').hidden = list;
+    $('env-use').hidden = list;
+    if (list) {
+      select.replaceChildren(
+        h('option', { value: '' }, grant.envs.length ? 'Choose…' : 'None granted'),
+        ...grant.envs.map((env) => h('option', { value: env }, env)));
+      select.value = granted(session.env) ? session.env : '';
+    } else {
+      $('env-input').value = session.env || '';
+    }
+  }
+
+  function onEnvSubmit(event) {
+    event.preventDefault();
+    const value = (session.grant && session.grant.all ? $('env-input').value : $('env-select').value).trim();
+    if (!UUID.test(value)) {
+      say('An environment id is a UUID, e.g. 0191b6c2-7d1e-7c3a-9a52-3f0c2a9d4e10.', 'error');
+      $('env-input').focus();
+      return;
+    }
+    chooseEnv(value);
+  }
+
+  function chooseEnv(env, announce) {
+    if (!env) return;
+    session.env = env.toLowerCase();
+    storage.set(ENV_KEY, session.env);
+    setupEnvPicker();
+    if (announce !== false) say(`Environment ${session.env}.`);
+    start();
+  }
+
+  const started = new Set();
+
+  function start() {
+    $('pick-env').hidden = true;
+    $('content').hidden = false;
+    const init = PAGES[page];
+    if (!init) return;
+    const first = !started.has(page);
+    started.add(page);
+    Promise.resolve(init(first)).catch(report);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Overview
+  // ---------------------------------------------------------------------------------------
+
+  async function overviewPage() {
+    const o = await api('GET', '/v1/admin/overview');
+    const counts = o.counts;
+    for (const key of ['active', 'paused', 'completed']) {
+      $(`c-schedules-${key}`).textContent = counts[`schedules_${key}`];
+    }
+    for (const key of ['pending', 'running', 'succeeded', 'failed', 'skipped']) {
+      $(`c-jobs-${key}`).textContent = counts[`jobs_${key}`];
+    }
+    $('c-dlq').textContent = counts.dlq_entries;
+    const ticking = o.ticker.status === 'ok';
+    $('ticker-status').textContent = ticking ? 'Ticking' : 'Stalled';
+    $('ticker-status').className = `big ${ticking ? 'good' : 'bad'}`;
+    $('ticker-detail').textContent = o.ticker.last_tick_at
+      ? `Last tick ${relative(o.ticker.last_tick_at, o.now)}; every ${o.ticker.tick_interval_seconds} s at most.`
+      : `No tick yet; every ${o.ticker.tick_interval_seconds} s at most.`;
+
+    fill('next-table', o.next_fires.map((next) => h('tr', {},
+      cell('Schedule', label(next.domain, next.schedule_type),
+        h('div', { class: 'muted mono' }, next.cron ? `${next.cron} · ${next.timezone}` : 'once')),
+      cell('Fires at', fireEl(next.fire)),
+      cell('In', relative(next.fire.at, o.now)))));
+
+    fill('failures-table', o.recent_failures.map((job) => h('tr', {},
+      cell('Schedule', label(job.domain, job.schedule_type)),
+      cell('Scheduled for', timeEl(job.scheduled_for)),
+      cell('Attempts', job.attempt),
+      cell('Error', job.error ? h('span', { class: 'error-text' }, job.error) : h('span', { class: 'muted' }, '—')),
+      cell('Actions', h('div', { class: 'actions' },
+        h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(job.schedule_id)}` }, 'Jobs'),
+        canWrite() ? actionButton('Retry', `Retry job ${short(job.id)} of ${job.schedule_type || 'its schedule'}`, async () => {
+          await api('POST', `/v1/jobs/${encodeURIComponent(job.id)}/retry`);
+          say(`Job ${short(job.id)} will be retried now.`, 'ok');
+          await overviewPage();
+        }) : null)))));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Schedules
+  // ---------------------------------------------------------------------------------------
+
+  let scheduleCursor = null;
+
+  async function schedulesPage(first) {
+    if (first) {
+      const params = new URLSearchParams(window.location.search);
+      if (params.get('status')) $('f-status').value = params.get('status');
+      if (params.get('domain')) $('f-domain').value = params.get('domain');
+      $('filters').addEventListener('submit', (event) => {
+        event.preventDefault();
+        loadSchedules(false).catch(report);
+      });
+      $('more').addEventListener('click', () => loadSchedules(true).catch(report));
+    }
+    await loadSchedules(false);
+  }
+
+  async function loadSchedules(more) {
+    const query = {
+      status: $('f-status').value,
+      domain: $('f-domain').value.trim(),
+      fires: 3,
+      limit: 50,
+    };
+    if (more && scheduleCursor) query.cursor = scheduleCursor;
+    const result = await api('GET', '/v1/admin/schedules', { query });
+    const search = $('f-search').value.trim().toLowerCase();
+    const items = result.items.filter((s) => !search || s.schedule_type.toLowerCase().includes(search));
+    fill('schedules-table', items.map((s) => scheduleRow(s, result.now)), more);
+    scheduleCursor = result.next_cursor;
+    $('more').hidden = !scheduleCursor;
+  }
+
+  function scheduleRow(s, now) {
+    const name = `${s.domain}/${s.schedule_type}`;
+    const timing = s.kind === 'cron'
+      ? [h('code', {}, s.cron), h('div', { class: 'muted' }, s.timezone)]
+      : [h('span', {}, 'once at '), timeEl(s.run_at)];
+    const fires = s.upcoming.length
+      ? h('ol', { class: 'fires' }, s.upcoming.map((fire) =>
+        h('li', {}, fireEl(fire), h('span', { class: 'muted' }, ` ${relative(fire.at, now)}`))))
+      : h('span', { class: 'muted' }, 'none');
+    const actions = h('div', { class: 'actions' });
+    if (canWrite()) {
+      if (s.status === 'active') {
+        actions.append(actionButton('Pause', `Pause ${name}`, () => scheduleAction(s, 'pause', `Paused ${name}.`)));
+      } else if (s.status === 'paused') {
+        actions.append(actionButton('Resume', `Resume ${name}`, () => scheduleAction(s, 'resume', `Resumed ${name}.`)));
+      }
+      actions.append(actionButton('Trigger', `Trigger ${name} now`, async () => {
+        const job = await api('POST', `/v1/schedules/${encodeURIComponent(s.id)}/trigger`);
+        say(`Triggered ${name}: job ${short(job.id)} is ${job.status}.`, 'ok');
+        await loadSchedules(false);
+      }));
+      actions.append(confirmButton('Delete', `Delete ${name}`, () => scheduleAction(s, 'delete', `Deleted ${name}.`)));
+    }
+    actions.append(h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(s.id)}` }, 'Jobs'));
+    return h('tr', { 'data-schedule': s.id, 'data-type': s.schedule_type },
+      cell('Schedule', label(s.domain, s.schedule_type), h('div', { class: 'muted mono', title: s.id }, short(s.id))),
+      cell('Timing', ...timing),
+      cell('Status', badge(s.status)),
+      cell('Next fires', s.status === 'paused' && s.upcoming.length
+        ? h('div', { class: 'muted' }, 'if resumed now:') : null, fires),
+      cell('Actions', actions));
+  }
+
+  async function scheduleAction(s, action, done) {
+    await api('POST', `/v1/schedules/${encodeURIComponent(s.id)}/${action}`);
+    say(done, 'ok');
+    await loadSchedules(false);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // New schedule
+  // ---------------------------------------------------------------------------------------
+
+  const FORM_FIELDS = ['domain', 'schedule_type', 'base_url', 'cron', 'timezone', 'on_dst_gap',
+    'on_dst_repeat', 'run_at', 'payload', 'max_retries'];
+  const TIMING_FIELDS = ['cron', 'timezone', 'on_dst_gap', 'on_dst_repeat', 'run_at'];
+  let previewTimer = null;
+  let previewSeq = 0;
+
+  function kind() {
+    return $('kind-once').checked ? 'once' : 'cron';
+  }
+
+  /** The form control an API field name belongs to. */
+  function controlFor(field) {
+    if (field === 'target_config' || field.startsWith('target_config.')) return 'base_url';
+    if (field.startsWith('payload')) return 'payload';
+    return FORM_FIELDS.includes(field) ? field : null;
+  }
+
+  function clearErrors(fields) {
+    for (const id of fields) {
+      const error = $(`${id}-error`);
+      error.textContent = '';
+      error.hidden = true;
+      $(id).removeAttribute('aria-invalid');
+    }
+  }
+
+  /** Shows each problem under its field; returns those that belong to no field. */
+  function showErrors(errors) {
+    const unplaced = [];
+    for (const problem of errors) {
+      const id = controlFor(String(problem.field || ''));
+      if (!id) {
+        unplaced.push(problem);
+        continue;
+      }
+      const error = $(`${id}-error`);
+      const message = id === 'base_url' && problem.field !== 'target_config.baseUrl'
+        ? `${problem.field}: ${problem.message}` : problem.message;
+      error.textContent = error.textContent ? `${error.textContent}; ${message}` : message;
+      error.hidden = false;
+      $(id).setAttribute('aria-invalid', 'true');
+    }
+    return unplaced;
+  }
+
+  function newSchedulePage(first) {
+    if (!first) {
+      runPreview();
+      return;
+    }
+    const toggle = () => {
+      const once = kind() === 'once';
+      $('cron-fields').hidden = once;
+      $('once-fields').hidden = !once;
+      schedulePreview();
+    };
+    $('kind-cron').addEventListener('change', toggle);
+    $('kind-once').addEventListener('change', toggle);
+    for (const id of TIMING_FIELDS) {
+      $(id).addEventListener('input', schedulePreview);
+      $(id).addEventListener('change', schedulePreview);
+    }
+    $('new-schedule').addEventListener('submit', createSchedule);
+    if (!canWrite()) {
+      $('create').disabled = true;
+      say('This token is read-only: you can preview expressions but not create schedules.', 'info');
+    }
+    toggle();
+  }
+
+  function schedulePreview() {
+    clearTimeout(previewTimer);
+    previewTimer = setTimeout(runPreview, 250);
+  }
+
+  async function runPreview() {
+    const seq = ++previewSeq;
+    const once = kind() === 'once';
+    const area = $('preview');
+    const text = once ? $('run_at').value.trim() : $('cron').value.trim();
+    if (!text) {
+      clearErrors(TIMING_FIELDS);
+      area.replaceChildren(h('p', { class: 'muted' },
+        once ? 'Type an instant to check it.' : 'Type an expression to see when it fires.'));
+      return;
+    }
+    const query = once
+      ? { run_at: text }
+      : {
+        cron: text,
+        timezone: $('timezone').value.trim(),
+        on_dst_gap: $('on_dst_gap').value,
+        on_dst_repeat: $('on_dst_repeat').value,
+        count: 5,
+      };
+    try {
+      const preview = await api('GET', '/v1/admin/preview', { query });
+      if (seq !== previewSeq) return;
+      clearErrors(TIMING_FIELDS);
+      const intro = preview.kind === 'cron'
+        ? `Next ${preview.fires.length} fires, on the ${preview.timezone} clock` +
+          (preview.fixed_time ? ':' : ' (an interval schedule: it follows elapsed time across clock changes):')
+        : 'Runs once, at:';
+      area.replaceChildren(h('p', {}, intro), h('ol', { class: 'fires', id: 'preview-fires' },
+        preview.fires.map((fire) => h('li', {}, fireEl(fire),
+          h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`)))));
+    } catch (err) {
+      if (seq !== previewSeq) return;
+      if (err.status === 400) {
+        clearErrors(TIMING_FIELDS);
+        const errors = Array.isArray(err.problem.errors) ? err.problem.errors : [];
+        showErrors(errors.filter((e) => TIMING_FIELDS.includes(e.field)));
+        area.replaceChildren(h('p', { class: 'error', id: 'preview-error' }, `Not valid: ${err.message}`));
+      } else {
+        report(err);
+      }
+    }
+  }
+
+  async function createSchedule(event) {
+    event.preventDefault();
+    clearErrors(FORM_FIELDS);
+    let payload;
+    try {
+      payload = JSON.parse($('payload').value.trim() || '{}');
+    } catch (err) {
+      showErrors([{ field: 'payload', message: `is not valid JSON (${err.message})` }]);
+      say('The schedule was not created: the payload is not valid JSON.', 'error');
+      $('payload').focus();
+      return;
+    }
+    const body = {
+      domain: $('domain').value.trim(),
+      schedule_type: $('schedule_type').value.trim(),
+      target_config: { baseUrl: $('base_url').value.trim() },
+      payload,
+    };
+    const retries = $('max_retries').value.trim();
+    if (retries !== '') {
+      const n = Number(retries);
+      if (!Number.isInteger(n) || n < 0) {
+        showErrors([{ field: 'max_retries', message: 'must be a whole number from 0 to 100' }]);
+        $('max_retries').focus();
+        return;
+      }
+      body.max_retries = n;
+    }
+    if (kind() === 'once') {
+      body.run_at = $('run_at').value.trim();
+    } else {
+      body.cron = $('cron').value.trim();
+      body.timezone = $('timezone').value.trim() || 'UTC';
+      body.on_dst_gap = $('on_dst_gap').value;
+      body.on_dst_repeat = $('on_dst_repeat').value;
+    }
+    $('create').disabled = true;
+    say('Creating…');
+    try {
+      const created = await api('POST', '/v1/schedules', { body });
+      storage.set(FLASH_KEY, `Created ${created.domain}/${created.schedule_type}; next fire ${utc(created.next_run_at)}.`);
+      window.location.assign(`${UI}/schedules`);
+    } catch (err) {
+      const errors = err.problem && Array.isArray(err.problem.errors) ? err.problem.errors : [];
+      if (err.status === 400 && errors.length) {
+        const unplaced = showErrors(errors);
+        const rest = unplaced.map((e) => `${e.field}: ${e.message}`).join('; ');
+        say(`The schedule was not created: ${rest || 'see the fields marked below.'}`, 'error');
+        const firstInvalid = document.querySelector('[aria-invalid="true"]');
+        if (firstInvalid) firstInvalid.focus();
+      } else {
+        report(err);
+      }
+    } finally {
+      $('create').disabled = !canWrite();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Jobs
+  // ---------------------------------------------------------------------------------------
+
+  let jobCursor = null;
+  const scheduleNames = new Map();
+
+  async function jobsPage(first) {
+    if (first) {
+      const params = new URLSearchParams(window.location.search);
+      if (params.get('status')) $('f-status').value = params.get('status');
+      $('filters').addEventListener('submit', (event) => {
+        event.preventDefault();
+        loadJobs(false).catch(report);
+      });
+      $('more').addEventListener('click', () => loadJobs(true).catch(report));
+      await loadScheduleNames(params.get('schedule_id'));
+    } else {
+      await loadScheduleNames($('f-schedule').value);
+    }
+    await loadJobs(false);
+  }
+
+  async function loadScheduleNames(selected) {
+    const result = await api('GET', '/v1/schedules', { query: { limit: 100 } });
+    scheduleNames.clear();
+    for (const s of result.items) scheduleNames.set(s.id, s);
+    const select = $('f-schedule');
+    const options = [h('option', { value: '' }, 'Any')];
+    for (const s of result.items) {
+      options.push(h('option', { value: s.id }, `${s.domain}/${s.schedule_type}`));
+    }
+    if (selected && UUID.test(selected) && !scheduleNames.has(selected)) {
+      options.push(h('option', { value: selected }, `schedule ${short(selected)}`));
+    }
+    select.replaceChildren(...options);
+    select.value = selected && UUID.test(selected) ? selected : '';
+  }
+
+  async function loadJobs(more) {
+    const query = { status: $('f-status').value, schedule_id: $('f-schedule').value, limit: 50 };
+    if (more && jobCursor) query.cursor = jobCursor;
+    const result = await api('GET', '/v1/jobs', { query });
+    fill('jobs-table', result.items.map(jobRow), more);
+    jobCursor = result.next_cursor;
+    $('more').hidden = !jobCursor;
+  }
+
+  function jobRow(job) {
+    const s = scheduleNames.get(job.schedule_id);
+    const name = s ? `${s.domain}/${s.schedule_type}` : `schedule ${short(job.schedule_id)}`;
+    const actions = h('div', { class: 'actions' });
+    if (canWrite() && job.status === 'failed') {
+      actions.append(actionButton('Retry', `Retry job ${short(job.id)} of ${name}`, async () => {
+        await api('POST', `/v1/jobs/${encodeURIComponent(job.id)}/retry`);
+        say(`Job ${short(job.id)} of ${name} will be retried now.`, 'ok');
+        await loadJobs(false);
+      }));
+    }
+    return h('tr', { 'data-job': job.id },
+      cell('Schedule', s ? label(s.domain, s.schedule_type) : h('span', { class: 'muted' }, name),
+        h('div', { class: 'muted mono', title: job.id }, `job ${short(job.id)}`)),
+      cell('Status', badge(job.status)),
+      cell('Scheduled for', timeEl(job.scheduled_for)),
+      cell('Attempts', job.attempt),
+      cell('Finished', timeEl(job.finished_at)),
+      cell('Error', job.error ? h('span', { class: 'error-text' }, job.error) : h('span', { class: 'muted' }, '—')),
+      cell('Actions', actions));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Dead-letter queue
+  // ---------------------------------------------------------------------------------------
+
+  let dlqCursor = null;
+
+  async function dlqPage(first) {
+    if (first) {
+      $('filters').addEventListener('submit', (event) => {
+        event.preventDefault();
+        loadDlq(false).catch(report);
+      });
+      $('more').addEventListener('click', () => loadDlq(true).catch(report));
+    }
+    await loadDlq(false);
+  }
+
+  async function loadDlq(more) {
+    const query = { domain: $('f-domain').value.trim(), limit: 50 };
+    if (more && dlqCursor) query.cursor = dlqCursor;
+    const result = await api('GET', '/v1/dlq', { query });
+    fill('dlq-table', result.items.map(dlqRow), more);
+    dlqCursor = result.next_cursor;
+    $('more').hidden = !dlqCursor;
+  }
+
+  function dlqRow(entry) {
+    const name = `${entry.domain}/${entry.schedule_type}`;
+    const actions = h('div', { class: 'actions' });
+    if (canWrite()) {
+      actions.append(actionButton('Republish', `Republish the dead letter of ${name}`, async () => {
+        const job = await api('POST', `/v1/dlq/${encodeURIComponent(entry.id)}/republish`);
+        say(`Republished ${name}: job ${short(job.id)} is ${job.status}.`, 'ok');
+        await loadDlq(false);
+      }, 'primary'));
+    }
+    actions.append(h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(entry.schedule_id)}` }, 'Jobs'));
+    return h('tr', { 'data-dlq': entry.id },
+      cell('Schedule', label(entry.domain, entry.schedule_type)),
+      cell('Scheduled for', timeEl(entry.scheduled_for)),
+      cell('Landed', timeEl(entry.landed_at)),
+      cell('Attempts', entry.attempts),
+      cell('Last error', h('span', { class: 'error-text' }, entry.last_error)),
+      cell('Actions', actions));
+  }
+
+  // ---------------------------------------------------------------------------------------
+
+  const PAGES = {
+    overview: () => overviewPage(),
+    schedules: schedulesPage,
+    'schedules/new': newSchedulePage,
+    jobs: jobsPage,
+    dlq: dlqPage,
+  };
+
+  function boot() {
+    $('sign-in-form').addEventListener('submit', onSignIn);
+    $('sign-out').addEventListener('click', () => signOut('Signed out.', 'info'));
+    $('env-form').addEventListener('submit', onEnvSubmit);
+    $('env-select').addEventListener('change', () => {
+      if ($('env-select').value) chooseEnv($('env-select').value);
+    });
+    const flash = storage.get(FLASH_KEY);
+    if (flash) {
+      storage.remove(FLASH_KEY);
+      say(flash, 'ok');
+    }
+    if (!session.token) {
+      showSignIn();
+      return;
+    }
+    loadGrant(false);
+  }
+
+  boot();
+})();

@@ -1,0 +1,507 @@
+//! The admin JSON endpoints (`/v1/admin/{resource}`). Reads only: changes go through the `/v1`
+//! endpoints. Every endpoint authenticates the caller and requires one of the read, write or
+//! admin scopes; every one but `envs` also requires `target_env_id` (never taken from the
+//! token) and resolves it through the same policy as the API, then reads through [`Ops`] in a
+//! tenant transaction.
+//!
+//! [`Ops`]: crate::core::ops::Ops
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::core::cron::{CronExpr, Fire, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+use crate::core::decl::{FieldError, ScheduleDecl, Timing};
+use crate::core::model::EnvId;
+use crate::core::store::EnvCounts;
+use crate::core::timing;
+use crate::server::AppState;
+use crate::server::api::{self, JobView, Page, ScheduleListQuery, ScheduleView};
+use crate::server::auth::EnvGrant;
+use crate::server::error::{ApiError, ApiResult, Problem};
+use crate::server::extract::{ApiQuery, Caller};
+use crate::server::policy::{self, Access};
+use crate::server::system::ticker_state;
+
+/// Most fires a preview or a schedule row shows.
+pub const MAX_FIRES: u32 = 20;
+/// Fires a preview shows when `count` is not given.
+pub const DEFAULT_PREVIEW_FIRES: u32 = 5;
+/// Fires each schedule row shows when `fires` is not given.
+pub const DEFAULT_ROW_FIRES: u32 = 3;
+/// Failed jobs and upcoming schedules the overview lists.
+pub const OVERVIEW_ITEMS: u32 = 10;
+
+const NO_SCOPE: &str = "missing scope sentin8:cron:read (or write, or admin)";
+
+/// The environment an admin read addresses: the caller must hold a relevant scope at all
+/// (checked first, so a caller without one learns nothing more), name the environment
+/// explicitly, and be allowed to read it.
+fn read_env(caller: &Caller, target_env_id: Option<Uuid>) -> Result<EnvId, ApiError> {
+    if !policy::has_any_scope(&caller.0) {
+        return Err(ApiError::Forbidden(NO_SCOPE.to_owned()));
+    }
+    caller.env(target_env_id, Access::Read)
+}
+
+/// One fire of a schedule, on its own wall clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FireView {
+    /// The instant.
+    pub at: DateTime<Utc>,
+    /// The same instant on the schedule's wall clock, with that clock's UTC offset (RFC 3339).
+    pub local: String,
+    /// The wall time for people, with the zone's abbreviation: `Tue 2030-01-01 02:00 GMT`.
+    pub display: String,
+    /// `shifted` (moved out of a spring-forward gap) or `repeated` (second run in a fall-back
+    /// fold).
+    pub dst: Option<String>,
+}
+
+const DISPLAY_FORMAT: &str = "%a %Y-%m-%d %H:%M %Z";
+
+impl FireView {
+    fn of(zoned: &ZonedCron, fire: Fire) -> Self {
+        FireView {
+            at: fire.at,
+            local: fire.local.to_rfc3339(),
+            display: zoned.local_time(fire.at).format(DISPLAY_FORMAT).to_string(),
+            dst: fire.dst.map(|d| d.as_str().to_owned()),
+        }
+    }
+
+    fn utc(at: DateTime<Utc>) -> Self {
+        FireView {
+            at,
+            local: at.to_rfc3339(),
+            display: at.format(DISPLAY_FORMAT).to_string(),
+            dst: None,
+        }
+    }
+
+    /// `at` on the clock of `zoned` (UTC without one), marked as a DST fire when it is one.
+    fn at(zoned: Option<&ZonedCron>, at: DateTime<Utc>) -> Self {
+        match zoned {
+            Some(zoned) => match zoned.next_fire_after(at - Duration::seconds(1)) {
+                Some(fire) if fire.at == at => FireView::of(zoned, fire),
+                _ => FireView {
+                    at,
+                    local: zoned.local_time(at).fixed_offset().to_rfc3339(),
+                    display: zoned.local_time(at).format(DISPLAY_FORMAT).to_string(),
+                    dst: None,
+                },
+            },
+            None => FireView::utc(at),
+        }
+    }
+}
+
+/// The evaluator of a schedule as the API shows it; `None` for one-shots (and for a stored
+/// expression or zone that no longer parses, which then shows no fires).
+fn zoned_of(view: &ScheduleView) -> Option<ZonedCron> {
+    let expr = CronExpr::parse(view.cron.as_deref()?).ok()?;
+    let tz = parse_timezone(&view.timezone).ok()?;
+    Some(ZonedCron::new(
+        expr,
+        tz,
+        view.on_dst_gap,
+        view.on_dst_repeat,
+    ))
+}
+
+/// The next `count` fires of a schedule after `now`: none for completed schedules; a paused
+/// schedule's are the fires it would have if resumed now.
+fn upcoming(view: &ScheduleView, now: DateTime<Utc>, count: u32) -> Vec<FireView> {
+    if !matches!(view.status.as_str(), "active" | "paused") {
+        return Vec::new();
+    }
+    match zoned_of(view) {
+        Some(zoned) => zoned
+            .fires_after(now)
+            .take(count as usize)
+            .map(|fire| FireView::of(&zoned, fire))
+            .collect(),
+        None => view
+            .run_at
+            .filter(|run_at| *run_at > now)
+            .map(FireView::utc)
+            .into_iter()
+            .collect(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environments
+// ---------------------------------------------------------------------------------------------
+
+/// The environments a token grants, for the page's environment picker.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnvsView {
+    /// The token's subject.
+    pub subject: String,
+    /// Authenticated with the development token.
+    pub dev: bool,
+    /// Every environment is granted (admin): the operator names one by its id.
+    pub all: bool,
+    /// The granted environments, when `all` is false.
+    pub envs: Vec<Uuid>,
+    /// The token may change things (write or admin scope).
+    pub can_write: bool,
+}
+
+/// The environments the caller's token grants (all of them for admins).
+#[utoipa::path(
+    get, path = "/v1/admin/envs", tag = "admin",
+    responses(
+        (status = 200, body = EnvsView),
+        (status = 401, body = Problem),
+        (status = 403, description = "No read, write or admin scope", body = Problem),
+    ),
+    security(("bearer" = ["sentin8:cron:read"]))
+)]
+pub async fn envs(caller: Caller) -> ApiResult<Json<EnvsView>> {
+    let principal = &caller.0;
+    if !policy::has_any_scope(principal) {
+        return Err(ApiError::Forbidden(NO_SCOPE.to_owned()));
+    }
+    let (all, envs) = match policy::granted_envs(principal) {
+        EnvGrant::All => (true, Vec::new()),
+        EnvGrant::Some(envs) => (false, envs.into_iter().map(|e| e.0).collect()),
+    };
+    Ok(Json(EnvsView {
+        subject: principal.subject.clone(),
+        dev: principal.dev,
+        all,
+        envs,
+        can_write: policy::allows(principal, Access::Write),
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overview
+// ---------------------------------------------------------------------------------------------
+
+/// The ticker's liveness (process-wide, not per environment).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TickerView {
+    /// `ok`, or `stalled` when no tick completed within three tick intervals.
+    pub status: String,
+    pub last_tick_at: Option<DateTime<Utc>>,
+    pub tick_interval_seconds: u64,
+}
+
+/// A failed job with the schedule it belongs to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FailureView {
+    #[serde(flatten)]
+    pub job: JobView,
+    /// The schedule's domain and type (absent only if the schedule row is gone).
+    pub domain: Option<String>,
+    pub schedule_type: Option<String>,
+}
+
+/// A schedule's next fire.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NextFireView {
+    pub schedule_id: Uuid,
+    pub domain: String,
+    pub schedule_type: String,
+    /// `cron` or `once`.
+    pub kind: String,
+    pub cron: Option<String>,
+    pub timezone: String,
+    pub fire: FireView,
+}
+
+/// One environment at a glance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OverviewView {
+    pub env_id: Uuid,
+    /// The server's clock, to tell how far away the fires are.
+    pub now: DateTime<Utc>,
+    /// Schedules (deleted ones left out), jobs and dead letters by status.
+    #[schema(value_type = Object)]
+    pub counts: EnvCounts,
+    pub ticker: TickerView,
+    /// The latest failed jobs, newest first.
+    pub recent_failures: Vec<FailureView>,
+    /// The active schedules that fire soonest.
+    pub next_fires: Vec<NextFireView>,
+}
+
+/// Counts by status, the dead-letter queue's size, ticker health, recent failures and the next
+/// fires of one environment.
+#[utoipa::path(
+    get, path = "/v1/admin/overview", tag = "admin",
+    params(api::EnvQuery),
+    responses(
+        (status = 200, body = OverviewView),
+        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+    ),
+    security(("bearer" = ["sentin8:cron:read"]))
+)]
+pub async fn overview(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<api::EnvQuery>,
+) -> ApiResult<Json<OverviewView>> {
+    let env = read_env(&caller, query.target_env_id)?;
+    let overview = state
+        .ops
+        .env_overview(env, OVERVIEW_ITEMS, OVERVIEW_ITEMS)
+        .await?;
+    let ticker = ticker_state(&state);
+    let recent_failures = overview
+        .recent_failures
+        .into_iter()
+        .map(|(job, schedule)| FailureView {
+            job: job.into(),
+            domain: schedule.as_ref().map(|s| s.domain.clone()),
+            schedule_type: schedule.map(|s| s.schedule_type),
+        })
+        .collect();
+    let next_fires = overview
+        .upcoming
+        .into_iter()
+        .filter_map(|schedule| {
+            let at = schedule.next_run_at?;
+            let zoned = timing::zoned(&schedule).ok().flatten();
+            Some(NextFireView {
+                schedule_id: schedule.id.0,
+                fire: FireView::at(zoned.as_ref(), at),
+                domain: schedule.domain,
+                schedule_type: schedule.schedule_type,
+                kind: schedule.kind.to_string(),
+                cron: schedule.cron_expr,
+                timezone: schedule.timezone,
+            })
+        })
+        .collect();
+    Ok(Json(OverviewView {
+        env_id: env.0,
+        now: state.clock.now(),
+        counts: overview.counts,
+        ticker: TickerView {
+            status: if ticker.ticking { "ok" } else { "stalled" }.to_owned(),
+            last_tick_at: ticker.last_tick_at,
+            tick_interval_seconds: state.tick_interval.as_secs(),
+        },
+        recent_failures,
+        next_fires,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schedules with their next fires
+// ---------------------------------------------------------------------------------------------
+
+/// A schedule with its next fires on its own wall clock.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AdminScheduleView {
+    #[serde(flatten)]
+    pub schedule: ScheduleView,
+    /// The next fires after now (for a paused schedule: the fires it would have if resumed now;
+    /// none for completed ones).
+    pub upcoming: Vec<FireView>,
+}
+
+/// A page of schedules with their fires, and the server's clock.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AdminSchedulePage {
+    pub items: Vec<AdminScheduleView>,
+    pub next_cursor: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// The filters of `GET /v1/schedules`, plus how many fires to show per schedule.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AdminScheduleQuery {
+    pub target_env_id: Option<Uuid>,
+    pub domain: Option<String>,
+    /// `active`, `paused` or `completed`.
+    pub status: Option<String>,
+    pub cursor: Option<String>,
+    /// 1 to 100, default 50.
+    pub limit: Option<u32>,
+    /// Fires per schedule, 0 to 20, default 3.
+    pub fires: Option<u32>,
+}
+
+/// Lists schedules as `GET /v1/schedules` does (same filters, same paging, same policy), each
+/// with its next fires in its time zone.
+#[utoipa::path(
+    get, path = "/v1/admin/schedules", tag = "admin",
+    params(AdminScheduleQuery),
+    responses(
+        (status = 200, body = AdminSchedulePage),
+        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+    ),
+    security(("bearer" = ["sentin8:cron:read"]))
+)]
+pub async fn schedules(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<AdminScheduleQuery>,
+) -> ApiResult<Json<AdminSchedulePage>> {
+    read_env(&caller, query.target_env_id)?;
+    let fires = query.fires.unwrap_or(DEFAULT_ROW_FIRES);
+    if fires > MAX_FIRES {
+        return Err(ApiError::field(
+            "fires",
+            format!("must be between 0 and {MAX_FIRES}"),
+        ));
+    }
+    let list = ScheduleListQuery {
+        target_env_id: query.target_env_id,
+        domain: query.domain,
+        status: query.status,
+        cursor: query.cursor,
+        limit: query.limit,
+    };
+    let Json(Page { items, next_cursor }) =
+        api::list_schedules(State(state.clone()), caller, ApiQuery(list)).await?;
+    let now = state.clock.now();
+    let items = items
+        .into_iter()
+        .map(|schedule| AdminScheduleView {
+            upcoming: upcoming(&schedule, now, fires),
+            schedule,
+        })
+        .collect();
+    Ok(Json(AdminSchedulePage {
+        items,
+        next_cursor,
+        now,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preview
+// ---------------------------------------------------------------------------------------------
+
+/// A timing to try out: a cron expression with its zone and policies, or a one-shot instant.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewQuery {
+    pub target_env_id: Option<Uuid>,
+    /// A cron expression; exactly one of `cron` and `run_at`.
+    pub cron: Option<String>,
+    /// An RFC 3339 instant.
+    pub run_at: Option<String>,
+    /// IANA zone of a cron expression (default UTC).
+    pub timezone: Option<String>,
+    /// `shift` (default) or `skip`.
+    pub on_dst_gap: Option<String>,
+    /// `once` (default) or `twice`.
+    pub on_dst_repeat: Option<String>,
+    /// Fires to list, 1 to 20, default 5.
+    pub count: Option<u32>,
+}
+
+/// A valid timing and its next fires.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewView {
+    /// `cron` or `once`.
+    pub kind: String,
+    /// The expression as it would be stored.
+    pub cron: Option<String>,
+    pub timezone: String,
+    /// Fixed-time expressions follow the DST policies; interval ones follow elapsed time.
+    pub fixed_time: bool,
+    pub now: DateTime<Utc>,
+    pub fires: Vec<FireView>,
+}
+
+/// An empty text field counts as absent (forms send them).
+fn given(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+/// Validates a timing exactly as creating a schedule would and lists its next fires. A 400
+/// names each invalid field (`cron`, `run_at`, `timezone`, `on_dst_gap`, `on_dst_repeat`,
+/// `count`).
+#[utoipa::path(
+    get, path = "/v1/admin/preview", tag = "admin",
+    params(PreviewQuery),
+    responses(
+        (status = 200, body = PreviewView),
+        (status = 400, description = "Invalid (every field problem listed)", body = Problem),
+        (status = 401, body = Problem), (status = 403, body = Problem),
+    ),
+    security(("bearer" = ["sentin8:cron:read"]))
+)]
+pub async fn preview(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<PreviewQuery>,
+) -> ApiResult<Json<PreviewView>> {
+    read_env(&caller, query.target_env_id)?;
+    let now = state.clock.now();
+    let mut errors = Vec::new();
+    let count = query.count.unwrap_or(DEFAULT_PREVIEW_FIRES);
+    if !(1..=MAX_FIRES).contains(&count) {
+        errors.push(FieldError::new(
+            "count",
+            format!("must be between 1 and {MAX_FIRES}"),
+        ));
+    }
+    let on_dst_gap = given(query.on_dst_gap).and_then(|v| {
+        v.parse::<OnDstGap>()
+            .map_err(|e| errors.push(FieldError::new("on_dst_gap", e.to_string())))
+            .ok()
+    });
+    let on_dst_repeat = given(query.on_dst_repeat).and_then(|v| {
+        v.parse::<OnDstRepeat>()
+            .map_err(|e| errors.push(FieldError::new("on_dst_repeat", e.to_string())))
+            .ok()
+    });
+    // The same validation as a new schedule's timing; the type is a placeholder.
+    let decl = ScheduleDecl {
+        schedule_type: "preview".to_owned(),
+        cron: given(query.cron),
+        run_at: given(query.run_at),
+        timezone: given(query.timezone),
+        on_dst_gap,
+        on_dst_repeat,
+        ..ScheduleDecl::default()
+    };
+    let spec = decl
+        .validate(now)
+        .map_err(|mut problems| errors.append(&mut problems))
+        .ok();
+    let spec = match spec {
+        Some(spec) if errors.is_empty() => spec,
+        _ => return Err(ApiError::fields(errors)),
+    };
+    let count = count as usize;
+    let view = match &spec.timing {
+        Timing::Cron(cron) => PreviewView {
+            kind: "cron".to_owned(),
+            cron: Some(cron.expression.clone()),
+            timezone: cron.timezone.clone(),
+            fixed_time: cron.schedule.expr.is_fixed_time(),
+            now,
+            fires: cron
+                .schedule
+                .fires_after(now)
+                .take(count)
+                .map(|fire| FireView::of(&cron.schedule, fire))
+                .collect(),
+        },
+        Timing::Once { run_at } => PreviewView {
+            kind: "once".to_owned(),
+            cron: None,
+            timezone: "UTC".to_owned(),
+            fixed_time: true,
+            now,
+            fires: vec![FireView::utc(*run_at)],
+        },
+    };
+    Ok(Json(view))
+}
