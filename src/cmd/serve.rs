@@ -109,6 +109,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     }
     let dispatcher = Arc::new(HttpDispatcher::with_clock(&dispatch, clock.clone())?);
 
+    let relay = crate::relay::RelayConfig::from_env()?;
+    let sink = crate::relay::sink_for(&relay.bus, clock.clone())?;
+    tracing::info!(bus = relay.bus.kind(), "outbox relay configured");
+
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(crate::server::tls::rustls_config(cert, key)?),
         _ => None,
@@ -143,6 +147,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         tls,
         drain: args.drain_timeout,
         run_ticker: true,
+        relay: Some((sink, relay.options)),
         extra_routes: axum::Router::new(),
     };
     service.run(listener, shutdown_signal()).await?;

@@ -1,5 +1,5 @@
-//! One `serve` process: the HTTP server and the ticker loop (and, when configured, the outbox
-//! relay) over one store, with one shutdown. Built by `sentin8-cron serve` from flags and the
+//! One `serve` process: the HTTP server, the ticker loop and the outbox relay over one store,
+//! with one shutdown. Built by `sentin8-cron serve` from flags and the
 //! environment, and directly by tests on port 0.
 
 use std::future::Future;
@@ -17,6 +17,7 @@ use crate::core::dispatch::Dispatcher;
 use crate::core::engine::{Engine, EngineConfig};
 use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
+use crate::core::relay::{Relay, RelayOptions, Sink};
 use crate::core::store::Store;
 
 /// Everything a serving process is made of.
@@ -32,6 +33,8 @@ pub struct Service {
     pub drain: Duration,
     /// Runs the ticker loop in this process (tests of the API alone may turn it off).
     pub run_ticker: bool,
+    /// Runs the outbox relay in this process, publishing to this sink.
+    pub relay: Option<(Arc<dyn Sink>, RelayOptions)>,
     /// Extra routes merged under the same layers (the API and the admin pages are always there).
     pub extra_routes: Router,
 }
@@ -53,7 +56,7 @@ impl Service {
     /// Serves on `listener` until `shutdown` resolves; then stops accepting, lets in-flight
     /// requests and the in-flight tick finish (bounded by `drain`), and returns.
     pub async fn run(
-        self,
+        mut self,
         listener: std::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
@@ -81,6 +84,21 @@ impl Service {
             })
         });
 
+        let relay = self.relay.take().map(|(sink, options)| {
+            let relay = Relay::new(
+                self.store.clone(),
+                sink,
+                self.clock.clone(),
+                options,
+                self.metrics.clone(),
+            );
+            let rx = stop_rx.clone();
+            tokio::spawn(async move {
+                relay.run(stopped(rx)).await;
+                tracing::info!("outbox relay stopped");
+            })
+        });
+
         let state = self.state();
         let router = app(state, self.extra_routes);
         let drain = self.drain;
@@ -90,10 +108,13 @@ impl Service {
         });
         let served = serve(listener, router, self.tls, stopped(stop_rx), drain).await;
 
-        if let Some(ticker) = ticker
-            && tokio::time::timeout(drain, ticker).await.is_err()
-        {
-            tracing::warn!("the in-flight tick did not finish within the drain timeout");
+        // The ticker and the relay finish the round in flight, bounded by the drain timeout.
+        for (name, task) in [("tick", ticker), ("relay round", relay)] {
+            if let Some(task) = task
+                && tokio::time::timeout(drain, task).await.is_err()
+            {
+                tracing::warn!("the in-flight {name} did not finish within the drain timeout");
+            }
         }
         served
     }

@@ -48,6 +48,19 @@ impl Api {
     }
 
     pub async fn start_with(store: Arc<dyn Store>, extra: axum::Router, run_ticker: bool) -> Self {
+        Self::start_full(store, extra, run_ticker, None).await
+    }
+
+    /// A server with the ticker and, optionally, the outbox relay running inside it.
+    pub async fn start_full(
+        store: Arc<dyn Store>,
+        extra: axum::Router,
+        run_ticker: bool,
+        relay: Option<(
+            Arc<dyn sentin8_cron::core::relay::Sink>,
+            sentin8_cron::core::relay::RelayOptions,
+        )>,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new(t0()));
         let target = RawServer::start(|_: &Recorded| Reply::json(200, json!({"ok": true}))).await;
         let auth = SharedSecretAuthenticator::new(
@@ -73,6 +86,7 @@ impl Api {
             tls: None,
             drain: StdDuration::from_secs(5),
             run_ticker,
+            relay,
             extra_routes: extra,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

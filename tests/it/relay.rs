@@ -949,3 +949,63 @@ async fn per_schedule_order_holds_on_the_stream_while_events_are_produced() {
     assert!(publishes.lock().unwrap().values().all(|n| *n == 1));
     assert_stream_matches_outbox(&bus, &events).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_relays_events_of_api_calls_and_ticks_to_jetstream() {
+    use reqwest::Method;
+
+    let Some((db, bus)) = pg_and_bus().await else {
+        return;
+    };
+    let sink: Arc<dyn Sink> = Arc::new(NatsSink::connect(bus.settings()).await.expect("connects"));
+    let api = crate::api::Api::start_full(
+        db.dyn_store(),
+        axum::Router::new(),
+        true,
+        Some((sink, options("serve"))),
+    )
+    .await;
+    // A schedule created and triggered through the API; serve's own ticker runs the job and
+    // serve's own relay publishes every event, with nobody draining by hand.
+    let id = api.create(api.env_a, "nightly").await;
+    let (status, _, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/schedules/{id}/trigger?target_env_id={}", api.env_a),
+            Some(&api.writer()),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+
+    let expect = |s: &str| format!("{}.schedule.{s}", bus.prefix);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let subjects = loop {
+        let subjects: Vec<String> = bus
+            .messages()
+            .await
+            .iter()
+            .map(|m| m.subject.to_string())
+            .collect();
+        if subjects.contains(&expect("completed")) || std::time::Instant::now() > deadline {
+            break subjects;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(subjects, [expect("created"), expect("completed")]);
+    assert_eq!(
+        api.target.requests().len(),
+        1,
+        "the job called the target once"
+    );
+    let messages = bus.messages().await;
+    let completed = body(&messages[1]);
+    assert_eq!(completed["schedule_id"], id);
+    assert_eq!(
+        completed["payload"]["result"],
+        serde_json::json!({"ok": true})
+    );
+    // Nothing is left unrelayed.
+    let stats = db.dyn_store().stats_get().await.unwrap();
+    assert_eq!(stats.outbox_unrelayed, 0);
+}

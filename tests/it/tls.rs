@@ -56,6 +56,7 @@ async fn start() -> TlsServer {
         tls: Some(tls),
         drain: Duration::from_secs(2),
         run_ticker: false,
+        relay: None,
         extra_routes: axum::Router::new(),
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
