@@ -217,30 +217,21 @@ impl Engine {
 
     async fn tick_inner(&self, summary: &mut TickSummary) -> Result<(), EngineError> {
         for _ in 0..self.config.max_batches_per_tick {
-            let now = self.clock.now();
             let due = self
                 .store
-                .schedules_due(now, self.config.batch_size)
+                .schedules_due(self.clock.now(), self.config.batch_size)
                 .await?;
-            let full = due.len() as u64 >= u64::from(self.config.batch_size);
             summary.due += due.len() as u64;
-            let outcomes: Vec<Outcome> = stream::iter(due)
-                .map(|due| self.fire(due))
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
+            let more = self
+                .run_batch(
+                    due,
+                    self.config.batch_size,
+                    |d| self.fire(d),
+                    summary,
+                    |s| s.fired += 1,
+                )
                 .await;
-            let progressed = outcomes
-                .iter()
-                .any(|o| !matches!(o, Outcome::Lost | Outcome::Error));
-            for outcome in &outcomes {
-                if matches!(outcome, Outcome::Attempted { .. }) {
-                    summary.fired += 1;
-                }
-                summary.add(outcome);
-            }
-            // A full batch means more may be due; a batch that made no progress (all taken by
-            // another ticker, or all failing) would only spin.
-            if !full || !progressed {
+            if !more {
                 break;
             }
         }
@@ -251,26 +242,53 @@ impl Engine {
                 .store
                 .jobs_due(now, stale_before, self.config.drain_size)
                 .await?;
-            let full = due.len() as u64 >= u64::from(self.config.drain_size);
-            let outcomes: Vec<Outcome> = stream::iter(due)
-                .map(|job| self.drain_one(job))
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
+            let more = self
+                .run_batch(
+                    due,
+                    self.config.drain_size,
+                    |j| self.drain_one(j),
+                    summary,
+                    |s| s.retried_attempts += 1,
+                )
                 .await;
-            let progressed = outcomes
-                .iter()
-                .any(|o| !matches!(o, Outcome::Lost | Outcome::Error));
-            for outcome in &outcomes {
-                if matches!(outcome, Outcome::Attempted { .. }) {
-                    summary.retried_attempts += 1;
-                }
-                summary.add(outcome);
-            }
-            if !full || !progressed {
+            if !more {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Works through one batch with bounded concurrency and adds the outcomes to the summary
+    /// (`started` counts an attempt made). True when another batch should follow: this one was
+    /// full, so more may be due, and it made progress; a batch that made none (all taken by
+    /// another ticker, or all failing) would only spin.
+    async fn run_batch<T, F>(
+        &self,
+        batch: Vec<T>,
+        size: u32,
+        work: impl Fn(T) -> F,
+        summary: &mut TickSummary,
+        started: fn(&mut TickSummary),
+    ) -> bool
+    where
+        F: std::future::Future<Output = Outcome>,
+    {
+        let full = batch.len() as u64 >= u64::from(size);
+        let outcomes: Vec<Outcome> = stream::iter(batch)
+            .map(work)
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        let progressed = outcomes
+            .iter()
+            .any(|o| !matches!(o, Outcome::Lost | Outcome::Error));
+        for outcome in &outcomes {
+            if matches!(outcome, Outcome::Attempted { .. }) {
+                started(summary);
+            }
+            summary.add(outcome);
+        }
+        full && progressed
     }
 
     /// What a tick would fire now, without firing anything.
@@ -437,38 +455,36 @@ impl Engine {
 
     /// A due retry (or a stale attempt).
     async fn drain_one(&self, due: DueJob) -> Outcome {
-        let result = match due.status {
-            JobStatus::Pending => self.claim_retry(due).await,
-            JobStatus::Running => {
-                // The process that ran this attempt is gone: record it as failed.
-                let message = format!(
-                    "attempt abandoned: no outcome within {}s (the process running it stopped)",
-                    self.config.stale_after.as_secs()
-                );
-                return match self.load_for_stale(due).await {
-                    Ok(Some((schedule, job))) => {
-                        inc(&self.metrics.failures);
-                        self.record(&schedule, &job, Err(message)).await
-                    }
-                    Ok(None) => Outcome::Lost,
-                    Err(err) => {
-                        tracing::error!(job_id = %due.id, error = %err, "loading a stale attempt failed");
-                        Outcome::Error
-                    }
-                };
-            }
-            _ => return Outcome::Lost,
-        };
-        match result {
-            Ok(Some((schedule, job))) => self.attempt(&schedule, job).await,
-            Ok(None) => {
-                inc(&self.metrics.lost_claims);
-                Outcome::Lost
-            }
-            Err(err) => {
-                tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
-                Outcome::Error
-            }
+        match due.status {
+            JobStatus::Pending => match self.claim_retry(due).await {
+                Ok(Some((schedule, job))) => self.attempt(&schedule, job).await,
+                Ok(None) => {
+                    inc(&self.metrics.lost_claims);
+                    Outcome::Lost
+                }
+                Err(err) => {
+                    tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
+                    Outcome::Error
+                }
+            },
+            // The process that ran this attempt is gone: record it as a failed attempt, so the
+            // retry rules (and, for a job that keeps killing its process, the DLQ) apply.
+            JobStatus::Running => match self.load_for_stale(due).await {
+                Ok(Some((schedule, job))) => {
+                    inc(&self.metrics.failures);
+                    let message = format!(
+                        "attempt abandoned: no outcome within {}s (the process running it stopped)",
+                        self.config.stale_after.as_secs()
+                    );
+                    self.record(&schedule, &job, Err(message)).await
+                }
+                Ok(None) => Outcome::Lost,
+                Err(err) => {
+                    tracing::error!(job_id = %due.id, error = %err, "loading a stale attempt failed");
+                    Outcome::Error
+                }
+            },
+            _ => Outcome::Lost,
         }
     }
 

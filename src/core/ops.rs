@@ -505,12 +505,7 @@ impl Ops {
     ) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
-        if let Some(open) = tx.job_get_open(id).await? {
-            return Err(OpsError::Conflict(format!(
-                "the schedule already has an open job ({}, {})",
-                open.id, open.status
-            )));
-        }
+        ensure_no_open_job(&mut *tx, id).await?;
         let job = tx
             .job_insert(&pending_now(schedule.id, actor.now, actor.now))
             .await?;
@@ -539,12 +534,7 @@ impl Ops {
                 job.status
             )));
         }
-        if let Some(open) = tx.job_get_open(job.schedule_id).await? {
-            return Err(OpsError::Conflict(format!(
-                "the schedule already has an open job ({}, {})",
-                open.id, open.status
-            )));
-        }
+        ensure_no_open_job(&mut *tx, job.schedule_id).await?;
         let mut retried = job.clone();
         retried.status = JobStatus::Pending;
         retried.next_attempt_at = Some(actor.now);
@@ -587,12 +577,7 @@ impl Ops {
             .await?
             .ok_or(OpsError::NotFound("dead-letter entry"))?;
         let schedule = live_for_update(&mut *tx, entry.schedule_id).await?;
-        if let Some(open) = tx.job_get_open(entry.schedule_id).await? {
-            return Err(OpsError::Conflict(format!(
-                "the schedule already has an open job ({}, {}); republish when it has finished",
-                open.id, open.status
-            )));
-        }
+        ensure_no_open_job(&mut *tx, entry.schedule_id).await?;
         let job = tx
             .job_insert(&pending_now(schedule.id, entry.scheduled_for, actor.now))
             .await?;
@@ -762,6 +747,18 @@ fn apply_patch(
         Some(events::SCHEDULE_UPDATED)
     };
     Ok((updated, event))
+}
+
+/// Refuses to open a second job while the schedule has one (one open job per schedule), with a
+/// message that says which job is in the way.
+async fn ensure_no_open_job(tx: &mut dyn TenantTx, schedule_id: ScheduleId) -> OpsResult<()> {
+    match tx.job_get_open(schedule_id).await? {
+        Some(open) => Err(OpsError::Conflict(format!(
+            "the schedule already has an open job ({}, {}); try again when it has finished",
+            open.id, open.status
+        ))),
+        None => Ok(()),
+    }
 }
 
 async fn live_for_update(tx: &mut dyn TenantTx, id: ScheduleId) -> OpsResult<Schedule> {

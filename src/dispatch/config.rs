@@ -202,7 +202,8 @@ fn token_settings(get: &impl Fn(&str) -> Option<String>) -> Result<TokenSettings
 }
 
 /// Parses a humane duration: plain seconds (`45`), or one or more `<integer><unit>` parts with
-/// units `ms`, `s`, `m`, `h` (`500ms`, `30s`, `2m`, `1m30s`). `None` when it is not one.
+/// units `ms`, `s`, `m`, `h`, `d` (`500ms`, `30s`, `2m`, `1m30s`, `7d`). `None` when it is not
+/// one.
 pub fn parse_duration(input: &str) -> Option<Duration> {
     let s = input.trim();
     if s.is_empty() {
@@ -228,6 +229,7 @@ pub fn parse_duration(input: &str) -> Option<Duration> {
             "s" => Duration::from_secs(number),
             "m" => Duration::from_secs(number.checked_mul(60)?),
             "h" => Duration::from_secs(number.checked_mul(3600)?),
+            "d" => Duration::from_secs(number.checked_mul(86_400)?),
             _ => return None,
         };
         total = total.checked_add(part)?;
@@ -254,6 +256,11 @@ mod tests {
         assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            parse_duration("1d12h"),
+            Some(Duration::from_secs(36 * 3600))
+        );
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_duration("45"), Some(Duration::from_secs(45)));
         assert_eq!(parse_duration(" 10s "), Some(Duration::from_secs(10)));

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -158,13 +157,12 @@ impl RelayConfig {
                 })?;
         }
         if let Some(raw) = get(ENV_OUTBOX_RETENTION) {
-            options.retention =
-                parse_retention(&raw)
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| RelayConfigError::Invalid {
-                        var: ENV_OUTBOX_RETENTION,
-                        reason: format!("{raw:?} is not a positive duration (examples: 7d, 48h)"),
-                    })?;
+            options.retention = parse_duration(&raw)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| RelayConfigError::Invalid {
+                    var: ENV_OUTBOX_RETENTION,
+                    reason: format!("{raw:?} is not a positive duration (examples: 7d, 48h)"),
+                })?;
         }
         let bus = bus_config(&get)?;
         Ok(Self { bus, options })
@@ -241,17 +239,6 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
-/// Retention accepts days (`7d`) besides the usual `h`, `m`, `s` and `ms`.
-fn parse_retention(raw: &str) -> Option<Duration> {
-    match raw.strip_suffix('d') {
-        Some(days) if !days.is_empty() && days.bytes().all(|b| b.is_ascii_digit()) => {
-            let days: u64 = days.parse().ok()?;
-            Some(Duration::from_secs(days.checked_mul(24 * 3600)?))
-        }
-        _ => parse_duration(raw),
-    }
-}
-
 /// A subject prefix is one or more dot-separated tokens of letters, digits, `-` and `_`.
 fn check_subject_prefix(prefix: &str) -> Result<(), String> {
     let valid = prefix.split('.').all(|token| {
@@ -299,6 +286,7 @@ pub(crate) fn hide_userinfo(url: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::time::Duration;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
