@@ -253,7 +253,10 @@ async fn postgres_store(name: &str) -> (Arc<dyn Store>, String) {
     let store = store::connect(
         &service,
         &ConnectOptions {
-            max_connections: 24,
+            max_connections: std::env::var("BENCH_POOL")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(24),
             ..ConnectOptions::default()
         },
     )

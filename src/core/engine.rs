@@ -17,6 +17,7 @@
 //! steps, after a claim-conditional UPDATE. Attempts whose process died mid-call are noticed
 //! when they go stale and recorded as failed attempts, so the retry rules apply to them too.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -222,16 +223,9 @@ impl Engine {
                 .schedules_due(self.clock.now(), self.config.batch_size)
                 .await?;
             summary.due += due.len() as u64;
-            let more = self
-                .run_batch(
-                    due,
-                    self.config.batch_size,
-                    |d| self.fire(d),
-                    summary,
-                    |s| s.fired += 1,
-                )
-                .await;
-            if !more {
+            let full = due.len() as u64 >= u64::from(self.config.batch_size);
+            let outcomes = self.fire_batch(due).await;
+            if !(account(summary, &outcomes, |s| s.fired += 1) && full) {
                 break;
             }
         }
@@ -242,53 +236,17 @@ impl Engine {
                 .store
                 .jobs_due(now, stale_before, self.config.drain_size)
                 .await?;
-            let more = self
-                .run_batch(
-                    due,
-                    self.config.drain_size,
-                    |j| self.drain_one(j),
-                    summary,
-                    |s| s.retried_attempts += 1,
-                )
+            let full = due.len() as u64 >= u64::from(self.config.drain_size);
+            let outcomes: Vec<Outcome> = stream::iter(due)
+                .map(|job| self.drain_one(job))
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
                 .await;
-            if !more {
+            if !(account(summary, &outcomes, |s| s.retried_attempts += 1) && full) {
                 break;
             }
         }
         Ok(())
-    }
-
-    /// Works through one batch with bounded concurrency and adds the outcomes to the summary
-    /// (`started` counts an attempt made). True when another batch should follow: this one was
-    /// full, so more may be due, and it made progress; a batch that made none (all taken by
-    /// another ticker, or all failing) would only spin.
-    async fn run_batch<T, F>(
-        &self,
-        batch: Vec<T>,
-        size: u32,
-        work: impl Fn(T) -> F,
-        summary: &mut TickSummary,
-        started: fn(&mut TickSummary),
-    ) -> bool
-    where
-        F: std::future::Future<Output = Outcome>,
-    {
-        let full = batch.len() as u64 >= u64::from(size);
-        let outcomes: Vec<Outcome> = stream::iter(batch)
-            .map(work)
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        let progressed = outcomes
-            .iter()
-            .any(|o| !matches!(o, Outcome::Lost | Outcome::Error));
-        for outcome in &outcomes {
-            if matches!(outcome, Outcome::Attempted { .. }) {
-                started(summary);
-            }
-            summary.add(outcome);
-        }
-        full && progressed
     }
 
     /// What a tick would fire now, without firing anything.
@@ -317,43 +275,70 @@ impl Engine {
         Ok(planned)
     }
 
-    /// Fires one due schedule: claim, call, record.
-    async fn fire(&self, due: DueSchedule) -> Outcome {
-        let claimed = match self.claim(due).await {
-            Ok(Some(claimed)) => claimed,
-            Ok(None) => {
-                inc(&self.metrics.lost_claims);
-                return Outcome::Lost;
-            }
-            Err(err) => {
-                tracing::error!(schedule_id = %due.id, env_id = %due.env_id, error = %err, "claiming a due schedule failed");
-                return Outcome::Error;
-            }
-        };
-        let (schedule, job) = match claimed {
-            Claimed::Run(claimed) => *claimed,
-            Claimed::Skipped => {
-                inc(&self.metrics.skipped);
-                return Outcome::Skipped;
-            }
-        };
-        inc(&self.metrics.fires);
-        self.attempt(&schedule, job).await
+    /// Fires a batch of due schedules. The batch is split by environment; each group is
+    /// claimed in one transaction under one set of locks, called concurrently, and recorded in
+    /// transactions of whatever outcomes are ready together.
+    async fn fire_batch(&self, due: Vec<DueSchedule>) -> Vec<Outcome> {
+        let mut groups: BTreeMap<EnvId, Vec<DueSchedule>> = BTreeMap::new();
+        for d in due {
+            groups.entry(d.env_id).or_default().push(d);
+        }
+        let per_group: Vec<Vec<Outcome>> = stream::iter(groups)
+            .map(|(env, group)| self.fire_group(env, group))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        per_group.into_iter().flatten().collect()
     }
 
-    /// Step 1 under the schedule's lock: advance the schedule and open its job.
-    async fn claim(&self, due: DueSchedule) -> StoreResult<Option<Claimed>> {
-        let Some(mut lock) = self.store.schedule_lock_try(due.id).await? else {
-            return Ok(None);
-        };
-        let claimed = self.claim_locked(&mut *lock, due).await;
-        match lock.release().await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(schedule_id = %due.id, "schedule lock was not held at release")
-            }
+    async fn fire_group(&self, env: EnvId, due: Vec<DueSchedule>) -> Vec<Outcome> {
+        let count = due.len();
+        let claimed = match self.claim_group(env, &due).await {
+            Ok(claimed) => claimed,
             Err(err) => {
-                tracing::warn!(schedule_id = %due.id, error = %err, "releasing a schedule lock failed")
+                tracing::error!(env_id = %env, schedules = count, error = %err, "claiming due schedules failed");
+                return vec![Outcome::Error; count];
+            }
+        };
+        let mut outcomes = Vec::with_capacity(count);
+        for _ in 0..claimed.skipped {
+            inc(&self.metrics.skipped);
+            outcomes.push(Outcome::Skipped);
+        }
+        for _ in 0..claimed.lost {
+            inc(&self.metrics.lost_claims);
+            outcomes.push(Outcome::Lost);
+        }
+        for _ in &claimed.runs {
+            inc(&self.metrics.fires);
+        }
+        let mut calls = stream::iter(claimed.runs)
+            .map(|(schedule, job)| async move {
+                let result = self.call(&schedule, &job).await;
+                Attempt {
+                    schedule,
+                    job,
+                    result,
+                }
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .ready_chunks(self.config.batch_size.max(1) as usize);
+        while let Some(ready) = calls.next().await {
+            outcomes.extend(self.record(env, ready).await);
+        }
+        outcomes
+    }
+
+    /// Step 1 under the schedules' locks: advance them and open their jobs.
+    async fn claim_group(&self, env: EnvId, due: &[DueSchedule]) -> StoreResult<ClaimedGroup> {
+        let ids: Vec<ScheduleId> = due.iter().map(|d| d.id).collect();
+        let mut locks = self.store.schedule_locks_try(&ids).await?;
+        let claimed = self.claim_locked(&mut *locks, env, due).await;
+        match locks.release().await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(env_id = %env, "a schedule lock was not held at release"),
+            Err(err) => {
+                tracing::warn!(env_id = %env, error = %err, "releasing schedule locks failed")
             }
         }
         claimed
@@ -361,96 +346,141 @@ impl Engine {
 
     async fn claim_locked(
         &self,
-        lock: &mut dyn ScheduleLock,
-        due: DueSchedule,
-    ) -> StoreResult<Option<Claimed>> {
-        let mut tx = lock.tenant_begin(due.env_id).await?;
-        let Some(schedule) = tx.schedule_get(due.id).await? else {
-            return Ok(None);
-        };
-        let now = self.clock.now();
-        let next_run_at = match schedule.kind {
-            // A one-shot schedule has no next fire; it completes when its job finishes.
-            ScheduleKind::Once => None,
-            ScheduleKind::Cron => match timing::next_fire_after(&schedule, now) {
-                Ok(Some(next)) => Some(next),
-                Ok(None) => {
-                    // Nothing left to fire: run this one and stop.
-                    tracing::warn!(schedule_id = %schedule.id, "cron expression has no further fire; pausing after this run");
-                    None
-                }
-                Err(err) => {
-                    // Never hot-loop on a bad stored expression: look again in an hour.
-                    tracing::error!(schedule_id = %schedule.id, error = %err, "stored cron expression does not parse; retrying in 1h");
-                    Some(now + chrono::Duration::hours(1))
-                }
-            },
-        };
-        let claim = ScheduleClaim {
-            id: due.id,
-            expected_next_run_at: due.next_run_at,
-            next_run_at: next_run_at.or(match schedule.kind {
-                ScheduleKind::Once => None,
-                // An exhausted cron schedule keeps a next_run_at far away and is paused below.
-                ScheduleKind::Cron => Some(due.next_run_at),
-            }),
-            now,
-        };
-        let Some(mut claimed) = tx.schedule_claim(&claim).await? else {
-            return Ok(None);
-        };
-        if claimed.kind == ScheduleKind::Cron && next_run_at.is_none() {
-            claimed.status = ScheduleStatus::Paused;
-            claimed.updated_at = now;
-            claimed = tx.schedule_update(&claimed).await?;
+        locks: &mut dyn ScheduleLock,
+        env: EnvId,
+        due: &[DueSchedule],
+    ) -> StoreResult<ClaimedGroup> {
+        let held: Vec<ScheduleId> = locks.held().to_vec();
+        if held.is_empty() {
+            return Ok(ClaimedGroup::lost(due.len()));
         }
-        self.metrics
-            .lateness
-            .observe((now - due.next_run_at).to_std().unwrap_or_default());
-
-        if let Some(open) = tx.job_get_open(due.id).await? {
-            let skipped = tx
-                .job_insert(&NewJob {
+        let mut tx = locks.tenant_begin(env).await?;
+        let schedules: HashMap<ScheduleId, Schedule> = tx
+            .schedule_get_many(&held, false)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let now = self.clock.now();
+        let mut claims = Vec::with_capacity(schedules.len());
+        let mut exhausted = Vec::new();
+        for d in due.iter().filter(|d| held.contains(&d.id)) {
+            let Some(schedule) = schedules.get(&d.id) else {
+                continue;
+            };
+            let next_run_at = match self.next_fire(schedule, now) {
+                Some(next) => Some(next),
+                // A cron schedule with nothing left to fire runs this once and is paused.
+                None if schedule.kind == ScheduleKind::Cron => {
+                    exhausted.push(d.id);
+                    Some(d.next_run_at)
+                }
+                // A one-shot schedule has no next fire; it completes when its job finishes.
+                None => None,
+            };
+            claims.push(ScheduleClaim {
+                id: d.id,
+                expected_next_run_at: d.next_run_at,
+                next_run_at,
+                now,
+            });
+        }
+        let mut claimed = tx.schedule_claim_many(&claims).await?;
+        for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
+            schedule.status = ScheduleStatus::Paused;
+            schedule.updated_at = now;
+            *schedule = tx.schedule_update(schedule).await?;
+        }
+        let due_at: HashMap<ScheduleId, DateTime<Utc>> =
+            due.iter().map(|d| (d.id, d.next_run_at)).collect();
+        let new_jobs: Vec<NewJob> = claimed
+            .iter()
+            .map(|s| {
+                let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
+                self.metrics
+                    .lateness
+                    .observe((now - scheduled_for).to_std().unwrap_or_default());
+                NewJob {
                     id: JobId::new(),
-                    schedule_id: due.id,
+                    schedule_id: s.id,
+                    status: JobStatus::Running,
+                    attempt: 1,
+                    scheduled_for,
+                    next_attempt_at: None,
+                    started_at: Some(now),
+                    finished_at: None,
+                    error: None,
+                    now,
+                }
+            })
+            .collect();
+        let mut opened: HashMap<ScheduleId, Job> = tx
+            .job_open_many(&new_jobs)
+            .await?
+            .into_iter()
+            .map(|j| (j.schedule_id, j))
+            .collect();
+
+        // A schedule whose previous job is still open (a pending retry) skips this fire, on
+        // the record.
+        let mut runs = Vec::with_capacity(opened.len());
+        let mut skipped = 0;
+        let mut skip_events = Vec::new();
+        for (schedule, new) in claimed.into_iter().zip(&new_jobs) {
+            if let Some(job) = opened.remove(&schedule.id) {
+                runs.push((schedule, job));
+                continue;
+            }
+            let open = tx.job_get_open(schedule.id).await?;
+            let record = tx
+                .job_insert(&NewJob {
                     status: JobStatus::Skipped,
                     attempt: 0,
-                    scheduled_for: due.next_run_at,
-                    next_attempt_at: None,
                     started_at: None,
                     finished_at: Some(now),
-                    error: Some(format!(
-                        "skipped: job {} of this schedule is still {}",
-                        open.id, open.status
-                    )),
-                    now,
+                    error: Some(match open {
+                        Some(open) => format!(
+                            "skipped: job {} of this schedule is still {}",
+                            open.id, open.status
+                        ),
+                        None => "skipped: another job of this schedule was open".to_owned(),
+                    }),
+                    ..new.clone()
                 })
                 .await?;
-            let event = EventPayload::for_schedule(events::JOB_SKIPPED, &claimed, now)
-                .with_job(&skipped)
+            tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
+            let event = EventPayload::for_schedule(events::JOB_SKIPPED, &schedule, now)
+                .with_job(&record)
                 .by(ENGINE_ACTOR);
-            tx.outbox_insert(&event.into_event(&claimed)).await?;
-            tx.commit().await?;
-            tracing::info!(schedule_id = %due.id, open_job = %open.id, "fire skipped: previous job still open");
-            return Ok(Some(Claimed::Skipped));
+            skip_events.push(event.into_event(&schedule));
+            skipped += 1;
         }
-
-        let job = tx
-            .job_insert(&NewJob {
-                id: JobId::new(),
-                schedule_id: due.id,
-                status: JobStatus::Running,
-                attempt: 1,
-                scheduled_for: due.next_run_at,
-                next_attempt_at: None,
-                started_at: Some(now),
-                finished_at: None,
-                error: None,
-                now,
-            })
-            .await?;
+        tx.outbox_insert_many(&skip_events).await?;
         tx.commit().await?;
-        Ok(Some(Claimed::Run(Box::new((claimed, job)))))
+        Ok(ClaimedGroup {
+            lost: due.len() - runs.len() - skipped,
+            runs,
+            skipped,
+        })
+    }
+
+    /// The next fire of a schedule strictly after now. An expression that no longer parses is
+    /// never hot-looped: it is looked at again in an hour.
+    fn next_fire(&self, schedule: &Schedule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if schedule.kind == ScheduleKind::Once {
+            return None;
+        }
+        match timing::next_fire_after(schedule, now) {
+            Ok(Some(next)) => Some(next),
+            Ok(None) => {
+                tracing::warn!(schedule_id = %schedule.id, "cron expression has no further fire; pausing after this run");
+                None
+            }
+            Err(err) => {
+                tracing::error!(schedule_id = %schedule.id, error = %err, "stored cron expression does not parse; retrying in 1h");
+                Some(now + chrono::Duration::hours(1))
+            }
+        }
     }
 
     /// A due retry (or a stale attempt).
@@ -476,7 +506,7 @@ impl Engine {
                         "attempt abandoned: no outcome within {}s (the process running it stopped)",
                         self.config.stale_after.as_secs()
                     );
-                    self.record(&schedule, &job, Err(message)).await
+                    self.record_one(&schedule, job, Err(message)).await
                 }
                 Ok(None) => Outcome::Lost,
                 Err(err) => {
@@ -522,79 +552,195 @@ impl Engine {
         Ok(Some((schedule, job)))
     }
 
-    /// Steps 2 and 3: call the owning service, then record the outcome.
+    /// Steps 2 and 3 for one attempt: call the owning service, then record the outcome.
     async fn attempt(&self, schedule: &Schedule, job: Job) -> Outcome {
-        let request = run_request(schedule, &job);
-        let called =
-            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
-        let result = match called {
-            Ok(Ok(answer)) => {
-                inc(&self.metrics.successes);
-                Ok(answer)
-            }
-            Ok(Err(err)) => {
-                inc(&self.metrics.failures);
-                tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %err, "proxy-back failed");
-                Err(err.to_string())
-            }
-            Err(_) => {
-                inc(&self.metrics.failures);
-                let err = DispatchError::Timeout(self.config.job_timeout);
-                tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %err, "proxy-back failed");
-                Err(err.to_string())
-            }
-        };
-        self.record(schedule, &job, result).await
+        let result = self.call(schedule, &job).await;
+        self.record_one(schedule, job, result).await
     }
 
-    async fn record(
+    async fn record_one(
         &self,
         schedule: &Schedule,
-        attempt: &Job,
+        job: Job,
         result: Result<Value, String>,
     ) -> Outcome {
-        match self
-            .record_outcome(schedule.env_id, schedule.id, attempt, result)
+        let attempt = Attempt {
+            schedule: schedule.clone(),
+            job,
+            result,
+        };
+        self.record(schedule.env_id, vec![attempt])
             .await
-        {
-            Ok(result) => {
-                match result {
-                    AttemptResult::Retry => inc(&self.metrics.retries),
-                    AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
-                    _ => {}
-                }
-                Outcome::Attempted { result }
+            .pop()
+            .unwrap_or(Outcome::Error)
+    }
+
+    /// Step 2: the proxy-back call, bounded by the job timeout.
+    async fn call(&self, schedule: &Schedule, job: &Job) -> Result<Value, String> {
+        let request = run_request(schedule, job);
+        let called =
+            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
+        let err = match called {
+            Ok(Ok(answer)) => {
+                inc(&self.metrics.successes);
+                return Ok(answer);
             }
+            Ok(Err(err)) => err,
+            Err(_) => DispatchError::Timeout(self.config.job_timeout),
+        };
+        inc(&self.metrics.failures);
+        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %err, "proxy-back failed");
+        Err(err.to_string())
+    }
+
+    /// Step 3 for attempts of one environment: their outcomes in one transaction.
+    async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
+        let count = attempts.len();
+        match self.record_outcomes(env, attempts).await {
+            Ok(results) => results
+                .into_iter()
+                .map(|result| {
+                    match result {
+                        AttemptResult::Retry => inc(&self.metrics.retries),
+                        AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
+                        _ => {}
+                    }
+                    Outcome::Attempted { result }
+                })
+                .collect(),
             Err(err) => {
-                tracing::error!(schedule_id = %schedule.id, job_id = %attempt.id, error = %err, "recording a job outcome failed; the attempt will be recovered when it goes stale");
-                Outcome::Error
+                tracing::error!(env_id = %env, attempts = count, error = %err, "recording job outcomes failed; the attempts will be recovered when they go stale");
+                vec![Outcome::Error; count]
             }
         }
     }
 
-    /// Step 3: one transaction for the job, the schedule's retry state, a DLQ entry when retries
-    /// are exhausted, and the outcome event.
-    async fn record_outcome(
+    /// One transaction for the jobs, the schedules' retry state, a DLQ entry where retries are
+    /// exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
+    /// went stale and was recovered) is left alone and reported as superseded.
+    async fn record_outcomes(
         &self,
-        env_id: EnvId,
-        schedule_id: ScheduleId,
-        attempt: &Job,
-        result: Result<Value, String>,
-    ) -> StoreResult<AttemptResult> {
-        let mut tx = self.store.tenant_begin(env_id).await?;
-        // The row lock orders this outcome's event after any concurrent change's event.
-        let Some(mut schedule) = tx.schedule_get_for_update(schedule_id).await? else {
-            return Ok(AttemptResult::Superseded);
-        };
-        let Some(mut job) = tx.job_get(attempt.id).await? else {
-            return Ok(AttemptResult::Superseded);
-        };
-        if job.status != JobStatus::Running || job.attempt != attempt.attempt {
-            tracing::warn!(job_id = %job.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
-            return Ok(AttemptResult::Superseded);
-        }
+        env: EnvId,
+        attempts: Vec<Attempt>,
+    ) -> StoreResult<Vec<AttemptResult>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
+        ids.sort();
+        ids.dedup();
+        // The row locks order these outcomes' events after any concurrent change's event.
+        let mut schedules: HashMap<ScheduleId, Schedule> = tx
+            .schedule_get_many(&ids, true)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
         let now = self.clock.now();
-        let before = (schedule.status, schedule.retry_count);
+        let mut decided = Vec::with_capacity(attempts.len());
+        for attempt in attempts {
+            let Some(schedule) = schedules.get(&attempt.schedule.id) else {
+                decided.push(None);
+                continue;
+            };
+            let (job, result) = self.decide(schedule, attempt.job, attempt.result, now);
+            decided.push(Some((job, result)));
+        }
+        let jobs: Vec<Job> = decided
+            .iter()
+            .flatten()
+            .map(|(job, _)| job.clone())
+            .collect();
+        let written: HashMap<JobId, Job> = tx
+            .job_finish_many(&jobs)
+            .await?
+            .into_iter()
+            .map(|j| (j.id, j))
+            .collect();
+
+        let mut results = Vec::with_capacity(decided.len());
+        let mut outbox = Vec::with_capacity(decided.len());
+        let mut retry_pending = false;
+        for decision in decided {
+            let Some((job, result)) = decision else {
+                results.push(AttemptResult::Superseded);
+                continue;
+            };
+            let (Some(job), Some(schedule)) =
+                (written.get(&job.id), schedules.get_mut(&job.schedule_id))
+            else {
+                tracing::warn!(job_id = %job.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
+                results.push(AttemptResult::Superseded);
+                continue;
+            };
+            let before = (schedule.status, schedule.retry_count);
+            match result {
+                AttemptResult::Retry => schedule.retry_count += 1,
+                AttemptResult::Succeeded | AttemptResult::DeadLettered | AttemptResult::Failed => {
+                    schedule.retry_count = 0;
+                }
+                AttemptResult::Superseded => {}
+            }
+            if matches!(
+                result,
+                AttemptResult::Succeeded | AttemptResult::DeadLettered
+            ) {
+                complete_one_shot(schedule);
+            }
+            if (schedule.status, schedule.retry_count) != before {
+                schedule.updated_at = now;
+                *schedule = tx.schedule_update(schedule).await?;
+            }
+            let payload = match result {
+                AttemptResult::Succeeded => {
+                    EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
+                        .with_job(job)
+                }
+                AttemptResult::Retry => {
+                    retry_pending = true;
+                    EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
+                }
+                AttemptResult::DeadLettered => {
+                    let entry = tx
+                        .dlq_insert(&NewDlqEntry {
+                            id: DlqId::new(),
+                            schedule_id: schedule.id,
+                            job_id: job.id,
+                            domain: schedule.domain.clone(),
+                            schedule_type: schedule.schedule_type.clone(),
+                            payload: schedule.payload.clone(),
+                            attempts: job.attempt,
+                            last_error: job.error.clone().unwrap_or_default(),
+                            scheduled_for: job.scheduled_for,
+                            now,
+                        })
+                        .await?;
+                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
+                        .with_job(job)
+                        .with_dlq(&entry)
+                }
+                AttemptResult::Failed | AttemptResult::Superseded => {
+                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
+                }
+            };
+            outbox.push(payload.by(ENGINE_ACTOR).into_event(schedule));
+            results.push(result);
+        }
+        tx.outbox_insert_many(&outbox).await?;
+        if retry_pending {
+            // The retry is due in the future: the loop recomputes when to wake.
+            tx.notify_on_commit(Channel::Schedules);
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    /// What an attempt's outcome does to its job, given the schedule's current retry state.
+    fn decide(
+        &self,
+        schedule: &Schedule,
+        mut job: Job,
+        result: Result<Value, String>,
+        now: DateTime<Utc>,
+    ) -> (Job, AttemptResult) {
         job.updated_at = now;
         let outcome = match result {
             Ok(answer) => {
@@ -602,84 +748,35 @@ impl Engine {
                 job.finished_at = Some(now);
                 job.result = Some(answer);
                 job.error = None;
-                schedule.retry_count = 0;
-                complete_one_shot(&mut schedule);
                 AttemptResult::Succeeded
             }
             Err(error) => {
                 job.error = Some(error);
-                if schedule.status == ScheduleStatus::Deleted {
-                    job.status = JobStatus::Failed;
-                    job.finished_at = Some(now);
-                    schedule.retry_count = 0;
-                    AttemptResult::Failed
-                } else {
-                    match self
-                        .config
-                        .retry
-                        .decide(schedule.retry_count, schedule.max_retries)
-                    {
-                        RetryDecision::Retry { delay, retry_count } => {
-                            job.status = JobStatus::Pending;
-                            job.next_attempt_at = Some(now + chrono_duration(delay));
-                            schedule.retry_count = retry_count;
-                            AttemptResult::Retry
-                        }
-                        RetryDecision::Exhausted => {
-                            job.status = JobStatus::Failed;
-                            job.finished_at = Some(now);
-                            schedule.retry_count = 0;
-                            complete_one_shot(&mut schedule);
-                            AttemptResult::DeadLettered
-                        }
+                let decision = self
+                    .config
+                    .retry
+                    .decide(schedule.retry_count, schedule.max_retries);
+                match decision {
+                    // A deleted schedule's failed job is not retried.
+                    _ if schedule.status == ScheduleStatus::Deleted => {
+                        job.status = JobStatus::Failed;
+                        job.finished_at = Some(now);
+                        AttemptResult::Failed
+                    }
+                    RetryDecision::Retry { delay, .. } => {
+                        job.status = JobStatus::Pending;
+                        job.next_attempt_at = Some(now + chrono_duration(delay));
+                        AttemptResult::Retry
+                    }
+                    RetryDecision::Exhausted => {
+                        job.status = JobStatus::Failed;
+                        job.finished_at = Some(now);
+                        AttemptResult::DeadLettered
                     }
                 }
             }
         };
-        let job = tx.job_update(&job).await?;
-        if (schedule.status, schedule.retry_count) != before {
-            schedule.updated_at = now;
-            schedule = tx.schedule_update(&schedule).await?;
-        }
-        let event = match outcome {
-            AttemptResult::Succeeded => {
-                EventPayload::for_schedule(events::SCHEDULE_COMPLETED, &schedule, now)
-                    .with_job(&job)
-            }
-            AttemptResult::Retry => {
-                EventPayload::for_schedule(events::JOB_RETRIED, &schedule, now).with_job(&job)
-            }
-            AttemptResult::DeadLettered => {
-                let entry = tx
-                    .dlq_insert(&NewDlqEntry {
-                        id: DlqId::new(),
-                        schedule_id: schedule.id,
-                        job_id: job.id,
-                        domain: schedule.domain.clone(),
-                        schedule_type: schedule.schedule_type.clone(),
-                        payload: schedule.payload.clone(),
-                        attempts: job.attempt,
-                        last_error: job.error.clone().unwrap_or_default(),
-                        scheduled_for: job.scheduled_for,
-                        now,
-                    })
-                    .await?;
-                EventPayload::for_schedule(events::SCHEDULE_FAILED, &schedule, now)
-                    .with_job(&job)
-                    .with_dlq(&entry)
-            }
-            AttemptResult::Failed | AttemptResult::Superseded => {
-                EventPayload::for_schedule(events::SCHEDULE_FAILED, &schedule, now).with_job(&job)
-            }
-        };
-        tx.outbox_insert(&event.by(ENGINE_ACTOR).into_event(&schedule))
-            .await?;
-        if outcome == AttemptResult::Retry {
-            // The retry is due in the future: the loop recomputes when to wake.
-            tx.notify_on_commit(Channel::Schedules);
-        }
-        tx.commit().await?;
-        Ok(outcome)
+        (job, outcome)
     }
 
     /// Loops ticks until `shutdown` resolves: waking at the earliest due instant, on a change
@@ -721,9 +818,46 @@ impl Engine {
     }
 }
 
-enum Claimed {
-    Run(Box<(Schedule, Job)>),
-    Skipped,
+/// One attempt's call, waiting to be recorded.
+struct Attempt {
+    schedule: Schedule,
+    job: Job,
+    result: Result<Value, String>,
+}
+
+/// What claiming a group of due schedules gave.
+struct ClaimedGroup {
+    /// Jobs opened, to call now.
+    runs: Vec<(Schedule, Job)>,
+    /// Fires recorded as skipped (the previous job was still open).
+    skipped: usize,
+    /// Due schedules another ticker took first (or that changed meanwhile).
+    lost: usize,
+}
+
+impl ClaimedGroup {
+    fn lost(count: usize) -> Self {
+        Self {
+            runs: Vec::new(),
+            skipped: 0,
+            lost: count,
+        }
+    }
+}
+
+/// Adds a batch's outcomes to the summary (`started` counts an attempt made). True when the
+/// batch made progress; a batch that made none (all taken by another ticker, or all failing)
+/// must not be repeated at once, or the loop would only spin.
+fn account(summary: &mut TickSummary, outcomes: &[Outcome], started: fn(&mut TickSummary)) -> bool {
+    for outcome in outcomes {
+        if matches!(outcome, Outcome::Attempted { .. }) {
+            started(summary);
+        }
+        summary.add(outcome);
+    }
+    outcomes
+        .iter()
+        .any(|o| !matches!(o, Outcome::Lost | Outcome::Error))
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

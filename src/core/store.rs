@@ -437,10 +437,25 @@ pub trait Store: Send + Sync + 'static {
     /// it; dropping it without [`TenantTx::commit`] rolls it back.
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
 
-    /// Tries to take the exclusive processing lock of a schedule. `None` when someone else
-    /// holds it. The claim transaction runs on the lock's own connection.
-    async fn schedule_lock_try(&self, id: ScheduleId)
-    -> StoreResult<Option<Box<dyn ScheduleLock>>>;
+    /// Tries to take the exclusive processing locks of several schedules, on one connection.
+    /// The returned set holds those it got ([`ScheduleLock::held`]; maybe none); the claim
+    /// transaction runs on the set's own connection.
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>>;
+
+    /// Tries to take the exclusive processing lock of one schedule. `None` when someone else
+    /// holds it.
+    async fn schedule_lock_try(
+        &self,
+        id: ScheduleId,
+    ) -> StoreResult<Option<Box<dyn ScheduleLock>>> {
+        let set = self.schedule_locks_try(&[id]).await?;
+        if set.held().is_empty() {
+            set.release().await?;
+            Ok(None)
+        } else {
+            Ok(Some(set))
+        }
+    }
 
     /// Due active schedules across tenants, earliest first, at most `limit`.
     async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>>;
@@ -501,14 +516,17 @@ pub trait Store: Send + Sync + 'static {
     async fn schema_status(&self) -> StoreResult<SchemaStatus>;
 }
 
-/// The exclusive processing lock of one schedule, holding its own connection.
+/// The exclusive processing locks of some schedules, holding their own connection.
 #[async_trait]
 pub trait ScheduleLock: Send {
+    /// The schedules whose locks this set holds.
+    fn held(&self) -> &[ScheduleId];
+
     /// Opens a tenant transaction on the lock's connection.
     async fn tenant_begin(&mut self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx + '_>>;
 
-    /// Releases the lock on the connection that took it. Returns false (and the caller warns)
-    /// when the lock was not held any more.
+    /// Releases the locks on the connection that took them. Returns false (and the caller
+    /// warns) when a lock was not held any more.
     async fn release(self: Box<Self>) -> StoreResult<bool>;
 }
 
@@ -546,11 +564,34 @@ pub trait TenantTx: Send {
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>>;
     /// Writes every mutable column of `schedule` (matched by id).
     async fn schedule_update(&mut self, schedule: &Schedule) -> StoreResult<Schedule>;
+    /// Schedules by id (whatever their status), in id order; with `for_update`, locked against
+    /// concurrent writers until this transaction ends (in id order, so lockers never deadlock).
+    async fn schedule_get_many(
+        &mut self,
+        ids: &[ScheduleId],
+        for_update: bool,
+    ) -> StoreResult<Vec<Schedule>>;
+    /// Advances due schedules that are still due at the expected instant; returns those
+    /// claimed (the others were claimed elsewhere, paused or changed).
+    async fn schedule_claim_many(&mut self, claims: &[ScheduleClaim])
+    -> StoreResult<Vec<Schedule>>;
     /// Advances a due schedule if it is still due at the expected instant.
-    async fn schedule_claim(&mut self, claim: &ScheduleClaim) -> StoreResult<Option<Schedule>>;
+    async fn schedule_claim(&mut self, claim: &ScheduleClaim) -> StoreResult<Option<Schedule>> {
+        Ok(self
+            .schedule_claim_many(std::slice::from_ref(claim))
+            .await?
+            .pop())
+    }
 
     /// Inserts a job. A second open job of one schedule is [`Conflict::OpenJobExists`].
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job>;
+    /// Inserts open (pending or running) jobs, leaving out, without an error, any whose
+    /// schedule already has an open job; returns those inserted.
+    async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
+    /// Writes the outcome columns (status, next_attempt_at, finished_at, result, error,
+    /// updated_at) of jobs that are still running the attempt given in `attempt`; returns those
+    /// written (the others were recorded elsewhere first).
+    async fn job_finish_many(&mut self, jobs: &[Job]) -> StoreResult<Vec<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
     /// The open (pending or running) job of a schedule, if any.
@@ -576,8 +617,12 @@ pub trait TenantTx: Send {
     /// status.
     async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
 
+    /// Appends events to the outbox, in the order given.
+    async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()>;
     /// Appends an event to the outbox.
-    async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()>;
+    async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()> {
+        self.outbox_insert_many(std::slice::from_ref(event)).await
+    }
     /// This environment's outbox events in sequence order, after sequence `after_seq`.
     async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>>;
 

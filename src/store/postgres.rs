@@ -116,25 +116,28 @@ impl Store for PgStore {
         ))
     }
 
-    async fn schedule_lock_try(
-        &self,
-        id: ScheduleId,
-    ) -> StoreResult<Option<Box<dyn ScheduleLock>>> {
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        let key = lock_key(id);
-        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(key)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        if !taken {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(PgScheduleLock {
+        let keys: Vec<i64> = ids.iter().map(|id| lock_key(*id)).collect();
+        // Session locks are re-entrant: two ids sharing a key both get it (and both unlock).
+        let taken: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_try_advisory_lock(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS t(k, n) \
+             ORDER BY n",
+        )
+        .bind(&keys)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let held: Vec<ScheduleId> = ids
+            .iter()
+            .zip(taken)
+            .filter_map(|(id, taken)| taken.then_some(*id))
+            .collect();
+        Ok(Box::new(PgScheduleLock {
             conn: Some(conn),
-            key,
+            held,
             signals: self.signals.clone(),
-        })))
+        }))
     }
 
     async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
@@ -339,6 +342,15 @@ async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
     }
 }
 
+/// A column list with every column qualified by `alias` (for statements that join).
+fn prefixed(columns: &str, alias: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn clamp_limit(limit: u32) -> i32 {
     i32::try_from(limit.min(1000)).unwrap_or(1000)
 }
@@ -536,15 +548,19 @@ impl PgConnectionExt for PgConnection {
     }
 }
 
-/// A session-level advisory lock held on its own pooled connection.
+/// Session-level advisory locks held on their own pooled connection.
 struct PgScheduleLock {
     conn: Option<PoolConnection<Postgres>>,
-    key: i64,
+    held: Vec<ScheduleId>,
     signals: Arc<Signals>,
 }
 
 #[async_trait]
 impl ScheduleLock for PgScheduleLock {
+    fn held(&self) -> &[ScheduleId] {
+        &self.held
+    }
+
     async fn tenant_begin(&mut self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx + '_>> {
         let conn = self
             .conn
@@ -560,12 +576,17 @@ impl ScheduleLock for PgScheduleLock {
         let Some(mut conn) = self.conn.take() else {
             return Ok(false);
         };
-        let released = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
-            .bind(self.key)
-            .fetch_one(&mut *conn)
-            .await;
+        if self.held.is_empty() {
+            return Ok(true);
+        }
+        let keys: Vec<i64> = self.held.iter().map(|id| lock_key(*id)).collect();
+        let released: Result<Vec<bool>, _> =
+            sqlx::query_scalar("SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k")
+                .bind(&keys)
+                .fetch_all(&mut *conn)
+                .await;
         match released {
-            Ok(held) => Ok(held),
+            Ok(held) => Ok(held.iter().all(|h| *h)),
             Err(err) => {
                 // The session state is unknown: never hand this connection to someone else.
                 conn.close_on_drop();
@@ -577,12 +598,14 @@ impl ScheduleLock for PgScheduleLock {
 
 impl Drop for PgScheduleLock {
     fn drop(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
+        if let Some(mut conn) = self.conn.take()
+            && !self.held.is_empty()
+        {
             // Dropped without release (a panic or a cancelled task): closing the session is the
             // only way to free a session lock without awaiting.
             tracing::warn!(
-                key = self.key,
-                "schedule lock dropped without release; closing its connection"
+                locks = self.held.len(),
+                "schedule locks dropped without release; closing their connection"
             );
             conn.close_on_drop();
         }
@@ -779,22 +802,119 @@ impl TenantTx for PgTenantTx<'_> {
         }
     }
 
-    async fn schedule_claim(&mut self, claim: &ScheduleClaim) -> StoreResult<Option<Schedule>> {
+    async fn schedule_get_many(
+        &mut self,
+        ids: &[ScheduleId],
+        for_update: bool,
+    ) -> StoreResult<Vec<Schedule>> {
+        let lock = if for_update { " FOR UPDATE" } else { "" };
         let sql = format!(
-            "UPDATE schedules SET next_run_at = $4, last_run_at = $5, updated_at = $5 \
-             WHERE env_id = $1 AND id = $2 AND status = 'active' AND next_run_at = $3 \
-             RETURNING {SCHEDULE_COLUMNS}"
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = ANY($2) \
+             ORDER BY id{lock}"
         );
-        let row = sqlx::query(&sql)
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let rows = sqlx::query(&sql)
             .bind(self.env_id.0)
-            .bind(claim.id.0)
-            .bind(claim.expected_next_run_at)
-            .bind(claim.next_run_at)
-            .bind(claim.now)
-            .fetch_optional(&mut *self.tx)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        row.as_ref().map(schedule_from_row).transpose()
+        rows.iter().map(schedule_from_row).collect()
+    }
+
+    async fn schedule_claim_many(
+        &mut self,
+        claims: &[ScheduleClaim],
+    ) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "UPDATE schedules s SET next_run_at = c.next_run_at, last_run_at = c.now, \
+                                    updated_at = c.now \
+             FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[]) \
+                  AS c(id, expected, next_run_at, now) \
+             WHERE s.env_id = $1 AND s.id = c.id AND s.status = 'active' \
+               AND s.next_run_at = c.expected \
+             RETURNING {}",
+            prefixed(SCHEDULE_COLUMNS, "s")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(claims.iter().map(|c| c.id.0).collect::<Vec<_>>())
+            .bind(
+                claims
+                    .iter()
+                    .map(|c| c.expected_next_run_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(claims.iter().map(|c| c.next_run_at).collect::<Vec<_>>())
+            .bind(claims.iter().map(|c| c.now).collect::<Vec<_>>())
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(schedule_from_row).collect()
+    }
+
+    async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
+        let sql = format!(
+            "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+                               next_attempt_at, started_at, idempotency_key, created_at, updated_at) \
+             SELECT j.id, j.schedule_id, $1, j.status, j.attempt, j.scheduled_for, \
+                    j.next_attempt_at, j.started_at, j.idempotency_key, j.now, j.now \
+             FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::int[], $6::timestamptz[], \
+                         $7::timestamptz[], $8::timestamptz[], $9::text[], $10::timestamptz[]) \
+                  WITH ORDINALITY AS j(id, schedule_id, status, attempt, scheduled_for, \
+                                       next_attempt_at, started_at, idempotency_key, now, n) \
+             ORDER BY j.n \
+             ON CONFLICT (schedule_id) WHERE status IN ('pending', 'running') DO NOTHING \
+             RETURNING {JOB_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(new.iter().map(|j| j.id.0).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.schedule_id.0).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.status.as_str()).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.attempt).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.scheduled_for).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.next_attempt_at).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.started_at).collect::<Vec<_>>())
+            .bind(
+                new.iter()
+                    .map(|j| Job::idempotency_key_for(j.schedule_id, j.id))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(new.iter().map(|j| j.now).collect::<Vec<_>>())
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    async fn job_finish_many(&mut self, jobs: &[Job]) -> StoreResult<Vec<Job>> {
+        let sql = format!(
+            "UPDATE jobs j SET status = u.status, next_attempt_at = u.next_attempt_at, \
+                               finished_at = u.finished_at, result = u.result, error = u.error, \
+                               updated_at = u.updated_at \
+             FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
+                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[]) \
+                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, updated_at) \
+             WHERE j.env_id = $1 AND j.id = u.id AND j.status = 'running' \
+               AND j.attempt = u.attempt \
+             RETURNING {}",
+            prefixed(JOB_COLUMNS, "j")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(jobs.iter().map(|j| j.id.0).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.attempt).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.status.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.next_attempt_at).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.finished_at).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.result.clone()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.error.clone()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.updated_at).collect::<Vec<_>>())
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(job_from_row).collect()
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
@@ -1001,17 +1121,33 @@ impl TenantTx for PgTenantTx<'_> {
         })
     }
 
-    async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()> {
+    async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
             "INSERT INTO outbox (id, env_id, schedule_id, event_type, payload, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+             SELECT e.id, $1, e.schedule_id, e.event_type, e.payload, e.created_at \
+             FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $6::timestamptz[]) \
+                  WITH ORDINALITY AS e(id, schedule_id, event_type, payload, created_at, n) \
+             ORDER BY e.n",
         )
-        .bind(event.id.0)
         .bind(self.env_id.0)
-        .bind(event.schedule_id.map(|id| id.0))
-        .bind(&event.event_type)
-        .bind(&event.payload)
-        .bind(event.now)
+        .bind(events.iter().map(|e| e.id.0).collect::<Vec<_>>())
+        .bind(
+            events
+                .iter()
+                .map(|e| e.schedule_id.map(|id| id.0))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events
+                .iter()
+                .map(|e| e.event_type.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.now).collect::<Vec<_>>())
         .execute(&mut *self.tx)
         .await
         .map_err(db_err)?;

@@ -195,19 +195,18 @@ impl Store for SqliteStore {
         }))
     }
 
-    async fn schedule_lock_try(
-        &self,
-        id: ScheduleId,
-    ) -> StoreResult<Option<Box<dyn ScheduleLock>>> {
-        let mut held = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        if !held.insert(id) {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(SqliteScheduleLock {
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
+        let mut locked = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        let held = ids
+            .iter()
+            .copied()
+            .filter(|id| locked.insert(*id))
+            .collect();
+        Ok(Box::new(SqliteScheduleLock {
             store: self.clone(),
-            id,
+            held,
             released: false,
-        })))
+        }))
     }
 
     async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
@@ -459,10 +458,10 @@ impl Store for SqliteStore {
     }
 }
 
-/// A process-local schedule lock.
+/// Process-local schedule locks.
 struct SqliteScheduleLock {
     store: SqliteStore,
-    id: ScheduleId,
+    held: Vec<ScheduleId>,
     released: bool,
 }
 
@@ -472,13 +471,22 @@ impl SqliteScheduleLock {
             return false;
         }
         self.released = true;
-        let mut held = self.store.locks.lock().unwrap_or_else(|p| p.into_inner());
-        held.remove(&self.id)
+        let mut locked = self.store.locks.lock().unwrap_or_else(|p| p.into_inner());
+        // Every lock is removed, even after one that was not held.
+        let mut all_held = true;
+        for id in &self.held {
+            all_held &= locked.remove(id);
+        }
+        all_held
     }
 }
 
 #[async_trait]
 impl ScheduleLock for SqliteScheduleLock {
+    fn held(&self) -> &[ScheduleId] {
+        &self.held
+    }
+
     async fn tenant_begin(&mut self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx + '_>> {
         self.store.tenant_begin(env_id).await
     }
@@ -668,22 +676,108 @@ impl TenantTx for SqliteTenantTx {
         }
     }
 
-    async fn schedule_claim(&mut self, claim: &ScheduleClaim) -> StoreResult<Option<Schedule>> {
+    async fn schedule_get_many(
+        &mut self,
+        ids: &[ScheduleId],
+        _for_update: bool,
+    ) -> StoreResult<Vec<Schedule>> {
+        // One connection serialises every transaction: plain reads are already exclusive.
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(schedule) = self.schedule_get(*id).await? {
+                found.push(schedule);
+            }
+        }
+        found.sort_by_key(|s| s.id);
+        found.dedup_by_key(|s| s.id);
+        Ok(found)
+    }
+
+    async fn schedule_claim_many(
+        &mut self,
+        claims: &[ScheduleClaim],
+    ) -> StoreResult<Vec<Schedule>> {
         let sql = format!(
             "UPDATE schedules SET next_run_at = ?4, last_run_at = ?5, updated_at = ?5 \
              WHERE env_id = ?1 AND id = ?2 AND status = 'active' AND next_run_at = ?3 \
              RETURNING {SCHEDULE_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
-            .bind(self.env())
-            .bind(claim.id.0.to_string())
-            .bind(claim.expected_next_run_at.timestamp_micros())
-            .bind(claim.next_run_at.map(|t| t.timestamp_micros()))
-            .bind(claim.now.timestamp_micros())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(schedule_from_row).transpose()
+        let mut claimed = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let row = sqlx::query(&sql)
+                .bind(self.env())
+                .bind(claim.id.0.to_string())
+                .bind(claim.expected_next_run_at.timestamp_micros())
+                .bind(claim.next_run_at.map(|t| t.timestamp_micros()))
+                .bind(claim.now.timestamp_micros())
+                .fetch_optional(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+            if let Some(row) = row {
+                claimed.push(schedule_from_row(&row)?);
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
+        let sql = format!(
+            "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+             next_attempt_at, started_at, idempotency_key, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) \
+             ON CONFLICT (schedule_id) WHERE status IN ('pending', 'running') DO NOTHING \
+             RETURNING {JOB_COLUMNS}"
+        );
+        let mut opened = Vec::with_capacity(new.len());
+        for job in new {
+            let row = sqlx::query(&sql)
+                .bind(job.id.0.to_string())
+                .bind(job.schedule_id.0.to_string())
+                .bind(self.env())
+                .bind(job.status.as_str())
+                .bind(job.attempt)
+                .bind(job.scheduled_for.timestamp_micros())
+                .bind(job.next_attempt_at.map(|t| t.timestamp_micros()))
+                .bind(job.started_at.map(|t| t.timestamp_micros()))
+                .bind(Job::idempotency_key_for(job.schedule_id, job.id))
+                .bind(job.now.timestamp_micros())
+                .fetch_optional(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+            if let Some(row) = row {
+                opened.push(job_from_row(&row)?);
+            }
+        }
+        Ok(opened)
+    }
+
+    async fn job_finish_many(&mut self, jobs: &[Job]) -> StoreResult<Vec<Job>> {
+        let sql = format!(
+            "UPDATE jobs SET status = ?4, next_attempt_at = ?5, finished_at = ?6, result = ?7, \
+             error = ?8, updated_at = ?9 \
+             WHERE env_id = ?1 AND id = ?2 AND status = 'running' AND attempt = ?3 \
+             RETURNING {JOB_COLUMNS}"
+        );
+        let mut finished = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let row = sqlx::query(&sql)
+                .bind(self.env())
+                .bind(job.id.0.to_string())
+                .bind(job.attempt)
+                .bind(job.status.as_str())
+                .bind(job.next_attempt_at.map(|t| t.timestamp_micros()))
+                .bind(job.finished_at.map(|t| t.timestamp_micros()))
+                .bind(job.result.as_ref().map(json_text))
+                .bind(&job.error)
+                .bind(job.updated_at.timestamp_micros())
+                .fetch_optional(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+            if let Some(row) = row {
+                finished.push(job_from_row(&row)?);
+            }
+        }
+        Ok(finished)
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
@@ -890,21 +984,25 @@ impl TenantTx for SqliteTenantTx {
         })
     }
 
-    async fn outbox_insert(&mut self, event: &NewEvent) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO outbox (id, env_id, schedule_id, event_type, payload, created_at) \
+    async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
+        for event in events {
+            sqlx::query(
+                "INSERT INTO outbox (id, env_id, schedule_id, event_type, payload, created_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .bind(event.id.0.to_string())
-        .bind(self.env())
-        .bind(event.schedule_id.map(|id| id.0.to_string()))
-        .bind(&event.event_type)
-        .bind(json_text(&event.payload))
-        .bind(event.now.timestamp_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(db_err)?;
-        self.on_commit.request(Channel::Outbox, false);
+            )
+            .bind(event.id.0.to_string())
+            .bind(self.env())
+            .bind(event.schedule_id.map(|id| id.0.to_string()))
+            .bind(&event.event_type)
+            .bind(json_text(&event.payload))
+            .bind(event.now.timestamp_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        }
+        if !events.is_empty() {
+            self.on_commit.request(Channel::Outbox, false);
+        }
         Ok(())
     }
 

@@ -1052,6 +1052,137 @@ pub async fn commits_ring_signals_and_rollbacks_do_not(store: Arc<dyn Store>) {
         .expect("outbox rung");
 }
 
+pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let a = insert_schedule(&store, env, new_schedule("a", "billing")).await;
+    let b = insert_schedule(&store, env, new_schedule("b", "billing")).await;
+    let c = insert_schedule(&store, env, new_schedule("c", "billing")).await;
+    let elsewhere = insert_schedule(&store, EnvId::new(), new_schedule("x", "billing")).await;
+
+    // Lock sets: what is free is taken, what is held elsewhere is not.
+    let first = store.schedule_locks_try(&[a.id, b.id]).await.unwrap();
+    assert_eq!(first.held(), [a.id, b.id]);
+    let second = store.schedule_locks_try(&[b.id, c.id]).await.unwrap();
+    assert_eq!(second.held(), [c.id], "b is held by the first set");
+    assert!(first.release().await.unwrap());
+    assert!(second.release().await.unwrap());
+    let again = store.schedule_locks_try(&[a.id, b.id, c.id]).await.unwrap();
+    assert_eq!(again.held().len(), 3, "released locks are free again");
+    assert!(again.release().await.unwrap());
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    // Reads: id order, this environment only.
+    let got = tx
+        .schedule_get_many(&[c.id, a.id, elsewhere.id, b.id], true)
+        .await
+        .unwrap();
+    let mut expected = vec![a.id, b.id, c.id];
+    expected.sort();
+    assert_eq!(got.iter().map(|s| s.id).collect::<Vec<_>>(), expected);
+
+    // Claims: only those still due at the expected instant.
+    let due = a.next_run_at.unwrap();
+    let claim = |id, expected| ScheduleClaim {
+        id,
+        expected_next_run_at: expected,
+        next_run_at: Some(due + Duration::minutes(5)),
+        now: due,
+    };
+    let claimed = tx
+        .schedule_claim_many(&[
+            claim(a.id, due),
+            claim(b.id, due - Duration::minutes(1)),
+            claim(c.id, due),
+            claim(elsewhere.id, due),
+        ])
+        .await
+        .unwrap();
+    let mut claimed_ids: Vec<_> = claimed.iter().map(|s| s.id).collect();
+    claimed_ids.sort();
+    let mut want = vec![a.id, c.id];
+    want.sort();
+    assert_eq!(claimed_ids, want);
+    assert!(
+        claimed
+            .iter()
+            .all(|s| s.next_run_at == Some(due + Duration::minutes(5)))
+    );
+    assert!(claimed.iter().all(|s| s.last_run_at == Some(due)));
+
+    // Opening jobs leaves out a schedule that already has an open job, without an error.
+    let pending = tx
+        .job_insert(&new_job(b.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    let opened = tx
+        .job_open_many(&[
+            new_job(a.id, JobStatus::Running),
+            new_job(b.id, JobStatus::Running),
+            new_job(c.id, JobStatus::Running),
+        ])
+        .await
+        .unwrap();
+    let mut opened_for: Vec<_> = opened.iter().map(|j| j.schedule_id).collect();
+    opened_for.sort();
+    assert_eq!(opened_for, want);
+    assert!(
+        opened
+            .iter()
+            .all(|j| j.status == JobStatus::Running && j.attempt == 1)
+    );
+    assert_eq!(
+        tx.job_get_open(b.id).await.unwrap().map(|j| j.id),
+        Some(pending.id),
+        "the existing open job stays"
+    );
+
+    // Finishing writes only attempts that are still running as given.
+    let mut done = opened[0].clone();
+    done.status = JobStatus::Succeeded;
+    done.finished_at = Some(due + Duration::seconds(1));
+    done.result = Some(json!({"ok": true}));
+    done.updated_at = due + Duration::seconds(1);
+    let mut stale = opened[1].clone();
+    stale.attempt = 7;
+    stale.status = JobStatus::Failed;
+    let finished = tx.job_finish_many(&[done.clone(), stale]).await.unwrap();
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0].id, done.id);
+    assert_eq!(finished[0].status, JobStatus::Succeeded);
+    assert_eq!(finished[0].result, Some(json!({"ok": true})));
+    assert_eq!(
+        tx.job_get(opened[1].id).await.unwrap().unwrap().status,
+        JobStatus::Running,
+        "a mismatched attempt is not written"
+    );
+    assert!(
+        tx.job_finish_many(&[done]).await.unwrap().is_empty(),
+        "only running jobs finish"
+    );
+
+    // Events keep the order given.
+    let events: Vec<NewEvent> = (0..3)
+        .map(|i| NewEvent {
+            id: EventId::new(),
+            schedule_id: Some(a.id),
+            event_type: format!("e{i}"),
+            payload: json!({"i": i}),
+            now: due,
+        })
+        .collect();
+    tx.outbox_insert_many(&events).await.unwrap();
+    tx.outbox_insert_many(&[]).await.unwrap();
+    let listed = tx.outbox_list(0, 100).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect::<Vec<_>>(),
+        ["e0", "e1", "e2"]
+    );
+    tx.commit().await.unwrap();
+}
+
 pub async fn schema_is_current_after_migration(store: Arc<dyn Store>) {
     let status = store.schema_status().await.unwrap();
     assert!(!status.applied.is_empty());
@@ -1436,6 +1567,7 @@ macro_rules! conformance_suite {
                 schedule_locks_exclude_each_other,
                 commits_ring_signals_and_rollbacks_do_not,
                 schema_is_current_after_migration,
+                batch_operations_match_their_single_forms,
                 outbox_claims_follow_seq_and_schedule_order,
                 outbox_leases_expire,
                 outbox_failures_back_off_and_park,
