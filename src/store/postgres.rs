@@ -110,10 +110,12 @@ impl Store for PgStore {
     }
 
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
-        let tx = self.pool.begin().await.map_err(db_err)?;
-        Ok(Box::new(
-            PgTenantTx::start(tx, env_id, self.signals.clone()).await?,
-        ))
+        let tx = self
+            .pool
+            .begin_with(begin_tenant_sql(env_id))
+            .await
+            .map_err(db_err)?;
+        Ok(Box::new(PgTenantTx::new(tx, env_id, self.signals.clone())))
     }
 
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
@@ -534,6 +536,7 @@ async fn apply(conn: &mut PgConnection, migration: &Migration) -> StoreResult<()
 trait PgConnectionExt {
     async fn connect_with_opts(options: PgConnectOptions) -> StoreResult<PgConnection>;
     async fn begin_tx(&mut self) -> StoreResult<Transaction<'_, Postgres>>;
+    async fn begin_tenant(&mut self, env_id: EnvId) -> StoreResult<Transaction<'_, Postgres>>;
 }
 
 impl PgConnectionExt for PgConnection {
@@ -546,6 +549,22 @@ impl PgConnectionExt for PgConnection {
         use sqlx::Connection as _;
         self.begin().await.map_err(db_err)
     }
+
+    async fn begin_tenant(&mut self, env_id: EnvId) -> StoreResult<Transaction<'_, Postgres>> {
+        use sqlx::Connection as _;
+        self.begin_with(begin_tenant_sql(env_id))
+            .await
+            .map_err(db_err)
+    }
+}
+
+/// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
+/// message with both statements). The context is transaction-local, so it lives exactly as
+/// long as this transaction. The env id is a typed UUID, formatted by us: nothing from a
+/// request is spliced into the text.
+fn begin_tenant_sql(env_id: EnvId) -> String {
+    let id: Uuid = env_id.0;
+    format!("BEGIN; SELECT cron.sentin8_set_tenant_context('{id}'::uuid)")
 }
 
 /// Session-level advisory locks held on their own pooled connection.
@@ -566,10 +585,8 @@ impl ScheduleLock for PgScheduleLock {
             .conn
             .as_mut()
             .ok_or_else(|| StoreError::Config("schedule lock already released".into()))?;
-        let tx = conn.begin_tx().await?;
-        Ok(Box::new(
-            PgTenantTx::start(tx, env_id, self.signals.clone()).await?,
-        ))
+        let tx = conn.begin_tenant(env_id).await?;
+        Ok(Box::new(PgTenantTx::new(tx, env_id, self.signals.clone())))
     }
 
     async fn release(mut self: Box<Self>) -> StoreResult<bool> {
@@ -621,22 +638,13 @@ struct PgTenantTx<'c> {
 }
 
 impl<'c> PgTenantTx<'c> {
-    async fn start(
-        mut tx: Transaction<'c, Postgres>,
-        env_id: EnvId,
-        signals: Arc<Signals>,
-    ) -> StoreResult<Self> {
-        sqlx::query("SELECT cron.sentin8_set_tenant_context($1)")
-            .bind(env_id.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        Ok(Self {
+    fn new(tx: Transaction<'c, Postgres>, env_id: EnvId, signals: Arc<Signals>) -> Self {
+        Self {
             tx,
             env_id,
             signals,
             on_commit: Rings::default(),
-        })
+        }
     }
 
     async fn one_schedule(&mut self, sql: &str, id: ScheduleId) -> StoreResult<Option<Schedule>> {
