@@ -36,7 +36,7 @@ PY
 )
 
 LOG=$(mktemp)
-SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=16 \
+SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=${POOL:-16} \
   "$BIN" serve --listen "127.0.0.1:$PORT" \
   --database-url "postgres://sentin8_cron_service@$HOSTPART/$DB" >"$LOG" 2>&1 &
 PID=$!
@@ -70,6 +70,7 @@ summarise() { # wrk output → "requests/s p50 p99 non-2xx"
   awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$5}
        END {printf "%s %s %s %s\n", rps, p50, p99, (bad == "" ? 0 : bad)}'
 }
+[ -n "${PROFILE_TOP:-}" ] && (sleep 5; top -b -n 2 -d 4 | grep -E "sentin8|postgres|wrk|Cpu" | head -12 >&2) &
 GET_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
   -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/v1/schedules/$ID?target_env_id=$ENV_ID")
 POST_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LUA" "http://127.0.0.1:$PORT")

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use super::output::{self, OutputFormat};
-use super::{DatabaseArgs, cli_actor, open_store};
+use super::{DatabaseArgs, StoreUse, cli_actor, open_store};
 use crate::core::model::{DlqEntry, DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
@@ -61,7 +61,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             database,
             output: format,
         } => {
-            let store = open_store(&database, false).await?;
+            let store = open_store(
+                &database,
+                StoreUse::Command {
+                    migrate_embedded: false,
+                },
+            )
+            .await?;
             let envs = match env {
                 Some(env) => vec![env],
                 None => store.dlq_envs().await?,
@@ -118,7 +124,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             database,
             output: format,
         } => {
-            let store = open_store(&database, false).await?;
+            let store = open_store(
+                &database,
+                StoreUse::Command {
+                    migrate_embedded: false,
+                },
+            )
+            .await?;
             let job = Ops::new(store).dlq_republish(env, id, &cli_actor()).await?;
             match format {
                 OutputFormat::Json => output::write_json(out, &job)?,

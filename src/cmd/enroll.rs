@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{EXIT_INVALID, utc_text};
-use super::{DatabaseArgs, open_store, parse_duration_arg};
+use super::{DatabaseArgs, StoreUse, open_store, parse_duration_arg};
 use crate::core::clock::{Clock as _, SystemClock};
 use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
@@ -161,7 +161,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     }
 
     // A dry run writes nothing, not even the embedded database's schema.
-    let store = open_store(&args.database, !args.dry_run).await?;
+    let store = open_store(
+        &args.database,
+        StoreUse::Command {
+            migrate_embedded: !args.dry_run,
+        },
+    )
+    .await?;
     let request = EnrollRequest {
         env: args.env,
         domain: args.domain.clone(),

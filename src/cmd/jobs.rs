@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use super::output::{self, OutputFormat};
-use super::{DatabaseArgs, open_store};
+use super::{DatabaseArgs, StoreUse, open_store};
 use crate::core::model::{EnvId, JobStatus, ScheduleId};
 use crate::core::store::JobQuery;
 
@@ -48,7 +48,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         database,
         output: format,
     } = args.command;
-    let store = open_store(&database, false).await?;
+    let store = open_store(
+        &database,
+        StoreUse::Command {
+            migrate_embedded: false,
+        },
+    )
+    .await?;
     let mut tx = store.tenant_begin(env).await?;
     let jobs = tx
         .job_list(&JobQuery {

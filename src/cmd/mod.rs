@@ -148,12 +148,29 @@ pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// How a command uses the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreUse {
+    /// `serve`: migrates the embedded store, and keeps its changes to itself (its own ticker
+    /// and relay are woken in-process).
+    Serve,
+    /// A one-shot command; its changes are announced to running `serve` processes.
+    Command {
+        /// Migrate the embedded SQLite store when it needs it.
+        migrate_embedded: bool,
+    },
+}
+
 /// Opens the store and checks its schema. The embedded SQLite store migrates itself when asked
 /// to (it has no operator to do it); PostgreSQL never does (run `sentin8-cron migrate`).
 pub async fn open_store(
     database: &DatabaseArgs,
-    migrate_embedded: bool,
+    usage: StoreUse,
 ) -> anyhow::Result<Arc<dyn Store>> {
+    let migrate_embedded = match usage {
+        StoreUse::Serve => true,
+        StoreUse::Command { migrate_embedded } => migrate_embedded,
+    };
     let url = database.database_url.as_str();
     let backend = Backend::from_url(url)?;
     if backend == Backend::Sqlite && migrate_embedded {
@@ -164,6 +181,7 @@ pub async fn open_store(
     }
     let options = ConnectOptions {
         max_connections: database.db_pool_size,
+        announce_changes: usage != StoreUse::Serve,
         ..ConnectOptions::default()
     };
     let store = crate::store::connect(url, &options)

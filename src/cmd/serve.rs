@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::ValueEnum;
 
-use super::{DatabaseArgs, EngineArgs, open_store, parse_duration_arg};
+use super::{DatabaseArgs, EngineArgs, StoreUse, open_store, parse_duration_arg};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
 use crate::dispatch::{DispatchConfig, HttpDispatcher, TokenSettings};
@@ -58,7 +58,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     init_logging(args.log_format);
     let url = args.database.database_url.clone();
     let backend = Backend::from_url(&url)?;
-    let store = open_store(&args.database, backend == Backend::Sqlite).await?;
+    let store = open_store(&args.database, StoreUse::Serve).await?;
     let capabilities = store.capabilities();
     if backend == Backend::Postgres && !capabilities.row_level_security {
         tracing::warn!(

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
-use super::{DatabaseArgs, EngineArgs, open_store};
+use super::{DatabaseArgs, EngineArgs, StoreUse, open_store};
 use crate::core::clock::SystemClock;
 use crate::core::engine::Engine;
 use crate::core::metrics::Metrics;
@@ -30,7 +30,13 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let store = open_store(&args.database, true).await?;
+    let store = open_store(
+        &args.database,
+        StoreUse::Command {
+            migrate_embedded: true,
+        },
+    )
+    .await?;
     let dispatch = DispatchConfig::from_env()?;
     let dispatcher = HttpDispatcher::new(&dispatch)?;
     let engine = Engine::new(

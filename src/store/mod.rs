@@ -81,6 +81,10 @@ pub struct ConnectOptions {
     pub max_connections: u32,
     /// How long to wait for a pooled connection before failing.
     pub acquire_timeout: Duration,
+    /// Tells other processes about committed changes (PostgreSQL NOTIFY), so their tickers
+    /// wake. A process that runs its own ticker and relay turns it off: they are woken
+    /// in-process, any process may fire any schedule, and a NOTIFY serialises commits.
+    pub announce_changes: bool,
 }
 
 impl Default for ConnectOptions {
@@ -88,6 +92,7 @@ impl Default for ConnectOptions {
         Self {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(10),
+            announce_changes: true,
         }
     }
 }

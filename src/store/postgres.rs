@@ -38,6 +38,7 @@ pub struct PgStore {
     pool: PgPool,
     rls_bypassed: bool,
     signals: Arc<Signals>,
+    announce_changes: bool,
 }
 
 impl PgStore {
@@ -61,6 +62,7 @@ impl PgStore {
             pool,
             rls_bypassed,
             signals: Arc::default(),
+            announce_changes: options.announce_changes,
         })
     }
 
@@ -115,7 +117,12 @@ impl Store for PgStore {
             .begin_with(begin_tenant_sql(env_id))
             .await
             .map_err(db_err)?;
-        Ok(Box::new(PgTenantTx::new(tx, env_id, self.signals.clone())))
+        Ok(Box::new(PgTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+            self.announce_changes,
+        )))
     }
 
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
@@ -139,6 +146,7 @@ impl Store for PgStore {
             conn: Some(conn),
             held,
             signals: self.signals.clone(),
+            announce_changes: self.announce_changes,
         }))
     }
 
@@ -572,6 +580,7 @@ struct PgScheduleLock {
     conn: Option<PoolConnection<Postgres>>,
     held: Vec<ScheduleId>,
     signals: Arc<Signals>,
+    announce_changes: bool,
 }
 
 #[async_trait]
@@ -586,7 +595,12 @@ impl ScheduleLock for PgScheduleLock {
             .as_mut()
             .ok_or_else(|| StoreError::Config("schedule lock already released".into()))?;
         let tx = conn.begin_tenant(env_id).await?;
-        Ok(Box::new(PgTenantTx::new(tx, env_id, self.signals.clone())))
+        Ok(Box::new(PgTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+            self.announce_changes,
+        )))
     }
 
     async fn release(mut self: Box<Self>) -> StoreResult<bool> {
@@ -635,15 +649,22 @@ struct PgTenantTx<'c> {
     env_id: EnvId,
     signals: Arc<Signals>,
     on_commit: Rings,
+    announce_changes: bool,
 }
 
 impl<'c> PgTenantTx<'c> {
-    fn new(tx: Transaction<'c, Postgres>, env_id: EnvId, signals: Arc<Signals>) -> Self {
+    fn new(
+        tx: Transaction<'c, Postgres>,
+        env_id: EnvId,
+        signals: Arc<Signals>,
+        announce_changes: bool,
+    ) -> Self {
         Self {
             tx,
             env_id,
             signals,
             on_commit: Rings::default(),
+            announce_changes,
         }
     }
 
@@ -665,7 +686,7 @@ impl TenantTx for PgTenantTx<'_> {
     }
 
     fn notify_on_commit(&mut self, channel: Channel) {
-        self.on_commit.request(channel, true);
+        self.on_commit.request(channel, self.announce_changes);
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {

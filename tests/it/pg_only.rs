@@ -548,3 +548,49 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
     .unwrap();
     assert_eq!(claimed, 1);
 }
+
+#[tokio::test]
+async fn a_serving_process_keeps_its_changes_to_itself() {
+    use sentin8_cron::store::{ConnectOptions, postgres::PgStore};
+
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    // `serve` opens its store without announcing: its own ticker is woken in-process and any
+    // process may fire any schedule, so a NOTIFY (which serialises commits) buys nothing.
+    let quiet = PgStore::connect(
+        &db.service_url,
+        &ConnectOptions {
+            announce_changes: false,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let other = PgStore::connect(&db.service_url, &ConnectOptions::default())
+        .await
+        .unwrap();
+    other.signals_listen().await.unwrap();
+
+    let mut tx = quiet.tenant_begin(EnvId::new()).await.unwrap();
+    tx.schedule_insert(&new_schedule("s", "billing"))
+        .await
+        .unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.commit().await.unwrap();
+    tokio::time::timeout(
+        StdDuration::from_secs(1),
+        quiet.signals().schedules.notified(),
+    )
+    .await
+    .expect("its own process is woken");
+    assert!(
+        tokio::time::timeout(
+            StdDuration::from_millis(300),
+            other.signals().schedules.notified()
+        )
+        .await
+        .is_err(),
+        "other processes are not"
+    );
+}
