@@ -3,6 +3,9 @@
 #   GET  /v1/schedules/{id}  and  POST /v1/schedules,
 # plus the resident memory of the idle process. Prints a Markdown table.
 #
+# serve reaches PostgreSQL over loopback without TLS (DB_PARAMS=?sslmode=disable, as a co-located
+# deployment would; DB_PARAMS= keeps the driver default, TLS when the server offers it).
+#
 # Run: benches/api_load.sh   (PostgreSQL at SENTIN8_CRON_BENCH_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/postgres; about a minute after the release build).
 set -euo pipefail
@@ -36,9 +39,9 @@ PY
 )
 
 LOG=$(mktemp)
-SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=${POOL:-16} \
+SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=${POOL:-8} \
   "$BIN" serve --listen "127.0.0.1:$PORT" \
-  --database-url "postgres://sentin8_cron_service@$HOSTPART/$DB" >"$LOG" 2>&1 &
+  --database-url "postgres://sentin8_cron_service@$HOSTPART/$DB${DB_PARAMS-?sslmode=disable}" >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null' EXIT
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/v1/health" >/dev/null && break; sleep 0.2; done
@@ -70,7 +73,6 @@ summarise() { # wrk output → "requests/s p50 p99 non-2xx"
   awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$5}
        END {printf "%s %s %s %s\n", rps, p50, p99, (bad == "" ? 0 : bad)}'
 }
-[ -n "${PROFILE_TOP:-}" ] && (sleep 5; top -b -n 2 -d 4 | grep -E "sentin8|postgres|wrk|Cpu" | head -12 >&2) &
 GET_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
   -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/v1/schedules/$ID?target_env_id=$ENV_ID")
 POST_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LUA" "http://127.0.0.1:$PORT")
