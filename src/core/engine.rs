@@ -2,16 +2,19 @@
 //! happened and schedules retries. `serve` loops it ([`Engine::run`]); `tick --once` calls
 //! [`Engine::tick`] once.
 //!
-//! A fire goes through three steps, and never holds a transaction across the network call:
+//! A fire goes through three steps, and never holds a transaction across the network call.
+//! Due schedules are handled in batches, one group per environment:
 //!
-//! 1. **Claim**, under the schedule's lock and in one tenant transaction on the lock's
-//!    connection: the claim-conditional UPDATE advances `next_run_at` to the next fire strictly
-//!    after now (missed fires are skipped, never replayed), and a running job is inserted (or,
-//!    if the previous job is still open, a skipped one). The unique open-job index is the
-//!    backstop: whatever races, a schedule has at most one open job.
-//! 2. **Call** the owning service, bounded by the job timeout.
-//! 3. **Record** the outcome in one tenant transaction with its outbox event: success; a retry
-//!    after backoff; or, when retries are exhausted, a dead-letter entry.
+//! 1. **Claim**, under the group's schedule locks and in one tenant transaction on the locks'
+//!    connection: the claim-conditional UPDATE advances each `next_run_at` to the next fire
+//!    strictly after now (missed fires are skipped, never replayed), and a running job is
+//!    opened for each (or, if a schedule's previous job is still open, a skipped one is
+//!    recorded). The unique open-job index is the backstop: whatever races, a schedule has at
+//!    most one open job.
+//! 2. **Call** the owning services concurrently, each call bounded by the job timeout.
+//! 3. **Record** the outcomes that are ready together in one tenant transaction with their
+//!    outbox events: success; a retry after backoff; or, when retries are exhausted, a
+//!    dead-letter entry. An attempt recorded elsewhere first (it went stale) is left alone.
 //!
 //! The retry drain runs pending jobs whose backoff has elapsed through the same call and record
 //! steps, after a claim-conditional UPDATE. Attempts whose process died mid-call are noticed

@@ -170,6 +170,11 @@ impl Rings {
 }
 
 /// The advisory-lock key of a schedule: the first 8 bytes of its UUID as a big-endian i64.
+///
+/// Ids are UUIDv7, whose first 8 bytes are a millisecond timestamp and 12 random bits, so two
+/// schedules created in the same millisecond share a key once in 4,096 times. A shared key only
+/// makes their locks exclude each other (one of them waits for the next tick); it never lets a
+/// schedule fire twice, which the claim-conditional UPDATE and the open-job index rule out.
 pub fn lock_key(id: ScheduleId) -> i64 {
     let bytes = id.0.as_bytes();
     let mut first = [0u8; 8];
