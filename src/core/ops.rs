@@ -543,12 +543,12 @@ impl Ops {
         let retried = tx.job_update(&retried).await?;
         let entries = tx
             .dlq_list(&DlqQuery {
-                schedule_id: Some(job.schedule_id),
+                job_id: Some(job.id),
                 limit: 1000,
                 ..DlqQuery::default()
             })
             .await?;
-        for entry in entries.iter().filter(|e| e.job_id == job.id) {
+        for entry in &entries {
             tx.dlq_delete(entry.id).await?;
         }
         let event = EventPayload::for_schedule(events::JOB_RETRIED, &schedule, actor.now)

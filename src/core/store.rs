@@ -326,6 +326,8 @@ pub struct NewDlqEntry {
 pub struct DlqQuery {
     pub domain: Option<String>,
     pub schedule_id: Option<ScheduleId>,
+    /// Only the entry of this job (a job lands in the DLQ at most once between retries).
+    pub job_id: Option<JobId>,
     pub before: Option<DlqId>,
     pub limit: u32,
 }

@@ -677,6 +677,7 @@ pub async fn list_dlq(
             &DlqQuery {
                 domain: query.domain,
                 schedule_id: None,
+                job_id: None,
                 before: cursor(query.cursor.as_deref())?.map(DlqId),
                 limit,
             },

@@ -1106,6 +1106,7 @@ impl TenantTx for PgTenantTx<'_> {
                AND ($2::text IS NULL OR domain = $2) \
                AND ($3::uuid IS NULL OR schedule_id = $3) \
                AND ($4::uuid IS NULL OR id < $4) \
+               AND ($6::uuid IS NULL OR job_id = $6) \
              ORDER BY id DESC LIMIT $5"
         );
         let rows = sqlx::query(&sql)
@@ -1114,6 +1115,7 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(query.schedule_id.map(|id| id.0))
             .bind(query.before.map(|id| id.0))
             .bind(i64::from(query.limit))
+            .bind(query.job_id.map(|id| id.0))
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;

@@ -940,6 +940,7 @@ impl TenantTx for SqliteTenantTx {
                AND (?2 IS NULL OR domain = ?2) \
                AND (?3 IS NULL OR schedule_id = ?3) \
                AND (?4 IS NULL OR id < ?4) \
+               AND (?6 IS NULL OR job_id = ?6) \
              ORDER BY id DESC LIMIT ?5"
         );
         let rows = sqlx::query(&sql)
@@ -948,6 +949,7 @@ impl TenantTx for SqliteTenantTx {
             .bind(query.schedule_id.map(|id| id.0.to_string()))
             .bind(query.before.map(|id| id.0.to_string()))
             .bind(i64::from(query.limit))
+            .bind(query.job_id.map(|id| id.0.to_string()))
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;

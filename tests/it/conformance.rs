@@ -607,6 +607,18 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
         of_b.iter().map(|e| e.id).collect::<Vec<_>>(),
         vec![entries[1].id]
     );
+    let of_job = tx
+        .dlq_list(&DlqQuery {
+            job_id: Some(entries[2].job_id),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        of_job.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![entries[2].id]
+    );
 
     assert!(tx.dlq_delete(entries[1].id).await.unwrap());
     assert!(
