@@ -17,12 +17,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sentin8_cron::bus::{NatsSettings, NatsSink};
 use sentin8_cron::core::clock::SystemClock;
 use sentin8_cron::core::metrics::Metrics;
 use sentin8_cron::core::model::{EnvId, EventId, ScheduleId};
 use sentin8_cron::core::relay::{Relay, RelayOptions};
 use sentin8_cron::core::store::{NewEvent, Store};
-use sentin8_cron::relay::{NatsSettings, NatsSink};
 use sentin8_cron::store::postgres::PgStore;
 use sentin8_cron::store::{self, ConnectOptions};
 use serde_json::json;

@@ -8,11 +8,14 @@
 //!
 //! - [`core`] holds the domain and the engine (cron expressions, clock, retry policy, tick
 //!   logic). It never touches SQL, HTTP frameworks or HTTP clients.
-//! - [`dispatch`] calls owning services back over HTTP (the proxy-back client and its M2M
-//!   tokens), implementing the port `core` defines.
-//! - [`server`] authenticates API callers (bearer JWTs) and decides what they may do.
-//! - [`relay`] delivers outbox events to a bus (NATS JetStream, a webhook or the log),
+//! - [`callback`] calls owning services back over HTTP (the proxy-back client and its M2M
+//!   tokens), implementing the dispatch port `core` defines.
+//! - [`server`] is the HTTP API: it authenticates callers (bearer JWTs), decides what they may
+//!   do and serves the admin pages.
+//! - [`bus`] delivers outbox events to a bus (NATS JetStream, a webhook or the log),
 //!   implementing the sink port of [`core::relay`].
+//! - [`daemon`] wires one `serve` process together: HTTP server, ticker and relay, with one
+//!   shutdown and a bounded drain.
 //! - [`store`] holds all SQL: the PostgreSQL and SQLite backends of the storage seam.
 //! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
 //!   schedules), printed by `sentin8-cron --print-registration`.
@@ -20,10 +23,11 @@
 //!
 #![forbid(unsafe_code)]
 
+pub mod bus;
+pub mod callback;
 pub mod cmd;
 pub mod core;
-pub mod dispatch;
+pub mod daemon;
 pub mod registration;
-pub mod relay;
 pub mod server;
 pub mod store;

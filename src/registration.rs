@@ -9,9 +9,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::callback::config as dispatch_config;
 use crate::core::decl::ScheduleDecl;
 use crate::core::events;
-use crate::dispatch::config as dispatch_config;
 use crate::server::auth;
 
 /// The service's name.

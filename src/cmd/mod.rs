@@ -139,7 +139,7 @@ impl EngineArgs {
 }
 
 pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    match crate::dispatch::parse_duration(text) {
+    match crate::callback::parse_duration(text) {
         Some(d) if !d.is_zero() => Ok(d),
         Some(_) => Err("must be greater than zero".to_owned()),
         None => Err(format!(

@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use super::DatabaseArgs;
 use super::output::{self, OutputFormat};
+use crate::bus::{ENV_BUS_URL, RelayConfig, sink_for};
 use crate::core::clock::SystemClock;
 use crate::core::metrics::Metrics;
 use crate::core::relay::{Relay, RelaySummary};
-use crate::relay::{ENV_BUS_URL, RelayConfig, sink_for};
 use crate::store::{self, ConnectOptions, redact};
 
 /// The exit code of `--once` when some events could not be relayed.

@@ -10,11 +10,11 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 
 use super::{DatabaseArgs, EngineArgs, StoreUse, open_store, parse_duration_arg};
+use crate::callback::{DispatchConfig, HttpDispatcher, TokenSettings};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
-use crate::dispatch::{DispatchConfig, HttpDispatcher, TokenSettings};
+use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
-use crate::server::service::Service;
 use crate::store::{Backend, redact};
 
 /// Log line format.
@@ -109,8 +109,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     }
     let dispatcher = Arc::new(HttpDispatcher::with_clock(&dispatch, clock.clone())?);
 
-    let relay = crate::relay::RelayConfig::from_env()?;
-    let sink = crate::relay::sink_for(&relay.bus, clock.clone())?;
+    let relay = crate::bus::RelayConfig::from_env()?;
+    let sink = crate::bus::sink_for(&relay.bus, clock.clone())?;
     tracing::info!(bus = relay.bus.kind(), "outbox relay configured");
 
     let tls = match (&args.tls_cert, &args.tls_key) {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
 use super::{DatabaseArgs, EngineArgs, StoreUse, open_store};
+use crate::callback::{DispatchConfig, HttpDispatcher};
 use crate::core::clock::SystemClock;
 use crate::core::engine::Engine;
 use crate::core::metrics::Metrics;
-use crate::dispatch::{DispatchConfig, HttpDispatcher};
 
 /// Run one tick: fire due schedules, drain due retries, print what happened.
 #[derive(Debug, clap::Args)]

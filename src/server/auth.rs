@@ -49,10 +49,10 @@ use reqwest::Url;
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
+use crate::callback::config::parse_duration;
+use crate::callback::{BodyError, describe, read_capped};
 use crate::core::clock::Clock;
 use crate::core::model::EnvId;
-use crate::dispatch::config::parse_duration;
-use crate::dispatch::{BodyError, describe, read_capped};
 use crate::server::policy::{SCOPE_ADMIN, SCOPE_READ, SCOPE_WRITE};
 
 /// `SENTIN8_CRON_JWKS_URL`: where to fetch the JWK set (JWKS mode).

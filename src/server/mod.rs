@@ -9,7 +9,6 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod policy;
-pub mod service;
 pub mod system;
 pub mod tls;
 

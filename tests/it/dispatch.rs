@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, TimeZone, Utc};
+use sentin8_cron::callback::{
+    ConfigError, DispatchConfig, HttpDispatcher, OAuth2Settings, Secret, TokenSettings,
+};
 use sentin8_cron::core::clock::ManualClock;
 use sentin8_cron::core::dispatch::{DispatchError, Dispatcher, RunRequest};
 use sentin8_cron::core::model::{EnvId, JobId, ScheduleId};
-use sentin8_cron::dispatch::{
-    ConfigError, DispatchConfig, HttpDispatcher, OAuth2Settings, Secret, TokenSettings,
-};
 use serde_json::{Value, json};
 
 use crate::raw_http::{RawServer, Recorded, Reply};

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::callback::{DispatchConfig, HttpDispatcher, Secret, TokenSettings};
 use sentin8_cron::core::clock::{Clock, ManualClock};
 use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::engine::{Engine, EngineConfig, TickSummary};
@@ -15,7 +16,6 @@ use sentin8_cron::core::model::*;
 use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
 use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
-use sentin8_cron::dispatch::{DispatchConfig, HttpDispatcher, Secret, TokenSettings};
 use serde_json::json;
 
 use crate::raw_http::{RawServer, Recorded, Reply};

@@ -13,6 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Duration, Utc};
 use hmac::{Hmac, Mac};
+use sentin8_cron::bus::{NatsSink, SigningKey, WebhookSink, subject_for};
 use sentin8_cron::core::clock::{Clock, ManualClock, SystemClock};
 use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::metrics::Metrics;
@@ -22,7 +23,6 @@ use sentin8_cron::core::relay::{
     Delivery, EventEnvelope, Relay, RelayOptions, RelaySummary, Sink, SinkError,
 };
 use sentin8_cron::core::store::*;
-use sentin8_cron::relay::{NatsSink, SigningKey, WebhookSink, subject_for};
 use sentin8_cron::store::ConnectOptions;
 use sentin8_cron::store::postgres::PgStore;
 use serde_json::{Value, json};

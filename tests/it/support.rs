@@ -197,8 +197,8 @@ impl TestBus {
     }
 
     /// Sink settings for this test's stream and prefix.
-    pub fn settings(&self) -> sentin8_cron::relay::NatsSettings {
-        sentin8_cron::relay::NatsSettings::new(nats_url(), self.prefix.clone(), self.stream.clone())
+    pub fn settings(&self) -> sentin8_cron::bus::NatsSettings {
+        sentin8_cron::bus::NatsSettings::new(nats_url(), self.prefix.clone(), self.stream.clone())
     }
 
     /// Every message in the stream, in stream order.

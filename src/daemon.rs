@@ -10,8 +10,6 @@ use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
 use tokio::sync::watch;
 
-use super::auth::Authenticator;
-use super::{AppState, app, serve};
 use crate::core::clock::Clock;
 use crate::core::dispatch::Dispatcher;
 use crate::core::engine::{Engine, EngineConfig};
@@ -19,6 +17,8 @@ use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
 use crate::core::store::Store;
+use crate::server::auth::Authenticator;
+use crate::server::{AppState, app, serve};
 
 /// Everything a serving process is made of.
 pub struct Service {

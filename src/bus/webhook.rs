@@ -15,10 +15,10 @@ use reqwest::Url;
 use reqwest::header::CONTENT_TYPE;
 
 use super::config::{RelayConfigError, SigningKey};
+use crate::callback::config::default_user_agent;
 use crate::core::clock::Clock;
 use crate::core::model::OutboxEvent;
 use crate::core::relay::{Delivery, EventEnvelope, Sink, SinkError};
-use crate::dispatch::config::default_user_agent;
 
 /// The bound on one delivery, response included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(8);
@@ -65,7 +65,7 @@ impl WebhookSink {
             .redirect(reqwest::redirect::Policy::none())
             .timeout(DELIVERY_TIMEOUT)
             .build()
-            .map_err(|e| RelayConfigError::Client(crate::dispatch::describe(e)))?;
+            .map_err(|e| RelayConfigError::Client(crate::callback::describe(e)))?;
         Ok(Self {
             client,
             url,
@@ -98,7 +98,7 @@ impl Sink for WebhookSink {
             .body(body)
             .send()
             .await
-            .map_err(|e| SinkError::Unavailable(crate::dispatch::describe(e)))?;
+            .map_err(|e| SinkError::Unavailable(crate::callback::describe(e)))?;
         let status = response.status();
         if status.is_success() {
             return Ok(Delivery::default());

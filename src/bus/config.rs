@@ -11,8 +11,8 @@ use reqwest::Url;
 use sha2::Sha256;
 
 use super::nats::NatsSettings;
+use crate::callback::parse_duration;
 use crate::core::relay::RelayOptions;
-use crate::dispatch::parse_duration;
 
 /// `SENTIN8_CRON_BUS_URL`: `nats://host:port`, `https://...` (a webhook), or `log` (the
 /// default). `http://` is accepted for loopback addresses only.
