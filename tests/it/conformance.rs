@@ -48,6 +48,24 @@ pub fn new_job(schedule_id: ScheduleId, status: JobStatus) -> NewJob {
     }
 }
 
+/// A soft delete by the test actor at t0.
+pub fn deleted_by_tester(id: ScheduleId) -> ScheduleSetDeleted {
+    ScheduleSetDeleted {
+        id,
+        actor: "tester".into(),
+        now: t0(),
+    }
+}
+
+/// A status change at t0.
+pub fn status_at(id: ScheduleId, status: ScheduleStatus) -> ScheduleSetStatus {
+    ScheduleSetStatus {
+        id,
+        status,
+        now: t0(),
+    }
+}
+
 pub async fn insert_schedule(store: &Arc<dyn Store>, env: EnvId, new: NewSchedule) -> Schedule {
     let mut tx = store.tenant_begin(env).await.unwrap();
     let schedule = tx.schedule_insert(&new).await.unwrap();
@@ -95,7 +113,22 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
     changed.payload = json!({"changed": true});
     changed.updated_at = t0() + Duration::seconds(1);
     changed.updated_by = "someone-else".into();
-    let updated = tx.schedule_update(&changed).await.unwrap();
+    tx.schedule_set_outcome(&ScheduleSetOutcome {
+        id: new.id,
+        retry_count: 2,
+        complete: false,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    let updated = tx
+        .schedule_set_definition(&ScheduleSetDefinition::to_match(
+            &changed,
+            "someone-else",
+            t0() + Duration::seconds(1),
+        ))
+        .await
+        .unwrap();
     assert_eq!(updated, changed);
     tx.commit().await.unwrap();
 
@@ -158,9 +191,9 @@ pub async fn schedule_type_is_unique_per_domain_among_live_schedules(store: Arc<
 
     // A soft-deleted schedule frees its type.
     let mut tx = store.tenant_begin(env).await.unwrap();
-    let mut deleted = first.clone();
-    deleted.status = ScheduleStatus::Deleted;
-    tx.schedule_update(&deleted).await.unwrap();
+    tx.schedule_set_deleted(&deleted_by_tester(first.id))
+        .await
+        .unwrap();
     tx.schedule_insert(&new_schedule("sync", "billing"))
         .await
         .unwrap();
@@ -192,12 +225,12 @@ pub async fn schedule_listing_filters_and_pages(store: Arc<dyn Store>) {
     insert_schedule(&store, EnvId::new(), new_schedule("t0", "billing")).await;
 
     let mut tx = store.tenant_begin(env).await.unwrap();
-    let mut paused = tx.schedule_get(ids[1]).await.unwrap().unwrap();
-    paused.status = ScheduleStatus::Paused;
-    tx.schedule_update(&paused).await.unwrap();
-    let mut deleted = tx.schedule_get(ids[3]).await.unwrap().unwrap();
-    deleted.status = ScheduleStatus::Deleted;
-    tx.schedule_update(&deleted).await.unwrap();
+    tx.schedule_set_status(&status_at(ids[1], ScheduleStatus::Paused))
+        .await
+        .unwrap();
+    tx.schedule_set_deleted(&deleted_by_tester(ids[3]))
+        .await
+        .unwrap();
 
     let all = tx
         .schedule_list(&ScheduleQuery {
@@ -322,9 +355,10 @@ pub async fn tenants_never_see_each_other(store: Arc<dyn Store>) {
     assert!(tx.outbox_list(0, 100).await.unwrap().is_empty());
     assert!(tx.audit_list(100).await.unwrap().is_empty());
     // Writing through another tenant's id changes nothing.
-    let mut hijack = a.clone();
-    hijack.status = ScheduleStatus::Deleted;
-    let err = tx.schedule_update(&hijack).await.unwrap_err();
+    let err = tx
+        .schedule_set_deleted(&deleted_by_tester(a.id))
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -392,7 +426,18 @@ pub async fn one_open_job_per_schedule(store: Arc<dyn Store>) {
     done.finished_at = Some(t0() + Duration::seconds(2));
     done.result = Some(json!({"ok": true}));
     done.updated_at = t0() + Duration::seconds(2);
-    assert_eq!(tx.job_update(&done).await.unwrap(), done);
+    let finished = tx
+        .job_finish_many(&[JobFinish {
+            id: running.id,
+            attempt: running.attempt,
+            outcome: JobOutcome::Succeeded {
+                result: json!({"ok": true}),
+            },
+            now: t0() + Duration::seconds(2),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(finished, vec![done]);
     assert_eq!(tx.job_get_open(s.id).await.unwrap(), None);
     let next = tx
         .job_insert(&new_job(s.id, JobStatus::Pending))
@@ -503,9 +548,9 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
     assert_eq!(tx.schedule_claim(&claim).await.unwrap(), None);
 
     // Paused schedules are never claimed.
-    let mut paused = claimed.clone();
-    paused.status = ScheduleStatus::Paused;
-    tx.schedule_update(&paused).await.unwrap();
+    tx.schedule_set_status(&status_at(claimed.id, ScheduleStatus::Paused))
+        .await
+        .unwrap();
     let again = ScheduleClaim {
         expected_next_run_at: due + Duration::minutes(5),
         ..claim
@@ -1149,14 +1194,22 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
     );
 
     // Finishing writes only attempts that are still running as given.
-    let mut done = opened[0].clone();
-    done.status = JobStatus::Succeeded;
-    done.finished_at = Some(due + Duration::seconds(1));
-    done.result = Some(json!({"ok": true}));
-    done.updated_at = due + Duration::seconds(1);
-    let mut stale = opened[1].clone();
-    stale.attempt = 7;
-    stale.status = JobStatus::Failed;
+    let done = JobFinish {
+        id: opened[0].id,
+        attempt: opened[0].attempt,
+        outcome: JobOutcome::Succeeded {
+            result: json!({"ok": true}),
+        },
+        now: due + Duration::seconds(1),
+    };
+    let stale = JobFinish {
+        id: opened[1].id,
+        attempt: 7,
+        outcome: JobOutcome::Failed {
+            error: "late".into(),
+        },
+        now: due + Duration::seconds(1),
+    };
     let finished = tx.job_finish_many(&[done.clone(), stale]).await.unwrap();
     assert_eq!(finished.len(), 1);
     assert_eq!(finished[0].id, done.id);

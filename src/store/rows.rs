@@ -1,0 +1,627 @@
+//! What both backends share about rows: the column lists, one mapper per record written over
+//! [`Cells`] (which each backend implements for its own row type), and the values each write
+//! binds, as backend-neutral [`Val`]s placed by [`Sql`].
+//!
+//! A record's columns are therefore read in one place ([`schedule`], [`job`], ...) and written
+//! in one place ([`schedule_insert`], [`schedule_definition`], ...). Backends differ only in how
+//! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
+//! as integer microseconds and JSON as checked text.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::model::*;
+use crate::core::store::*;
+
+pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
+    timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
+    last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
+pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
+    next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
+    updated_at";
+pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
+    payload, attempts, last_error, scheduled_for, landed_at";
+pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
+    created_at, relayed_at, attempts, last_error, parked_at";
+pub(crate) const AUDIT_COLUMNS: &str = "id, env_id, actor, action, resource_type, resource_id, \
+    before, after, correlation_id, at";
+
+/// A column list with every column qualified by `alias` (for statements that join).
+pub(crate) fn prefixed(columns: &str, alias: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Typed access to the cells of one row, with errors that name the table and column. Each
+/// backend implements the primitive reads for its row type; the rest is shared.
+pub(crate) trait Cells {
+    /// The table the row came from (for error messages).
+    fn table(&self) -> &'static str;
+    fn i32(&self, column: &str) -> StoreResult<i32>;
+    fn i64(&self, column: &str) -> StoreResult<i64>;
+    fn bool(&self, column: &str) -> StoreResult<bool>;
+    fn text(&self, column: &str) -> StoreResult<String>;
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
+    fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>>;
+    fn opt_ts(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>>;
+    fn opt_json(&self, column: &str) -> StoreResult<Option<Value>>;
+
+    /// A corruption error for `column`.
+    fn corrupt(&self, column: &str, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt {
+            table: self.table(),
+            detail: format!("{column}: {detail}"),
+        }
+    }
+
+    fn uuid(&self, column: &str) -> StoreResult<Uuid> {
+        self.opt_uuid(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    fn ts(&self, column: &str) -> StoreResult<DateTime<Utc>> {
+        self.opt_ts(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    fn json(&self, column: &str) -> StoreResult<Value> {
+        self.opt_json(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    /// A text cell parsed into one of the domain's stored names.
+    fn parse<T>(&self, column: &str) -> StoreResult<T>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.text(column)?
+            .parse()
+            .map_err(|e: T::Err| self.corrupt(column, e))
+    }
+}
+
+/// Microseconds since the epoch as an instant (SQLite's storage of instants).
+pub(crate) fn from_micros(micros: i64, table: &'static str) -> StoreResult<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| StoreError::Corrupt {
+        table,
+        detail: format!("instant {micros} is out of range"),
+    })
+}
+
+/// The one place a schedule record is built from its columns.
+pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
+    Ok(Schedule {
+        id: ScheduleId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        domain: c.text("domain")?,
+        schedule_type: c.text("schedule_type")?,
+        kind: c.parse("kind")?,
+        cron_expr: c.opt_text("cron_expr")?,
+        timezone: c.text("timezone")?,
+        run_at: c.opt_ts("run_at")?,
+        on_dst_gap: c.parse("on_dst_gap")?,
+        on_dst_repeat: c.parse("on_dst_repeat")?,
+        target_config: c.json("target_config")?,
+        payload: c.json("payload")?,
+        status: c.parse("status")?,
+        next_run_at: c.opt_ts("next_run_at")?,
+        last_run_at: c.opt_ts("last_run_at")?,
+        retry_count: c.i32("retry_count")?,
+        max_retries: c.i32("max_retries")?,
+        created_at: c.ts("created_at")?,
+        updated_at: c.ts("updated_at")?,
+        created_by: c.text("created_by")?,
+        updated_by: c.text("updated_by")?,
+    })
+}
+
+pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
+    Ok(Job {
+        id: JobId(c.uuid("id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        status: c.parse("status")?,
+        attempt: c.i32("attempt")?,
+        scheduled_for: c.ts("scheduled_for")?,
+        next_attempt_at: c.opt_ts("next_attempt_at")?,
+        started_at: c.opt_ts("started_at")?,
+        finished_at: c.opt_ts("finished_at")?,
+        result: c.opt_json("result")?,
+        error: c.opt_text("error")?,
+        idempotency_key: c.text("idempotency_key")?,
+        created_at: c.ts("created_at")?,
+        updated_at: c.ts("updated_at")?,
+    })
+}
+
+pub(crate) fn dlq(c: &impl Cells) -> StoreResult<DlqEntry> {
+    Ok(DlqEntry {
+        id: DlqId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        job_id: JobId(c.uuid("job_id")?),
+        domain: c.text("domain")?,
+        schedule_type: c.text("schedule_type")?,
+        payload: c.json("payload")?,
+        attempts: c.i32("attempts")?,
+        last_error: c.text("last_error")?,
+        scheduled_for: c.ts("scheduled_for")?,
+        landed_at: c.ts("landed_at")?,
+    })
+}
+
+pub(crate) fn outbox(c: &impl Cells) -> StoreResult<OutboxEvent> {
+    Ok(OutboxEvent {
+        seq: c.i64("seq")?,
+        id: EventId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        schedule_id: c.opt_uuid("schedule_id")?.map(ScheduleId),
+        event_type: c.text("event_type")?,
+        payload: c.json("payload")?,
+        created_at: c.ts("created_at")?,
+        relayed_at: c.opt_ts("relayed_at")?,
+        attempts: c.i32("attempts")?,
+        last_error: c.opt_text("last_error")?,
+        parked_at: c.opt_ts("parked_at")?,
+    })
+}
+
+pub(crate) fn audit(c: &impl Cells) -> StoreResult<AuditEntry> {
+    Ok(AuditEntry {
+        id: c.uuid("id")?,
+        env_id: EnvId(c.uuid("env_id")?),
+        actor: c.text("actor")?,
+        action: c.text("action")?,
+        resource_type: c.text("resource_type")?,
+        resource_id: c.text("resource_id")?,
+        before: c.opt_json("before")?,
+        after: c.opt_json("after")?,
+        correlation_id: c.opt_text("correlation_id")?,
+        at: c.ts("at")?,
+    })
+}
+
+pub(crate) fn due_schedule(c: &impl Cells) -> StoreResult<DueSchedule> {
+    Ok(DueSchedule {
+        id: ScheduleId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        next_run_at: c.ts("next_run_at")?,
+    })
+}
+
+pub(crate) fn due_job(c: &impl Cells) -> StoreResult<DueJob> {
+    Ok(DueJob {
+        id: JobId(c.uuid("id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        status: c.parse("status")?,
+    })
+}
+
+pub(crate) fn stats(c: &impl Cells) -> StoreResult<StoreStats> {
+    Ok(StoreStats {
+        schedules_active: c.i64("schedules_active")?,
+        schedules_paused: c.i64("schedules_paused")?,
+        jobs_pending: c.i64("jobs_pending")?,
+        jobs_running: c.i64("jobs_running")?,
+        dlq_entries: c.i64("dlq_entries")?,
+        outbox_unrelayed: c.i64("outbox_unrelayed")?,
+        outbox_parked: c.i64("outbox_parked")?,
+    })
+}
+
+pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
+    Ok(EnvCounts {
+        schedules_active: c.i64("schedules_active")?,
+        schedules_paused: c.i64("schedules_paused")?,
+        schedules_completed: c.i64("schedules_completed")?,
+        jobs_pending: c.i64("jobs_pending")?,
+        jobs_running: c.i64("jobs_running")?,
+        jobs_succeeded: c.i64("jobs_succeeded")?,
+        jobs_failed: c.i64("jobs_failed")?,
+        jobs_skipped: c.i64("jobs_skipped")?,
+        dlq_entries: c.i64("dlq_entries")?,
+    })
+}
+
+pub(crate) fn failure_recorded(c: &impl Cells) -> StoreResult<OutboxFailureRecorded> {
+    Ok(OutboxFailureRecorded {
+        seq: c.i64("seq")?,
+        attempts: c.i32("attempts")?,
+        parked: c.bool("parked")?,
+    })
+}
+
+/// The per-environment count query of both backends; `env` is the placeholder that binds the
+/// environment id. Deleted schedules are not counted.
+pub(crate) fn env_counts_sql(env: &str) -> String {
+    let count = |table: &str, status: Option<&str>| match status {
+        Some(status) => {
+            format!("(SELECT count(*) FROM {table} WHERE env_id = {env} AND status = '{status}')")
+        }
+        None => format!("(SELECT count(*) FROM {table} WHERE env_id = {env})"),
+    };
+    let columns = [
+        ("schedules_active", count("schedules", Some("active"))),
+        ("schedules_paused", count("schedules", Some("paused"))),
+        ("schedules_completed", count("schedules", Some("completed"))),
+        ("jobs_pending", count("jobs", Some("pending"))),
+        ("jobs_running", count("jobs", Some("running"))),
+        ("jobs_succeeded", count("jobs", Some("succeeded"))),
+        ("jobs_failed", count("jobs", Some("failed"))),
+        ("jobs_skipped", count("jobs", Some("skipped"))),
+        ("dlq_entries", count("dlq", None)),
+    ];
+    let select: Vec<String> = columns
+        .iter()
+        .map(|(name, expr)| format!("{expr} AS {name}"))
+        .collect();
+    format!("SELECT {}", select.join(", "))
+}
+
+/// A value to bind, before a backend converts it to its own representation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    Uuid(Option<Uuid>),
+    Text(Option<String>),
+    I32(i32),
+    Ts(Option<DateTime<Utc>>),
+    Json(Option<Value>),
+}
+
+impl Val {
+    pub(crate) fn uuid(id: Uuid) -> Self {
+        Val::Uuid(Some(id))
+    }
+
+    pub(crate) fn text(text: impl Into<String>) -> Self {
+        Val::Text(Some(text.into()))
+    }
+
+    pub(crate) fn ts(at: DateTime<Utc>) -> Self {
+        Val::Ts(Some(at))
+    }
+
+    pub(crate) fn json(value: &Value) -> Self {
+        Val::Json(Some(value.clone()))
+    }
+}
+
+/// How a backend writes the n-th (1-based) placeholder.
+pub(crate) type Placeholder = fn(usize) -> String;
+
+/// A statement with its values, placeholders numbered as they are added.
+pub(crate) struct Sql {
+    pub(crate) text: String,
+    pub(crate) vals: Vec<Val>,
+    placeholder: Placeholder,
+}
+
+impl Sql {
+    pub(crate) fn new(placeholder: Placeholder) -> Self {
+        Self {
+            text: String::new(),
+            vals: Vec::new(),
+            placeholder,
+        }
+    }
+
+    /// Adds a value and returns its placeholder.
+    pub(crate) fn val(&mut self, val: Val) -> String {
+        self.vals.push(val);
+        (self.placeholder)(self.vals.len())
+    }
+
+    /// `INSERT INTO table (columns) VALUES (placeholders) RETURNING returning`.
+    pub(crate) fn insert(
+        placeholder: Placeholder,
+        table: &str,
+        columns: Vec<(&str, Val)>,
+        returning: &str,
+    ) -> Self {
+        let mut sql = Self::new(placeholder);
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+        let marks: Vec<String> = columns.into_iter().map(|(_, v)| sql.val(v)).collect();
+        sql.text = format!(
+            "INSERT INTO {table} ({}) VALUES ({})",
+            names.join(", "),
+            marks.join(", ")
+        );
+        if !returning.is_empty() {
+            sql.text.push_str(" RETURNING ");
+            sql.text.push_str(returning);
+        }
+        sql
+    }
+
+    /// `UPDATE table SET assignments WHERE env_id = ? AND id = ? [AND guard] RETURNING
+    /// returning`: one row of one environment, changed only where `guard` (plain SQL without
+    /// values) holds.
+    pub(crate) fn update_one(
+        placeholder: Placeholder,
+        table: &str,
+        env: Val,
+        id: Val,
+        assignments: Vec<(&str, Val)>,
+        guard: Option<&str>,
+        returning: &str,
+    ) -> Self {
+        let mut sql = Self::new(placeholder);
+        let env = sql.val(env);
+        let id = sql.val(id);
+        let sets: Vec<String> = assignments
+            .into_iter()
+            .map(|(column, v)| format!("{column} = {}", sql.val(v)))
+            .collect();
+        let guard = guard.map(|g| format!(" AND {g}")).unwrap_or_default();
+        sql.text = format!(
+            "UPDATE {table} SET {} WHERE env_id = {env} AND id = {id}{guard} RETURNING {returning}",
+            sets.join(", ")
+        );
+        sql
+    }
+}
+
+/// The one place a new schedule's columns are bound.
+pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static str, Val)> {
+    let mut columns = vec![
+        ("id", Val::uuid(new.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("domain", Val::text(&new.domain)),
+    ];
+    columns.extend(schedule_definition(&ScheduleDefinition {
+        schedule_type: new.schedule_type.clone(),
+        kind: new.kind,
+        cron_expr: new.cron_expr.clone(),
+        timezone: new.timezone.clone(),
+        run_at: new.run_at,
+        on_dst_gap: new.on_dst_gap,
+        on_dst_repeat: new.on_dst_repeat,
+        target_config: new.target_config.clone(),
+        payload: new.payload.clone(),
+        max_retries: new.max_retries,
+    }));
+    columns.extend([
+        ("status", Val::text(new.status.as_str())),
+        ("next_run_at", Val::Ts(new.next_run_at)),
+        ("retry_count", Val::I32(0)),
+        ("created_at", Val::ts(new.now)),
+        ("updated_at", Val::ts(new.now)),
+        ("created_by", Val::text(&new.actor)),
+        ("updated_by", Val::text(&new.actor)),
+    ]);
+    columns
+}
+
+/// The one place a schedule's definition columns are bound.
+pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, Val)> {
+    vec![
+        ("schedule_type", Val::text(&d.schedule_type)),
+        ("kind", Val::text(d.kind.as_str())),
+        ("cron_expr", Val::Text(d.cron_expr.clone())),
+        ("timezone", Val::text(&d.timezone)),
+        ("run_at", Val::Ts(d.run_at)),
+        ("on_dst_gap", Val::text(d.on_dst_gap.as_str())),
+        ("on_dst_repeat", Val::text(d.on_dst_repeat.as_str())),
+        ("target_config", Val::json(&d.target_config)),
+        ("payload", Val::json(&d.payload)),
+        ("max_retries", Val::I32(d.max_retries)),
+    ]
+}
+
+/// The one place a new job's columns are bound.
+pub(crate) fn job_insert(env: EnvId, new: &NewJob) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(new.id.0)),
+        ("schedule_id", Val::uuid(new.schedule_id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("status", Val::text(new.status.as_str())),
+        ("attempt", Val::I32(new.attempt)),
+        ("scheduled_for", Val::ts(new.scheduled_for)),
+        ("next_attempt_at", Val::Ts(new.next_attempt_at)),
+        ("started_at", Val::Ts(new.started_at)),
+        ("finished_at", Val::Ts(new.finished_at)),
+        ("error", Val::Text(new.error.clone())),
+        (
+            "idempotency_key",
+            Val::text(Job::idempotency_key_for(new.schedule_id, new.id)),
+        ),
+        ("created_at", Val::ts(new.now)),
+        ("updated_at", Val::ts(new.now)),
+    ]
+}
+
+/// The one place a new dead-letter entry's columns are bound.
+pub(crate) fn dlq_insert(env: EnvId, new: &NewDlqEntry) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(new.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("schedule_id", Val::uuid(new.schedule_id.0)),
+        ("job_id", Val::uuid(new.job_id.0)),
+        ("domain", Val::text(&new.domain)),
+        ("schedule_type", Val::text(&new.schedule_type)),
+        ("payload", Val::json(&new.payload)),
+        ("attempts", Val::I32(new.attempts)),
+        ("last_error", Val::text(&new.last_error)),
+        ("scheduled_for", Val::ts(new.scheduled_for)),
+        ("landed_at", Val::ts(new.now)),
+    ]
+}
+
+/// The one place an audit entry's columns are bound (its id is minted here).
+pub(crate) fn audit_insert(env: EnvId, entry: &NewAudit) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(Uuid::now_v7())),
+        ("env_id", Val::uuid(env.0)),
+        ("actor", Val::text(&entry.actor)),
+        ("action", Val::text(&entry.action)),
+        ("resource_type", Val::text(&entry.resource_type)),
+        ("resource_id", Val::text(&entry.resource_id)),
+        ("before", Val::Json(entry.before.clone())),
+        ("after", Val::Json(entry.after.clone())),
+        ("correlation_id", Val::Text(entry.correlation_id.clone())),
+        ("at", Val::ts(entry.now)),
+    ]
+}
+
+/// A new outbox event's columns (one row; PostgreSQL appends batches with its own statement).
+pub(crate) fn outbox_insert(env: EnvId, event: &NewEvent) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(event.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("schedule_id", Val::Uuid(event.schedule_id.map(|id| id.0))),
+        ("event_type", Val::text(&event.event_type)),
+        ("payload", Val::json(&event.payload)),
+        ("created_at", Val::ts(event.now)),
+    ]
+}
+
+/// A named change of one row: the columns it writes and the rows it may touch.
+pub(crate) struct Transition {
+    pub(crate) assignments: Vec<(&'static str, Val)>,
+    pub(crate) guard: Option<&'static str>,
+}
+
+pub(crate) fn schedule_set_definition(c: &ScheduleSetDefinition) -> Transition {
+    let mut assignments = schedule_definition(&c.definition);
+    assignments.extend([
+        ("status", Val::text(c.status.as_str())),
+        ("next_run_at", Val::Ts(c.next_run_at)),
+        ("updated_at", Val::ts(c.now)),
+        ("updated_by", Val::text(&c.actor)),
+    ]);
+    Transition {
+        assignments,
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_status(c: &ScheduleSetStatus) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(c.status.as_str())),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_deleted(c: &ScheduleSetDeleted) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(ScheduleStatus::Deleted.as_str())),
+            ("next_run_at", Val::Ts(None)),
+            ("retry_count", Val::I32(0)),
+            ("updated_at", Val::ts(c.now)),
+            ("updated_by", Val::text(&c.actor)),
+        ],
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_outcome(c: &ScheduleSetOutcome) -> Transition {
+    let mut assignments = vec![
+        ("retry_count", Val::I32(c.retry_count)),
+        ("updated_at", Val::ts(c.now)),
+    ];
+    if c.complete {
+        assignments.push(("status", Val::text(ScheduleStatus::Completed.as_str())));
+        assignments.push(("next_run_at", Val::Ts(None)));
+    }
+    Transition {
+        assignments,
+        guard: None,
+    }
+}
+
+pub(crate) fn job_set_pending(c: &JobSetPending) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Pending.as_str())),
+            ("next_attempt_at", Val::ts(c.next_attempt_at)),
+            ("finished_at", Val::Ts(None)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'failed'"),
+    }
+}
+
+pub(crate) fn job_cancel(c: &JobCancel) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Failed.as_str())),
+            ("finished_at", Val::ts(c.now)),
+            ("error", Val::text(&c.error)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'pending'"),
+    }
+}
+
+/// The columns [`TenantTx::job_finish_many`] writes for one outcome.
+pub(crate) struct FinishColumns {
+    pub(crate) status: &'static str,
+    pub(crate) next_attempt_at: Option<DateTime<Utc>>,
+    pub(crate) finished_at: Option<DateTime<Utc>>,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<String>,
+}
+
+pub(crate) fn job_finish(f: &JobFinish) -> FinishColumns {
+    let status = f.outcome.status().as_str();
+    match &f.outcome {
+        JobOutcome::Succeeded { result } => FinishColumns {
+            status,
+            next_attempt_at: None,
+            finished_at: Some(f.now),
+            result: Some(result.clone()),
+            error: None,
+        },
+        JobOutcome::RetryPending {
+            next_attempt_at,
+            error,
+        } => FinishColumns {
+            status,
+            next_attempt_at: Some(*next_attempt_at),
+            finished_at: None,
+            result: None,
+            error: Some(error.clone()),
+        },
+        JobOutcome::Failed { error } => FinishColumns {
+            status,
+            next_attempt_at: None,
+            finished_at: Some(f.now),
+            result: None,
+            error: Some(error.clone()),
+        },
+    }
+}
+
+/// `job_finish`'s one-row statement: the outcome columns of a job still running `attempt`.
+pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &JobFinish) -> Sql {
+    let columns = job_finish(f);
+    let mut sql = Sql::new(placeholder);
+    let env = sql.val(env);
+    let id = sql.val(id);
+    let attempt = sql.val(Val::I32(f.attempt));
+    let status = sql.val(Val::text(columns.status));
+    let next = sql.val(Val::Ts(columns.next_attempt_at));
+    let finished = sql.val(Val::Ts(columns.finished_at));
+    let result = sql.val(Val::Json(columns.result));
+    let error = sql.val(Val::Text(columns.error));
+    let now = sql.val(Val::ts(f.now));
+    sql.text = format!(
+        "UPDATE jobs SET status = {status}, next_attempt_at = {next}, finished_at = {finished}, \
+         result = {result}, error = {error}, updated_at = {now} \
+         WHERE env_id = {env} AND id = {id} AND status = 'running' AND attempt = {attempt} \
+         RETURNING {JOB_COLUMNS}"
+    );
+    sql
+}
