@@ -456,12 +456,12 @@ pub async fn an_unparseable_stored_expression_waits_an_hour(store: Arc<dyn Store
     broken.cron_expr = Some("this is not cron".into());
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     tx.schedule_set_definition(&ScheduleSetDefinition::to_match(
-            &broken,
-            &broken.updated_by,
-            broken.updated_at,
-        ))
-        .await
-        .unwrap();
+        &broken,
+        &broken.updated_by,
+        broken.updated_at,
+    ))
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let now = t0() + Duration::minutes(5);
     let summary = h.tick_at(now).await;

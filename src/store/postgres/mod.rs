@@ -238,10 +238,7 @@ fn bind(query: PgQuery<'_>, val: Val) -> PgQuery<'_> {
 
 /// The statement with its values bound.
 fn query(sql: &Sql) -> PgQuery<'_> {
-    sql.vals
-        .iter()
-        .cloned()
-        .fold(sqlx::query(&sql.text), bind)
+    sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
 
 /// A PostgreSQL row's cells, decoded natively.
@@ -292,7 +289,9 @@ fn map_rows<'r, T>(
     table: &'static str,
     mapper: fn(&PgCells<'r>) -> StoreResult<T>,
 ) -> StoreResult<Vec<T>> {
-    rows.iter().map(|row| mapper(&PgCells(row, table))).collect()
+    rows.iter()
+        .map(|row| mapper(&PgCells(row, table)))
+        .collect()
 }
 
 /// Maps an optional row of `table` with one of the shared mappers.

@@ -6,8 +6,8 @@ use sqlx::PgPool;
 use super::{clamp_limit, map_rows};
 use crate::core::model::OutboxEvent;
 use crate::core::store::*;
-use crate::store::rows::{self, OUTBOX_COLUMNS};
 use crate::store::db_err;
+use crate::store::rows::{self, OUTBOX_COLUMNS};
 
 pub(super) async fn claim(pool: &PgPool, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
     let rows = sqlx::query(&format!(

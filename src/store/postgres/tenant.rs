@@ -326,7 +326,12 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(finishes.iter().map(|f| f.id.0).collect::<Vec<_>>())
             .bind(finishes.iter().map(|f| f.attempt).collect::<Vec<_>>())
             .bind(columns.iter().map(|c| c.status).collect::<Vec<_>>())
-            .bind(columns.iter().map(|c| c.next_attempt_at).collect::<Vec<_>>())
+            .bind(
+                columns
+                    .iter()
+                    .map(|c| c.next_attempt_at)
+                    .collect::<Vec<_>>(),
+            )
             .bind(columns.iter().map(|c| c.finished_at).collect::<Vec<_>>())
             .bind(columns.iter().map(|c| c.result.clone()).collect::<Vec<_>>())
             .bind(columns.iter().map(|c| c.error.clone()).collect::<Vec<_>>())
@@ -528,10 +533,7 @@ impl TenantTx for PgTenantTx<'_> {
     async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
         let columns = rows::audit_insert(self.env_id, entry);
         let sql = Sql::insert(placeholder, "audit_journal", columns, "");
-        query(&sql)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
+        query(&sql).execute(&mut *self.tx).await.map_err(db_err)?;
         Ok(())
     }
 

@@ -14,7 +14,13 @@ use crate::store::migrations::{self, Migration, MigrationTarget};
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     use sqlx::ConnectOptions as _;
     let conn = sqlite_options(url)?.connect().await.map_err(db_err)?;
-    migrations::run(&mut SqliteMigration { conn: Conn::Own(conn) }, dry_run).await
+    migrations::run(
+        &mut SqliteMigration {
+            conn: Conn::Own(conn),
+        },
+        dry_run,
+    )
+    .await
 }
 
 /// Applies pending migrations on a pooled connection.

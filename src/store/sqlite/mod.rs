@@ -191,10 +191,7 @@ fn bind(query: SqliteQuery<'_>, val: Val) -> SqliteQuery<'_> {
 
 /// The statement with its values bound.
 fn query(sql: &Sql) -> SqliteQuery<'_> {
-    sql.vals
-        .iter()
-        .cloned()
-        .fold(sqlx::query(&sql.text), bind)
+    sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
 
 /// A SQLite row's cells, decoded from SQLite's storage classes.

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::{SqliteCells, map_rows};
 use crate::core::model::EnvId;
 use crate::core::store::{DueJob, DueSchedule, StoreError, StoreResult, StoreStats};
-use crate::store::rows::{self, from_micros};
 use crate::store::db_err;
+use crate::store::rows::{self, from_micros};
 
 pub(super) async fn schedules_due(
     pool: &SqlitePool,

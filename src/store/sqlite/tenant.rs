@@ -23,7 +23,11 @@ pub(super) struct SqliteTenantTx {
 }
 
 impl SqliteTenantTx {
-    pub(super) fn new(tx: Transaction<'static, Sqlite>, env_id: EnvId, signals: Arc<Signals>) -> Self {
+    pub(super) fn new(
+        tx: Transaction<'static, Sqlite>,
+        env_id: EnvId,
+        signals: Arc<Signals>,
+    ) -> Self {
         Self {
             tx,
             env_id,
@@ -408,10 +412,7 @@ impl TenantTx for SqliteTenantTx {
         for event in events {
             let columns = rows::outbox_insert(self.env_id, event);
             let sql = Sql::insert(placeholder, "outbox", columns, "");
-            query(&sql)
-                .execute(&mut *self.tx)
-                .await
-                .map_err(db_err)?;
+            query(&sql).execute(&mut *self.tx).await.map_err(db_err)?;
         }
         if !events.is_empty() {
             self.on_commit.request(Channel::Outbox, false);
@@ -436,10 +437,7 @@ impl TenantTx for SqliteTenantTx {
     async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
         let columns = rows::audit_insert(self.env_id, entry);
         let sql = Sql::insert(placeholder, "audit_journal", columns, "");
-        query(&sql)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
+        query(&sql).execute(&mut *self.tx).await.map_err(db_err)?;
         Ok(())
     }
 
