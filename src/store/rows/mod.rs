@@ -269,4 +269,3 @@ pub(crate) fn env_counts_sql(env: &str) -> String {
         .collect();
     format!("SELECT {}", select.join(", "))
 }
-
