@@ -24,7 +24,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPoolOptions, P
 use sqlx::{PgPool, Postgres, Row};
 use uuid::Uuid;
 
-use super::rows::{Cells, Sql, Val};
+use super::rows::{Cells, RowCells, Sql, Val};
 use super::{ConnectOptions, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -242,7 +242,7 @@ fn query(sql: &Sql) -> PgQuery<'_> {
 }
 
 /// A PostgreSQL row's cells, decoded natively.
-struct PgCells<'r>(&'r PgRow, &'static str);
+pub(crate) struct PgCells<'r>(&'r PgRow, &'static str);
 
 impl<'r> PgCells<'r> {
     fn get<T>(&self, column: &str) -> StoreResult<T>
@@ -283,22 +283,10 @@ impl Cells for PgCells<'_> {
     }
 }
 
-/// Maps rows of `table` with one of the shared mappers.
-fn map_rows<'r, T>(
-    rows: &'r [PgRow],
-    table: &'static str,
-    mapper: fn(&PgCells<'r>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
-    rows.iter()
-        .map(|row| mapper(&PgCells(row, table)))
-        .collect()
-}
+impl RowCells for PgRow {
+    type Cells<'r> = PgCells<'r>;
 
-/// Maps an optional row of `table` with one of the shared mappers.
-fn map_row<'r, T>(
-    row: Option<&'r PgRow>,
-    table: &'static str,
-    mapper: fn(&PgCells<'r>) -> StoreResult<T>,
-) -> StoreResult<Option<T>> {
-    row.map(|row| mapper(&PgCells(row, table))).transpose()
+    fn cells(&self, table: &'static str) -> PgCells<'_> {
+        PgCells(self, table)
+    }
 }

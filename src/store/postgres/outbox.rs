@@ -3,7 +3,7 @@
 
 use sqlx::PgPool;
 
-use super::{clamp_limit, map_rows};
+use super::clamp_limit;
 use crate::core::model::OutboxEvent;
 use crate::core::store::*;
 use crate::store::db_err;
@@ -20,7 +20,7 @@ pub(super) async fn claim(pool: &PgPool, claim: &OutboxClaim) -> StoreResult<Vec
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
-    let mut events = map_rows(&rows, "outbox", rows::outbox)?;
+    let mut events = rows::map_rows(&rows, "outbox", rows::outbox)?;
     // UPDATE ... RETURNING does not promise an order.
     events.sort_by_key(|e| e.seq);
     Ok(events)
@@ -62,7 +62,7 @@ pub(super) async fn mark_failed(
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
-    let mut recorded = map_rows(&rows, "outbox", rows::failure_recorded)?;
+    let mut recorded = rows::map_rows(&rows, "outbox", rows::failure_recorded)?;
     recorded.sort_by_key(|r| r.seq);
     Ok(recorded)
 }

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{PgCells, clamp_limit, map_rows};
+use super::{PgCells, clamp_limit};
 use crate::core::model::EnvId;
 use crate::core::store::{DueJob, DueSchedule, StoreResult, StoreStats};
 use crate::store::{db_err, rows};
@@ -21,7 +21,7 @@ pub(super) async fn schedules_due(
         .fetch_all(pool)
         .await
         .map_err(db_err)?;
-    map_rows(&rows, "schedules", rows::due_schedule)
+    rows::map_rows(&rows, "schedules", rows::due_schedule)
 }
 
 pub(super) async fn jobs_due(
@@ -37,7 +37,7 @@ pub(super) async fn jobs_due(
         .fetch_all(pool)
         .await
         .map_err(db_err)?;
-    map_rows(&rows, "jobs", rows::due_job)
+    rows::map_rows(&rows, "jobs", rows::due_job)
 }
 
 pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {

@@ -8,12 +8,11 @@ use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-use super::{PgCells, map_row, map_rows, placeholder, query};
+use super::{PgCells, placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::{
-    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
-    Transition, Val, prefixed,
+    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql, prefixed,
 };
 use crate::store::{Rings, db_err};
 
@@ -51,6 +50,25 @@ impl<'c> PgTenantTx<'c> {
         }
     }
 
+    async fn one_schedule(&mut self, sql: &str, id: ScheduleId) -> StoreResult<Option<Schedule>> {
+        let row = sqlx::query(sql)
+            .bind(self.env_id.0)
+            .bind(id.0)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::map_row(row.as_ref(), "schedules", rows::schedule)
+    }
+}
+
+impl rows::TenantRows for PgTenantTx<'_> {
+    type Row = PgRow;
+    const PLACEHOLDER: rows::Placeholder = placeholder;
+
+    fn tenant(&self) -> EnvId {
+        self.env_id
+    }
+
     async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<PgRow>> {
         query(sql)
             .fetch_optional(&mut *self.tx)
@@ -60,55 +78,6 @@ impl<'c> PgTenantTx<'c> {
 
     async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<PgRow> {
         query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
-    }
-
-    async fn one_schedule(&mut self, sql: &str, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-        let row = sqlx::query(sql)
-            .bind(self.env_id.0)
-            .bind(id.0)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        map_row(row.as_ref(), "schedules", rows::schedule)
-    }
-
-    /// Applies a named transition to one row of `table`, returning the row as changed.
-    async fn transition(
-        &mut self,
-        table: &'static str,
-        columns: &str,
-        id: Uuid,
-        change: Transition,
-    ) -> StoreResult<Option<PgRow>> {
-        let sql = Sql::update_one(
-            placeholder,
-            table,
-            Val::uuid(self.env_id.0),
-            Val::uuid(id),
-            change.assignments,
-            change.guard,
-            columns,
-        );
-        self.fetch_optional(&sql).await
-    }
-
-    async fn schedule_transition(
-        &mut self,
-        id: ScheduleId,
-        change: Transition,
-    ) -> StoreResult<Schedule> {
-        let row = self
-            .transition("schedules", SCHEDULE_COLUMNS, id.0, change)
-            .await?;
-        map_row(row.as_ref(), "schedules", rows::schedule)?.ok_or_else(|| StoreError::NotFound {
-            what: "schedule",
-            id: id.to_string(),
-        })
-    }
-
-    async fn job_transition(&mut self, id: JobId, change: Transition) -> StoreResult<Option<Job>> {
-        let row = self.transition("jobs", JOB_COLUMNS, id.0, change).await?;
-        map_row(row.as_ref(), "jobs", rows::job)
     }
 }
 
@@ -123,10 +92,7 @@ impl TenantTx for PgTenantTx<'_> {
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
-        let columns = rows::schedule_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "schedules", columns, SCHEDULE_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::schedule(&PgCells(&row, "schedules"))
+        rows::insert_schedule(self, new).await
     }
 
     async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
@@ -157,7 +123,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "schedules", rows::schedule)
+        rows::map_row(row.as_ref(), "schedules", rows::schedule)
     }
 
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
@@ -180,7 +146,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
@@ -195,30 +161,26 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_set_definition(
         &mut self,
         change: &ScheduleSetDefinition,
     ) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_definition(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_definition(change)).await
     }
 
     async fn schedule_set_status(&mut self, change: &ScheduleSetStatus) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_status(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_status(change)).await
     }
 
     async fn schedule_set_deleted(&mut self, change: &ScheduleSetDeleted) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_deleted(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_deleted(change)).await
     }
 
     async fn schedule_set_outcome(&mut self, change: &ScheduleSetOutcome) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_outcome(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_outcome(change)).await
     }
 
     async fn schedule_get_many(
@@ -238,7 +200,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_claim_many(
@@ -269,7 +231,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
@@ -304,7 +266,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "jobs", rows::job)
+        rows::map_rows(&rows, "jobs", rows::job)
     }
 
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>> {
@@ -339,14 +301,11 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "jobs", rows::job)
+        rows::map_rows(&rows, "jobs", rows::job)
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
-        let columns = rows::job_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "jobs", columns, JOB_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::job(&PgCells(&row, "jobs"))
+        rows::insert_job(self, new).await
     }
 
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {
@@ -357,7 +316,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
@@ -371,7 +330,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>> {
@@ -392,17 +351,15 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "jobs", rows::job)
+        rows::map_rows(&rows, "jobs", rows::job)
     }
 
     async fn job_set_pending(&mut self, change: &JobSetPending) -> StoreResult<Option<Job>> {
-        self.job_transition(change.id, rows::job_set_pending(change))
-            .await
+        rows::set_job(self, change.id, rows::job_set_pending(change)).await
     }
 
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
-        self.job_transition(change.id, rows::job_cancel(change))
-            .await
+        rows::set_job(self, change.id, rows::job_cancel(change)).await
     }
 
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
@@ -419,14 +376,11 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry> {
-        let columns = rows::dlq_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "dlq", columns, DLQ_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::dlq(&PgCells(&row, "dlq"))
+        rows::insert_dlq(self, new).await
     }
 
     async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>> {
@@ -437,7 +391,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "dlq", rows::dlq)
+        rows::map_row(row.as_ref(), "dlq", rows::dlq)
     }
 
     async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>> {
@@ -460,7 +414,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "dlq", rows::dlq)
+        rows::map_rows(&rows, "dlq", rows::dlq)
     }
 
     async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool> {
@@ -527,7 +481,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "outbox", rows::outbox)
+        rows::map_rows(&rows, "outbox", rows::outbox)
     }
 
     async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
@@ -547,7 +501,7 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "audit_journal", rows::audit)
+        rows::map_rows(&rows, "audit_journal", rows::audit)
     }
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {

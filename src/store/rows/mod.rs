@@ -91,6 +91,34 @@ pub(crate) trait Cells {
     }
 }
 
+/// A backend's row type, read through its [`Cells`].
+pub(crate) trait RowCells {
+    type Cells<'r>: Cells
+    where
+        Self: 'r;
+
+    /// The row's cells, as a row of `table`.
+    fn cells(&self, table: &'static str) -> Self::Cells<'_>;
+}
+
+/// Maps rows of `table` with one of the mappers below.
+pub(crate) fn map_rows<'r, R: RowCells, T>(
+    rows: &'r [R],
+    table: &'static str,
+    mapper: fn(&R::Cells<'r>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.iter().map(|row| mapper(&row.cells(table))).collect()
+}
+
+/// Maps an optional row of `table` with one of the mappers below.
+pub(crate) fn map_row<'r, R: RowCells, T>(
+    row: Option<&'r R>,
+    table: &'static str,
+    mapper: fn(&R::Cells<'r>) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    row.map(|row| mapper(&row.cells(table))).transpose()
+}
+
 /// Microseconds since the epoch as an instant (SQLite's storage of instants).
 pub(crate) fn from_micros(micros: i64, table: &'static str) -> StoreResult<DateTime<Utc>> {
     DateTime::from_timestamp_micros(micros).ok_or_else(|| StoreError::Corrupt {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::JOB_COLUMNS;
+use super::{DLQ_COLUMNS, JOB_COLUMNS, RowCells, SCHEDULE_COLUMNS};
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -367,4 +367,90 @@ pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &Jo
          RETURNING {JOB_COLUMNS}"
     );
     sql
+}
+
+/// What the shared tenant writes below need from a backend's tenant transaction.
+pub(crate) trait TenantRows: Send {
+    type Row: RowCells + Send;
+    /// How the backend writes placeholders.
+    const PLACEHOLDER: Placeholder;
+    /// The environment the transaction is scoped to.
+    fn tenant(&self) -> EnvId;
+    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<Self::Row>>;
+    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<Self::Row>;
+}
+
+/// Applies a named transition to one row of `table` in the transaction's environment.
+async fn transition<T: TenantRows>(
+    tx: &mut T,
+    table: &'static str,
+    returning: &str,
+    id: Uuid,
+    change: Transition,
+) -> StoreResult<Option<T::Row>> {
+    let sql = Sql::update_one(
+        T::PLACEHOLDER,
+        table,
+        Val::uuid(tx.tenant().0),
+        Val::uuid(id),
+        change.assignments,
+        change.guard,
+        returning,
+    );
+    tx.fetch_optional(&sql).await
+}
+
+/// Applies a named transition to a schedule; [`StoreError::NotFound`] when the id names no
+/// row of this environment.
+pub(crate) async fn set_schedule<T: TenantRows>(
+    tx: &mut T,
+    id: ScheduleId,
+    change: Transition,
+) -> StoreResult<Schedule> {
+    let row = transition(tx, "schedules", SCHEDULE_COLUMNS, id.0, change).await?;
+    match row {
+        Some(row) => super::schedule(&row.cells("schedules")),
+        None => Err(StoreError::NotFound {
+            what: "schedule",
+            id: id.to_string(),
+        }),
+    }
+}
+
+/// Applies a named transition to a job; `None` when no job of this environment matched its
+/// guard.
+pub(crate) async fn set_job<T: TenantRows>(
+    tx: &mut T,
+    id: JobId,
+    change: Transition,
+) -> StoreResult<Option<Job>> {
+    let row = transition(tx, "jobs", JOB_COLUMNS, id.0, change).await?;
+    row.map(|row| super::job(&row.cells("jobs"))).transpose()
+}
+
+pub(crate) async fn insert_schedule<T: TenantRows>(
+    tx: &mut T,
+    new: &NewSchedule,
+) -> StoreResult<Schedule> {
+    let columns = schedule_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "schedules", columns, SCHEDULE_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::schedule(&row.cells("schedules"))
+}
+
+pub(crate) async fn insert_job<T: TenantRows>(tx: &mut T, new: &NewJob) -> StoreResult<Job> {
+    let columns = job_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "jobs", columns, JOB_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::job(&row.cells("jobs"))
+}
+
+pub(crate) async fn insert_dlq<T: TenantRows>(
+    tx: &mut T,
+    new: &NewDlqEntry,
+) -> StoreResult<DlqEntry> {
+    let columns = dlq_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "dlq", columns, DLQ_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::dlq(&row.cells("dlq"))
 }

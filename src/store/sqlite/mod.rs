@@ -32,7 +32,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use super::rows::{Cells, Sql, Val, from_micros};
+use super::rows::{Cells, RowCells, Sql, Val, from_micros};
 use super::{ConnectOptions, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -195,7 +195,7 @@ fn query(sql: &Sql) -> SqliteQuery<'_> {
 }
 
 /// A SQLite row's cells, decoded from SQLite's storage classes.
-struct SqliteCells<'r>(&'r SqliteRow, &'static str);
+pub(crate) struct SqliteCells<'r>(&'r SqliteRow, &'static str);
 
 impl<'r> SqliteCells<'r> {
     fn get<T>(&self, column: &str) -> StoreResult<T>
@@ -241,22 +241,10 @@ impl Cells for SqliteCells<'_> {
     }
 }
 
-/// Maps rows of `table` with one of the shared mappers.
-fn map_rows<'r, T>(
-    rows: &'r [SqliteRow],
-    table: &'static str,
-    mapper: fn(&SqliteCells<'r>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
-    rows.iter()
-        .map(|row| mapper(&SqliteCells(row, table)))
-        .collect()
-}
+impl RowCells for SqliteRow {
+    type Cells<'r> = SqliteCells<'r>;
 
-/// Maps an optional row of `table` with one of the shared mappers.
-fn map_row<'r, T>(
-    row: Option<&'r SqliteRow>,
-    table: &'static str,
-    mapper: fn(&SqliteCells<'r>) -> StoreResult<T>,
-) -> StoreResult<Option<T>> {
-    row.map(|row| mapper(&SqliteCells(row, table))).transpose()
+    fn cells(&self, table: &'static str) -> SqliteCells<'_> {
+        SqliteCells(self, table)
+    }
 }

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx::SqlitePool;
 
-use super::{SqliteCells, map_rows};
+use super::SqliteCells;
 use crate::core::model::OutboxEvent;
 use crate::core::store::*;
 use crate::store::db_err;
@@ -34,7 +34,7 @@ pub(super) async fn claim(pool: &SqlitePool, claim: &OutboxClaim) -> StoreResult
         .fetch_all(pool)
         .await
         .map_err(db_err)?;
-    let mut events = map_rows(&rows, "outbox", rows::outbox)?;
+    let mut events = rows::map_rows(&rows, "outbox", rows::outbox)?;
     events.sort_by_key(|e| e.seq);
     Ok(events)
 }

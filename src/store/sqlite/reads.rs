@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 use uuid::Uuid;
 
-use super::{SqliteCells, map_rows};
+use super::SqliteCells;
 use crate::core::model::EnvId;
 use crate::core::store::{DueJob, DueSchedule, StoreError, StoreResult, StoreStats};
 use crate::store::db_err;
@@ -24,7 +24,7 @@ pub(super) async fn schedules_due(
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
-    map_rows(&rows, "schedules", rows::due_schedule)
+    rows::map_rows(&rows, "schedules", rows::due_schedule)
 }
 
 pub(super) async fn jobs_due(
@@ -50,7 +50,7 @@ pub(super) async fn jobs_due(
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
-    map_rows(&rows, "jobs", rows::due_job)
+    rows::map_rows(&rows, "jobs", rows::due_job)
 }
 
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {

@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, Transaction};
 
-use super::{SqliteCells, map_row, map_rows, placeholder, query};
+use super::{SqliteCells, placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::{
     self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
-    Transition, Val,
+    TenantRows, Val,
 };
 use crate::store::{Rings, db_err};
 
@@ -40,17 +40,6 @@ impl SqliteTenantTx {
         self.env_id.0.to_string()
     }
 
-    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<SqliteRow>> {
-        query(sql)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)
-    }
-
-    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<SqliteRow> {
-        query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
-    }
-
     /// A statement that binds the env id as `?1` and an id as `?2`, returning at most one row.
     async fn by_id(&mut self, sql: &str, id: uuid::Uuid) -> StoreResult<Option<SqliteRow>> {
         sqlx::query(sql)
@@ -60,44 +49,25 @@ impl SqliteTenantTx {
             .await
             .map_err(db_err)
     }
+}
 
-    /// Applies a named transition to one row of `table`, returning the row as changed.
-    async fn transition(
-        &mut self,
-        table: &'static str,
-        columns: &str,
-        id: uuid::Uuid,
-        change: Transition,
-    ) -> StoreResult<Option<SqliteRow>> {
-        let sql = Sql::update_one(
-            placeholder,
-            table,
-            Val::uuid(self.env_id.0),
-            Val::uuid(id),
-            change.assignments,
-            change.guard,
-            columns,
-        );
-        self.fetch_optional(&sql).await
+impl rows::TenantRows for SqliteTenantTx {
+    type Row = SqliteRow;
+    const PLACEHOLDER: rows::Placeholder = placeholder;
+
+    fn tenant(&self) -> EnvId {
+        self.env_id
     }
 
-    async fn schedule_transition(
-        &mut self,
-        id: ScheduleId,
-        change: Transition,
-    ) -> StoreResult<Schedule> {
-        let row = self
-            .transition("schedules", SCHEDULE_COLUMNS, id.0, change)
-            .await?;
-        map_row(row.as_ref(), "schedules", rows::schedule)?.ok_or_else(|| StoreError::NotFound {
-            what: "schedule",
-            id: id.to_string(),
-        })
+    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<SqliteRow>> {
+        query(sql)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(db_err)
     }
 
-    async fn job_transition(&mut self, id: JobId, change: Transition) -> StoreResult<Option<Job>> {
-        let row = self.transition("jobs", JOB_COLUMNS, id.0, change).await?;
-        map_row(row.as_ref(), "jobs", rows::job)
+    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<SqliteRow> {
+        query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
     }
 }
 
@@ -113,16 +83,13 @@ impl TenantTx for SqliteTenantTx {
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
-        let columns = rows::schedule_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "schedules", columns, SCHEDULE_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::schedule(&SqliteCells(&row, "schedules"))
+        rows::insert_schedule(self, new).await
     }
 
     async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
         let sql = format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = ?1 AND id = ?2");
         let row = self.by_id(&sql, id.0).await?;
-        map_row(row.as_ref(), "schedules", rows::schedule)
+        rows::map_row(row.as_ref(), "schedules", rows::schedule)
     }
 
     async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
@@ -146,7 +113,7 @@ impl TenantTx for SqliteTenantTx {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "schedules", rows::schedule)
+        rows::map_row(row.as_ref(), "schedules", rows::schedule)
     }
 
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
@@ -169,7 +136,7 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
@@ -184,30 +151,26 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_set_definition(
         &mut self,
         change: &ScheduleSetDefinition,
     ) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_definition(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_definition(change)).await
     }
 
     async fn schedule_set_status(&mut self, change: &ScheduleSetStatus) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_status(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_status(change)).await
     }
 
     async fn schedule_set_deleted(&mut self, change: &ScheduleSetDeleted) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_deleted(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_deleted(change)).await
     }
 
     async fn schedule_set_outcome(&mut self, change: &ScheduleSetOutcome) -> StoreResult<Schedule> {
-        self.schedule_transition(change.id, rows::schedule_set_outcome(change))
-            .await
+        rows::set_schedule(self, change.id, rows::schedule_set_outcome(change)).await
     }
 
     async fn schedule_get_many(
@@ -247,7 +210,7 @@ impl TenantTx for SqliteTenantTx {
                 .fetch_optional(&mut *self.tx)
                 .await
                 .map_err(db_err)?;
-            claimed.extend(map_row(row.as_ref(), "schedules", rows::schedule)?);
+            claimed.extend(rows::map_row(row.as_ref(), "schedules", rows::schedule)?);
         }
         Ok(claimed)
     }
@@ -263,7 +226,7 @@ impl TenantTx for SqliteTenantTx {
                 sql.text
             );
             let row = self.fetch_optional(&sql).await?;
-            opened.extend(map_row(row.as_ref(), "jobs", rows::job)?);
+            opened.extend(rows::map_row(row.as_ref(), "jobs", rows::job)?);
         }
         Ok(opened)
     }
@@ -278,22 +241,19 @@ impl TenantTx for SqliteTenantTx {
                 finish,
             );
             let row = self.fetch_optional(&sql).await?;
-            finished.extend(map_row(row.as_ref(), "jobs", rows::job)?);
+            finished.extend(rows::map_row(row.as_ref(), "jobs", rows::job)?);
         }
         Ok(finished)
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
-        let columns = rows::job_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "jobs", columns, JOB_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::job(&SqliteCells(&row, "jobs"))
+        rows::insert_job(self, new).await
     }
 
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE env_id = ?1 AND id = ?2");
         let row = self.by_id(&sql, id.0).await?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
@@ -302,7 +262,7 @@ impl TenantTx for SqliteTenantTx {
              WHERE env_id = ?1 AND schedule_id = ?2 AND status IN ('pending', 'running')"
         );
         let row = self.by_id(&sql, schedule_id.0).await?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>> {
@@ -323,17 +283,15 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "jobs", rows::job)
+        rows::map_rows(&rows, "jobs", rows::job)
     }
 
     async fn job_set_pending(&mut self, change: &JobSetPending) -> StoreResult<Option<Job>> {
-        self.job_transition(change.id, rows::job_set_pending(change))
-            .await
+        rows::set_job(self, change.id, rows::job_set_pending(change)).await
     }
 
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
-        self.job_transition(change.id, rows::job_cancel(change))
-            .await
+        rows::set_job(self, change.id, rows::job_cancel(change)).await
     }
 
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
@@ -350,20 +308,17 @@ impl TenantTx for SqliteTenantTx {
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_row(row.as_ref(), "jobs", rows::job)
+        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry> {
-        let columns = rows::dlq_insert(self.env_id, new);
-        let sql = Sql::insert(placeholder, "dlq", columns, DLQ_COLUMNS);
-        let row = self.fetch_one(&sql).await?;
-        rows::dlq(&SqliteCells(&row, "dlq"))
+        rows::insert_dlq(self, new).await
     }
 
     async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>> {
         let sql = format!("SELECT {DLQ_COLUMNS} FROM dlq WHERE env_id = ?1 AND id = ?2");
         let row = self.by_id(&sql, id.0).await?;
-        map_row(row.as_ref(), "dlq", rows::dlq)
+        rows::map_row(row.as_ref(), "dlq", rows::dlq)
     }
 
     async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>> {
@@ -386,7 +341,7 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "dlq", rows::dlq)
+        rows::map_rows(&rows, "dlq", rows::dlq)
     }
 
     async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool> {
@@ -431,7 +386,7 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "outbox", rows::outbox)
+        rows::map_rows(&rows, "outbox", rows::outbox)
     }
 
     async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
@@ -451,7 +406,7 @@ impl TenantTx for SqliteTenantTx {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        map_rows(&rows, "audit_journal", rows::audit)
+        rows::map_rows(&rows, "audit_journal", rows::audit)
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
