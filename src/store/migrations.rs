@@ -85,13 +85,30 @@ pub(crate) trait MigrationTarget {
     /// Checks the connection may migrate and, unless `dry_run`, creates the bookkeeping table.
     /// Returns notes for the operator.
     async fn prepare(&mut self, dry_run: bool) -> StoreResult<Vec<String>>;
-    /// The applied versions with their checksums; none when the bookkeeping table is missing.
-    async fn applied(&mut self) -> StoreResult<Vec<(i64, String)>>;
+    /// Whether the bookkeeping table exists (a database never migrated has none).
+    async fn bookkeeping_exists(&mut self) -> StoreResult<bool>;
+    /// The applied versions with their checksums, from the bookkeeping table.
+    async fn read_applied(&mut self) -> StoreResult<Vec<(i64, String)>>;
     /// Applies one migration and records it in one transaction (nothing when a concurrent run
     /// recorded it first).
     async fn apply(&mut self, migration: &Migration) -> StoreResult<()>;
     /// Runs after the migrations were applied (not on a dry run).
     async fn finish(&mut self) -> StoreResult<()>;
+}
+
+/// The applied versions with their checksums; none when the bookkeeping table is missing.
+async fn applied(target: &mut impl MigrationTarget) -> StoreResult<Vec<(i64, String)>> {
+    if target.bookkeeping_exists().await? {
+        target.read_applied().await
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Applied and known versions, without changing anything.
+pub(crate) async fn schema_status(target: &mut impl MigrationTarget) -> StoreResult<SchemaStatus> {
+    let applied = applied(target).await?;
+    Ok(status(target.known(), &applied))
 }
 
 /// Applies the pending migrations (or, with `dry_run`, reports what would be applied). A
@@ -102,7 +119,7 @@ pub(crate) async fn run(
     dry_run: bool,
 ) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     let notes = target.prepare(dry_run).await?;
-    let applied = target.applied().await?;
+    let applied = applied(target).await?;
     let known = target.known();
     check_applied(known, &applied)?;
     let status = status(known, &applied);

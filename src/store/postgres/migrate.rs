@@ -13,42 +13,26 @@ use crate::store::migrations::{self, Migration, MigrationTarget};
 /// the operator.
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     use sqlx::ConnectOptions as _;
-    let conn = pg_options(url)?.connect().await.map_err(db_err)?;
-    migrations::run(&mut PgMigration { conn }, dry_run).await
+    let mut conn = pg_options(url)?.connect().await.map_err(db_err)?;
+    migrations::run(&mut PgMigration { conn: &mut conn }, dry_run).await
 }
 
 /// Applied and known versions.
 pub(super) async fn schema_status(conn: &mut PgConnection) -> StoreResult<SchemaStatus> {
-    let applied = applied(conn).await?;
-    Ok(migrations::status(migrations::POSTGRES, &applied))
+    migrations::schema_status(&mut PgMigration { conn }).await
 }
 
-async fn applied(conn: &mut PgConnection) -> StoreResult<Vec<(i64, String)>> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT to_regclass('cron.schema_migrations') IS NOT NULL")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err)?;
-    if !exists {
-        return Ok(Vec::new());
-    }
-    sqlx::query_as("SELECT version, checksum FROM cron.schema_migrations ORDER BY version")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)
+struct PgMigration<'c> {
+    conn: &'c mut PgConnection,
 }
 
-struct PgMigration {
-    conn: PgConnection,
-}
-
-impl MigrationTarget for PgMigration {
+impl MigrationTarget for PgMigration<'_> {
     fn known(&self) -> &'static [Migration] {
         migrations::POSTGRES
     }
 
     async fn prepare(&mut self, dry_run: bool) -> StoreResult<Vec<String>> {
-        let conn = &mut self.conn;
+        let conn = &mut *self.conn;
         let mut notes = Vec::new();
         let (is_super, bypass_rls, create_role): (bool, bool, bool) = sqlx::query_as(
             "SELECT rolsuper, rolbypassrls, rolcreaterole FROM pg_roles \
@@ -119,8 +103,18 @@ impl MigrationTarget for PgMigration {
         Ok(notes)
     }
 
-    async fn applied(&mut self) -> StoreResult<Vec<(i64, String)>> {
-        applied(&mut self.conn).await
+    async fn bookkeeping_exists(&mut self) -> StoreResult<bool> {
+        sqlx::query_scalar("SELECT to_regclass('cron.schema_migrations') IS NOT NULL")
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn read_applied(&mut self) -> StoreResult<Vec<(i64, String)>> {
+        sqlx::query_as("SELECT version, checksum FROM cron.schema_migrations ORDER BY version")
+            .fetch_all(&mut *self.conn)
+            .await
+            .map_err(db_err)
     }
 
     async fn apply(&mut self, migration: &Migration) -> StoreResult<()> {

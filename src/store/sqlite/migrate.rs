@@ -2,8 +2,7 @@
 //! schema, and each migration runs in an immediate (write-locked) transaction.
 
 use chrono::Utc;
-use sqlx::pool::PoolConnection;
-use sqlx::{Connection, Sqlite, SqliteConnection};
+use sqlx::{Connection, SqliteConnection};
 
 use super::sqlite_options;
 use crate::core::store::{MigrationReport, SchemaStatus, StoreResult};
@@ -13,69 +12,30 @@ use crate::store::migrations::{self, Migration, MigrationTarget};
 /// Applies pending migrations to the database file the URL names.
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     use sqlx::ConnectOptions as _;
-    let conn = sqlite_options(url)?.connect().await.map_err(db_err)?;
-    migrations::run(
-        &mut SqliteMigration {
-            conn: Conn::Own(conn),
-        },
-        dry_run,
-    )
-    .await
+    let mut conn = sqlite_options(url)?.connect().await.map_err(db_err)?;
+    migrations::run(&mut SqliteMigration { conn: &mut conn }, dry_run).await
 }
 
-/// Applies pending migrations on a pooled connection.
+/// Applies pending migrations on a connection of the store's own pool.
 pub(super) async fn migrate_conn(
-    conn: PoolConnection<Sqlite>,
+    conn: &mut SqliteConnection,
     dry_run: bool,
 ) -> StoreResult<Vec<MigrationReport>> {
-    let mut target = SqliteMigration {
-        conn: Conn::Pooled(conn),
-    };
-    Ok(migrations::run(&mut target, dry_run).await?.0)
+    Ok(migrations::run(&mut SqliteMigration { conn }, dry_run)
+        .await?
+        .0)
 }
 
 /// Applied and known versions.
 pub(super) async fn schema_status(conn: &mut SqliteConnection) -> StoreResult<SchemaStatus> {
-    let applied = applied(conn).await?;
-    Ok(migrations::status(migrations::SQLITE, &applied))
+    migrations::schema_status(&mut SqliteMigration { conn }).await
 }
 
-async fn applied(conn: &mut SqliteConnection) -> StoreResult<Vec<(i64, String)>> {
-    let exists: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master \
-         WHERE type = 'table' AND name = 'schema_migrations')",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    if !exists {
-        return Ok(Vec::new());
-    }
-    sqlx::query_as("SELECT version, checksum FROM schema_migrations ORDER BY version")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)
+struct SqliteMigration<'c> {
+    conn: &'c mut SqliteConnection,
 }
 
-enum Conn {
-    Own(SqliteConnection),
-    Pooled(PoolConnection<Sqlite>),
-}
-
-struct SqliteMigration {
-    conn: Conn,
-}
-
-impl SqliteMigration {
-    fn conn(&mut self) -> &mut SqliteConnection {
-        match &mut self.conn {
-            Conn::Own(conn) => conn,
-            Conn::Pooled(conn) => conn,
-        }
-    }
-}
-
-impl MigrationTarget for SqliteMigration {
+impl MigrationTarget for SqliteMigration<'_> {
     fn known(&self) -> &'static [Migration] {
         migrations::SQLITE
     }
@@ -86,20 +46,33 @@ impl MigrationTarget for SqliteMigration {
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, \
                  name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)",
             )
-            .execute(self.conn())
+            .execute(&mut *self.conn)
             .await
             .map_err(db_err)?;
         }
         Ok(Vec::new())
     }
 
-    async fn applied(&mut self) -> StoreResult<Vec<(i64, String)>> {
-        applied(self.conn()).await
+    async fn bookkeeping_exists(&mut self) -> StoreResult<bool> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master \
+             WHERE type = 'table' AND name = 'schema_migrations')",
+        )
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn read_applied(&mut self) -> StoreResult<Vec<(i64, String)>> {
+        sqlx::query_as("SELECT version, checksum FROM schema_migrations ORDER BY version")
+            .fetch_all(&mut *self.conn)
+            .await
+            .map_err(db_err)
     }
 
     async fn apply(&mut self, migration: &Migration) -> StoreResult<()> {
         let mut tx = self
-            .conn()
+            .conn
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;

@@ -81,8 +81,8 @@ impl SqliteStore {
     /// Applies pending migrations on this store's own connection (used for `sqlite::memory:`,
     /// where a second connection would see a different database).
     pub async fn migrate_in_place(&self, dry_run: bool) -> StoreResult<Vec<MigrationReport>> {
-        let conn = self.pool.acquire().await.map_err(db_err)?;
-        migrate::migrate_conn(conn, dry_run).await
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        migrate::migrate_conn(&mut conn, dry_run).await
     }
 }
 
