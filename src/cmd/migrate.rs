@@ -42,17 +42,10 @@ struct Report<'a> {
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let url = &args.database.database_url;
     let backend = Backend::from_url(url)?;
-    let backend_name = match backend {
-        Backend::Postgres => "postgres",
-        Backend::Sqlite => "sqlite",
-    };
     let (rows, notes) = if args.status {
         let status = store::schema_status(url).await?;
-        let known = match backend {
-            Backend::Postgres => store::migrations::POSTGRES,
-            Backend::Sqlite => store::migrations::SQLITE,
-        };
-        let mut rows: Vec<Row> = known
+        let mut rows: Vec<Row> = backend
+            .migrations()
             .iter()
             .map(|m| Row {
                 version: m.version,
@@ -89,7 +82,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     };
 
     let report = Report {
-        backend: backend_name,
+        backend: backend.name(),
         database: redact(url),
         migrations: rows,
         notes: &notes,

@@ -172,8 +172,7 @@ pub async fn open_store(
         StoreUse::Command { migrate_embedded } => migrate_embedded,
     };
     let url = database.database_url.as_str();
-    let backend = Backend::from_url(url)?;
-    if backend == Backend::Sqlite && migrate_embedded {
+    if Backend::from_url(url)?.embedded() && migrate_embedded {
         let outcome = crate::store::migrate(url, false).await?;
         for applied in outcome.migrations.iter().filter(|m| m.applied) {
             tracing::info!(version = applied.version, name = %applied.name, "migrated the embedded database");

@@ -15,7 +15,7 @@ use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
 use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
-use crate::store::{Backend, redact};
+use crate::store::redact;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -57,10 +57,9 @@ pub struct Args {
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format);
     let url = args.database.database_url.clone();
-    let backend = Backend::from_url(&url)?;
     let store = open_store(&args.database, StoreUse::Serve).await?;
     let capabilities = store.capabilities();
-    if backend == Backend::Postgres && !capabilities.row_level_security {
+    if capabilities.rls_bypassed {
         tracing::warn!(
             "connected as a role that BYPASSES row-level security: tenant isolation rests on the \
              application alone; connect as sentin8_cron_service in production"
@@ -73,7 +72,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         .context("cannot build the HTTP client for the JWKS")?;
     let auth: Arc<dyn Authenticator> = match AuthConfig::from_env()? {
         Some(config) => auth::build(&config, http, clock.clone()),
-        None if backend == Backend::Sqlite => {
+        None if capabilities.embedded => {
             let (dev, token) = DevTokenAuthenticator::generate();
             tracing::warn!(
                 "DEV MODE: no authentication is configured; a one-time admin token was generated \

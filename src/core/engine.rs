@@ -390,9 +390,13 @@ impl Engine {
         }
         let mut claimed = tx.schedule_claim_many(&claims).await?;
         for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
-            schedule.status = ScheduleStatus::Paused;
-            schedule.updated_at = now;
-            *schedule = tx.schedule_update(schedule).await?;
+            *schedule = tx
+                .schedule_set_status(&ScheduleSetStatus {
+                    id: schedule.id,
+                    status: ScheduleStatus::Paused,
+                    now,
+                })
+                .await?;
         }
         let due_at: HashMap<ScheduleId, DateTime<Utc>> =
             due.iter().map(|d| (d.id, d.next_run_at)).collect();
@@ -644,16 +648,16 @@ impl Engine {
                 decided.push(None);
                 continue;
             };
-            let (job, result) = self.decide(schedule, attempt.job, attempt.result, now);
-            decided.push(Some((job, result)));
+            let (finish, result) = self.decide(schedule, &attempt.job, attempt.result, now);
+            decided.push(Some((finish, attempt.job.schedule_id, result)));
         }
-        let jobs: Vec<Job> = decided
+        let finishes: Vec<JobFinish> = decided
             .iter()
             .flatten()
-            .map(|(job, _)| job.clone())
+            .map(|(finish, _, _)| finish.clone())
             .collect();
         let written: HashMap<JobId, Job> = tx
-            .job_finish_many(&jobs)
+            .job_finish_many(&finishes)
             .await?
             .into_iter()
             .map(|j| (j.id, j))
@@ -663,14 +667,14 @@ impl Engine {
         let mut outbox = Vec::with_capacity(decided.len());
         let mut retry_pending = false;
         for decision in decided {
-            let Some((job, result)) = decision else {
+            let Some((finish, schedule_id, result)) = decision else {
                 results.push(AttemptResult::Superseded);
                 continue;
             };
             let (Some(job), Some(schedule)) =
-                (written.get(&job.id), schedules.get_mut(&job.schedule_id))
+                (written.get(&finish.id), schedules.get_mut(&schedule_id))
             else {
-                tracing::warn!(job_id = %job.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
+                tracing::warn!(job_id = %finish.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
                 results.push(AttemptResult::Superseded);
                 continue;
             };
@@ -689,8 +693,15 @@ impl Engine {
                 complete_one_shot(schedule);
             }
             if (schedule.status, schedule.retry_count) != before {
-                schedule.updated_at = now;
-                *schedule = tx.schedule_update(schedule).await?;
+                *schedule = tx
+                    .schedule_set_outcome(&ScheduleSetOutcome {
+                        id: schedule.id,
+                        retry_count: schedule.retry_count,
+                        // The one status change an outcome makes is completing a one-shot.
+                        complete: schedule.status != before.0,
+                        now,
+                    })
+                    .await?;
             }
             let payload = match result {
                 AttemptResult::Succeeded => {
@@ -740,21 +751,16 @@ impl Engine {
     fn decide(
         &self,
         schedule: &Schedule,
-        mut job: Job,
+        job: &Job,
         result: Result<Value, String>,
         now: DateTime<Utc>,
-    ) -> (Job, AttemptResult) {
-        job.updated_at = now;
-        let outcome = match result {
-            Ok(answer) => {
-                job.status = JobStatus::Succeeded;
-                job.finished_at = Some(now);
-                job.result = Some(answer);
-                job.error = None;
-                AttemptResult::Succeeded
-            }
+    ) -> (JobFinish, AttemptResult) {
+        let (outcome, result) = match result {
+            Ok(answer) => (
+                JobOutcome::Succeeded { result: answer },
+                AttemptResult::Succeeded,
+            ),
             Err(error) => {
-                job.error = Some(error);
                 let decision = self
                     .config
                     .retry
@@ -762,24 +768,28 @@ impl Engine {
                 match decision {
                     // A deleted schedule's failed job is not retried.
                     _ if schedule.status == ScheduleStatus::Deleted => {
-                        job.status = JobStatus::Failed;
-                        job.finished_at = Some(now);
-                        AttemptResult::Failed
+                        (JobOutcome::Failed { error }, AttemptResult::Failed)
                     }
-                    RetryDecision::Retry { delay, .. } => {
-                        job.status = JobStatus::Pending;
-                        job.next_attempt_at = Some(now + chrono_duration(delay));
-                        AttemptResult::Retry
-                    }
+                    RetryDecision::Retry { delay, .. } => (
+                        JobOutcome::RetryPending {
+                            next_attempt_at: now + chrono_duration(delay),
+                            error,
+                        },
+                        AttemptResult::Retry,
+                    ),
                     RetryDecision::Exhausted => {
-                        job.status = JobStatus::Failed;
-                        job.finished_at = Some(now);
-                        AttemptResult::DeadLettered
+                        (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
                     }
                 }
             }
         };
-        (job, outcome)
+        let finish = JobFinish {
+            id: job.id,
+            attempt: job.attempt,
+            outcome,
+            now,
+        };
+        (finish, result)
     }
 
     /// Loops ticks until `shutdown` resolves: waking at the earliest due instant, on a change

@@ -424,7 +424,13 @@ impl Ops {
         if updated == current {
             return Ok(current);
         }
-        let saved = tx.schedule_update(&updated).await?;
+        let saved = tx
+            .schedule_set_definition(&ScheduleSetDefinition::to_match(
+                &updated,
+                &actor.name,
+                actor.now,
+            ))
+            .await?;
         if let Some(event_type) = event {
             let payload = EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
             tx.outbox_insert(&payload.into_event(&saved)).await?;
@@ -535,12 +541,14 @@ impl Ops {
             )));
         }
         ensure_no_open_job(&mut *tx, job.schedule_id).await?;
-        let mut retried = job.clone();
-        retried.status = JobStatus::Pending;
-        retried.next_attempt_at = Some(actor.now);
-        retried.finished_at = None;
-        retried.updated_at = actor.now;
-        let retried = tx.job_update(&retried).await?;
+        let retried = tx
+            .job_set_pending(&JobSetPending {
+                id: job.id,
+                next_attempt_at: actor.now,
+                now: actor.now,
+            })
+            .await?
+            .ok_or_else(|| OpsError::Conflict("the job changed while retrying it".to_owned()))?;
         let entries = tx
             .dlq_list(&DlqQuery {
                 job_id: Some(job.id),
@@ -850,10 +858,13 @@ pub async fn update_schedule(
     updated: &Schedule,
     actor: &Actor,
 ) -> OpsResult<Schedule> {
-    let mut updated = updated.clone();
-    updated.updated_at = actor.now;
-    updated.updated_by = actor.name.clone();
-    let saved = tx.schedule_update(&updated).await?;
+    let saved = tx
+        .schedule_set_definition(&ScheduleSetDefinition::to_match(
+            updated,
+            &actor.name,
+            actor.now,
+        ))
+        .await?;
     let event =
         EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;
@@ -875,22 +886,22 @@ pub async fn delete_schedule(
     current: &Schedule,
     actor: &Actor,
 ) -> OpsResult<Schedule> {
-    let mut deleted = current.clone();
-    deleted.status = ScheduleStatus::Deleted;
-    deleted.next_run_at = None;
-    deleted.retry_count = 0;
-    deleted.updated_at = actor.now;
-    deleted.updated_by = actor.name.clone();
-    let saved = tx.schedule_update(&deleted).await?;
+    let saved = tx
+        .schedule_set_deleted(&ScheduleSetDeleted {
+            id: current.id,
+            actor: actor.name.clone(),
+            now: actor.now,
+        })
+        .await?;
     if let Some(open) = tx.job_get_open(current.id).await?
         && open.status == JobStatus::Pending
     {
-        let mut cancelled = open.clone();
-        cancelled.status = JobStatus::Failed;
-        cancelled.finished_at = Some(actor.now);
-        cancelled.error = Some("cancelled: the schedule was deleted".to_owned());
-        cancelled.updated_at = actor.now;
-        tx.job_update(&cancelled).await?;
+        tx.job_cancel(&JobCancel {
+            id: open.id,
+            error: "cancelled: the schedule was deleted".to_owned(),
+            now: actor.now,
+        })
+        .await?;
     }
     let event =
         EventPayload::for_schedule(events::SCHEDULE_DELETED, &saved, actor.now).by(&actor.name);

@@ -89,6 +89,12 @@ pub struct Capabilities {
     pub listen_notify: bool,
     /// The database enforces tenant isolation itself (row-level security).
     pub row_level_security: bool,
+    /// The database could enforce tenant isolation, but the connected role bypasses it (a
+    /// superuser or BYPASSRLS role): isolation then rests on the application alone.
+    pub rls_bypassed: bool,
+    /// The database lives inside this process's reach with no operator to run migrations
+    /// (SQLite): commands migrate it on open, and the development token is allowed.
+    pub embedded: bool,
 }
 
 /// What a committed change may need to wake.
@@ -201,8 +207,8 @@ impl SchemaStatus {
             .collect()
     }
 
-    /// Refuses a schema that is not exactly the one this build expects.
-    pub fn ensure_current(&self) -> StoreResult<()> {
+    /// Refuses a schema that a newer build migrated (versions this build does not know).
+    pub fn ensure_known(&self) -> StoreResult<()> {
         let unknown = self.unknown();
         if !unknown.is_empty() {
             return Err(StoreError::Schema(format!(
@@ -210,6 +216,12 @@ impl SchemaStatus {
                  run a newer sentin8-cron"
             )));
         }
+        Ok(())
+    }
+
+    /// Refuses a schema that is not exactly the one this build expects.
+    pub fn ensure_current(&self) -> StoreResult<()> {
+        self.ensure_known()?;
         let pending = self.pending();
         if !pending.is_empty() {
             return Err(StoreError::Schema(format!(
@@ -271,6 +283,144 @@ pub struct ScheduleClaim {
     /// The next fire after this one; `None` completes nothing by itself (one-shot schedules
     /// stay active until their job finishes) but leaves no next fire.
     pub next_run_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// The patchable definition of a schedule: what [`TenantTx::schedule_set_definition`]
+/// writes besides status and next fire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleDefinition {
+    pub schedule_type: String,
+    pub kind: ScheduleKind,
+    pub cron_expr: Option<String>,
+    pub timezone: String,
+    pub run_at: Option<DateTime<Utc>>,
+    pub on_dst_gap: OnDstGap,
+    pub on_dst_repeat: OnDstRepeat,
+    pub target_config: Value,
+    pub payload: Value,
+    pub max_retries: i32,
+}
+
+impl ScheduleDefinition {
+    /// The definition a schedule record carries.
+    pub fn of(schedule: &Schedule) -> Self {
+        Self {
+            schedule_type: schedule.schedule_type.clone(),
+            kind: schedule.kind,
+            cron_expr: schedule.cron_expr.clone(),
+            timezone: schedule.timezone.clone(),
+            run_at: schedule.run_at,
+            on_dst_gap: schedule.on_dst_gap,
+            on_dst_repeat: schedule.on_dst_repeat,
+            target_config: schedule.target_config.clone(),
+            payload: schedule.payload.clone(),
+            max_retries: schedule.max_retries,
+        }
+    }
+}
+
+/// A new definition, status and next fire for a schedule (a patch or an enrolled update).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleSetDefinition {
+    pub id: ScheduleId,
+    pub definition: ScheduleDefinition,
+    pub status: ScheduleStatus,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+impl ScheduleSetDefinition {
+    /// The change that makes the stored row match `updated` in every patchable field.
+    pub fn to_match(updated: &Schedule, actor: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            id: updated.id,
+            definition: ScheduleDefinition::of(updated),
+            status: updated.status,
+            next_run_at: updated.next_run_at,
+            actor: actor.to_owned(),
+            now,
+        }
+    }
+}
+
+/// A new status for a schedule, stamped with `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleSetStatus {
+    pub id: ScheduleId,
+    pub status: ScheduleStatus,
+    pub now: DateTime<Utc>,
+}
+
+/// A soft delete of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSetDeleted {
+    pub id: ScheduleId,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+/// What an attempt's outcome does to its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleSetOutcome {
+    pub id: ScheduleId,
+    pub retry_count: i32,
+    /// Completes the schedule (status `completed`, no next fire).
+    pub complete: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// How an attempt ended, as recorded on its job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobOutcome {
+    /// The owning service answered: status `succeeded`, finished now, its answer as `result`,
+    /// no error.
+    Succeeded { result: Value },
+    /// Failed and tried again later: status `pending`, due at `next_attempt_at`, the error
+    /// kept; `finished_at` and `result` untouched.
+    RetryPending {
+        next_attempt_at: DateTime<Utc>,
+        error: String,
+    },
+    /// Failed for good: status `failed`, finished now, the error kept.
+    Failed { error: String },
+}
+
+impl JobOutcome {
+    /// The status this outcome leaves the job in.
+    pub fn status(&self) -> JobStatus {
+        match self {
+            JobOutcome::Succeeded { .. } => JobStatus::Succeeded,
+            JobOutcome::RetryPending { .. } => JobStatus::Pending,
+            JobOutcome::Failed { .. } => JobStatus::Failed,
+        }
+    }
+}
+
+/// The outcome of one attempt, written only if the job is still running that attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFinish {
+    pub id: JobId,
+    /// The attempt the outcome belongs to.
+    pub attempt: i32,
+    pub outcome: JobOutcome,
+    pub now: DateTime<Utc>,
+}
+
+/// A manual retry of a failed job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSetPending {
+    pub id: JobId,
+    pub next_attempt_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// The cancellation of a pending job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCancel {
+    pub id: JobId,
+    pub error: String,
     pub now: DateTime<Utc>,
 }
 
@@ -564,8 +714,23 @@ pub trait TenantTx: Send {
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>>;
     /// Active schedules that have a next fire, soonest first, at most `limit`.
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>>;
-    /// Writes every mutable column of `schedule` (matched by id).
-    async fn schedule_update(&mut self, schedule: &Schedule) -> StoreResult<Schedule>;
+    /// Replaces a schedule's definition (the patchable fields), its status and its next fire,
+    /// stamping `updated_at`/`updated_by`. `last_run_at`, `retry_count`, the domain and the
+    /// creation columns are untouched. [`StoreError::NotFound`] when the id names no row.
+    async fn schedule_set_definition(
+        &mut self,
+        change: &ScheduleSetDefinition,
+    ) -> StoreResult<Schedule>;
+    /// Sets a schedule's status and `updated_at`, nothing else (the engine pauses a cron
+    /// schedule with no fire left). [`StoreError::NotFound`] when the id names no row.
+    async fn schedule_set_status(&mut self, change: &ScheduleSetStatus) -> StoreResult<Schedule>;
+    /// Soft-deletes a schedule: status `deleted`, no next fire, `retry_count` 0, stamped
+    /// `updated_at`/`updated_by`. [`StoreError::NotFound`] when the id names no row.
+    async fn schedule_set_deleted(&mut self, change: &ScheduleSetDeleted) -> StoreResult<Schedule>;
+    /// Records what an attempt did to its schedule: the new `retry_count` and, with
+    /// `complete`, status `completed` and no next fire (a one-shot that has run).
+    /// [`StoreError::NotFound`] when the id names no row.
+    async fn schedule_set_outcome(&mut self, change: &ScheduleSetOutcome) -> StoreResult<Schedule>;
     /// Schedules by id (whatever their status), in id order; with `for_update`, locked against
     /// concurrent writers until this transaction ends (in id order, so lockers never deadlock).
     async fn schedule_get_many(
@@ -590,18 +755,25 @@ pub trait TenantTx: Send {
     /// Inserts open (pending or running) jobs, leaving out, without an error, any whose
     /// schedule already has an open job; returns those inserted.
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
-    /// Writes the outcome columns (status, next_attempt_at, finished_at, result, error,
-    /// updated_at) of jobs that are still running the attempt given in `attempt`; returns those
-    /// written (the others were recorded elsewhere first).
-    async fn job_finish_many(&mut self, jobs: &[Job]) -> StoreResult<Vec<Job>>;
+    /// Records the outcomes of attempts, each only if its job is still running that attempt
+    /// (River's "set state if running"): status, `next_attempt_at`, `finished_at`, `result`,
+    /// `error` and `updated_at` as [`JobOutcome`] says. Returns the jobs written (the others
+    /// were recorded elsewhere first).
+    async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
     /// The open (pending or running) job of a schedule, if any.
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>>;
     /// Jobs matching the query, newest first.
     async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>>;
-    /// Writes every mutable column of `job` (matched by id).
-    async fn job_update(&mut self, job: &Job) -> StoreResult<Job>;
+    /// Makes a failed job pending again (a manual retry): status `pending`, `next_attempt_at`,
+    /// no `finished_at`, `updated_at`; `attempt`, `error` and `result` are kept. `None` when the
+    /// job is not failed (or does not exist).
+    async fn job_set_pending(&mut self, change: &JobSetPending) -> StoreResult<Option<Job>>;
+    /// Cancels a pending job: status `failed`, `finished_at` and `updated_at` now, the given
+    /// error; `attempt` and `next_attempt_at` are kept. `None` when the job is not pending (or
+    /// does not exist).
+    async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;

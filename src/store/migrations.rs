@@ -1,7 +1,9 @@
-//! The embedded migrations of both backends. Versions are the same on both; each file says
-//! where SQLite has to differ.
+//! The embedded migrations of both backends and the one runner that applies them. Versions
+//! are the same on both; each file says where SQLite has to differ. A backend plugs into the
+//! runner through [`MigrationTarget`]: how to prepare the database, read what is applied, and
+//! apply one migration atomically.
 
-use crate::core::store::{StoreError, StoreResult};
+use crate::core::store::{MigrationReport, SchemaStatus, StoreError, StoreResult};
 
 /// One versioned migration.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +68,86 @@ pub fn check_applied(known: &[Migration], applied: &[(i64, String)]) -> StoreRes
         }
     }
     Ok(())
+}
+
+/// The schema status of a database that has `applied` (version, checksum) pairs.
+pub(crate) fn status(known: &[Migration], applied: &[(i64, String)]) -> SchemaStatus {
+    SchemaStatus {
+        applied: applied.iter().map(|(v, _)| *v).collect(),
+        known: known.iter().map(|m| m.version).collect(),
+    }
+}
+
+/// A backend's hooks for [`run`].
+pub(crate) trait MigrationTarget {
+    /// This backend's migrations, in order.
+    fn known(&self) -> &'static [Migration];
+    /// Checks the connection may migrate and, unless `dry_run`, creates the bookkeeping table.
+    /// Returns notes for the operator.
+    async fn prepare(&mut self, dry_run: bool) -> StoreResult<Vec<String>>;
+    /// Whether the bookkeeping table exists (a database never migrated has none).
+    async fn bookkeeping_exists(&mut self) -> StoreResult<bool>;
+    /// The applied versions with their checksums, from the bookkeeping table.
+    async fn read_applied(&mut self) -> StoreResult<Vec<(i64, String)>>;
+    /// Applies one migration and records it in one transaction (nothing when a concurrent run
+    /// recorded it first).
+    async fn apply(&mut self, migration: &Migration) -> StoreResult<()>;
+    /// Runs after the migrations were applied (not on a dry run).
+    async fn finish(&mut self) -> StoreResult<()>;
+}
+
+/// The applied versions with their checksums; none when the bookkeeping table is missing.
+async fn applied(target: &mut impl MigrationTarget) -> StoreResult<Vec<(i64, String)>> {
+    if target.bookkeeping_exists().await? {
+        target.read_applied().await
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Applied and known versions, without changing anything.
+pub(crate) async fn schema_status(target: &mut impl MigrationTarget) -> StoreResult<SchemaStatus> {
+    let applied = applied(target).await?;
+    Ok(status(target.known(), &applied))
+}
+
+/// Applies the pending migrations (or, with `dry_run`, reports what would be applied). A
+/// database with versions this build does not know, or with an applied migration that was
+/// edited since, is refused before anything is applied.
+pub(crate) async fn run(
+    target: &mut impl MigrationTarget,
+    dry_run: bool,
+) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
+    let notes = target.prepare(dry_run).await?;
+    let applied = applied(target).await?;
+    let known = target.known();
+    check_applied(known, &applied)?;
+    let status = status(known, &applied);
+    status.ensure_known()?;
+    let mut reports = Vec::with_capacity(known.len());
+    for migration in known {
+        let already = status.applied.contains(&migration.version);
+        if !already && !dry_run {
+            target.apply(migration).await?;
+        }
+        reports.push(MigrationReport {
+            version: migration.version,
+            name: migration.name.to_owned(),
+            applied: !already,
+        });
+    }
+    if !dry_run {
+        target.finish().await?;
+    }
+    Ok((reports, notes))
+}
+
+/// The error of a migration whose SQL failed.
+pub(crate) fn failed(migration: &Migration, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Schema(format!(
+        "migration {} ({}) failed: {err}",
+        migration.version, migration.name
+    ))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub mod migrations;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -27,6 +28,28 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend's short name, as [`crate::core::store::Capabilities::backend`] gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// The migrations this build knows for the backend.
+    pub fn migrations(self) -> &'static [migrations::Migration] {
+        match self {
+            Backend::Postgres => migrations::POSTGRES,
+            Backend::Sqlite => migrations::SQLITE,
+        }
+    }
+
+    /// True for a database with no operator to migrate it (as
+    /// [`crate::core::store::Capabilities::embedded`] declares once connected).
+    pub fn embedded(self) -> bool {
+        matches!(self, Backend::Sqlite)
+    }
+
     /// Picks the backend from the URL scheme, with an actionable error for anything else.
     pub fn from_url(url: &str) -> StoreResult<Self> {
         let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
@@ -45,33 +68,6 @@ impl Backend {
             ))),
         }
     }
-}
-
-/// The per-environment count query of both backends; `env` is the placeholder that binds the
-/// environment id (`?1` or `$1`). Deleted schedules are not counted.
-fn env_counts_sql(env: &str) -> String {
-    let count = |table: &str, status: Option<&str>| match status {
-        Some(status) => {
-            format!("(SELECT count(*) FROM {table} WHERE env_id = {env} AND status = '{status}')")
-        }
-        None => format!("(SELECT count(*) FROM {table} WHERE env_id = {env})"),
-    };
-    let columns = [
-        ("schedules_active", count("schedules", Some("active"))),
-        ("schedules_paused", count("schedules", Some("paused"))),
-        ("schedules_completed", count("schedules", Some("completed"))),
-        ("jobs_pending", count("jobs", Some("pending"))),
-        ("jobs_running", count("jobs", Some("running"))),
-        ("jobs_succeeded", count("jobs", Some("succeeded"))),
-        ("jobs_failed", count("jobs", Some("failed"))),
-        ("jobs_skipped", count("jobs", Some("skipped"))),
-        ("dlq_entries", count("dlq", None)),
-    ];
-    let select: Vec<String> = columns
-        .iter()
-        .map(|(name, expr)| format!("{expr} AS {name}"))
-        .collect();
-    format!("SELECT {}", select.join(", "))
 }
 
 /// Pool settings shared by both backends.

@@ -373,7 +373,13 @@ pub async fn one_shots_complete_after_success_or_dlq(store: Arc<dyn Store>) {
         let mut schedule = h.schedule(id).await;
         schedule.target_config = json!({"baseUrl": target.url()});
         let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-        tx.schedule_update(&schedule).await.unwrap();
+        tx.schedule_set_definition(&ScheduleSetDefinition::to_match(
+            &schedule,
+            &schedule.updated_by,
+            schedule.updated_at,
+        ))
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
     }
 
@@ -449,7 +455,13 @@ pub async fn an_unparseable_stored_expression_waits_an_hour(store: Arc<dyn Store
     let mut broken = h.schedule(s.id).await;
     broken.cron_expr = Some("this is not cron".into());
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-    tx.schedule_update(&broken).await.unwrap();
+    tx.schedule_set_definition(&ScheduleSetDefinition::to_match(
+        &broken,
+        &broken.updated_by,
+        broken.updated_at,
+    ))
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let now = t0() + Duration::minutes(5);
     let summary = h.tick_at(now).await;

@@ -1,0 +1,292 @@
+//! The PostgreSQL store: the production backend. Tenant isolation is enforced by the database
+//! (row-level security keyed on a transaction-local context), cross-tenant engine reads go
+//! through the schema's SECURITY DEFINER functions, and schedule locks are session-level
+//! advisory locks on a dedicated connection.
+//!
+//! `connect` and the [`Store`] entry points live here; `migrate` holds the migration hooks,
+//! `locks` the advisory locks, `tenant` the tenant transaction, `reads` the engine's
+//! cross-tenant reads and `outbox` the relay's claims and marks.
+
+mod locks;
+mod migrate;
+mod outbox;
+mod reads;
+mod tenant;
+
+use std::str::FromStr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::{PgPool, Postgres, Row};
+use uuid::Uuid;
+
+use super::rows::{Cells, RowCells, Sql, Val};
+use super::{ConnectOptions, db_err};
+use crate::core::model::*;
+use crate::core::store::*;
+
+pub use migrate::migrate;
+
+/// The role the service connects as: subject to row-level security.
+pub const SERVICE_ROLE: &str = "sentin8_cron_service";
+
+/// A PostgreSQL-backed [`Store`].
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    rls_bypassed: bool,
+    signals: Arc<Signals>,
+    announce_changes: bool,
+}
+
+impl PgStore {
+    /// Connects a pool. The schema's objects are addressed through `search_path = cron`.
+    pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
+        let connect = pg_options(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(2))
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await
+            .map_err(db_err)?;
+        let rls_bypassed: bool = sqlx::query_scalar(
+            "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user",
+        )
+        .fetch_optional(&pool)
+        .await
+        .map_err(db_err)?
+        .unwrap_or(false);
+        Ok(Self {
+            pool,
+            rls_bypassed,
+            signals: Arc::default(),
+            announce_changes: options.announce_changes,
+        })
+    }
+
+    /// The pool, for tests and benchmarks that need raw access.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// True when the connected role bypasses row-level security (a superuser or BYPASSRLS):
+    /// tenant isolation then rests on the application alone. `serve` warns loudly about it.
+    pub fn rls_bypassed(&self) -> bool {
+        self.rls_bypassed
+    }
+}
+
+fn pg_options(url: &str) -> StoreResult<PgConnectOptions> {
+    let options = PgConnectOptions::from_str(url)
+        .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?;
+    Ok(options
+        .application_name("sentin8-cron")
+        .options([("search_path", "cron")]))
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            backend: "postgres",
+            advisory_locks: true,
+            listen_notify: true,
+            row_level_security: !self.rls_bypassed,
+            rls_bypassed: self.rls_bypassed,
+            embedded: false,
+        }
+    }
+
+    fn signals(&self) -> Arc<Signals> {
+        self.signals.clone()
+    }
+
+    async fn signals_listen(&self) -> StoreResult<()> {
+        let mut listener = PgListener::connect_with(&self.pool).await.map_err(db_err)?;
+        listener
+            .listen_all([Channel::Schedules.name(), Channel::Outbox.name()])
+            .await
+            .map_err(db_err)?;
+        tokio::spawn(relay_notifications(listener, Arc::downgrade(&self.signals)));
+        Ok(())
+    }
+
+    async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        let tx = self
+            .pool
+            .begin_with(tenant::begin_tenant_sql(env_id))
+            .await
+            .map_err(db_err)?;
+        Ok(Box::new(tenant::PgTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+            self.announce_changes,
+        )))
+    }
+
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
+        locks::try_lock(self, ids).await
+    }
+
+    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
+        reads::schedules_due(&self.pool, now, limit).await
+    }
+
+    async fn jobs_due(
+        &self,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<DueJob>> {
+        reads::jobs_due(&self.pool, now, stale_before, limit).await
+    }
+
+    async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        reads::wakeup_next(&self.pool).await
+    }
+
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+        reads::dlq_envs(&self.pool).await
+    }
+
+    async fn stats_get(&self) -> StoreResult<StoreStats> {
+        reads::stats_get(&self.pool).await
+    }
+
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+        outbox::claim(&self.pool, claim).await
+    }
+
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+        outbox::mark_relayed(&self.pool, relayed).await
+    }
+
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+        outbox::mark_failed(&self.pool, failed).await
+    }
+
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        outbox::release(&self.pool, release).await
+    }
+
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+        outbox::purge(&self.pool, purge).await
+    }
+
+    async fn schema_status(&self) -> StoreResult<SchemaStatus> {
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        migrate::schema_status(&mut conn).await
+    }
+}
+
+/// Rings this process's signals when another process notifies, until the store is dropped.
+async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
+    loop {
+        let received = listener.try_recv().await;
+        let Some(signals) = signals.upgrade() else {
+            return;
+        };
+        match received {
+            Ok(Some(notification)) => match notification.channel() {
+                c if c == Channel::Schedules.name() => signals.ring(Channel::Schedules),
+                c if c == Channel::Outbox.name() => signals.ring(Channel::Outbox),
+                _ => {}
+            },
+            // The connection dropped and was re-established: anything may have been missed.
+            Ok(None) => {
+                signals.ring(Channel::Schedules);
+                signals.ring(Channel::Outbox);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "change notifications interrupted; retrying");
+                drop(signals);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn clamp_limit(limit: u32) -> i32 {
+    i32::try_from(limit.min(1000)).unwrap_or(1000)
+}
+
+/// PostgreSQL's placeholders: `$1`, `$2`, ...
+fn placeholder(n: usize) -> String {
+    format!("${n}")
+}
+
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// Binds a value natively.
+fn bind(query: PgQuery<'_>, val: Val) -> PgQuery<'_> {
+    match val {
+        Val::Uuid(v) => query.bind(v),
+        Val::Text(v) => query.bind(v),
+        Val::I32(v) => query.bind(v),
+        Val::Ts(v) => query.bind(v),
+        Val::Json(v) => query.bind(v),
+    }
+}
+
+/// The statement with its values bound.
+fn query(sql: &Sql) -> PgQuery<'_> {
+    sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
+}
+
+/// A PostgreSQL row's cells, decoded natively.
+pub(crate) struct PgCells<'r>(&'r PgRow, &'static str);
+
+impl<'r> PgCells<'r> {
+    fn get<T>(&self, column: &str) -> StoreResult<T>
+    where
+        T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.0.try_get(column).map_err(|e| self.corrupt(column, e))
+    }
+}
+
+impl Cells for PgCells<'_> {
+    fn table(&self) -> &'static str {
+        self.1
+    }
+    fn i32(&self, column: &str) -> StoreResult<i32> {
+        self.get(column)
+    }
+    fn i64(&self, column: &str) -> StoreResult<i64> {
+        self.get(column)
+    }
+    fn bool(&self, column: &str) -> StoreResult<bool> {
+        self.get(column)
+    }
+    fn text(&self, column: &str) -> StoreResult<String> {
+        self.get(column)
+    }
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+        self.get(column)
+    }
+    fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {
+        self.get(column)
+    }
+    fn opt_ts(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.get(column)
+    }
+    fn opt_json(&self, column: &str) -> StoreResult<Option<Value>> {
+        self.get(column)
+    }
+}
+
+impl RowCells for PgRow {
+    type Cells<'r> = PgCells<'r>;
+
+    fn cells(&self, table: &'static str) -> PgCells<'_> {
+        PgCells(self, table)
+    }
+}

@@ -1,0 +1,64 @@
+//! The engine's cross-tenant reads: ids, instants and counts through the schema's SECURITY
+//! DEFINER functions, never tenant payloads.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{PgCells, clamp_limit};
+use crate::core::model::EnvId;
+use crate::core::store::{DueJob, DueSchedule, StoreResult, StoreStats};
+use crate::store::{db_err, rows};
+
+pub(super) async fn schedules_due(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> StoreResult<Vec<DueSchedule>> {
+    let rows = sqlx::query("SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2)")
+        .bind(clamp_limit(limit))
+        .bind(now)
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+    rows::map_rows(&rows, "schedules", rows::due_schedule)
+}
+
+pub(super) async fn jobs_due(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    stale_before: DateTime<Utc>,
+    limit: u32,
+) -> StoreResult<Vec<DueJob>> {
+    let rows = sqlx::query("SELECT id, schedule_id, env_id, status FROM cron.due_jobs($1, $2, $3)")
+        .bind(clamp_limit(limit))
+        .bind(now)
+        .bind(stale_before)
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+    rows::map_rows(&rows, "jobs", rows::due_job)
+}
+
+pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
+    sqlx::query_scalar("SELECT cron.next_wakeup()")
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)
+}
+
+pub(super) async fn dlq_envs(pool: &PgPool) -> StoreResult<Vec<EnvId>> {
+    let ids: Vec<Uuid> = sqlx::query_scalar("SELECT cron.dlq_envs()")
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(ids.into_iter().map(EnvId).collect())
+}
+
+pub(super) async fn stats_get(pool: &PgPool) -> StoreResult<StoreStats> {
+    let row = sqlx::query("SELECT s.*, o.* FROM cron.stats() s CROSS JOIN cron.outbox_stats() o")
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
+    rows::stats(&PgCells(&row, "stats"))
+}

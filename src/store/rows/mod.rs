@@ -1,0 +1,299 @@
+//! What both backends share about rows: the column lists and one mapper per record written
+//! over [`Cells`] (which each backend implements for its own row type); `write` holds the
+//! values each write binds, as backend-neutral [`Val`]s placed by [`Sql`].
+//!
+//! A record's columns are therefore read in one place ([`schedule`], [`job`], ...) and written
+//! in one place ([`schedule_insert`], [`schedule_definition`], ...). Backends differ only in how
+//! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
+//! as integer microseconds and JSON as checked text.
+
+mod write;
+
+pub(crate) use write::*;
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::model::*;
+use crate::core::store::*;
+
+pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
+    timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
+    last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
+pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
+    next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
+    updated_at";
+pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
+    payload, attempts, last_error, scheduled_for, landed_at";
+pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
+    created_at, relayed_at, attempts, last_error, parked_at";
+pub(crate) const AUDIT_COLUMNS: &str = "id, env_id, actor, action, resource_type, resource_id, \
+    before, after, correlation_id, at";
+
+/// A column list with every column qualified by `alias` (for statements that join).
+pub(crate) fn prefixed(columns: &str, alias: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Typed access to the cells of one row, with errors that name the table and column. Each
+/// backend implements the primitive reads for its row type; the rest is shared.
+pub(crate) trait Cells {
+    /// The table the row came from (for error messages).
+    fn table(&self) -> &'static str;
+    fn i32(&self, column: &str) -> StoreResult<i32>;
+    fn i64(&self, column: &str) -> StoreResult<i64>;
+    fn bool(&self, column: &str) -> StoreResult<bool>;
+    fn text(&self, column: &str) -> StoreResult<String>;
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
+    fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>>;
+    fn opt_ts(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>>;
+    fn opt_json(&self, column: &str) -> StoreResult<Option<Value>>;
+
+    /// A corruption error for `column`.
+    fn corrupt(&self, column: &str, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt {
+            table: self.table(),
+            detail: format!("{column}: {detail}"),
+        }
+    }
+
+    fn uuid(&self, column: &str) -> StoreResult<Uuid> {
+        self.opt_uuid(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    fn ts(&self, column: &str) -> StoreResult<DateTime<Utc>> {
+        self.opt_ts(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    fn json(&self, column: &str) -> StoreResult<Value> {
+        self.opt_json(column)?
+            .ok_or_else(|| self.corrupt(column, "unexpected NULL"))
+    }
+
+    /// A text cell parsed into one of the domain's stored names.
+    fn parse<T>(&self, column: &str) -> StoreResult<T>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.text(column)?
+            .parse()
+            .map_err(|e: T::Err| self.corrupt(column, e))
+    }
+}
+
+/// A backend's row type, read through its [`Cells`].
+pub(crate) trait RowCells {
+    type Cells<'r>: Cells
+    where
+        Self: 'r;
+
+    /// The row's cells, as a row of `table`.
+    fn cells(&self, table: &'static str) -> Self::Cells<'_>;
+}
+
+/// Maps rows of `table` with one of the mappers below.
+pub(crate) fn map_rows<'r, R: RowCells, T>(
+    rows: &'r [R],
+    table: &'static str,
+    mapper: fn(&R::Cells<'r>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.iter().map(|row| mapper(&row.cells(table))).collect()
+}
+
+/// Maps an optional row of `table` with one of the mappers below.
+pub(crate) fn map_row<'r, R: RowCells, T>(
+    row: Option<&'r R>,
+    table: &'static str,
+    mapper: fn(&R::Cells<'r>) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    row.map(|row| mapper(&row.cells(table))).transpose()
+}
+
+/// Microseconds since the epoch as an instant (SQLite's storage of instants).
+pub(crate) fn from_micros(micros: i64, table: &'static str) -> StoreResult<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| StoreError::Corrupt {
+        table,
+        detail: format!("instant {micros} is out of range"),
+    })
+}
+
+/// The one place a schedule record is built from its columns.
+pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
+    Ok(Schedule {
+        id: ScheduleId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        domain: c.text("domain")?,
+        schedule_type: c.text("schedule_type")?,
+        kind: c.parse("kind")?,
+        cron_expr: c.opt_text("cron_expr")?,
+        timezone: c.text("timezone")?,
+        run_at: c.opt_ts("run_at")?,
+        on_dst_gap: c.parse("on_dst_gap")?,
+        on_dst_repeat: c.parse("on_dst_repeat")?,
+        target_config: c.json("target_config")?,
+        payload: c.json("payload")?,
+        status: c.parse("status")?,
+        next_run_at: c.opt_ts("next_run_at")?,
+        last_run_at: c.opt_ts("last_run_at")?,
+        retry_count: c.i32("retry_count")?,
+        max_retries: c.i32("max_retries")?,
+        created_at: c.ts("created_at")?,
+        updated_at: c.ts("updated_at")?,
+        created_by: c.text("created_by")?,
+        updated_by: c.text("updated_by")?,
+    })
+}
+
+pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
+    Ok(Job {
+        id: JobId(c.uuid("id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        status: c.parse("status")?,
+        attempt: c.i32("attempt")?,
+        scheduled_for: c.ts("scheduled_for")?,
+        next_attempt_at: c.opt_ts("next_attempt_at")?,
+        started_at: c.opt_ts("started_at")?,
+        finished_at: c.opt_ts("finished_at")?,
+        result: c.opt_json("result")?,
+        error: c.opt_text("error")?,
+        idempotency_key: c.text("idempotency_key")?,
+        created_at: c.ts("created_at")?,
+        updated_at: c.ts("updated_at")?,
+    })
+}
+
+pub(crate) fn dlq(c: &impl Cells) -> StoreResult<DlqEntry> {
+    Ok(DlqEntry {
+        id: DlqId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        job_id: JobId(c.uuid("job_id")?),
+        domain: c.text("domain")?,
+        schedule_type: c.text("schedule_type")?,
+        payload: c.json("payload")?,
+        attempts: c.i32("attempts")?,
+        last_error: c.text("last_error")?,
+        scheduled_for: c.ts("scheduled_for")?,
+        landed_at: c.ts("landed_at")?,
+    })
+}
+
+pub(crate) fn outbox(c: &impl Cells) -> StoreResult<OutboxEvent> {
+    Ok(OutboxEvent {
+        seq: c.i64("seq")?,
+        id: EventId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        schedule_id: c.opt_uuid("schedule_id")?.map(ScheduleId),
+        event_type: c.text("event_type")?,
+        payload: c.json("payload")?,
+        created_at: c.ts("created_at")?,
+        relayed_at: c.opt_ts("relayed_at")?,
+        attempts: c.i32("attempts")?,
+        last_error: c.opt_text("last_error")?,
+        parked_at: c.opt_ts("parked_at")?,
+    })
+}
+
+pub(crate) fn audit(c: &impl Cells) -> StoreResult<AuditEntry> {
+    Ok(AuditEntry {
+        id: c.uuid("id")?,
+        env_id: EnvId(c.uuid("env_id")?),
+        actor: c.text("actor")?,
+        action: c.text("action")?,
+        resource_type: c.text("resource_type")?,
+        resource_id: c.text("resource_id")?,
+        before: c.opt_json("before")?,
+        after: c.opt_json("after")?,
+        correlation_id: c.opt_text("correlation_id")?,
+        at: c.ts("at")?,
+    })
+}
+
+pub(crate) fn due_schedule(c: &impl Cells) -> StoreResult<DueSchedule> {
+    Ok(DueSchedule {
+        id: ScheduleId(c.uuid("id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        next_run_at: c.ts("next_run_at")?,
+    })
+}
+
+pub(crate) fn due_job(c: &impl Cells) -> StoreResult<DueJob> {
+    Ok(DueJob {
+        id: JobId(c.uuid("id")?),
+        schedule_id: ScheduleId(c.uuid("schedule_id")?),
+        env_id: EnvId(c.uuid("env_id")?),
+        status: c.parse("status")?,
+    })
+}
+
+pub(crate) fn stats(c: &impl Cells) -> StoreResult<StoreStats> {
+    Ok(StoreStats {
+        schedules_active: c.i64("schedules_active")?,
+        schedules_paused: c.i64("schedules_paused")?,
+        jobs_pending: c.i64("jobs_pending")?,
+        jobs_running: c.i64("jobs_running")?,
+        dlq_entries: c.i64("dlq_entries")?,
+        outbox_unrelayed: c.i64("outbox_unrelayed")?,
+        outbox_parked: c.i64("outbox_parked")?,
+    })
+}
+
+pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
+    Ok(EnvCounts {
+        schedules_active: c.i64("schedules_active")?,
+        schedules_paused: c.i64("schedules_paused")?,
+        schedules_completed: c.i64("schedules_completed")?,
+        jobs_pending: c.i64("jobs_pending")?,
+        jobs_running: c.i64("jobs_running")?,
+        jobs_succeeded: c.i64("jobs_succeeded")?,
+        jobs_failed: c.i64("jobs_failed")?,
+        jobs_skipped: c.i64("jobs_skipped")?,
+        dlq_entries: c.i64("dlq_entries")?,
+    })
+}
+
+pub(crate) fn failure_recorded(c: &impl Cells) -> StoreResult<OutboxFailureRecorded> {
+    Ok(OutboxFailureRecorded {
+        seq: c.i64("seq")?,
+        attempts: c.i32("attempts")?,
+        parked: c.bool("parked")?,
+    })
+}
+
+/// The per-environment count query of both backends; `env` is the placeholder that binds the
+/// environment id. Deleted schedules are not counted.
+pub(crate) fn env_counts_sql(env: &str) -> String {
+    let count = |table: &str, status: Option<&str>| match status {
+        Some(status) => {
+            format!("(SELECT count(*) FROM {table} WHERE env_id = {env} AND status = '{status}')")
+        }
+        None => format!("(SELECT count(*) FROM {table} WHERE env_id = {env})"),
+    };
+    let columns = [
+        ("schedules_active", count("schedules", Some("active"))),
+        ("schedules_paused", count("schedules", Some("paused"))),
+        ("schedules_completed", count("schedules", Some("completed"))),
+        ("jobs_pending", count("jobs", Some("pending"))),
+        ("jobs_running", count("jobs", Some("running"))),
+        ("jobs_succeeded", count("jobs", Some("succeeded"))),
+        ("jobs_failed", count("jobs", Some("failed"))),
+        ("jobs_skipped", count("jobs", Some("skipped"))),
+        ("dlq_entries", count("dlq", None)),
+    ];
+    let select: Vec<String> = columns
+        .iter()
+        .map(|(name, expr)| format!("{expr} AS {name}"))
+        .collect();
+    format!("SELECT {}", select.join(", "))
+}

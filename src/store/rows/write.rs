@@ -1,0 +1,456 @@
+//! The write side of the rows: the values each insert and named transition binds, and the
+//! small statement builder that numbers their placeholders in the backend's style.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{DLQ_COLUMNS, JOB_COLUMNS, RowCells, SCHEDULE_COLUMNS};
+use crate::core::model::*;
+use crate::core::store::*;
+
+/// A value to bind, before a backend converts it to its own representation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    Uuid(Option<Uuid>),
+    Text(Option<String>),
+    I32(i32),
+    Ts(Option<DateTime<Utc>>),
+    Json(Option<Value>),
+}
+
+impl Val {
+    pub(crate) fn uuid(id: Uuid) -> Self {
+        Val::Uuid(Some(id))
+    }
+
+    pub(crate) fn text(text: impl Into<String>) -> Self {
+        Val::Text(Some(text.into()))
+    }
+
+    pub(crate) fn ts(at: DateTime<Utc>) -> Self {
+        Val::Ts(Some(at))
+    }
+
+    pub(crate) fn json(value: &Value) -> Self {
+        Val::Json(Some(value.clone()))
+    }
+}
+
+/// How a backend writes the n-th (1-based) placeholder.
+pub(crate) type Placeholder = fn(usize) -> String;
+
+/// A statement with its values, placeholders numbered as they are added.
+pub(crate) struct Sql {
+    pub(crate) text: String,
+    pub(crate) vals: Vec<Val>,
+    placeholder: Placeholder,
+}
+
+impl Sql {
+    pub(crate) fn new(placeholder: Placeholder) -> Self {
+        Self {
+            text: String::new(),
+            vals: Vec::new(),
+            placeholder,
+        }
+    }
+
+    /// Adds a value and returns its placeholder.
+    pub(crate) fn val(&mut self, val: Val) -> String {
+        self.vals.push(val);
+        (self.placeholder)(self.vals.len())
+    }
+
+    /// `INSERT INTO table (columns) VALUES (placeholders) RETURNING returning`.
+    pub(crate) fn insert(
+        placeholder: Placeholder,
+        table: &str,
+        columns: Vec<(&str, Val)>,
+        returning: &str,
+    ) -> Self {
+        let mut sql = Self::new(placeholder);
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+        let marks: Vec<String> = columns.into_iter().map(|(_, v)| sql.val(v)).collect();
+        sql.text = format!(
+            "INSERT INTO {table} ({}) VALUES ({})",
+            names.join(", "),
+            marks.join(", ")
+        );
+        if !returning.is_empty() {
+            sql.text.push_str(" RETURNING ");
+            sql.text.push_str(returning);
+        }
+        sql
+    }
+
+    /// `UPDATE table SET assignments WHERE env_id = ? AND id = ? [AND guard] RETURNING
+    /// returning`: one row of one environment, changed only where `guard` (plain SQL without
+    /// values) holds.
+    pub(crate) fn update_one(
+        placeholder: Placeholder,
+        table: &str,
+        env: Val,
+        id: Val,
+        assignments: Vec<(&str, Val)>,
+        guard: Option<&str>,
+        returning: &str,
+    ) -> Self {
+        let mut sql = Self::new(placeholder);
+        let env = sql.val(env);
+        let id = sql.val(id);
+        let sets: Vec<String> = assignments
+            .into_iter()
+            .map(|(column, v)| format!("{column} = {}", sql.val(v)))
+            .collect();
+        let guard = guard.map(|g| format!(" AND {g}")).unwrap_or_default();
+        sql.text = format!(
+            "UPDATE {table} SET {} WHERE env_id = {env} AND id = {id}{guard} RETURNING {returning}",
+            sets.join(", ")
+        );
+        sql
+    }
+}
+
+/// The one place a new schedule's columns are bound.
+pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static str, Val)> {
+    let mut columns = vec![
+        ("id", Val::uuid(new.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("domain", Val::text(&new.domain)),
+    ];
+    columns.extend(schedule_definition(&ScheduleDefinition {
+        schedule_type: new.schedule_type.clone(),
+        kind: new.kind,
+        cron_expr: new.cron_expr.clone(),
+        timezone: new.timezone.clone(),
+        run_at: new.run_at,
+        on_dst_gap: new.on_dst_gap,
+        on_dst_repeat: new.on_dst_repeat,
+        target_config: new.target_config.clone(),
+        payload: new.payload.clone(),
+        max_retries: new.max_retries,
+    }));
+    columns.extend([
+        ("status", Val::text(new.status.as_str())),
+        ("next_run_at", Val::Ts(new.next_run_at)),
+        ("retry_count", Val::I32(0)),
+        ("created_at", Val::ts(new.now)),
+        ("updated_at", Val::ts(new.now)),
+        ("created_by", Val::text(&new.actor)),
+        ("updated_by", Val::text(&new.actor)),
+    ]);
+    columns
+}
+
+/// The one place a schedule's definition columns are bound.
+pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, Val)> {
+    vec![
+        ("schedule_type", Val::text(&d.schedule_type)),
+        ("kind", Val::text(d.kind.as_str())),
+        ("cron_expr", Val::Text(d.cron_expr.clone())),
+        ("timezone", Val::text(&d.timezone)),
+        ("run_at", Val::Ts(d.run_at)),
+        ("on_dst_gap", Val::text(d.on_dst_gap.as_str())),
+        ("on_dst_repeat", Val::text(d.on_dst_repeat.as_str())),
+        ("target_config", Val::json(&d.target_config)),
+        ("payload", Val::json(&d.payload)),
+        ("max_retries", Val::I32(d.max_retries)),
+    ]
+}
+
+/// The one place a new job's columns are bound.
+pub(crate) fn job_insert(env: EnvId, new: &NewJob) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(new.id.0)),
+        ("schedule_id", Val::uuid(new.schedule_id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("status", Val::text(new.status.as_str())),
+        ("attempt", Val::I32(new.attempt)),
+        ("scheduled_for", Val::ts(new.scheduled_for)),
+        ("next_attempt_at", Val::Ts(new.next_attempt_at)),
+        ("started_at", Val::Ts(new.started_at)),
+        ("finished_at", Val::Ts(new.finished_at)),
+        ("error", Val::Text(new.error.clone())),
+        (
+            "idempotency_key",
+            Val::text(Job::idempotency_key_for(new.schedule_id, new.id)),
+        ),
+        ("created_at", Val::ts(new.now)),
+        ("updated_at", Val::ts(new.now)),
+    ]
+}
+
+/// The one place a new dead-letter entry's columns are bound.
+pub(crate) fn dlq_insert(env: EnvId, new: &NewDlqEntry) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(new.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("schedule_id", Val::uuid(new.schedule_id.0)),
+        ("job_id", Val::uuid(new.job_id.0)),
+        ("domain", Val::text(&new.domain)),
+        ("schedule_type", Val::text(&new.schedule_type)),
+        ("payload", Val::json(&new.payload)),
+        ("attempts", Val::I32(new.attempts)),
+        ("last_error", Val::text(&new.last_error)),
+        ("scheduled_for", Val::ts(new.scheduled_for)),
+        ("landed_at", Val::ts(new.now)),
+    ]
+}
+
+/// The one place an audit entry's columns are bound (its id is minted here).
+pub(crate) fn audit_insert(env: EnvId, entry: &NewAudit) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(Uuid::now_v7())),
+        ("env_id", Val::uuid(env.0)),
+        ("actor", Val::text(&entry.actor)),
+        ("action", Val::text(&entry.action)),
+        ("resource_type", Val::text(&entry.resource_type)),
+        ("resource_id", Val::text(&entry.resource_id)),
+        ("before", Val::Json(entry.before.clone())),
+        ("after", Val::Json(entry.after.clone())),
+        ("correlation_id", Val::Text(entry.correlation_id.clone())),
+        ("at", Val::ts(entry.now)),
+    ]
+}
+
+/// A new outbox event's columns (one row; PostgreSQL appends batches with its own statement).
+pub(crate) fn outbox_insert(env: EnvId, event: &NewEvent) -> Vec<(&'static str, Val)> {
+    vec![
+        ("id", Val::uuid(event.id.0)),
+        ("env_id", Val::uuid(env.0)),
+        ("schedule_id", Val::Uuid(event.schedule_id.map(|id| id.0))),
+        ("event_type", Val::text(&event.event_type)),
+        ("payload", Val::json(&event.payload)),
+        ("created_at", Val::ts(event.now)),
+    ]
+}
+
+/// A named change of one row: the columns it writes and the rows it may touch.
+pub(crate) struct Transition {
+    pub(crate) assignments: Vec<(&'static str, Val)>,
+    pub(crate) guard: Option<&'static str>,
+}
+
+pub(crate) fn schedule_set_definition(c: &ScheduleSetDefinition) -> Transition {
+    let mut assignments = schedule_definition(&c.definition);
+    assignments.extend([
+        ("status", Val::text(c.status.as_str())),
+        ("next_run_at", Val::Ts(c.next_run_at)),
+        ("updated_at", Val::ts(c.now)),
+        ("updated_by", Val::text(&c.actor)),
+    ]);
+    Transition {
+        assignments,
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_status(c: &ScheduleSetStatus) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(c.status.as_str())),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_deleted(c: &ScheduleSetDeleted) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(ScheduleStatus::Deleted.as_str())),
+            ("next_run_at", Val::Ts(None)),
+            ("retry_count", Val::I32(0)),
+            ("updated_at", Val::ts(c.now)),
+            ("updated_by", Val::text(&c.actor)),
+        ],
+        guard: None,
+    }
+}
+
+pub(crate) fn schedule_set_outcome(c: &ScheduleSetOutcome) -> Transition {
+    let mut assignments = vec![
+        ("retry_count", Val::I32(c.retry_count)),
+        ("updated_at", Val::ts(c.now)),
+    ];
+    if c.complete {
+        assignments.push(("status", Val::text(ScheduleStatus::Completed.as_str())));
+        assignments.push(("next_run_at", Val::Ts(None)));
+    }
+    Transition {
+        assignments,
+        guard: None,
+    }
+}
+
+pub(crate) fn job_set_pending(c: &JobSetPending) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Pending.as_str())),
+            ("next_attempt_at", Val::ts(c.next_attempt_at)),
+            ("finished_at", Val::Ts(None)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'failed'"),
+    }
+}
+
+pub(crate) fn job_cancel(c: &JobCancel) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Failed.as_str())),
+            ("finished_at", Val::ts(c.now)),
+            ("error", Val::text(&c.error)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'pending'"),
+    }
+}
+
+/// The columns [`TenantTx::job_finish_many`] writes for one outcome.
+pub(crate) struct FinishColumns {
+    pub(crate) status: &'static str,
+    pub(crate) next_attempt_at: Option<DateTime<Utc>>,
+    pub(crate) finished_at: Option<DateTime<Utc>>,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<String>,
+}
+
+pub(crate) fn job_finish(f: &JobFinish) -> FinishColumns {
+    let status = f.outcome.status().as_str();
+    match &f.outcome {
+        JobOutcome::Succeeded { result } => FinishColumns {
+            status,
+            next_attempt_at: None,
+            finished_at: Some(f.now),
+            result: Some(result.clone()),
+            error: None,
+        },
+        JobOutcome::RetryPending {
+            next_attempt_at,
+            error,
+        } => FinishColumns {
+            status,
+            next_attempt_at: Some(*next_attempt_at),
+            finished_at: None,
+            result: None,
+            error: Some(error.clone()),
+        },
+        JobOutcome::Failed { error } => FinishColumns {
+            status,
+            next_attempt_at: None,
+            finished_at: Some(f.now),
+            result: None,
+            error: Some(error.clone()),
+        },
+    }
+}
+
+/// `job_finish`'s one-row statement: the outcome columns of a job still running `attempt`.
+pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &JobFinish) -> Sql {
+    let columns = job_finish(f);
+    let mut sql = Sql::new(placeholder);
+    let env = sql.val(env);
+    let id = sql.val(id);
+    let attempt = sql.val(Val::I32(f.attempt));
+    let status = sql.val(Val::text(columns.status));
+    let next = sql.val(Val::Ts(columns.next_attempt_at));
+    let finished = sql.val(Val::Ts(columns.finished_at));
+    let result = sql.val(Val::Json(columns.result));
+    let error = sql.val(Val::Text(columns.error));
+    let now = sql.val(Val::ts(f.now));
+    sql.text = format!(
+        "UPDATE jobs SET status = {status}, next_attempt_at = {next}, finished_at = {finished}, \
+         result = {result}, error = {error}, updated_at = {now} \
+         WHERE env_id = {env} AND id = {id} AND status = 'running' AND attempt = {attempt} \
+         RETURNING {JOB_COLUMNS}"
+    );
+    sql
+}
+
+/// What the shared tenant writes below need from a backend's tenant transaction.
+pub(crate) trait TenantRows: Send {
+    type Row: RowCells + Send;
+    /// How the backend writes placeholders.
+    const PLACEHOLDER: Placeholder;
+    /// The environment the transaction is scoped to.
+    fn tenant(&self) -> EnvId;
+    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<Self::Row>>;
+    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<Self::Row>;
+}
+
+/// Applies a named transition to one row of `table` in the transaction's environment.
+async fn transition<T: TenantRows>(
+    tx: &mut T,
+    table: &'static str,
+    returning: &str,
+    id: Uuid,
+    change: Transition,
+) -> StoreResult<Option<T::Row>> {
+    let sql = Sql::update_one(
+        T::PLACEHOLDER,
+        table,
+        Val::uuid(tx.tenant().0),
+        Val::uuid(id),
+        change.assignments,
+        change.guard,
+        returning,
+    );
+    tx.fetch_optional(&sql).await
+}
+
+/// Applies a named transition to a schedule; [`StoreError::NotFound`] when the id names no
+/// row of this environment.
+pub(crate) async fn set_schedule<T: TenantRows>(
+    tx: &mut T,
+    id: ScheduleId,
+    change: Transition,
+) -> StoreResult<Schedule> {
+    let row = transition(tx, "schedules", SCHEDULE_COLUMNS, id.0, change).await?;
+    match row {
+        Some(row) => super::schedule(&row.cells("schedules")),
+        None => Err(StoreError::NotFound {
+            what: "schedule",
+            id: id.to_string(),
+        }),
+    }
+}
+
+/// Applies a named transition to a job; `None` when no job of this environment matched its
+/// guard.
+pub(crate) async fn set_job<T: TenantRows>(
+    tx: &mut T,
+    id: JobId,
+    change: Transition,
+) -> StoreResult<Option<Job>> {
+    let row = transition(tx, "jobs", JOB_COLUMNS, id.0, change).await?;
+    row.map(|row| super::job(&row.cells("jobs"))).transpose()
+}
+
+pub(crate) async fn insert_schedule<T: TenantRows>(
+    tx: &mut T,
+    new: &NewSchedule,
+) -> StoreResult<Schedule> {
+    let columns = schedule_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "schedules", columns, SCHEDULE_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::schedule(&row.cells("schedules"))
+}
+
+pub(crate) async fn insert_job<T: TenantRows>(tx: &mut T, new: &NewJob) -> StoreResult<Job> {
+    let columns = job_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "jobs", columns, JOB_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::job(&row.cells("jobs"))
+}
+
+pub(crate) async fn insert_dlq<T: TenantRows>(
+    tx: &mut T,
+    new: &NewDlqEntry,
+) -> StoreResult<DlqEntry> {
+    let columns = dlq_insert(tx.tenant(), new);
+    let sql = Sql::insert(T::PLACEHOLDER, "dlq", columns, DLQ_COLUMNS);
+    let row = tx.fetch_one(&sql).await?;
+    super::dlq(&row.cells("dlq"))
+}

@@ -1,0 +1,250 @@
+//! The embedded SQLite store: the zero-setup default, held to the same conformance suite as
+//! PostgreSQL.
+//!
+//! SQLite has no row-level security, so tenant scoping is enforced here by construction: a
+//! [`TenantTx`] binds its own env_id into every statement; no method takes an env id from its
+//! caller. One pooled connection serialises writers (SQLite allows one at a time anyway), which
+//! also makes the claim-conditional UPDATE and the open-job index exclusive. Schedule locks are
+//! process-local, as the backend's capabilities declare.
+//!
+//! `connect` and the [`Store`] entry points live here; `migrate` holds the migration hooks,
+//! `locks` the process-local locks, `tenant` the tenant transaction, `reads` the engine's
+//! cross-tenant reads and `outbox` the relay's claims and marks.
+
+mod locks;
+mod migrate;
+mod outbox;
+mod reads;
+mod tenant;
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, SqlitePool};
+use uuid::Uuid;
+
+use super::rows::{Cells, RowCells, Sql, Val, from_micros};
+use super::{ConnectOptions, db_err};
+use crate::core::model::*;
+use crate::core::store::*;
+
+pub use migrate::migrate;
+
+/// A SQLite-backed [`Store`].
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    locks: Arc<Mutex<HashSet<ScheduleId>>>,
+    signals: Arc<Signals>,
+}
+
+fn sqlite_options(url: &str) -> StoreResult<SqliteConnectOptions> {
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?;
+    Ok(options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true))
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file.
+    pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            // An in-memory database lives as long as its one connection.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(sqlite_options(url)?)
+            .await
+            .map_err(db_err)?;
+        Ok(Self {
+            pool,
+            locks: Arc::default(),
+            signals: Arc::default(),
+        })
+    }
+
+    /// Applies pending migrations on this store's own connection (used for `sqlite::memory:`,
+    /// where a second connection would see a different database).
+    pub async fn migrate_in_place(&self, dry_run: bool) -> StoreResult<Vec<MigrationReport>> {
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        migrate::migrate_conn(&mut conn, dry_run).await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            backend: "sqlite",
+            advisory_locks: false,
+            listen_notify: false,
+            row_level_security: false,
+            rls_bypassed: false,
+            embedded: true,
+        }
+    }
+
+    fn signals(&self) -> Arc<Signals> {
+        self.signals.clone()
+    }
+
+    async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        let tx = self.pool.begin().await.map_err(db_err)?;
+        Ok(Box::new(tenant::SqliteTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+        )))
+    }
+
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
+        Ok(locks::try_lock(self, ids))
+    }
+
+    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
+        reads::schedules_due(&self.pool, now, limit).await
+    }
+
+    async fn jobs_due(
+        &self,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<DueJob>> {
+        reads::jobs_due(&self.pool, now, stale_before, limit).await
+    }
+
+    async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        reads::wakeup_next(&self.pool).await
+    }
+
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+        reads::dlq_envs(&self.pool).await
+    }
+
+    async fn stats_get(&self) -> StoreResult<StoreStats> {
+        reads::stats_get(&self.pool).await
+    }
+
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+        outbox::claim(&self.pool, claim).await
+    }
+
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+        outbox::mark_relayed(&self.pool, relayed).await
+    }
+
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+        outbox::mark_failed(&self.pool, failed).await
+    }
+
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        outbox::release(&self.pool, release).await
+    }
+
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+        outbox::purge(&self.pool, purge).await
+    }
+
+    async fn schema_status(&self) -> StoreResult<SchemaStatus> {
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        migrate::schema_status(&mut conn).await
+    }
+}
+
+/// SQLite's placeholders: `?1`, `?2`, ...
+fn placeholder(n: usize) -> String {
+    format!("?{n}")
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
+
+/// Binds a value as SQLite stores it: uuids as text, instants as integer microseconds, JSON
+/// as text.
+fn bind(query: SqliteQuery<'_>, val: Val) -> SqliteQuery<'_> {
+    match val {
+        Val::Uuid(v) => query.bind(v.map(|id| id.to_string())),
+        Val::Text(v) => query.bind(v),
+        Val::I32(v) => query.bind(v),
+        Val::Ts(v) => query.bind(v.map(|t| t.timestamp_micros())),
+        Val::Json(v) => query.bind(v.map(|j| j.to_string())),
+    }
+}
+
+/// The statement with its values bound.
+fn query(sql: &Sql) -> SqliteQuery<'_> {
+    sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
+}
+
+/// A SQLite row's cells, decoded from SQLite's storage classes.
+pub(crate) struct SqliteCells<'r>(&'r SqliteRow, &'static str);
+
+impl<'r> SqliteCells<'r> {
+    fn get<T>(&self, column: &str) -> StoreResult<T>
+    where
+        T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
+    {
+        self.0.try_get(column).map_err(|e| self.corrupt(column, e))
+    }
+}
+
+impl Cells for SqliteCells<'_> {
+    fn table(&self) -> &'static str {
+        self.1
+    }
+    fn i32(&self, column: &str) -> StoreResult<i32> {
+        self.get(column)
+    }
+    fn i64(&self, column: &str) -> StoreResult<i64> {
+        self.get(column)
+    }
+    fn bool(&self, column: &str) -> StoreResult<bool> {
+        self.get(column)
+    }
+    fn text(&self, column: &str) -> StoreResult<String> {
+        self.get(column)
+    }
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+        self.get(column)
+    }
+    fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {
+        let text: Option<String> = self.get(column)?;
+        text.map(|t| Uuid::parse_str(&t).map_err(|e| self.corrupt(column, e)))
+            .transpose()
+    }
+    fn opt_ts(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        let micros: Option<i64> = self.get(column)?;
+        micros.map(|m| from_micros(m, self.1)).transpose()
+    }
+    fn opt_json(&self, column: &str) -> StoreResult<Option<Value>> {
+        let text: Option<String> = self.get(column)?;
+        text.map(|t| serde_json::from_str(&t).map_err(|e| self.corrupt(column, e)))
+            .transpose()
+    }
+}
+
+impl RowCells for SqliteRow {
+    type Cells<'r> = SqliteCells<'r>;
+
+    fn cells(&self, table: &'static str) -> SqliteCells<'_> {
+        SqliteCells(self, table)
+    }
+}

@@ -1,0 +1,483 @@
+//! What the engine relies on: due selection, counts, locks, signals, batches and the schema.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::store::*;
+use serde_json::json;
+
+use super::*;
+use crate::support::t0;
+
+pub async fn due_selection_is_ordered_and_limited(store: Arc<dyn Store>) {
+    let now = t0() + Duration::hours(1);
+    let mut expected = Vec::new();
+    // Due schedules in three environments, inserted out of order.
+    for (minutes_ago, env) in [
+        (5, EnvId::new()),
+        (30, EnvId::new()),
+        (1, EnvId::new()),
+        (0, EnvId::new()),
+    ] {
+        let mut new = new_schedule("due", "billing");
+        new.next_run_at = Some(now - Duration::minutes(minutes_ago));
+        let s = insert_schedule(&store, env, new).await;
+        expected.push((now - Duration::minutes(minutes_ago), s.id, env));
+    }
+    expected.sort();
+    // Not due: in the future, paused, deleted, completed.
+    let env = EnvId::new();
+    let mut future = new_schedule("future", "billing");
+    future.next_run_at = Some(now + Duration::seconds(1));
+    insert_schedule(&store, env, future).await;
+    for status in [
+        ScheduleStatus::Paused,
+        ScheduleStatus::Deleted,
+        ScheduleStatus::Completed,
+    ] {
+        let mut new = new_schedule(status.as_str(), "billing");
+        new.status = status;
+        new.next_run_at = Some(now - Duration::hours(1));
+        insert_schedule(&store, env, new).await;
+    }
+
+    let due = store.schedules_due(now, 50).await.unwrap();
+    let got: Vec<_> = due
+        .iter()
+        .map(|d| (d.next_run_at, d.id, d.env_id))
+        .collect();
+    assert_eq!(got, expected);
+    let limited = store.schedules_due(now, 2).await.unwrap();
+    assert_eq!(
+        limited.iter().map(|d| d.id).collect::<Vec<_>>(),
+        vec![expected[0].1, expected[1].1]
+    );
+
+    assert_eq!(
+        store.wakeup_next().await.unwrap(),
+        Some(expected[0].0),
+        "the earliest next_run_at wakes the ticker"
+    );
+}
+
+pub async fn due_jobs_cover_retries_and_stale_attempts(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let now = t0() + Duration::hours(1);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let make = |name: &str| {
+        let new = new_schedule(name, "billing");
+        (new.id, new)
+    };
+    let (a, new_a) = make("a");
+    let (b, new_b) = make("b");
+    let (c, new_c) = make("c");
+    let (d, new_d) = make("d");
+    for new in [new_a, new_b, new_c, new_d] {
+        tx.schedule_insert(&new).await.unwrap();
+    }
+    let mut retry_due = new_job(a, JobStatus::Pending);
+    retry_due.next_attempt_at = Some(now - Duration::minutes(1));
+    let retry_due = tx.job_insert(&retry_due).await.unwrap();
+    let mut retry_later = new_job(b, JobStatus::Pending);
+    retry_later.next_attempt_at = Some(now + Duration::minutes(1));
+    let retry_later = tx.job_insert(&retry_later).await.unwrap();
+    let mut stale = new_job(c, JobStatus::Running);
+    stale.started_at = Some(now - Duration::minutes(10));
+    let stale = tx.job_insert(&stale).await.unwrap();
+    let mut fresh = new_job(d, JobStatus::Running);
+    fresh.started_at = Some(now - Duration::seconds(5));
+    tx.job_insert(&fresh).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let due = store
+        .jobs_due(now, now - Duration::minutes(2), 50)
+        .await
+        .unwrap();
+    let got: Vec<_> = due
+        .iter()
+        .map(|j| (j.id, j.status, j.schedule_id, j.env_id))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (stale.id, JobStatus::Running, c, env),
+            (retry_due.id, JobStatus::Pending, a, env),
+        ],
+        "earliest first: the stale attempt started 10 minutes ago, the retry was due 1 minute ago"
+    );
+    assert_eq!(
+        store
+            .jobs_due(now, now - Duration::minutes(2), 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // The wake-up time considers pending retries too.
+    let wake = store.wakeup_next().await.unwrap().unwrap();
+    assert!(wake <= retry_later.next_attempt_at.unwrap());
+}
+
+pub async fn stats_count_across_tenants(store: Arc<dyn Store>) {
+    let before = store.stats_get().await.unwrap();
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("a", "billing")).await;
+    let mut paused = new_schedule("b", "billing");
+    paused.status = ScheduleStatus::Paused;
+    insert_schedule(&store, EnvId::new(), paused).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&new_job(s.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    tx.outbox_insert(&NewEvent {
+        id: EventId::new(),
+        schedule_id: Some(s.id),
+        event_type: "x".into(),
+        payload: json!({}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let after = store.stats_get().await.unwrap();
+    assert_eq!(after.schedules_active, before.schedules_active + 1);
+    assert_eq!(after.schedules_paused, before.schedules_paused + 1);
+    assert_eq!(after.jobs_pending, before.jobs_pending + 1);
+    assert_eq!(after.outbox_unrelayed, before.outbox_unrelayed + 1);
+}
+
+pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let other = EnvId::new();
+    let mut later = new_schedule("later", "billing");
+    later.next_run_at = Some(t0() + Duration::hours(2));
+    let later = insert_schedule(&store, env, later).await;
+    let mut sooner = new_schedule("sooner", "billing");
+    sooner.next_run_at = Some(t0() + Duration::minutes(1));
+    let sooner = insert_schedule(&store, env, sooner).await;
+    let mut paused = new_schedule("paused", "billing");
+    paused.status = ScheduleStatus::Paused;
+    insert_schedule(&store, env, paused).await;
+    let mut done = new_schedule("done", "billing");
+    done.status = ScheduleStatus::Completed;
+    done.next_run_at = None;
+    insert_schedule(&store, env, done).await;
+    let mut gone = new_schedule("gone", "billing");
+    gone.status = ScheduleStatus::Deleted;
+    gone.next_run_at = None;
+    insert_schedule(&store, env, gone).await;
+    // Another tenant's rows never count.
+    let theirs = insert_schedule(&store, other, new_schedule("theirs", "billing")).await;
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&new_job(sooner.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    for status in [JobStatus::Succeeded, JobStatus::Failed, JobStatus::Failed] {
+        tx.job_insert(&new_job(later.id, status)).await.unwrap();
+    }
+    let failed = new_job(later.id, JobStatus::Failed);
+    tx.job_insert(&failed).await.unwrap();
+    tx.dlq_insert(&NewDlqEntry {
+        id: DlqId::new(),
+        schedule_id: later.id,
+        job_id: failed.id,
+        domain: "billing".into(),
+        schedule_type: "later".into(),
+        payload: json!({}),
+        attempts: 1,
+        last_error: "boom".into(),
+        scheduled_for: t0(),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.tenant_begin(other).await.unwrap();
+    tx.job_insert(&new_job(theirs.id, JobStatus::Running))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert_eq!(
+        tx.env_counts().await.unwrap(),
+        EnvCounts {
+            schedules_active: 2,
+            schedules_paused: 1,
+            schedules_completed: 1,
+            jobs_pending: 1,
+            jobs_running: 0,
+            jobs_succeeded: 1,
+            jobs_failed: 3,
+            jobs_skipped: 0,
+            dlq_entries: 1,
+        }
+    );
+    let upcoming: Vec<ScheduleId> = tx
+        .schedule_list_upcoming(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(
+        upcoming,
+        [sooner.id, later.id],
+        "active only, soonest first"
+    );
+    assert_eq!(tx.schedule_list_upcoming(1).await.unwrap().len(), 1);
+    drop(tx);
+    let mut tx = store.tenant_begin(EnvId::new()).await.unwrap();
+    assert_eq!(tx.env_counts().await.unwrap(), EnvCounts::default());
+    assert!(tx.schedule_list_upcoming(10).await.unwrap().is_empty());
+}
+
+pub async fn schedule_locks_exclude_each_other(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("locked", "billing")).await;
+    let mut lock = store
+        .schedule_lock_try(s.id)
+        .await
+        .unwrap()
+        .expect("free lock is taken");
+    assert!(
+        store.schedule_lock_try(s.id).await.unwrap().is_none(),
+        "held lock is refused"
+    );
+    // Another schedule's lock is independent.
+    let other = store
+        .schedule_lock_try(ScheduleId::new())
+        .await
+        .unwrap()
+        .expect("independent");
+    assert!(other.release().await.unwrap());
+
+    // Work under the lock runs in a tenant transaction on the lock's connection.
+    {
+        let mut tx = lock.tenant_begin(env).await.unwrap();
+        tx.job_insert(&new_job(s.id, JobStatus::Running))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    assert!(
+        lock.release().await.unwrap(),
+        "release reports the lock was held"
+    );
+    let again = store
+        .schedule_lock_try(s.id)
+        .await
+        .unwrap()
+        .expect("released lock is free");
+    drop(again);
+    // Dropping without release frees it too (for PostgreSQL by closing the session).
+    let mut retake = None;
+    for _ in 0..50 {
+        retake = store.schedule_lock_try(s.id).await.unwrap();
+        if retake.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(retake.is_some(), "a dropped lock is freed");
+}
+
+pub async fn commits_ring_signals_and_rollbacks_do_not(store: Arc<dyn Store>) {
+    let signals = store.signals();
+    let within = std::time::Duration::from_secs(2);
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("s", "billing")).await;
+
+    // A rolled-back transaction rings nothing.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.outbox_insert(&NewEvent {
+        id: EventId::new(),
+        schedule_id: Some(s.id),
+        event_type: "x".into(),
+        payload: json!({}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    drop(tx);
+    let short = std::time::Duration::from_millis(50);
+    assert!(
+        tokio::time::timeout(short, signals.schedules.notified())
+            .await
+            .is_err()
+    );
+    assert!(
+        tokio::time::timeout(short, signals.outbox.notified())
+            .await
+            .is_err()
+    );
+
+    // A commit rings what it asked for, and the outbox by itself.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.notify_on_commit(Channel::Schedules);
+    tx.outbox_insert(&NewEvent {
+        id: EventId::new(),
+        schedule_id: Some(s.id),
+        event_type: "x".into(),
+        payload: json!({}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    tokio::time::timeout(within, signals.schedules.notified())
+        .await
+        .expect("schedules rung");
+    tokio::time::timeout(within, signals.outbox.notified())
+        .await
+        .expect("outbox rung");
+}
+
+pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let a = insert_schedule(&store, env, new_schedule("a", "billing")).await;
+    let b = insert_schedule(&store, env, new_schedule("b", "billing")).await;
+    let c = insert_schedule(&store, env, new_schedule("c", "billing")).await;
+    let elsewhere = insert_schedule(&store, EnvId::new(), new_schedule("x", "billing")).await;
+
+    // Lock sets: what is free is taken, what is held elsewhere is not.
+    let first = store.schedule_locks_try(&[a.id, b.id]).await.unwrap();
+    assert_eq!(first.held(), [a.id, b.id]);
+    let second = store.schedule_locks_try(&[b.id, c.id]).await.unwrap();
+    assert_eq!(second.held(), [c.id], "b is held by the first set");
+    assert!(first.release().await.unwrap());
+    assert!(second.release().await.unwrap());
+    let again = store.schedule_locks_try(&[a.id, b.id, c.id]).await.unwrap();
+    assert_eq!(again.held().len(), 3, "released locks are free again");
+    assert!(again.release().await.unwrap());
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    // Reads: id order, this environment only.
+    let got = tx
+        .schedule_get_many(&[c.id, a.id, elsewhere.id, b.id], true)
+        .await
+        .unwrap();
+    let mut expected = vec![a.id, b.id, c.id];
+    expected.sort();
+    assert_eq!(got.iter().map(|s| s.id).collect::<Vec<_>>(), expected);
+
+    // Claims: only those still due at the expected instant.
+    let due = a.next_run_at.unwrap();
+    let claim = |id, expected| ScheduleClaim {
+        id,
+        expected_next_run_at: expected,
+        next_run_at: Some(due + Duration::minutes(5)),
+        now: due,
+    };
+    let claimed = tx
+        .schedule_claim_many(&[
+            claim(a.id, due),
+            claim(b.id, due - Duration::minutes(1)),
+            claim(c.id, due),
+            claim(elsewhere.id, due),
+        ])
+        .await
+        .unwrap();
+    let mut claimed_ids: Vec<_> = claimed.iter().map(|s| s.id).collect();
+    claimed_ids.sort();
+    let mut want = vec![a.id, c.id];
+    want.sort();
+    assert_eq!(claimed_ids, want);
+    assert!(
+        claimed
+            .iter()
+            .all(|s| s.next_run_at == Some(due + Duration::minutes(5)))
+    );
+    assert!(claimed.iter().all(|s| s.last_run_at == Some(due)));
+
+    // Opening jobs leaves out a schedule that already has an open job, without an error.
+    let pending = tx
+        .job_insert(&new_job(b.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    let opened = tx
+        .job_open_many(&[
+            new_job(a.id, JobStatus::Running),
+            new_job(b.id, JobStatus::Running),
+            new_job(c.id, JobStatus::Running),
+        ])
+        .await
+        .unwrap();
+    let mut opened_for: Vec<_> = opened.iter().map(|j| j.schedule_id).collect();
+    opened_for.sort();
+    assert_eq!(opened_for, want);
+    assert!(
+        opened
+            .iter()
+            .all(|j| j.status == JobStatus::Running && j.attempt == 1)
+    );
+    assert_eq!(
+        tx.job_get_open(b.id).await.unwrap().map(|j| j.id),
+        Some(pending.id),
+        "the existing open job stays"
+    );
+
+    // Finishing writes only attempts that are still running as given.
+    let done = JobFinish {
+        id: opened[0].id,
+        attempt: opened[0].attempt,
+        outcome: JobOutcome::Succeeded {
+            result: json!({"ok": true}),
+        },
+        now: due + Duration::seconds(1),
+    };
+    let stale = JobFinish {
+        id: opened[1].id,
+        attempt: 7,
+        outcome: JobOutcome::Failed {
+            error: "late".into(),
+        },
+        now: due + Duration::seconds(1),
+    };
+    let finished = tx.job_finish_many(&[done.clone(), stale]).await.unwrap();
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0].id, done.id);
+    assert_eq!(finished[0].status, JobStatus::Succeeded);
+    assert_eq!(finished[0].result, Some(json!({"ok": true})));
+    assert_eq!(
+        tx.job_get(opened[1].id).await.unwrap().unwrap().status,
+        JobStatus::Running,
+        "a mismatched attempt is not written"
+    );
+    assert!(
+        tx.job_finish_many(&[done]).await.unwrap().is_empty(),
+        "only running jobs finish"
+    );
+
+    // Events keep the order given.
+    let events: Vec<NewEvent> = (0..3)
+        .map(|i| NewEvent {
+            id: EventId::new(),
+            schedule_id: Some(a.id),
+            event_type: format!("e{i}"),
+            payload: json!({"i": i}),
+            now: due,
+        })
+        .collect();
+    tx.outbox_insert_many(&events).await.unwrap();
+    tx.outbox_insert_many(&[]).await.unwrap();
+    let listed = tx.outbox_list(0, 100).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect::<Vec<_>>(),
+        ["e0", "e1", "e2"]
+    );
+    tx.commit().await.unwrap();
+}
+
+pub async fn schema_is_current_after_migration(store: Arc<dyn Store>) {
+    let status = store.schema_status().await.unwrap();
+    assert!(!status.applied.is_empty());
+    assert!(status.pending().is_empty());
+    status.ensure_current().unwrap();
+}

@@ -1,0 +1,160 @@
+//! The storage conformance suite: one body of tests generic over the seam, run against every
+//! backend. A backend change must keep all of it green; a new rule of the seam gets a test here.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::store::*;
+use serde_json::json;
+
+use crate::support::t0;
+
+mod engine;
+mod jobs;
+mod outbox;
+mod schedules;
+mod transitions;
+
+pub use engine::*;
+pub use jobs::*;
+pub use outbox::*;
+pub use schedules::*;
+pub use transitions::*;
+
+pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
+    NewSchedule {
+        id: ScheduleId::new(),
+        domain: domain.to_owned(),
+        schedule_type: schedule_type.to_owned(),
+        kind: ScheduleKind::Cron,
+        cron_expr: Some("*/5 * * * *".to_owned()),
+        timezone: "Europe/London".to_owned(),
+        run_at: None,
+        on_dst_gap: OnDstGap::Skip,
+        on_dst_repeat: OnDstRepeat::Twice,
+        target_config: json!({"baseUrl": "http://127.0.0.1:9/billing"}),
+        payload: json!({"report": schedule_type, "nested": {"n": 1}}),
+        status: ScheduleStatus::Active,
+        next_run_at: Some(t0() + Duration::minutes(5)),
+        max_retries: 4,
+        actor: "tester".to_owned(),
+        now: t0(),
+    }
+}
+
+pub fn new_job(schedule_id: ScheduleId, status: JobStatus) -> NewJob {
+    let running = status == JobStatus::Running;
+    NewJob {
+        id: JobId::new(),
+        schedule_id,
+        status,
+        attempt: i32::from(running),
+        scheduled_for: t0(),
+        next_attempt_at: (status == JobStatus::Pending).then(t0),
+        started_at: running.then(t0),
+        finished_at: None,
+        error: None,
+        now: t0(),
+    }
+}
+
+/// A soft delete by the test actor at t0.
+pub fn deleted_by_tester(id: ScheduleId) -> ScheduleSetDeleted {
+    ScheduleSetDeleted {
+        id,
+        actor: "tester".into(),
+        now: t0(),
+    }
+}
+
+/// A status change at t0.
+pub fn status_at(id: ScheduleId, status: ScheduleStatus) -> ScheduleSetStatus {
+    ScheduleSetStatus {
+        id,
+        status,
+        now: t0(),
+    }
+}
+
+pub async fn insert_schedule(store: &Arc<dyn Store>, env: EnvId, new: NewSchedule) -> Schedule {
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let schedule = tx.schedule_insert(&new).await.unwrap();
+    tx.commit().await.unwrap();
+    schedule
+}
+
+pub async fn insert_event(
+    store: &Arc<dyn Store>,
+    env: EnvId,
+    schedule_id: Option<ScheduleId>,
+    label: &str,
+) -> EventId {
+    let id = EventId::new();
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.outbox_insert(&NewEvent {
+        id,
+        schedule_id,
+        event_type: "sentin8:cron:schedule:updated".into(),
+        payload: json!({"label": label}),
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    id
+}
+
+/// Instantiates every conformance test for one backend.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:ident, $make:expr) => {
+        mod $backend {
+            use $crate::conformance as suite;
+            $crate::conformance_suite!(@tests $make;
+                schedule_round_trips,
+                one_shot_schedule_round_trips,
+                inconsistent_schedules_are_refused,
+                schedule_type_is_unique_per_domain_among_live_schedules,
+                schedule_listing_filters_and_pages,
+                tenants_never_see_each_other,
+                one_open_job_per_schedule,
+                job_listing_is_newest_first_with_filters,
+                claims_are_conditional,
+                dlq_round_trips_and_lists,
+                a_failed_event_write_aborts_the_domain_write,
+                outbox_and_audit_keep_order_and_content,
+                due_selection_is_ordered_and_limited,
+                due_jobs_cover_retries_and_stale_attempts,
+                stats_count_across_tenants,
+                env_counts_and_upcoming_stay_in_their_tenant,
+                schedule_locks_exclude_each_other,
+                commits_ring_signals_and_rollbacks_do_not,
+                schema_is_current_after_migration,
+                batch_operations_match_their_single_forms,
+                outbox_claims_follow_seq_and_schedule_order,
+                outbox_leases_expire,
+                outbox_failures_back_off_and_park,
+                outbox_releases_free_claims_at_once,
+                outbox_purge_keeps_pending_and_parked_events,
+                schedule_set_definition_writes_the_definition_status_and_next_fire,
+                schedule_set_status_writes_status_and_updated_at_only,
+                schedule_set_deleted_clears_the_next_fire_and_retry_count,
+                schedule_set_outcome_writes_retry_count_and_completes_on_request,
+                job_finish_writes_each_outcome_if_the_attempt_still_runs,
+                job_set_pending_retries_only_failed_jobs,
+                job_cancel_fails_only_pending_jobs,
+            );
+        }
+    };
+    (@tests $make:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let Some((store, _guard)) = $make.await else { return };
+                suite::$name(store).await;
+            }
+        )+
+    };
+}

@@ -1,0 +1,443 @@
+//! One test per named transition: each asserts exactly which columns the transition changed
+//! and that every other column kept its value.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::store::*;
+use serde_json::json;
+
+use super::{insert_schedule, new_job, new_schedule};
+use crate::support::t0;
+
+fn later(seconds: i64) -> DateTime<Utc> {
+    t0() + Duration::seconds(seconds)
+}
+
+/// A schedule with every column away from its insert default, so a transition that wrote a
+/// column it should not would show.
+async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
+    let s = insert_schedule(store, env, new_schedule("worn", "billing")).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let due = s.next_run_at.unwrap();
+    tx.schedule_claim(&ScheduleClaim {
+        id: s.id,
+        expected_next_run_at: due,
+        next_run_at: Some(due + Duration::minutes(5)),
+        now: due,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let worn = tx
+        .schedule_set_outcome(&ScheduleSetOutcome {
+            id: s.id,
+            retry_count: 2,
+            complete: false,
+            now: due,
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(worn.last_run_at.is_some() && worn.retry_count == 2);
+    worn
+}
+
+async fn stored_schedule(store: &Arc<dyn Store>, env: EnvId, id: ScheduleId) -> Schedule {
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.schedule_get(id).await.unwrap().unwrap()
+}
+
+async fn stored_job(store: &Arc<dyn Store>, env: EnvId, id: JobId) -> Job {
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_get(id).await.unwrap().unwrap()
+}
+
+/// Commits one transition and checks that the returned row is what is stored.
+async fn commit_schedule(
+    store: &Arc<dyn Store>,
+    env: EnvId,
+    returned: Schedule,
+    tx: Box<dyn TenantTx>,
+) -> Schedule {
+    tx.commit().await.unwrap();
+    let stored = stored_schedule(store, env, returned.id).await;
+    assert_eq!(stored, returned, "the transition returns the row as stored");
+    stored
+}
+
+pub async fn schedule_set_definition_writes_the_definition_status_and_next_fire(
+    store: Arc<dyn Store>,
+) {
+    let env = EnvId::new();
+    let before = worn_schedule(&store, env).await;
+    let definition = ScheduleDefinition {
+        schedule_type: "renamed".into(),
+        kind: ScheduleKind::Once,
+        cron_expr: None,
+        timezone: "UTC".into(),
+        run_at: Some(later(86_400)),
+        on_dst_gap: OnDstGap::default(),
+        on_dst_repeat: OnDstRepeat::default(),
+        target_config: json!({"baseUrl": "http://127.0.0.1:9/other"}),
+        payload: json!({"new": [1, 2]}),
+        max_retries: 9,
+    };
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_definition(&ScheduleSetDefinition {
+            id: before.id,
+            definition: definition.clone(),
+            status: ScheduleStatus::Paused,
+            next_run_at: Some(later(86_400)),
+            actor: "patcher".into(),
+            now: later(7),
+        })
+        .await
+        .unwrap();
+    let after = commit_schedule(&store, env, returned, tx).await;
+    let expected = Schedule {
+        schedule_type: definition.schedule_type,
+        kind: definition.kind,
+        cron_expr: definition.cron_expr,
+        timezone: definition.timezone,
+        run_at: definition.run_at,
+        on_dst_gap: definition.on_dst_gap,
+        on_dst_repeat: definition.on_dst_repeat,
+        target_config: definition.target_config,
+        payload: definition.payload,
+        max_retries: definition.max_retries,
+        status: ScheduleStatus::Paused,
+        next_run_at: Some(later(86_400)),
+        updated_at: later(7),
+        updated_by: "patcher".into(),
+        // Unchanged: id, env, domain, last_run_at, retry_count, created_*.
+        ..before.clone()
+    };
+    assert_eq!(after, expected);
+    assert_eq!(
+        ScheduleDefinition::of(&after),
+        ScheduleDefinition::of(&expected)
+    );
+}
+
+pub async fn schedule_set_status_writes_status_and_updated_at_only(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let before = worn_schedule(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_status(&ScheduleSetStatus {
+            id: before.id,
+            status: ScheduleStatus::Paused,
+            now: later(7),
+        })
+        .await
+        .unwrap();
+    let after = commit_schedule(&store, env, returned, tx).await;
+    assert_eq!(
+        after,
+        Schedule {
+            status: ScheduleStatus::Paused,
+            updated_at: later(7),
+            // The engine's change keeps the last human author.
+            ..before
+        }
+    );
+}
+
+pub async fn schedule_set_deleted_clears_the_next_fire_and_retry_count(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let before = worn_schedule(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_deleted(&ScheduleSetDeleted {
+            id: before.id,
+            actor: "deleter".into(),
+            now: later(7),
+        })
+        .await
+        .unwrap();
+    let after = commit_schedule(&store, env, returned, tx).await;
+    assert_eq!(
+        after,
+        Schedule {
+            status: ScheduleStatus::Deleted,
+            next_run_at: None,
+            retry_count: 0,
+            updated_at: later(7),
+            updated_by: "deleter".into(),
+            ..before
+        }
+    );
+    // An id of no row is an error, not a silent no-op.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let err = tx
+        .schedule_set_deleted(&ScheduleSetDeleted {
+            id: ScheduleId::new(),
+            actor: "deleter".into(),
+            now: later(8),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::NotFound {
+                what: "schedule",
+                ..
+            }
+        ),
+        "got {err:?}"
+    );
+}
+
+pub async fn schedule_set_outcome_writes_retry_count_and_completes_on_request(
+    store: Arc<dyn Store>,
+) {
+    let env = EnvId::new();
+    let before = worn_schedule(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_outcome(&ScheduleSetOutcome {
+            id: before.id,
+            retry_count: 3,
+            complete: false,
+            now: later(7),
+        })
+        .await
+        .unwrap();
+    let retried = commit_schedule(&store, env, returned, tx).await;
+    assert_eq!(
+        retried,
+        Schedule {
+            retry_count: 3,
+            updated_at: later(7),
+            ..before.clone()
+        }
+    );
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_outcome(&ScheduleSetOutcome {
+            id: before.id,
+            retry_count: 0,
+            complete: true,
+            now: later(8),
+        })
+        .await
+        .unwrap();
+    let completed = commit_schedule(&store, env, returned, tx).await;
+    assert_eq!(
+        completed,
+        Schedule {
+            retry_count: 0,
+            status: ScheduleStatus::Completed,
+            next_run_at: None,
+            updated_at: later(8),
+            ..before
+        }
+    );
+}
+
+/// A running job on its second attempt.
+async fn running_job(store: &Arc<dyn Store>, env: EnvId) -> Job {
+    let schedule_type = format!("jobs-{}", ScheduleId::new());
+    let s = insert_schedule(store, env, new_schedule(&schedule_type, "billing")).await;
+    let mut new = new_job(s.id, JobStatus::Running);
+    new.attempt = 2;
+    new.error = Some("first attempt failed".into());
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let job = tx.job_insert(&new).await.unwrap();
+    tx.commit().await.unwrap();
+    job
+}
+
+async fn finish(store: &Arc<dyn Store>, env: EnvId, finish: JobFinish) -> Vec<Job> {
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let written = tx.job_finish_many(&[finish]).await.unwrap();
+    tx.commit().await.unwrap();
+    written
+}
+
+pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+
+    let before = running_job(&store, env).await;
+    let written = finish(
+        &store,
+        env,
+        JobFinish {
+            id: before.id,
+            attempt: before.attempt,
+            outcome: JobOutcome::Succeeded {
+                result: json!({"rows": 3}),
+            },
+            now: later(5),
+        },
+    )
+    .await;
+    let succeeded = Job {
+        status: JobStatus::Succeeded,
+        finished_at: Some(later(5)),
+        result: Some(json!({"rows": 3})),
+        error: None,
+        updated_at: later(5),
+        ..before
+    };
+    assert_eq!(written, vec![succeeded.clone()]);
+    assert_eq!(stored_job(&store, env, succeeded.id).await, succeeded);
+
+    let before = running_job(&store, env).await;
+    let written = finish(
+        &store,
+        env,
+        JobFinish {
+            id: before.id,
+            attempt: before.attempt,
+            outcome: JobOutcome::RetryPending {
+                next_attempt_at: later(60),
+                error: "HTTP 503".into(),
+            },
+            now: later(5),
+        },
+    )
+    .await;
+    let pending = Job {
+        status: JobStatus::Pending,
+        next_attempt_at: Some(later(60)),
+        error: Some("HTTP 503".into()),
+        updated_at: later(5),
+        // finished_at and result stay as they were (unset).
+        ..before
+    };
+    assert_eq!(written, vec![pending.clone()]);
+    assert_eq!(stored_job(&store, env, pending.id).await, pending);
+
+    let before = running_job(&store, env).await;
+    let written = finish(
+        &store,
+        env,
+        JobFinish {
+            id: before.id,
+            attempt: before.attempt,
+            outcome: JobOutcome::Failed {
+                error: "HTTP 400".into(),
+            },
+            now: later(5),
+        },
+    )
+    .await;
+    let failed = Job {
+        status: JobStatus::Failed,
+        finished_at: Some(later(5)),
+        error: Some("HTTP 400".into()),
+        updated_at: later(5),
+        ..before
+    };
+    assert_eq!(written, vec![failed.clone()]);
+    assert_eq!(stored_job(&store, env, failed.id).await, failed);
+
+    // Another attempt's outcome, or a job no longer running, changes nothing.
+    let before = running_job(&store, env).await;
+    let outcome = JobOutcome::Failed {
+        error: "late".into(),
+    };
+    let stale = JobFinish {
+        id: before.id,
+        attempt: before.attempt - 1,
+        outcome: outcome.clone(),
+        now: later(5),
+    };
+    assert!(finish(&store, env, stale).await.is_empty());
+    let again = JobFinish {
+        id: failed.id,
+        attempt: failed.attempt,
+        outcome,
+        now: later(6),
+    };
+    assert!(finish(&store, env, again).await.is_empty());
+    assert_eq!(stored_job(&store, env, before.id).await, before);
+    assert_eq!(stored_job(&store, env, failed.id).await, failed);
+}
+
+pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let running = running_job(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let change = JobSetPending {
+        id: running.id,
+        next_attempt_at: later(10),
+        now: later(10),
+    };
+    assert_eq!(tx.job_set_pending(&change).await.unwrap(), None, "running");
+    let failed = tx
+        .job_finish_many(&[JobFinish {
+            id: running.id,
+            attempt: running.attempt,
+            outcome: JobOutcome::Failed {
+                error: "HTTP 400".into(),
+            },
+            now: later(5),
+        }])
+        .await
+        .unwrap()
+        .remove(0);
+    let returned = tx.job_set_pending(&change).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    let expected = Job {
+        status: JobStatus::Pending,
+        next_attempt_at: Some(later(10)),
+        finished_at: None,
+        updated_at: later(10),
+        // attempt, error and result are kept.
+        ..failed
+    };
+    assert_eq!(returned, expected);
+    assert_eq!(stored_job(&store, env, expected.id).await, expected);
+}
+
+pub async fn job_cancel_fails_only_pending_jobs(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("cancel", "billing")).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let pending = tx
+        .job_insert(&new_job(s.id, JobStatus::Pending))
+        .await
+        .unwrap();
+    let returned = tx
+        .job_cancel(&JobCancel {
+            id: pending.id,
+            error: "cancelled".into(),
+            now: later(3),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    tx.commit().await.unwrap();
+    let expected = Job {
+        status: JobStatus::Failed,
+        finished_at: Some(later(3)),
+        error: Some("cancelled".into()),
+        updated_at: later(3),
+        // attempt and next_attempt_at are kept.
+        ..pending
+    };
+    assert_eq!(returned, expected);
+    assert_eq!(stored_job(&store, env, expected.id).await, expected);
+
+    let running = running_job(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    for id in [running.id, expected.id] {
+        let change = JobCancel {
+            id,
+            error: "cancelled".into(),
+            now: later(4),
+        };
+        assert_eq!(tx.job_cancel(&change).await.unwrap(), None);
+    }
+    tx.commit().await.unwrap();
+    assert_eq!(stored_job(&store, env, running.id).await, running);
+    assert_eq!(stored_job(&store, env, expected.id).await, expected);
+}
