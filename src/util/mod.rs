@@ -1,0 +1,12 @@
+//! Small helpers several adapters and commands share, each written once:
+//!
+//! - [`duration`]: humane durations (`30s`, `2m`, `1m30s`, `7d`) for settings.
+//! - [`http`]: reading a response body with a size cap, and describing a reqwest error by its
+//!   causes.
+//! - [`url`]: hiding credentials of URLs in messages, and telling loopback hosts apart.
+//! - [`process`]: the shutdown signal and the log subscriber of long-running commands.
+
+pub mod duration;
+pub mod http;
+pub mod process;
+pub mod url;
