@@ -14,6 +14,7 @@ use super::nats::NatsSettings;
 use crate::callback::Secret;
 use crate::core::relay::RelayOptions;
 use crate::util::duration::positive_duration;
+use crate::util::setting::or_default;
 use crate::util::url::{hide_userinfo, is_loopback};
 
 /// `SENTIN8_CRON_BUS_URL`: `nats://host:port`, `https://...` (a webhook), or `log` (the
@@ -226,14 +227,6 @@ fn bus_config(args: &BusArgs) -> Result<BusConfig, RelayConfigError> {
             Ok(BusConfig::Webhook { url: parsed, key })
         }
         _ => Err(RelayConfigError::UnknownBus(hide_userinfo(url))),
-    }
-}
-
-/// A name setting, trimmed; its default when that leaves nothing.
-fn or_default(value: &str, default: &str) -> String {
-    match value.trim() {
-        "" => default.to_owned(),
-        value => value.to_owned(),
     }
 }
 

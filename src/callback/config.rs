@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::util::duration::positive_duration;
+use crate::util::setting::given;
 
 /// `SENTIN8_CRON_M2M_TOKEN_URL`: the OAuth2 token endpoint.
 pub const ENV_TOKEN_URL: &str = "SENTIN8_CRON_M2M_TOKEN_URL";
@@ -168,16 +169,6 @@ fn setting(var: &'static str) -> &'static str {
         ENV_CLIENT_SECRET => "--m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET)",
         _ => var,
     }
-}
-
-/// A string setting, trimmed; empty counts as unset, so `FOO=` in an env file does not
-/// half-configure anything.
-pub(crate) fn given(value: &Option<String>) -> Option<String> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
 }
 
 impl TryFrom<&CallbackArgs> for DispatchConfig {

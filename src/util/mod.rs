@@ -5,8 +5,10 @@
 //!   causes.
 //! - [`url`]: hiding credentials of URLs in messages, and telling loopback hosts apart.
 //! - [`process`]: the shutdown signal and the log subscriber of long-running commands.
+//! - [`setting`]: text settings trimmed, empty meaning unset.
 
 pub mod duration;
 pub mod http;
 pub mod process;
+pub mod setting;
 pub mod url;

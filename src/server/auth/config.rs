@@ -23,6 +23,7 @@ use super::{
 };
 use crate::callback::Secret;
 use crate::util::duration::parse_duration;
+use crate::util::setting::{given, or_default};
 
 /// `SENTIN8_CRON_JWKS_URL`: where to fetch the JWK set (JWKS mode).
 pub const ENV_JWKS_URL: &str = "SENTIN8_CRON_JWKS_URL";
@@ -187,23 +188,6 @@ fn leeway(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A string setting, trimmed; empty counts as unset.
-fn given(value: &Option<String>) -> Option<String> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-}
-
-/// A claim name, trimmed; its default when that leaves nothing.
-fn claim_name(value: &str, default: &str) -> String {
-    match value.trim() {
-        "" => default.to_owned(),
-        name => name.to_owned(),
-    }
-}
-
 impl AuthConfig {
     /// The configuration `args` describe, checked as a whole. `Ok(None)` when no token
     /// verification is configured at all: whether to fall back to a development token is the
@@ -243,8 +227,8 @@ impl AuthConfig {
                 issuer,
                 audience,
                 leeway: args.jwt_leeway,
-                scope_claim: claim_name(&args.jwt_scope_claim, DEFAULT_SCOPE_CLAIM),
-                envs_claim: claim_name(&args.jwt_envs_claim, DEFAULT_ENVS_CLAIM),
+                scope_claim: or_default(&args.jwt_scope_claim, DEFAULT_SCOPE_CLAIM),
+                envs_claim: or_default(&args.jwt_envs_claim, DEFAULT_ENVS_CLAIM),
             },
         }))
     }
