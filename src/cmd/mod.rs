@@ -66,7 +66,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the HTTP API and the admin pages, and run the ticker.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
@@ -159,7 +159,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         init_logging(LogFormat::Pretty, "warn");
     }
     match command {
-        Command::Serve(args) => serve::run(args, out).await,
+        Command::Serve(args) => serve::run(*args, out).await,
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
