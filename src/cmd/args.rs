@@ -123,7 +123,8 @@ pub struct ListenerArgs {
     pub drain_timeout: Duration,
 }
 
-/// Logging of the long-running commands (`serve`, `relay`); filtered by `RUST_LOG`.
+/// Logging of `serve`; filtered by `RUST_LOG`. (`relay` always logs JSON: the log bus writes
+/// its event records there.)
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LoggingArgs {

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::output::{self, OutputFormat};
-use super::{BusArgs, DatabaseArgs, LoggingArgs, StoreUse, open_store};
+use super::{BusArgs, DatabaseArgs, StoreUse, open_store};
 use crate::bus::{RelayConfig, sink_for};
 use crate::core::clock::SystemClock;
 use crate::core::metrics::Metrics;
 use crate::core::relay::{Relay, RelaySummary};
 use crate::store::redact;
-use crate::util::process::{init_logging, shutdown_signal};
+use crate::util::process::{init_nested_json_logging, shutdown_signal};
 
 /// The exit code of `--once` when some events could not be relayed.
 pub const EXIT_UNRELAYED: u8 = 1;
@@ -34,8 +34,6 @@ pub struct Args {
     pub once: bool,
     #[command(flatten)]
     pub bus: BusArgs,
-    #[command(flatten)]
-    pub logging: LoggingArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
 }
@@ -49,7 +47,8 @@ struct Report<'a> {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    init_logging(args.logging.log_format, "info");
+    // JSON on stderr: the log bus writes its event records there.
+    init_nested_json_logging("info");
     let config = RelayConfig::try_from(&args.bus)?;
     let url = args.database.url();
     let store = open_store(

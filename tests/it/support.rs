@@ -97,8 +97,8 @@ pub fn skip(needs: Needs, reason: &str) {
     if first {
         // One write, so the notice is not interleaved with the harness's own lines.
         let notice = format!(
-            "\nSKIPPED: {} report \"ok\" without running: {reason}. Set {}=1 to make them \
-             fail instead.\n\n",
+            "\nSKIPPED: {}: {reason}. They report \"ok\" without running; set {}=1 to make \
+             them fail instead.\n\n",
             needs.suites(),
             needs.require_var()
         );
