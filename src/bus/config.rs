@@ -266,30 +266,19 @@ fn check_stream_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        bus: BusArgs,
-    }
+    use crate::util::setting::parse_flags;
 
     fn args(flags: &[&str]) -> BusArgs {
-        Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-            .unwrap_or_else(|e| panic!("{flags:?}: {e}"))
-            .bus
+        parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
     }
 
-    /// The settings these flags give (flags win over the process environment, which these
-    /// tests never change).
+    /// The settings these flags give (the process environment is not read).
     fn config(flags: &[&str]) -> Result<RelayConfig, RelayConfigError> {
         RelayConfig::try_from(&args(flags))
     }
 
     fn refused(flags: &[&str]) -> String {
-        Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-            .unwrap_err()
-            .to_string()
+        parse_flags::<BusArgs>(flags).unwrap_err().to_string()
     }
 
     #[test]

@@ -225,27 +225,17 @@ fn token_settings(args: &CallbackArgs) -> Result<TokenSettings, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use crate::util::setting::parse_flags;
 
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        callback: CallbackArgs,
-    }
-
-    /// The settings these flags give (flags win over the process environment, which these
-    /// tests never change).
+    /// The settings these flags give (the process environment is not read).
     fn config(flags: &[&str]) -> Result<DispatchConfig, ConfigError> {
-        let cli = Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
-        assert!(!format!("{cli:?}").contains("hunter2"), "{cli:?}");
-        DispatchConfig::try_from(&cli.callback)
+        let args: CallbackArgs = parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        assert!(!format!("{args:?}").contains("hunter2"), "{args:?}");
+        DispatchConfig::try_from(&args)
     }
 
     fn refused(flags: &[&str]) -> String {
-        Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-            .unwrap_err()
-            .to_string()
+        parse_flags::<CallbackArgs>(flags).unwrap_err().to_string()
     }
 
     #[test]

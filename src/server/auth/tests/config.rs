@@ -1,33 +1,21 @@
 //! The settings: flags (or their variables) to an [`AuthConfig`], and the authenticator it
 //! builds.
 
-use clap::Parser;
-
 use super::*;
 use crate::server::auth::config::AuthConfigError;
-
-#[derive(Debug, Parser)]
-struct Cli {
-    #[command(flatten)]
-    auth: AuthArgs,
-}
+use crate::util::setting::parse_flags;
 
 fn args(flags: &[&str]) -> AuthArgs {
-    Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-        .unwrap_or_else(|e| panic!("{flags:?}: {e}"))
-        .auth
+    parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
 }
 
-/// The configuration these flags give (flags win over the process environment, which these
-/// tests never change).
+/// The configuration these flags give (the process environment is not read).
 fn config(flags: &[&str]) -> Result<Option<AuthConfig>, AuthConfigError> {
     AuthConfig::from_args(&args(flags))
 }
 
 fn refused(flags: &[&str]) -> String {
-    Cli::try_parse_from(std::iter::once("t").chain(flags.iter().copied()))
-        .unwrap_err()
-        .to_string()
+    parse_flags::<AuthArgs>(flags).unwrap_err().to_string()
 }
 
 const JWKS_URL: &str = "--jwks-url=https://idp.test/jwks.json";
