@@ -18,6 +18,19 @@ pub fn or_default(value: &str, default: &str) -> String {
     }
 }
 
+/// Parses `flags` into a settings group as the command line would, but ignoring the process
+/// environment, so tests neither depend on nor change it.
+#[cfg(test)]
+pub(crate) fn parse_flags<T: clap::Args + clap::FromArgMatches>(
+    flags: &[&str],
+) -> Result<T, clap::Error> {
+    let command =
+        T::augment_args(clap::Command::new("test")).mut_args(|arg| arg.env(None::<&'static str>));
+    let matches =
+        command.try_get_matches_from(std::iter::once("test").chain(flags.iter().copied()))?;
+    T::from_arg_matches(&matches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -30,17 +43,4 @@ mod tests {
         assert_eq!(or_default(" ", "d"), "d");
         assert_eq!(or_default(" v", "d"), "v");
     }
-}
-
-/// Parses `flags` into a settings group as the command line would, but ignoring the process
-/// environment, so tests neither depend on nor change it.
-#[cfg(test)]
-pub(crate) fn parse_flags<T: clap::Args + clap::FromArgMatches>(
-    flags: &[&str],
-) -> Result<T, clap::Error> {
-    let command =
-        T::augment_args(clap::Command::new("test")).mut_args(|arg| arg.env(None::<&'static str>));
-    let matches =
-        command.try_get_matches_from(std::iter::once("test").chain(flags.iter().copied()))?;
-    T::from_arg_matches(&matches)
 }
