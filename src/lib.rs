@@ -20,6 +20,8 @@
 //! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
 //!   schedules), printed by `sentin8-cron --print-registration`.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
+//! - [`util`] holds the small helpers several of these share (durations, capped body reads,
+//!   URL redaction, the shutdown signal, logging setup).
 //!
 #![forbid(unsafe_code)]
 
@@ -31,3 +33,4 @@ pub mod daemon;
 pub mod registration;
 pub mod server;
 pub mod store;
+pub mod util;

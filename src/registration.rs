@@ -4,15 +4,16 @@
 //! section alone is a declaration document that `enroll --from-command` reads.
 //!
 //! The route table is derived from the API's OpenAPI document, which the router is built from,
-//! so the registration cannot drift from what `serve` answers.
+//! so the registration cannot drift from what `serve` answers; the configuration list is read
+//! from the command line's definition, so it cannot drift from what the binary accepts.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::callback::config as dispatch_config;
+use clap::CommandFactory as _;
+
 use crate::core::decl::ScheduleDecl;
 use crate::core::events;
-use crate::server::auth;
 
 /// The service's name.
 pub const NAME: &str = env!("CARGO_PKG_NAME");
@@ -52,164 +53,81 @@ pub struct Route {
     pub scope: Option<String>,
 }
 
-/// One environment variable the binary reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// One setting: an environment variable the binary reads, and the flag that overrides it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigVar {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// Whether the value is (or may contain) a credential that belongs in a secret store.
+    pub name: String,
+    /// The command-line flag, e.g. `--database-url`.
+    pub flag: String,
+    pub description: String,
+    /// The value used when neither the flag nor the variable is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// Whether the value is (or may contain) a credential that belongs in a secret store; its
+    /// value is never shown in `--help`.
     pub secret: bool,
 }
 
-const fn var(name: &'static str, description: &'static str) -> ConfigVar {
-    ConfigVar {
-        name,
-        description,
-        secret: false,
+/// Every setting of every subcommand, read from the command line's own definition (so a
+/// setting's name, help and default are written once), in order of first appearance, each
+/// once.
+pub fn configuration() -> Vec<ConfigVar> {
+    let mut vars: Vec<ConfigVar> = Vec::new();
+    collect(&crate::cmd::Cli::command(), &mut vars);
+    vars
+}
+
+fn collect(command: &clap::Command, vars: &mut Vec<ConfigVar>) {
+    for arg in command.get_arguments() {
+        let Some(name) = arg.get_env().and_then(|name| name.to_str()) else {
+            continue;
+        };
+        if vars.iter().any(|var| var.name == name) {
+            continue;
+        }
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|value| value.to_string_lossy().into_owned())
+            .collect();
+        vars.push(ConfigVar {
+            name: name.to_owned(),
+            flag: arg
+                .get_long()
+                .map(|long| format!("--{long}"))
+                .unwrap_or_default(),
+            description: arg
+                .get_help()
+                .map(|help| help.to_string())
+                .unwrap_or_default(),
+            default: (!defaults.is_empty()).then(|| defaults.join(",")),
+            secret: arg.is_hide_env_values_set(),
+        });
+    }
+    for sub in command.get_subcommands() {
+        collect(sub, vars);
     }
 }
 
-const fn secret(name: &'static str, description: &'static str) -> ConfigVar {
-    ConfigVar {
-        name,
-        description,
-        secret: true,
+/// The configuration as a Markdown table (variable, flag, meaning, default): the one in
+/// README.md, which a test keeps equal to this.
+pub fn configuration_table() -> String {
+    let mut table = String::from("| variable | flag | meaning | default |\n|---|---|---|---|\n");
+    for var in configuration() {
+        let default = var
+            .default
+            .as_deref()
+            .map_or_else(|| "—".to_owned(), |d| format!("`{d}`"));
+        table.push_str(&format!(
+            "| `{}` | `{}` | {} | {} |\n",
+            var.name,
+            var.flag,
+            var.description.replace('|', "\\|"),
+            default
+        ));
     }
+    table
 }
-
-/// Every `SENTIN8_CRON_*` variable the binary reads. A test checks that every such name in the
-/// source appears here.
-pub const CONFIGURATION: &[ConfigVar] = &[
-    secret(
-        "SENTIN8_CRON_DATABASE_URL",
-        "Database: postgres://user@host/db or sqlite://path (default sqlite://sentin8-cron.db).",
-    ),
-    var(
-        "SENTIN8_CRON_DB_POOL_SIZE",
-        "Most pooled PostgreSQL connections (default 10).",
-    ),
-    var(
-        "SENTIN8_CRON_LISTEN",
-        "Address the HTTP API listens on (default 127.0.0.1:8080).",
-    ),
-    var(
-        "SENTIN8_CRON_TLS_CERT",
-        "PEM certificate chain file: serve HTTPS (with SENTIN8_CRON_TLS_KEY).",
-    ),
-    var(
-        "SENTIN8_CRON_TLS_KEY",
-        "PEM private key file of SENTIN8_CRON_TLS_CERT.",
-    ),
-    var(
-        "SENTIN8_CRON_DRAIN_TIMEOUT",
-        "Time in-flight requests and the in-flight tick get after SIGTERM (default 30s).",
-    ),
-    var(
-        "SENTIN8_CRON_LOG_FORMAT",
-        "Log line format of serve: pretty or json (default pretty).",
-    ),
-    var(
-        "SENTIN8_CRON_BUS_URL",
-        "Where the outbox relay publishes events: nats://host:port (JetStream), https://... \
-         (signed webhook) or log (default log).",
-    ),
-    var(
-        "SENTIN8_CRON_BUS_SUBJECT_PREFIX",
-        "NATS subject prefix of relayed events (default sentin8.cron).",
-    ),
-    var(
-        "SENTIN8_CRON_BUS_STREAM",
-        "JetStream stream the relay publishes into, created when missing (default SENTIN8_CRON).",
-    ),
-    secret(
-        "SENTIN8_CRON_WEBHOOK_SECRET",
-        "Signing secret of the webhook bus (Standard Webhooks, whsec_... or raw).",
-    ),
-    var(
-        "SENTIN8_CRON_RELAY_MAX_ATTEMPTS",
-        "Failed publishes of one event before it is parked for an operator (default 10).",
-    ),
-    var(
-        "SENTIN8_CRON_OUTBOX_RETENTION",
-        "How long relayed events stay in the outbox before they are deleted (default 7d).",
-    ),
-    var(
-        "SENTIN8_CRON_TICK_INTERVAL",
-        "Safety poll: the ticker wakes at least this often (default 60s).",
-    ),
-    var(
-        "SENTIN8_CRON_BATCH_SIZE",
-        "Due schedules fetched per batch (default 50).",
-    ),
-    var(
-        "SENTIN8_CRON_CONCURRENCY",
-        "Proxy-back calls in flight at once (default 32).",
-    ),
-    var(
-        "SENTIN8_CRON_RETRY_BASE",
-        "Backoff before the first retry, doubling with every retry (default 60s).",
-    ),
-    var(
-        "SENTIN8_CRON_RETRY_CAP",
-        "Longest backoff between retries (default 3600s).",
-    ),
-    var(
-        dispatch_config::ENV_TOKEN_URL,
-        "OAuth2 token endpoint of the M2M client-credentials token used for proxy-back.",
-    ),
-    var(
-        dispatch_config::ENV_CLIENT_ID,
-        "OAuth2 client id of the M2M token.",
-    ),
-    secret(
-        dispatch_config::ENV_CLIENT_SECRET,
-        "OAuth2 client secret of the M2M token.",
-    ),
-    var(
-        dispatch_config::ENV_SCOPE,
-        "Space-separated scopes requested with the M2M token (optional).",
-    ),
-    secret(
-        dispatch_config::ENV_STATIC_TOKEN,
-        "Static proxy-back bearer token, for development only.",
-    ),
-    var(
-        dispatch_config::ENV_JOB_TIMEOUT,
-        "Timeout of one proxy-back call, token fetch included (default 30s).",
-    ),
-    var(
-        dispatch_config::ENV_CA_FILE,
-        "PEM bundle trusted for proxy-back in addition to the platform roots.",
-    ),
-    var(
-        auth::ENV_JWKS_URL,
-        "JWK set URL: authenticate API callers with JWTs verified against it.",
-    ),
-    secret(
-        auth::ENV_HS256_SECRET,
-        "Shared HS256 secret (at least 32 bytes): authenticate API callers with it instead.",
-    ),
-    var(
-        auth::ENV_ISSUER,
-        "The only accepted JWT issuer (iss); required with SENTIN8_CRON_JWKS_URL.",
-    ),
-    var(
-        auth::ENV_AUDIENCE,
-        "The audience (aud) a JWT must name; required with SENTIN8_CRON_JWKS_URL.",
-    ),
-    var(
-        auth::ENV_LEEWAY,
-        "Clock skew tolerated on exp and nbf (default 30s, at most 5m).",
-    ),
-    var(
-        auth::ENV_SCOPE_CLAIM,
-        "JWT claim holding the scopes (default scope; scp is read when it is absent).",
-    ),
-    var(
-        auth::ENV_ENVS_CLAIM,
-        "JWT claim holding the granted environment ids (default envs).",
-    ),
-];
 
 /// The schedules sentin8-cron itself wants. None: its own periodic work (ticking, retries, the
 /// outbox relay) runs inside `serve`.
@@ -284,7 +202,7 @@ pub fn registration() -> Registration {
         version: VERSION,
         routes: routes(),
         events: events::ALL.to_vec(),
-        configuration: CONFIGURATION.to_vec(),
+        configuration: configuration(),
         schedules: own_schedules(),
     }
 }
@@ -309,7 +227,7 @@ pub fn section(name: &str) -> Result<Section, RegistrationError> {
         "version" => Section::Version(VERSION),
         "routes" => Section::Routes(routes()),
         "events" => Section::Events(events::ALL.to_vec()),
-        "configuration" => Section::Configuration(CONFIGURATION.to_vec()),
+        "configuration" => Section::Configuration(configuration()),
         "schedules" => Section::Schedules(own_schedules()),
         other => return Err(RegistrationError::UnknownSection(other.to_owned())),
     })
@@ -394,11 +312,79 @@ mod tests {
 
     #[test]
     fn configuration_names_are_unique_and_described() {
+        let vars = configuration();
         let mut seen = std::collections::HashSet::new();
-        for var in CONFIGURATION {
+        for var in &vars {
             assert!(var.name.starts_with("SENTIN8_CRON_"), "{var:?}");
-            assert!(seen.insert(var.name), "{} listed twice", var.name);
-            assert!(!var.description.is_empty() && !var.description.contains('\n'));
+            assert!(seen.insert(var.name.clone()), "{} listed twice", var.name);
+            assert!(var.flag.starts_with("--"), "{var:?}");
+            assert!(
+                !var.description.is_empty() && !var.description.contains('\n'),
+                "{var:?}"
+            );
         }
+        assert!(vars.len() > 20, "{vars:?}");
+    }
+
+    /// A setting flattened into several subcommands is one definition: the same flag, help,
+    /// default and secrecy wherever it appears.
+    #[test]
+    fn a_setting_reads_the_same_in_every_subcommand() {
+        fn walk(command: &clap::Command, seen: &mut Vec<ConfigVar>) {
+            let mut here = Vec::new();
+            collect(command, &mut here);
+            for var in here {
+                match seen.iter().find(|s| s.name == var.name) {
+                    Some(first) => assert_eq!(first, &var, "{}", command.get_name()),
+                    None => seen.push(var),
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, seen);
+            }
+        }
+        walk(&crate::cmd::Cli::command(), &mut Vec::new());
+    }
+
+    #[test]
+    fn defaults_and_secrets_come_from_the_flags() {
+        let vars = configuration();
+        let find = |name: &str| {
+            vars.iter()
+                .find(|var| var.name == name)
+                .unwrap_or_else(|| panic!("{name} in {vars:?}"))
+        };
+        let database = find("SENTIN8_CRON_DATABASE_URL");
+        assert_eq!(database.flag, "--database-url");
+        assert_eq!(
+            database.default.as_deref(),
+            Some(crate::store::DEFAULT_DATABASE_URL)
+        );
+        assert!(database.secret);
+        assert_eq!(
+            find("SENTIN8_CRON_JOB_TIMEOUT").default.as_deref(),
+            Some("30s")
+        );
+        assert_eq!(find("SENTIN8_CRON_BUS_URL").default.as_deref(), Some("log"));
+        assert_eq!(find("SENTIN8_CRON_JWKS_URL").default, None);
+        for secret in [
+            "SENTIN8_CRON_M2M_CLIENT_SECRET",
+            "SENTIN8_CRON_TOKEN",
+            "SENTIN8_CRON_JWT_HS256_SECRET",
+            "SENTIN8_CRON_WEBHOOK_SECRET",
+        ] {
+            assert!(find(secret).secret, "{secret}");
+        }
+        assert!(!find("SENTIN8_CRON_LISTEN").secret);
+    }
+
+    #[test]
+    fn the_readme_table_is_the_generated_one() {
+        let readme = include_str!("../README.md");
+        let table = configuration_table();
+        assert!(
+            readme.contains(&table),
+            "README.md's configuration table is out of date; replace it with:\n{table}"
+        );
     }
 }

@@ -1,8 +1,8 @@
-//! Relay settings, read from the environment through a lookup function so tests never have to
-//! mutate the process environment.
+//! Relay settings: [`BusArgs`] (flags, or the `SENTIN8_CRON_*` variables they name) and the
+//! [`RelayConfig`] they convert to, checked as a whole in that one conversion.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -11,8 +11,11 @@ use reqwest::Url;
 use sha2::Sha256;
 
 use super::nats::NatsSettings;
-use crate::callback::parse_duration;
+use crate::callback::Secret;
 use crate::core::relay::RelayOptions;
+use crate::util::duration::positive_duration;
+use crate::util::setting::or_default;
+use crate::util::url::{hide_userinfo, is_loopback};
 
 /// `SENTIN8_CRON_BUS_URL`: `nats://host:port`, `https://...` (a webhook), or `log` (the
 /// default). `http://` is accepted for loopback addresses only.
@@ -38,11 +41,11 @@ pub const DEFAULT_STREAM: &str = "SENTIN8_CRON";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RelayConfigError {
     #[error(
-        "{ENV_BUS_URL}: {0:?} is not a bus URL; use nats://host:port, https://host/path \
-         (a webhook) or log"
+        "--bus-url ({ENV_BUS_URL}): {0:?} is not a bus URL; use nats://host:port, \
+         https://host/path (a webhook) or log"
     )]
     UnknownBus(String),
-    #[error("{ENV_BUS_URL}: {0}")]
+    #[error("--bus-url ({ENV_BUS_URL}): {0}")]
     InvalidUrl(String),
     #[error("{var}: {reason}")]
     Invalid { var: &'static str, reason: String },
@@ -131,49 +134,50 @@ pub struct RelayConfig {
     pub options: RelayOptions,
 }
 
-impl RelayConfig {
-    /// Reads the settings from the process environment.
-    pub fn from_env() -> Result<Self, RelayConfigError> {
-        Self::from_lookup(|key| std::env::var(key).ok())
-    }
+/// The relay's settings (`serve` and `relay`): where events go and how failures are handled.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Outbox relay")]
+pub struct BusArgs {
+    /// Where the outbox relay publishes events: nats://host:port (JetStream), https://...
+    /// (signed webhook; http:// on loopback only) or log.
+    #[arg(long, env = ENV_BUS_URL, value_name = "URL", default_value = "log", hide_env_values = true)]
+    pub bus_url: String,
+    /// NATS subject prefix of relayed events.
+    #[arg(long, env = ENV_BUS_SUBJECT_PREFIX, value_name = "PREFIX", default_value = DEFAULT_SUBJECT_PREFIX)]
+    pub bus_subject_prefix: String,
+    /// JetStream stream the relay publishes into, created when missing.
+    #[arg(long, env = ENV_BUS_STREAM, value_name = "NAME", default_value = DEFAULT_STREAM)]
+    pub bus_stream: String,
+    /// Signing secret of the webhook bus (Standard Webhooks, whsec_... or raw).
+    #[arg(long, env = ENV_WEBHOOK_SECRET, value_name = "SECRET", hide_env_values = true, value_parser = Secret::parse)]
+    pub webhook_secret: Option<Secret>,
+    /// Failed publishes of one event before it is parked for an operator.
+    #[arg(long, env = ENV_RELAY_MAX_ATTEMPTS, value_name = "N", default_value_t = crate::core::relay::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(i32).range(1..=1000))]
+    pub relay_max_attempts: i32,
+    /// How long relayed events stay in the outbox before they are deleted.
+    #[arg(long, env = ENV_OUTBOX_RETENTION, value_name = "DURATION", default_value = "7d", value_parser = positive_duration)]
+    pub outbox_retention: Duration,
+}
 
-    /// Reads the settings through `lookup` (a variable name to its value). Empty values count
-    /// as unset.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, RelayConfigError> {
-        let get = |key: &str| {
-            lookup(key)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
+impl TryFrom<&BusArgs> for RelayConfig {
+    type Error = RelayConfigError;
+
+    fn try_from(args: &BusArgs) -> Result<Self, RelayConfigError> {
+        let options = RelayOptions {
+            max_attempts: args.relay_max_attempts,
+            retention: args.outbox_retention,
+            ..RelayOptions::default()
         };
-        let mut options = RelayOptions::default();
-        if let Some(raw) = get(ENV_RELAY_MAX_ATTEMPTS) {
-            options.max_attempts = raw
-                .parse::<i32>()
-                .ok()
-                .filter(|n| (1..=1000).contains(n))
-                .ok_or_else(|| RelayConfigError::Invalid {
-                    var: ENV_RELAY_MAX_ATTEMPTS,
-                    reason: format!("{raw:?} is not a whole number from 1 to 1000"),
-                })?;
-        }
-        if let Some(raw) = get(ENV_OUTBOX_RETENTION) {
-            options.retention = parse_duration(&raw)
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| RelayConfigError::Invalid {
-                    var: ENV_OUTBOX_RETENTION,
-                    reason: format!("{raw:?} is not a positive duration (examples: 7d, 48h)"),
-                })?;
-        }
-        let bus = bus_config(&get)?;
-        Ok(Self { bus, options })
+        Ok(Self {
+            bus: bus_config(args)?,
+            options,
+        })
     }
 }
 
-fn bus_config(get: &impl Fn(&str) -> Option<String>) -> Result<BusConfig, RelayConfigError> {
-    let Some(url) = get(ENV_BUS_URL) else {
-        return Ok(BusConfig::Log);
-    };
-    if url.eq_ignore_ascii_case("log") {
+fn bus_config(args: &BusArgs) -> Result<BusConfig, RelayConfigError> {
+    let url = args.bus_url.trim();
+    if url.is_empty() || url.eq_ignore_ascii_case("log") {
         return Ok(BusConfig::Log);
     }
     let scheme = url
@@ -182,26 +186,25 @@ fn bus_config(get: &impl Fn(&str) -> Option<String>) -> Result<BusConfig, RelayC
         .unwrap_or_default();
     match scheme.as_str() {
         "nats" | "tls" => {
-            let subject_prefix =
-                get(ENV_BUS_SUBJECT_PREFIX).unwrap_or_else(|| DEFAULT_SUBJECT_PREFIX.to_owned());
+            let subject_prefix = or_default(&args.bus_subject_prefix, DEFAULT_SUBJECT_PREFIX);
             check_subject_prefix(&subject_prefix).map_err(|reason| RelayConfigError::Invalid {
-                var: ENV_BUS_SUBJECT_PREFIX,
+                var: "--bus-subject-prefix (SENTIN8_CRON_BUS_SUBJECT_PREFIX)",
                 reason,
             })?;
-            let stream = get(ENV_BUS_STREAM).unwrap_or_else(|| DEFAULT_STREAM.to_owned());
+            let stream = or_default(&args.bus_stream, DEFAULT_STREAM);
             check_stream_name(&stream).map_err(|reason| RelayConfigError::Invalid {
-                var: ENV_BUS_STREAM,
+                var: "--bus-stream (SENTIN8_CRON_BUS_STREAM)",
                 reason,
             })?;
             Ok(BusConfig::Nats(NatsSettings::new(
-                url,
+                url.to_owned(),
                 subject_prefix,
                 stream,
             )))
         }
         "https" | "http" => {
             let parsed =
-                Url::parse(&url).map_err(|e| RelayConfigError::InvalidUrl(e.to_string()))?;
+                Url::parse(url).map_err(|e| RelayConfigError::InvalidUrl(e.to_string()))?;
             if parsed.scheme() == "http" && !is_loopback(&parsed) {
                 return Err(RelayConfigError::InvalidUrl(
                     "http:// is accepted for loopback addresses only; use https://".into(),
@@ -214,28 +217,16 @@ fn bus_config(get: &impl Fn(&str) -> Option<String>) -> Result<BusConfig, RelayC
                         .into(),
                 ));
             }
-            let key = get(ENV_WEBHOOK_SECRET)
-                .map(|secret| SigningKey::parse(&secret))
+            let key = Secret::given(&args.webhook_secret)
+                .map(|secret| SigningKey::parse(secret.expose()))
                 .transpose()
                 .map_err(|reason| RelayConfigError::Invalid {
-                    var: ENV_WEBHOOK_SECRET,
+                    var: "--webhook-secret (SENTIN8_CRON_WEBHOOK_SECRET)",
                     reason,
                 })?;
             Ok(BusConfig::Webhook { url: parsed, key })
         }
-        _ => Err(RelayConfigError::UnknownBus(hide_userinfo(&url))),
-    }
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host_str() {
-        Some("localhost") => true,
-        Some(host) => host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback()),
-        None => false,
+        _ => Err(RelayConfigError::UnknownBus(hide_userinfo(url))),
     }
 }
 
@@ -272,46 +263,43 @@ fn check_stream_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Hides user, password or token of a URL for messages.
-pub(crate) fn hide_userinfo(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use std::time::Duration;
+    use crate::util::setting::parse_flags;
 
-    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |k| map.get(k).cloned()
+    fn args(flags: &[&str]) -> BusArgs {
+        parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+
+    /// The settings these flags give (the process environment is not read).
+    fn config(flags: &[&str]) -> Result<RelayConfig, RelayConfigError> {
+        RelayConfig::try_from(&args(flags))
+    }
+
+    fn refused(flags: &[&str]) -> String {
+        parse_flags::<BusArgs>(flags).unwrap_err().to_string()
     }
 
     #[test]
     fn the_log_is_the_default_bus() {
-        let config = RelayConfig::from_lookup(lookup(&[])).unwrap();
+        let config = config(&[]).unwrap();
         assert_eq!(config.bus, BusConfig::Log);
         assert_eq!(config.options.max_attempts, 10);
         assert_eq!(config.options.retention, Duration::from_secs(7 * 24 * 3600));
-        let config = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, " LOG ")])).unwrap();
+        // The flags' defaults are the relay's own.
+        let defaults = RelayOptions::default();
+        assert_eq!(config.options.max_attempts, defaults.max_attempts);
+        assert_eq!(config.options.retention, defaults.retention);
+        let config = self::config(&["--bus-url", " LOG "]).unwrap();
         assert_eq!(config.bus, BusConfig::Log);
-        let config = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "")])).unwrap();
+        let config = self::config(&["--bus-url="]).unwrap();
         assert_eq!(config.bus, BusConfig::Log);
     }
 
     #[test]
     fn nats_takes_prefix_and_stream() {
-        let config =
-            RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "nats://127.0.0.1:4222")])).unwrap();
+        let config = config(&["--bus-url=nats://127.0.0.1:4222"]).unwrap();
         let BusConfig::Nats(nats) = config.bus else {
             panic!("not NATS: {config:?}");
         };
@@ -319,11 +307,11 @@ mod tests {
         assert_eq!(nats.subject_prefix, "sentin8.cron");
         assert_eq!(nats.stream, "SENTIN8_CRON");
 
-        let config = RelayConfig::from_lookup(lookup(&[
-            (ENV_BUS_URL, "nats://bus:4222"),
-            (ENV_BUS_SUBJECT_PREFIX, "acme.cron"),
-            (ENV_BUS_STREAM, "ACME_CRON"),
-        ]))
+        let config = self::config(&[
+            "--bus-url=nats://bus:4222",
+            "--bus-subject-prefix=acme.cron",
+            "--bus-stream=ACME_CRON",
+        ])
         .unwrap();
         let BusConfig::Nats(nats) = config.bus else {
             panic!("not NATS");
@@ -332,29 +320,25 @@ mod tests {
         assert_eq!(nats.stream, "ACME_CRON");
 
         for bad in ["acme.>", "acme..cron", "acme cron", ".acme", "acme.*"] {
-            let err = RelayConfig::from_lookup(lookup(&[
-                (ENV_BUS_URL, "nats://bus:4222"),
-                (ENV_BUS_SUBJECT_PREFIX, bad),
-            ]))
-            .unwrap_err();
+            let err = self::config(&["--bus-url=nats://bus:4222", "--bus-subject-prefix", bad])
+                .unwrap_err();
             assert!(
-                err.to_string().starts_with(ENV_BUS_SUBJECT_PREFIX),
+                err.to_string()
+                    .starts_with("--bus-subject-prefix (SENTIN8_CRON_BUS_SUBJECT_PREFIX): "),
                 "{bad}: {err}"
             );
         }
-        let err = RelayConfig::from_lookup(lookup(&[
-            (ENV_BUS_URL, "nats://bus:4222"),
-            (ENV_BUS_STREAM, "a.b"),
-        ]))
-        .unwrap_err();
-        assert!(err.to_string().starts_with(ENV_BUS_STREAM), "{err}");
+        let err = self::config(&["--bus-url=nats://bus:4222", "--bus-stream=a.b"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--bus-stream (SENTIN8_CRON_BUS_STREAM): "),
+            "{err}"
+        );
     }
 
     #[test]
     fn webhooks_need_https_except_on_loopback() {
-        let config =
-            RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "https://hooks.example/sentin8")]))
-                .unwrap();
+        let config = config(&["--bus-url=https://hooks.example/sentin8"]).unwrap();
         assert_eq!(
             config.bus,
             BusConfig::Webhook {
@@ -367,25 +351,26 @@ mod tests {
             "http://localhost/hook",
             "http://[::1]:9/x",
         ] {
-            RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, ok)])).unwrap();
+            self::config(&["--bus-url", ok]).unwrap();
         }
-        let err = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "http://hooks.example/x")]))
-            .unwrap_err();
+        let err = self::config(&["--bus-url=http://hooks.example/x"]).unwrap_err();
         assert!(err.to_string().contains("loopback"), "{err}");
-        let err = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "https://u:pw@hooks.example/")]))
-            .unwrap_err();
+        let err = self::config(&["--bus-url=https://u:pw@hooks.example/"]).unwrap_err();
         assert!(err.to_string().contains("credentials"), "{err}");
         assert!(!err.to_string().contains("pw"), "{err}");
     }
 
     #[test]
     fn unknown_buses_are_refused_without_showing_credentials() {
-        let err = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "kafka://user:pw@k:9092")]))
-            .unwrap_err();
+        let err = config(&["--bus-url=kafka://user:pw@k:9092"]).unwrap_err();
         let text = err.to_string();
+        assert!(
+            text.starts_with("--bus-url (SENTIN8_CRON_BUS_URL): "),
+            "{text}"
+        );
         assert!(text.contains("kafka://***@k:9092"), "{text}");
         assert!(!text.contains("pw"), "{text}");
-        let err = RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "bus:4222")])).unwrap_err();
+        let err = config(&["--bus-url=bus:4222"]).unwrap_err();
         assert!(matches!(err, RelayConfigError::UnknownBus(_)), "{err:?}");
     }
 
@@ -401,28 +386,30 @@ mod tests {
         assert!(SigningKey::parse("whsec_not base64!").is_err());
         assert!(SigningKey::parse("whsec_").is_err());
 
-        let config = RelayConfig::from_lookup(lookup(&[
-            (ENV_BUS_URL, "https://hooks.example/x"),
-            (ENV_WEBHOOK_SECRET, "very-secret-value"),
-        ]))
-        .unwrap();
-        let shown = format!("{config:?} {config:#?}");
+        let args = args(&[
+            "--bus-url=https://hooks.example/x",
+            "--webhook-secret=very-secret-value",
+        ]);
+        let config = RelayConfig::try_from(&args).unwrap();
+        let shown = format!("{config:?} {config:#?} {args:?}");
         assert!(!shown.contains("very-secret-value"), "{shown}");
         assert!(shown.contains("<redacted>"), "{shown}");
-        let err = RelayConfig::from_lookup(lookup(&[
-            (ENV_BUS_URL, "https://hooks.example/x"),
-            (ENV_WEBHOOK_SECRET, "whsec_%%%"),
-        ]))
+        let err = self::config(&[
+            "--bus-url=https://hooks.example/x",
+            "--webhook-secret=whsec_%%%",
+        ])
         .unwrap_err();
-        assert!(err.to_string().starts_with(ENV_WEBHOOK_SECRET), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("--webhook-secret (SENTIN8_CRON_WEBHOOK_SECRET): "),
+            "{err}"
+        );
         assert!(!err.to_string().contains("%%%"), "{err}");
     }
 
     #[test]
     fn nats_credentials_are_hidden_in_debug() {
-        let config =
-            RelayConfig::from_lookup(lookup(&[(ENV_BUS_URL, "nats://relay:hunter2@bus:4222")]))
-                .unwrap();
+        let config = config(&["--bus-url=nats://relay:hunter2@bus:4222"]).unwrap();
         let shown = format!("{config:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("bus:4222"), "{shown}");
@@ -430,24 +417,20 @@ mod tests {
 
     #[test]
     fn tuning_is_read_and_validated() {
-        let config = RelayConfig::from_lookup(lookup(&[
-            (ENV_RELAY_MAX_ATTEMPTS, "3"),
-            (ENV_OUTBOX_RETENTION, "2d"),
-        ]))
-        .unwrap();
+        let config = config(&["--relay-max-attempts=3", "--outbox-retention=2d"]).unwrap();
         assert_eq!(config.options.max_attempts, 3);
         assert_eq!(config.options.retention, Duration::from_secs(2 * 24 * 3600));
-        let config = RelayConfig::from_lookup(lookup(&[(ENV_OUTBOX_RETENTION, "36h")])).unwrap();
+        let config = self::config(&["--outbox-retention=36h"]).unwrap();
         assert_eq!(config.options.retention, Duration::from_secs(36 * 3600));
-        for (var, bad) in [
-            (ENV_RELAY_MAX_ATTEMPTS, "0"),
-            (ENV_RELAY_MAX_ATTEMPTS, "many"),
-            (ENV_OUTBOX_RETENTION, "0d"),
-            (ENV_OUTBOX_RETENTION, "d"),
-            (ENV_OUTBOX_RETENTION, "a week"),
+        for (flag, bad) in [
+            ("--relay-max-attempts", "0"),
+            ("--relay-max-attempts", "many"),
+            ("--outbox-retention", "0d"),
+            ("--outbox-retention", "d"),
+            ("--outbox-retention", "a week"),
         ] {
-            let err = RelayConfig::from_lookup(lookup(&[(var, bad)])).unwrap_err();
-            assert!(err.to_string().starts_with(var), "{bad}: {err}");
+            let err = refused(&[flag, bad]);
+            assert!(err.contains(flag), "{bad}: {err}");
         }
     }
 }

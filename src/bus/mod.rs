@@ -1,7 +1,7 @@
 //! The outbox relay's sinks and settings: where [`crate::core::relay::Relay`] delivers events.
 //!
-//! - [`config`]: [`RelayConfig`], read from `SENTIN8_CRON_*` variables; the bus is chosen by
-//!   `SENTIN8_CRON_BUS_URL`.
+//! - [`config`]: [`BusArgs`] (flags, or `SENTIN8_CRON_*` variables) and the [`RelayConfig`]
+//!   they convert to; the bus is chosen by `--bus-url` (`SENTIN8_CRON_BUS_URL`).
 //! - [`nats`]: [`NatsSink`], NATS JetStream with publish acknowledgements and de-duplication
 //!   by event id (`nats://host:port`).
 //! - [`webhook`]: [`WebhookSink`], one signed POST per event in the Standard Webhooks format
@@ -16,7 +16,7 @@ pub mod webhook;
 use std::sync::Arc;
 
 pub use config::{
-    BusConfig, ENV_BUS_STREAM, ENV_BUS_SUBJECT_PREFIX, ENV_BUS_URL, ENV_OUTBOX_RETENTION,
+    BusArgs, BusConfig, ENV_BUS_STREAM, ENV_BUS_SUBJECT_PREFIX, ENV_BUS_URL, ENV_OUTBOX_RETENTION,
     ENV_RELAY_MAX_ATTEMPTS, ENV_WEBHOOK_SECRET, RelayConfig, RelayConfigError, SigningKey,
 };
 pub use log::LogSink;

@@ -13,9 +13,9 @@ use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use super::config::hide_userinfo;
 use crate::core::model::OutboxEvent;
 use crate::core::relay::{Delivery, EventEnvelope, Sink, SinkError};
+use crate::util::url::hide_userinfo;
 
 /// After a failed connection attempt, publishes fail at once for this long instead of each
 /// trying (and timing out) again.

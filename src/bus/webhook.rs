@@ -65,7 +65,7 @@ impl WebhookSink {
             .redirect(reqwest::redirect::Policy::none())
             .timeout(DELIVERY_TIMEOUT)
             .build()
-            .map_err(|e| RelayConfigError::Client(crate::callback::describe(e)))?;
+            .map_err(|e| RelayConfigError::Client(crate::util::http::describe(e)))?;
         Ok(Self {
             client,
             url,
@@ -98,7 +98,7 @@ impl Sink for WebhookSink {
             .body(body)
             .send()
             .await
-            .map_err(|e| SinkError::Unavailable(crate::callback::describe(e)))?;
+            .map_err(|e| SinkError::Unavailable(crate::util::http::describe(e)))?;
         let status = response.status();
         if status.is_success() {
             return Ok(Delivery::default());

@@ -1,9 +1,12 @@
-//! Proxy-back settings, read from the environment through a lookup function so tests never have
-//! to mutate the process environment.
+//! Proxy-back settings: [`CallbackArgs`] (flags, or the `SENTIN8_CRON_*` variables they name)
+//! and the [`DispatchConfig`] they convert to, checked as a whole in that one conversion.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::util::duration::positive_duration;
+use crate::util::setting::given;
 
 /// `SENTIN8_CRON_M2M_TOKEN_URL`: the OAuth2 token endpoint.
 pub const ENV_TOKEN_URL: &str = "SENTIN8_CRON_M2M_TOKEN_URL";
@@ -31,10 +34,6 @@ pub fn default_user_agent() -> String {
 /// Why the proxy-back settings are unusable. Raised at start-up, never on the call path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{var}: {value:?} is not a duration (examples: 30s, 2m, 500ms)")]
-    InvalidDuration { var: &'static str, value: String },
-    #[error("{var}: must be greater than zero")]
-    ZeroDuration { var: &'static str },
     #[error("{missing} is required when {present} is set")]
     Incomplete {
         missing: &'static str,
@@ -57,6 +56,20 @@ impl Secret {
     /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Self {
         Self(value.into())
+    }
+
+    /// A clap value parser: any text is a secret (the settings decide what an empty one means).
+    pub fn parse(value: &str) -> Result<Self, std::convert::Infallible> {
+        Ok(Self::new(value))
+    }
+
+    /// The secret, trimmed; `None` when that leaves nothing.
+    pub(crate) fn given(value: &Option<Self>) -> Option<Self> {
+        value
+            .as_ref()
+            .map(|s| s.0.trim())
+            .filter(|s| !s.is_empty())
+            .map(Self::new)
     }
 
     /// The secret itself. Only for putting it on the wire.
@@ -121,52 +134,62 @@ impl Default for DispatchConfig {
     }
 }
 
-impl DispatchConfig {
-    /// Reads the settings from the process environment.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|key| std::env::var(key).ok())
+/// The proxy-back settings of the commands that call services back (`serve`, `tick`).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Proxy-back")]
+pub struct CallbackArgs {
+    /// OAuth2 token endpoint of the M2M client-credentials token used for proxy-back.
+    #[arg(long, env = ENV_TOKEN_URL, value_name = "URL")]
+    pub m2m_token_url: Option<String>,
+    /// OAuth2 client id of the M2M token.
+    #[arg(long, env = ENV_CLIENT_ID, value_name = "ID")]
+    pub m2m_client_id: Option<String>,
+    /// OAuth2 client secret of the M2M token.
+    #[arg(long, env = ENV_CLIENT_SECRET, value_name = "SECRET", hide_env_values = true, value_parser = Secret::parse)]
+    pub m2m_client_secret: Option<Secret>,
+    /// Space-separated scopes requested with the M2M token (optional).
+    #[arg(long, env = ENV_SCOPE, value_name = "SCOPES")]
+    pub m2m_scope: Option<String>,
+    /// Static proxy-back bearer token, for development only (OAuth2 wins when both are set).
+    #[arg(long, env = ENV_STATIC_TOKEN, value_name = "TOKEN", hide_env_values = true, value_parser = Secret::parse)]
+    pub static_token: Option<Secret>,
+    /// Timeout of one proxy-back call, token fetch included.
+    #[arg(long, env = ENV_JOB_TIMEOUT, value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    pub job_timeout: Duration,
+    /// PEM bundle trusted for proxy-back in addition to the platform roots.
+    #[arg(long, env = ENV_CA_FILE, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A setting's flag and variable, as errors name them.
+fn setting(var: &'static str) -> &'static str {
+    match var {
+        ENV_TOKEN_URL => "--m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL)",
+        ENV_CLIENT_ID => "--m2m-client-id (SENTIN8_CRON_M2M_CLIENT_ID)",
+        ENV_CLIENT_SECRET => "--m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET)",
+        _ => var,
     }
+}
 
-    /// Reads the settings through `lookup` (a variable name to its value). Empty values count
-    /// as unset, so `FOO=` in an env file does not half-configure anything.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |key: &str| {
-            lookup(key)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+impl TryFrom<&CallbackArgs> for DispatchConfig {
+    type Error = ConfigError;
 
-        let job_timeout = match get(ENV_JOB_TIMEOUT) {
-            None => DEFAULT_JOB_TIMEOUT,
-            Some(raw) => {
-                let d = parse_duration(&raw).ok_or_else(|| ConfigError::InvalidDuration {
-                    var: ENV_JOB_TIMEOUT,
-                    value: raw.clone(),
-                })?;
-                if d.is_zero() {
-                    return Err(ConfigError::ZeroDuration {
-                        var: ENV_JOB_TIMEOUT,
-                    });
-                }
-                d
-            }
-        };
-
+    /// Checks the settings together: OAuth2 wins over the static token, and a partial OAuth2
+    /// configuration is an error rather than a silent fall back to the dev token.
+    fn try_from(args: &CallbackArgs) -> Result<Self, ConfigError> {
         Ok(Self {
-            token: token_settings(&get)?,
-            job_timeout,
-            ca_file: get(ENV_CA_FILE).map(PathBuf::from),
+            token: token_settings(args)?,
+            job_timeout: args.job_timeout,
+            ca_file: args.ca_file.clone().filter(|p| !p.as_os_str().is_empty()),
             user_agent: default_user_agent(),
         })
     }
 }
 
-/// OAuth2 wins over the static token; a partial OAuth2 configuration is an error rather than a
-/// silent fall back to the dev token.
-fn token_settings(get: &impl Fn(&str) -> Option<String>) -> Result<TokenSettings, ConfigError> {
-    let url = get(ENV_TOKEN_URL);
-    let id = get(ENV_CLIENT_ID);
-    let secret = get(ENV_CLIENT_SECRET);
+fn token_settings(args: &CallbackArgs) -> Result<TokenSettings, ConfigError> {
+    let url = given(&args.m2m_token_url);
+    let id = given(&args.m2m_client_id);
+    let secret = Secret::given(&args.m2m_client_secret);
 
     if url.is_some() || id.is_some() || secret.is_some() {
         let present = [
@@ -178,111 +201,46 @@ fn token_settings(get: &impl Fn(&str) -> Option<String>) -> Result<TokenSettings
             .iter()
             .find(|(_, set)| *set)
             .map_or(ENV_TOKEN_URL, |(var, _)| *var);
-        let require = |value: Option<String>, var: &'static str| {
-            value.ok_or(ConfigError::Incomplete {
-                missing: var,
-                present: present_var,
-            })
+        let missing = |var: &'static str| ConfigError::Incomplete {
+            missing: setting(var),
+            present: setting(present_var),
         };
-        let token_url = require(url, ENV_TOKEN_URL)?;
-        let client_id = require(id, ENV_CLIENT_ID)?;
-        let client_secret = require(secret, ENV_CLIENT_SECRET)?;
+        let token_url = url.ok_or_else(|| missing(ENV_TOKEN_URL))?;
+        let client_id = id.ok_or_else(|| missing(ENV_CLIENT_ID))?;
+        let client_secret = secret.ok_or_else(|| missing(ENV_CLIENT_SECRET))?;
         return Ok(TokenSettings::OAuth2(OAuth2Settings {
             token_url,
             client_id,
-            client_secret: Secret::new(client_secret),
-            scope: get(ENV_SCOPE),
+            client_secret,
+            scope: given(&args.m2m_scope),
         }));
     }
 
-    Ok(match get(ENV_STATIC_TOKEN) {
-        Some(token) => TokenSettings::Static(Secret::new(token)),
+    Ok(match Secret::given(&args.static_token) {
+        Some(token) => TokenSettings::Static(token),
         None => TokenSettings::None,
     })
-}
-
-/// Parses a humane duration: plain seconds (`45`), or one or more `<integer><unit>` parts with
-/// units `ms`, `s`, `m`, `h`, `d` (`500ms`, `30s`, `2m`, `1m30s`, `7d`). `None` when it is not
-/// one.
-pub fn parse_duration(input: &str) -> Option<Duration> {
-    let s = input.trim();
-    if s.is_empty() {
-        return None;
-    }
-    if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s.parse::<u64>().ok().map(Duration::from_secs);
-    }
-
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let (number, tail) = rest.split_at(digits);
-        let number: u64 = number.parse().ok()?;
-        let unit_len = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let (unit, tail) = tail.split_at(unit_len);
-        let part = match unit {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.checked_mul(60)?),
-            "h" => Duration::from_secs(number.checked_mul(3600)?),
-            "d" => Duration::from_secs(number.checked_mul(86_400)?),
-            _ => return None,
-        };
-        total = total.checked_add(part)?;
-        rest = tail;
-    }
-    Some(total)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::util::setting::parse_flags;
 
-    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |k| map.get(k).cloned()
+    /// The settings these flags give (the process environment is not read).
+    fn config(flags: &[&str]) -> Result<DispatchConfig, ConfigError> {
+        let args: CallbackArgs = parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        assert!(!format!("{args:?}").contains("hunter2"), "{args:?}");
+        DispatchConfig::try_from(&args)
     }
 
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86_400)));
-        assert_eq!(
-            parse_duration("1d12h"),
-            Some(Duration::from_secs(36 * 3600))
-        );
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("45"), Some(Duration::from_secs(45)));
-        assert_eq!(parse_duration(" 10s "), Some(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn non_durations_are_rejected() {
-        for bad in [
-            "", "abc", "s", "10x", "1.5s", "-5s", "10 s", "ms10", "30S", "5m3",
-        ] {
-            assert_eq!(parse_duration(bad), None, "{bad:?} should not parse");
-        }
-        // Overflow is an error, not a wrap or a panic.
-        assert_eq!(parse_duration("99999999999999999999s"), None);
-        assert_eq!(parse_duration("18446744073709551615h"), None);
+    fn refused(flags: &[&str]) -> String {
+        parse_flags::<CallbackArgs>(flags).unwrap_err().to_string()
     }
 
     #[test]
     fn defaults_when_nothing_is_set() {
-        let config = DispatchConfig::from_lookup(lookup(&[])).unwrap();
+        let config = config(&[]).unwrap();
         assert_eq!(config.token, TokenSettings::None);
         assert_eq!(config.job_timeout, Duration::from_secs(30));
         assert_eq!(config.ca_file, None);
@@ -292,38 +250,38 @@ mod tests {
 
     #[test]
     fn job_timeout_is_read_and_validated() {
-        let config = DispatchConfig::from_lookup(lookup(&[(ENV_JOB_TIMEOUT, "500ms")])).unwrap();
+        let config = config(&["--job-timeout", "500ms"]).unwrap();
         assert_eq!(config.job_timeout, Duration::from_millis(500));
 
-        let err = DispatchConfig::from_lookup(lookup(&[(ENV_JOB_TIMEOUT, "abc")])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            r#"SENTIN8_CRON_JOB_TIMEOUT: "abc" is not a duration (examples: 30s, 2m, 500ms)"#
+        let err = refused(&["--job-timeout", "abc"]);
+        assert!(
+            err.contains("--job-timeout")
+                && err.contains(r#""abc" is not a duration (examples: 30s, 2m, 500ms)"#),
+            "{err}"
         );
-
-        let err = DispatchConfig::from_lookup(lookup(&[(ENV_JOB_TIMEOUT, "0s")])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "SENTIN8_CRON_JOB_TIMEOUT: must be greater than zero"
+        let err = refused(&["--job-timeout", "0s"]);
+        assert!(
+            err.contains("--job-timeout") && err.contains("must be greater than zero"),
+            "{err}"
         );
     }
 
     #[test]
     fn static_token_is_the_dev_fallback() {
-        let config = DispatchConfig::from_lookup(lookup(&[(ENV_STATIC_TOKEN, "dev")])).unwrap();
+        let config = config(&["--static-token", "dev"]).unwrap();
         assert_eq!(config.token, TokenSettings::Static(Secret::new("dev")));
     }
 
     #[test]
     fn oauth2_wins_over_the_static_token() {
-        let config = DispatchConfig::from_lookup(lookup(&[
-            (ENV_STATIC_TOKEN, "dev"),
-            (ENV_TOKEN_URL, "https://idp.example/token"),
-            (ENV_CLIENT_ID, "cron"),
-            (ENV_CLIENT_SECRET, "hunter2"),
-            (ENV_SCOPE, "schedules:run"),
-            (ENV_CA_FILE, "ca.pem"),
-        ]))
+        let config = config(&[
+            "--static-token=dev",
+            "--m2m-token-url=https://idp.example/token",
+            "--m2m-client-id=cron",
+            "--m2m-client-secret=hunter2",
+            "--m2m-scope=schedules:run",
+            "--ca-file=ca.pem",
+        ])
         .unwrap();
         assert_eq!(
             config.token,
@@ -339,44 +297,40 @@ mod tests {
 
     #[test]
     fn partial_oauth2_is_an_error_not_a_fallback() {
-        let err = DispatchConfig::from_lookup(lookup(&[
-            (ENV_STATIC_TOKEN, "dev"),
-            (ENV_TOKEN_URL, "https://idp.example/token"),
-            (ENV_CLIENT_ID, "cron"),
-        ]))
+        let err = config(&[
+            "--static-token=dev",
+            "--m2m-token-url=https://idp.example/token",
+            "--m2m-client-id=cron",
+        ])
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "SENTIN8_CRON_M2M_CLIENT_SECRET is required when SENTIN8_CRON_M2M_TOKEN_URL is set"
+            "--m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET) is required when \
+             --m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL) is set"
         );
 
-        let err =
-            DispatchConfig::from_lookup(lookup(&[(ENV_CLIENT_SECRET, "hunter2")])).unwrap_err();
+        let err = config(&["--m2m-client-secret=hunter2"]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "SENTIN8_CRON_M2M_TOKEN_URL is required when SENTIN8_CRON_M2M_CLIENT_SECRET is set"
+            "--m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL) is required when \
+             --m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET) is set"
         );
         assert!(!format!("{err:?}").contains("hunter2"));
     }
 
     #[test]
     fn empty_values_count_as_unset() {
-        let config = DispatchConfig::from_lookup(lookup(&[
-            (ENV_TOKEN_URL, ""),
-            (ENV_STATIC_TOKEN, "  "),
-            (ENV_JOB_TIMEOUT, ""),
-        ]))
-        .unwrap();
+        let config = config(&["--m2m-token-url=", "--static-token=  ", "--m2m-scope= "]).unwrap();
         assert_eq!(config, DispatchConfig::default());
     }
 
     #[test]
     fn debug_hides_secrets() {
-        let config = DispatchConfig::from_lookup(lookup(&[
-            (ENV_TOKEN_URL, "https://idp.example/token"),
-            (ENV_CLIENT_ID, "cron"),
-            (ENV_CLIENT_SECRET, "hunter2-very-secret"),
-        ]))
+        let config = config(&[
+            "--m2m-token-url=https://idp.example/token",
+            "--m2m-client-id=cron",
+            "--m2m-client-secret=hunter2-very-secret",
+        ])
         .unwrap();
         let shown = format!("{config:?} {config:#?}");
         assert!(!shown.contains("hunter2-very-secret"), "{shown}");

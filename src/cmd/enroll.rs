@@ -17,12 +17,13 @@ use serde::Serialize;
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{EXIT_INVALID, utc_text};
-use super::{DatabaseArgs, StoreUse, open_store, parse_duration_arg};
+use super::{DatabaseArgs, StoreUse, open_store};
 use crate::core::clock::{Clock as _, SystemClock};
 use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
 use crate::core::model::EnvId;
 use crate::core::ops::{Actor, validate_domain};
+use crate::util::duration::positive_duration;
 use source::Source;
 
 /// How long `--from-command` may run when `--command-timeout` is not given.
@@ -55,7 +56,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "DURATION",
-        value_parser = parse_duration_arg,
+        value_parser = positive_duration,
         conflicts_with = "file"
     )]
     pub command_timeout: Option<Duration>,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::DatabaseArgs;
+use super::DatabaseUrlArg;
 use super::output::{self, OutputFormat};
 use crate::store::{self, Backend, redact};
 
@@ -13,7 +13,7 @@ use crate::store::{self, Backend, redact};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub database: DatabaseArgs,
+    pub database: DatabaseUrlArg,
     /// Only list applied and pending versions; change nothing.
     #[arg(long)]
     pub status: bool,

@@ -4,6 +4,7 @@
 //! so tests capture exactly what a user would see. Errors travel as `anyhow::Error` here, at the
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
+mod args;
 pub mod dlq;
 pub mod enroll;
 pub mod jobs;
@@ -16,20 +17,23 @@ pub mod serve;
 pub mod tick;
 pub mod validate_expr;
 
+pub use args::{
+    AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, DatabaseUrlArg, EngineArgs, ListenerArgs,
+    LoggingArgs,
+};
+
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::core::clock::Clock as _;
-use crate::core::engine::EngineConfig;
 use crate::core::ops::Actor;
-use crate::core::retry::RetryPolicy;
 use crate::core::store::Store;
 use crate::store::{Backend, ConnectOptions};
+use crate::util::process::{LogFormat, init_logging};
 
 /// sentin8-cron: a multi-tenant scheduler that calls your services back on time.
 #[derive(Debug, Parser)]
@@ -62,7 +66,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the HTTP API and the admin pages, and run the ticker.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
@@ -82,72 +86,6 @@ pub enum Command {
     Relay(relay::Args),
 }
 
-/// Where the data lives; shared by every subcommand that touches the database.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DatabaseArgs {
-    /// postgres://user@host/db (production) or sqlite://path (embedded).
-    #[arg(
-        long,
-        env = "SENTIN8_CRON_DATABASE_URL",
-        default_value = crate::store::DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub database_url: String,
-    /// Most pooled database connections (PostgreSQL; the embedded store uses one).
-    #[arg(long, env = "SENTIN8_CRON_DB_POOL_SIZE", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=500))]
-    pub db_pool_size: u32,
-}
-
-/// Engine tuning shared by `serve` and `tick`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EngineArgs {
-    /// The safety poll: the ticker wakes at least this often (it also wakes at the earliest due
-    /// instant and on changes).
-    #[arg(long, env = "SENTIN8_CRON_TICK_INTERVAL", default_value = "60s", value_parser = parse_duration_arg)]
-    pub tick_interval: Duration,
-    /// Due schedules fetched per batch (batches repeat while full).
-    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub batch_size: u32,
-    /// Proxy-back calls in flight at once.
-    #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub concurrency: u32,
-    /// Backoff before the first retry; it doubles with every retry.
-    #[arg(long, env = "SENTIN8_CRON_RETRY_BASE", default_value = "60s", value_parser = parse_duration_arg)]
-    pub retry_base: Duration,
-    /// The longest backoff between retries.
-    #[arg(long, env = "SENTIN8_CRON_RETRY_CAP", default_value = "3600s", value_parser = parse_duration_arg)]
-    pub retry_cap: Duration,
-}
-
-impl EngineArgs {
-    /// The engine configuration, with the job timeout of the proxy-back client.
-    pub fn engine_config(&self, job_timeout: Duration) -> EngineConfig {
-        EngineConfig {
-            batch_size: self.batch_size,
-            drain_size: self.batch_size,
-            concurrency: usize::try_from(self.concurrency).unwrap_or(32),
-            job_timeout,
-            retry: RetryPolicy {
-                base: self.retry_base,
-                cap: self.retry_cap.max(self.retry_base),
-            },
-            stale_after: job_timeout * 2 + Duration::from_secs(60),
-            tick_interval: self.tick_interval,
-            ..EngineConfig::default()
-        }
-    }
-}
-
-pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    match crate::callback::parse_duration(text) {
-        Some(d) if !d.is_zero() => Ok(d),
-        Some(_) => Err("must be greater than zero".to_owned()),
-        None => Err(format!(
-            "{text:?} is not a duration (examples: 30s, 2m, 500ms)"
-        )),
-    }
-}
-
 /// How a command uses the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreUse {
@@ -161,7 +99,8 @@ pub enum StoreUse {
     },
 }
 
-/// Opens the store and checks its schema. The embedded SQLite store migrates itself when asked
+/// Opens the store and checks its schema: the one way every subcommand but `migrate` opens it,
+/// so each honours `--db-pool-size`. The embedded SQLite store migrates itself when asked
 /// to (it has no operator to do it); PostgreSQL never does (run `sentin8-cron migrate`).
 pub async fn open_store(
     database: &DatabaseArgs,
@@ -171,7 +110,7 @@ pub async fn open_store(
         StoreUse::Serve => true,
         StoreUse::Command { migrate_embedded } => migrate_embedded,
     };
-    let url = database.database_url.as_str();
+    let url = database.url();
     if Backend::from_url(url)?.embedded() && migrate_embedded {
         let outcome = crate::store::migrate(url, false).await?;
         for applied in outcome.migrations.iter().filter(|m| m.applied) {
@@ -216,15 +155,10 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
     if !matches!(command, Command::Serve(_) | Command::Relay(_)) {
         // One-shot commands keep standard output for their result; problems go to stderr.
         // `serve` and `relay` set up their own logging (the log bus writes events there).
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .try_init();
+        init_logging(LogFormat::Pretty, "warn");
     }
     match command {
-        Command::Serve(args) => serve::run(args, out).await,
+        Command::Serve(args) => serve::run(*args, out).await,
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,

@@ -1,4 +1,5 @@
-//! `sentin8-cron relay`: delivers outbox events to the bus named by `SENTIN8_CRON_BUS_URL`.
+//! `sentin8-cron relay`: delivers outbox events to the bus named by `--bus-url`
+//! (`SENTIN8_CRON_BUS_URL`).
 //! `--once` drains what is deliverable now and prints the counts; without it the relay runs
 //! until interrupted.
 
@@ -8,13 +9,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::DatabaseArgs;
 use super::output::{self, OutputFormat};
-use crate::bus::{ENV_BUS_URL, RelayConfig, sink_for};
+use super::{BusArgs, DatabaseArgs, StoreUse, open_store};
+use crate::bus::{RelayConfig, sink_for};
 use crate::core::clock::SystemClock;
 use crate::core::metrics::Metrics;
 use crate::core::relay::{Relay, RelaySummary};
-use crate::store::{self, ConnectOptions, redact};
+use crate::store::redact;
+use crate::util::process::{init_nested_json_logging, shutdown_signal};
 
 /// The exit code of `--once` when some events could not be relayed.
 pub const EXIT_UNRELAYED: u8 = 1;
@@ -30,9 +32,8 @@ pub struct Args {
     /// Drain the outbox once and exit, instead of relaying until interrupted.
     #[arg(long)]
     pub once: bool,
-    /// nats://host:port, https://... (a webhook) or log.
-    #[arg(long, env = ENV_BUS_URL, hide_env_values = true)]
-    pub bus_url: Option<String>,
+    #[command(flatten)]
+    pub bus: BusArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
 }
@@ -46,25 +47,17 @@ struct Report<'a> {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    init_logging();
-    let bus_url = args.bus_url.clone();
-    let config = RelayConfig::from_lookup(|key| {
-        if key == ENV_BUS_URL {
-            bus_url.clone()
-        } else {
-            std::env::var(key).ok()
-        }
-    })?;
-    let url = &args.database.database_url;
-    let store = store::connect(
-        url,
-        &ConnectOptions {
-            max_connections: 4,
-            ..ConnectOptions::default()
+    // JSON on stderr: the log bus writes its event records there.
+    init_nested_json_logging("info");
+    let config = RelayConfig::try_from(&args.bus)?;
+    let url = args.database.url();
+    let store = open_store(
+        &args.database,
+        StoreUse::Command {
+            migrate_embedded: false,
         },
     )
     .await?;
-    store.schema_status().await?.ensure_current()?;
     let clock = Arc::new(SystemClock);
     let sink = sink_for(&config.bus, clock.clone())?;
     let relay = Relay::new(
@@ -127,32 +120,4 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Structured (JSON) logs on stderr, filtered by `RUST_LOG` (default `info`), unless the
-/// process already has a subscriber. The log bus writes its events there.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-/// Resolves on Ctrl-C, or SIGTERM where there is one.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

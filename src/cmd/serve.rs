@@ -1,62 +1,51 @@
 //! `sentin8-cron serve`: the HTTP API, the ticker and the admin pages in one process.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::ValueEnum;
 
-use super::{DatabaseArgs, EngineArgs, StoreUse, open_store, parse_duration_arg};
+use super::{
+    AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, LoggingArgs, StoreUse,
+    open_store,
+};
+use crate::bus::RelayConfig;
 use crate::callback::{DispatchConfig, HttpDispatcher, TokenSettings};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
 use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
 use crate::store::redact;
+use crate::util::process::{init_logging, shutdown_signal};
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Pretty,
-    /// One JSON object per line.
-    Json,
-}
-
-/// Serve the HTTP API and run the ticker.
+/// Serve the HTTP API and run the ticker and the outbox relay.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address to listen on.
-    #[arg(long, env = "SENTIN8_CRON_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: String,
     #[command(flatten)]
     pub database: DatabaseArgs,
     #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
-    /// PEM certificate chain: serve HTTPS (with --tls-key).
-    #[arg(long, env = "SENTIN8_CRON_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
-    #[arg(long, env = "SENTIN8_CRON_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// After SIGTERM/SIGINT: how long in-flight requests and the in-flight tick get to finish.
-    #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", default_value = "30s", value_parser = parse_duration_arg)]
-    pub drain_timeout: Duration,
-    #[arg(
-        long,
-        env = "SENTIN8_CRON_LOG_FORMAT",
-        value_enum,
-        default_value = "pretty"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    #[command(flatten)]
+    pub callback: CallbackArgs,
+    #[command(flatten)]
+    pub bus: BusArgs,
+    #[command(flatten)]
+    pub logging: LoggingArgs,
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    init_logging(args.log_format);
-    let url = args.database.database_url.clone();
+    init_logging(args.logging.log_format, "info");
+    // Every setting is checked before anything is opened or bound.
+    let auth_config = AuthConfig::from_args(&args.auth)?;
+    let dispatch = DispatchConfig::try_from(&args.callback)?;
+    let relay = RelayConfig::try_from(&args.bus)?;
+    let listen = args.listener.listen.clone();
+    let url = args.database.url().to_owned();
     let store = open_store(&args.database, StoreUse::Serve).await?;
     let capabilities = store.capabilities();
     if capabilities.rls_bypassed {
@@ -70,14 +59,14 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let http = reqwest::Client::builder()
         .build()
         .context("cannot build the HTTP client for the JWKS")?;
-    let auth: Arc<dyn Authenticator> = match AuthConfig::from_env()? {
+    let auth: Arc<dyn Authenticator> = match auth_config {
         Some(config) => auth::build(&config, http, clock.clone()),
         None if capabilities.embedded => {
             let (dev, token) = DevTokenAuthenticator::generate();
             tracing::warn!(
                 "DEV MODE: no authentication is configured; a one-time admin token was generated \
-                 and printed on standard output. Configure SENTIN8_CRON_JWKS_URL or \
-                 SENTIN8_CRON_JWT_HS256_SECRET before exposing this server"
+                 and printed on standard output. Configure --jwks-url (SENTIN8_CRON_JWKS_URL) or \
+                 --jwt-hs256-secret (SENTIN8_CRON_JWT_HS256_SECRET) before exposing this server"
             );
             writeln!(out, "DEV MODE: no authentication configured.")?;
             writeln!(
@@ -87,19 +76,19 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             writeln!(
                 out,
                 "  curl -H 'Authorization: Bearer {token}' http://{}/v1/health",
-                args.listen
+                listen
             )?;
             out.flush()?;
             Arc::new(dev)
         }
         None => anyhow::bail!(
-            "no authentication configured: set SENTIN8_CRON_JWKS_URL (with \
-             SENTIN8_CRON_JWT_ISSUER and SENTIN8_CRON_JWT_AUDIENCE) or \
-             SENTIN8_CRON_JWT_HS256_SECRET; dev mode is only available on the embedded SQLite store"
+            "no authentication configured: set --jwks-url (SENTIN8_CRON_JWKS_URL, with \
+             SENTIN8_CRON_JWT_ISSUER and SENTIN8_CRON_JWT_AUDIENCE) or --jwt-hs256-secret \
+             (SENTIN8_CRON_JWT_HS256_SECRET); dev mode is only available on the embedded SQLite \
+             store"
         ),
     };
 
-    let dispatch = DispatchConfig::from_env()?;
     if dispatch.token == TokenSettings::None {
         tracing::warn!(
             "no M2M token source configured: every proxy-back call will fail until \
@@ -108,16 +97,15 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     }
     let dispatcher = Arc::new(HttpDispatcher::with_clock(&dispatch, clock.clone())?);
 
-    let relay = crate::bus::RelayConfig::from_env()?;
     let sink = crate::bus::sink_for(&relay.bus, clock.clone())?;
     tracing::info!(bus = relay.bus.kind(), "outbox relay configured");
 
-    let tls = match (&args.tls_cert, &args.tls_key) {
+    let tls = match (&args.listener.tls_cert, &args.listener.tls_key) {
         (Some(cert), Some(key)) => Some(crate::server::tls::rustls_config(cert, key)?),
         _ => None,
     };
-    let listener = std::net::TcpListener::bind(&args.listen)
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = std::net::TcpListener::bind(&listen)
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let address = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
@@ -144,7 +132,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         engine: args.engine.engine_config(dispatch.job_timeout),
         metrics: Arc::new(Metrics::default()),
         tls,
-        drain: args.drain_timeout,
+        drain: args.listener.drain_timeout,
         run_ticker: true,
         relay: Some((sink, relay.options)),
         extra_routes: axum::Router::new(),
@@ -152,38 +140,4 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Pretty => builder.try_init(),
-    };
 }

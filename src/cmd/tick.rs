@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
-use super::{DatabaseArgs, EngineArgs, StoreUse, open_store};
+use super::{CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store};
 use crate::callback::{DispatchConfig, HttpDispatcher};
 use crate::core::clock::SystemClock;
 use crate::core::engine::Engine;
@@ -25,6 +25,8 @@ pub struct Args {
     pub database: DatabaseArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub callback: CallbackArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
 }
@@ -37,7 +39,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         },
     )
     .await?;
-    let dispatch = DispatchConfig::from_env()?;
+    let dispatch = DispatchConfig::try_from(&args.callback)?;
     let dispatcher = HttpDispatcher::new(&dispatch)?;
     let engine = Engine::new(
         store,

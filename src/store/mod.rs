@@ -178,19 +178,7 @@ pub fn lock_key(id: ScheduleId) -> i64 {
     i64::from_be_bytes(first)
 }
 
-/// Hides the password of a URL for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use crate::util::url::redact;
 
 /// Maps a database error into the store's error, recognising the uniqueness rules the domain
 /// cares about by constraint (PostgreSQL) or by message (SQLite names the columns or index).
@@ -253,12 +241,5 @@ mod tests {
         assert!(!err.contains("secret"), "{err}");
         let err = Backend::from_url("just-a-file.db").unwrap_err().to_string();
         assert!(err.contains("has no scheme"), "{err}");
-    }
-
-    #[test]
-    fn redact_hides_passwords_only() {
-        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
     }
 }

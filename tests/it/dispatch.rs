@@ -307,7 +307,7 @@ async fn bad_base_urls_fail_before_any_network_use() {
 #[tokio::test]
 async fn no_token_source_fails_without_calling_the_target() {
     let target = ok_target().await;
-    let config = DispatchConfig::from_lookup(|_| None).unwrap();
+    let config = DispatchConfig::default();
     let dispatcher = HttpDispatcher::new(&config).unwrap();
     let err = dispatcher
         .run(&run_request(Some(target.url())))

@@ -84,3 +84,29 @@ mod relay_suites {
         Some((db.dyn_store(), db))
     });
 }
+
+/// The services some suites need: each is reachable, or its skip is recorded and announced
+/// (never silent), and a required one that is missing fails here too.
+mod skips {
+    use crate::support::{Needs, PgTestDb, TestBus, skipped, unavailable};
+
+    #[tokio::test]
+    async fn postgresql_is_reachable_or_its_suites_say_they_skip() {
+        let before = skipped(Needs::Postgres);
+        if PgTestDb::create().await.is_none() {
+            assert!(unavailable(Needs::Postgres).is_some());
+            assert!(skipped(Needs::Postgres) > before);
+            assert!(!Needs::Postgres.required());
+        }
+    }
+
+    #[tokio::test]
+    async fn nats_is_reachable_or_its_suites_say_they_skip() {
+        let before = skipped(Needs::Nats);
+        if TestBus::create().await.is_none() {
+            assert!(unavailable(Needs::Nats).is_some());
+            assert!(skipped(Needs::Nats) > before);
+            assert!(!Needs::Nats.required());
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use reqwest::Method;
-use sentin8_cron::registration::{self, CONFIGURATION};
+use sentin8_cron::registration;
 use serde_json::{Value, json};
 
 use crate::api::Api;
@@ -206,14 +206,15 @@ fn every_configuration_variable_in_the_source_is_registered() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut found,
     );
-    let registered: BTreeSet<&str> = CONFIGURATION.iter().map(|var| var.name).collect();
+    let configuration = registration::configuration();
+    let registered: BTreeSet<&str> = configuration.iter().map(|var| var.name.as_str()).collect();
     let missing: Vec<&(String, String)> = found
         .iter()
         .filter(|(name, _)| !registered.contains(name.as_str()))
         .collect();
     assert!(
         missing.is_empty(),
-        "read in the source but not in registration::CONFIGURATION: {missing:?}"
+        "read in the source but not a setting of any subcommand: {missing:?}"
     );
     // And nothing registered that the source no longer mentions (outside the registration).
     let used: BTreeSet<&str> = found
@@ -227,4 +228,87 @@ fn every_configuration_variable_in_the_source_is_registered() {
         .collect();
     assert!(stale.is_empty(), "registered but never read: {stale:?}");
     assert!(found.len() > 20, "the scan found the variables: {found:?}");
+}
+
+/// `serve` takes every setting, and its help shows each once, with its variable and default;
+/// a secret's value never appears.
+#[test]
+fn serve_help_shows_every_setting_once_and_hides_secrets() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
+        .args(["serve", "--help"])
+        .env(
+            "SENTIN8_CRON_JWT_HS256_SECRET",
+            "hs256-secret-value-not-for-help",
+        )
+        .env(
+            "SENTIN8_CRON_M2M_CLIENT_SECRET",
+            "client-secret-not-for-help",
+        )
+        .env("SENTIN8_CRON_LISTEN", "127.0.0.1:9999")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let help = String::from_utf8_lossy(&output.stdout);
+    let configuration = registration::configuration();
+    for var in &configuration {
+        assert_eq!(
+            help.matches(&format!("[env: {}", var.name)).count(),
+            1,
+            "{} in {help}",
+            var.name
+        );
+        assert_eq!(
+            help.matches(&format!("{} <", var.flag)).count(),
+            1,
+            "{} in {help}",
+            var.flag
+        );
+        if let Some(default) = &var.default {
+            assert!(
+                help.contains(&format!("[default: {default}]")),
+                "{}: {default} in {help}",
+                var.name
+            );
+        }
+    }
+    assert!(!help.contains("not-for-help"), "{help}");
+    assert!(
+        help.contains("[env: SENTIN8_CRON_JWT_HS256_SECRET]"),
+        "{help}"
+    );
+    // Values that are not secret are shown.
+    assert!(
+        help.contains("[env: SENTIN8_CRON_LISTEN=127.0.0.1:9999]"),
+        "{help}"
+    );
+}
+
+/// `serve` reads the relay's settings too, and checks them (naming flag and variable, never
+/// showing credentials) before it opens or binds anything.
+#[test]
+fn serve_checks_the_bus_settings_before_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let output = run(&[
+        "serve",
+        "--database-url",
+        &url,
+        "--listen",
+        "127.0.0.1:0",
+        "--bus-url",
+        "kafka://user:pw-not-shown@k:9092",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("--bus-url (SENTIN8_CRON_BUS_URL)"), "{err}");
+    assert!(!err.contains("pw-not-shown"), "{err}");
+    assert!(
+        !dir.path().join("serve.db").exists(),
+        "nothing was opened before the settings were checked"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }

@@ -1,23 +1,120 @@
 //! Test harness: fresh databases per test, on SQLite (in memory) and PostgreSQL (a database
-//! created for the test and dropped after it, reached as the service role, never a superuser).
+//! created for the test and dropped after it, reached as the service role, never a superuser),
+//! JetStream streams per test, and the record of what was skipped.
+//!
+//! Tests that need PostgreSQL, NATS or a browser skip when the service is missing (they then
+//! report "ok" without having run), unless `SENTIN8_CRON_REQUIRE_POSTGRES`, `_NATS` or
+//! `_BROWSER` is `1`, which makes a missing service a failure. A skip is never silent: the
+//! first skip of each kind prints a notice (past the test harness's output capture, so a plain
+//! `cargo test` shows it) naming the suites, the reason and the variable that makes them
+//! required; every skipped test also says so in its own (captured) output. Once a service was
+//! found unreachable, later tests skip at once instead of each waiting for a connect timeout.
 
-use std::sync::Arc;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, TimeZone, Utc};
 use sentin8_cron::core::store::Store;
 use sentin8_cron::store::{self, ConnectOptions, postgres::PgStore, sqlite::SqliteStore};
 use uuid::Uuid;
 
+/// A service some tests need and skip without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    Postgres,
+    Nats,
+    Browser,
+}
+
+impl Needs {
+    fn index(self) -> usize {
+        match self {
+            Needs::Postgres => 0,
+            Needs::Nats => 1,
+            Needs::Browser => 2,
+        }
+    }
+
+    /// The suites that skip without this service.
+    pub fn suites(self) -> &'static str {
+        match self {
+            Needs::Postgres => {
+                "the PostgreSQL tests (the conformance, engine, API, enroll, admin and relay \
+                 suites on PostgreSQL, pg_only, and the NATS relay tests)"
+            }
+            Needs::Nats => "the NATS JetStream relay tests",
+            Needs::Browser => "the admin pages browser test",
+        }
+    }
+
+    /// The variable that turns the skip into a failure.
+    pub fn require_var(self) -> &'static str {
+        match self {
+            Needs::Postgres => "SENTIN8_CRON_REQUIRE_POSTGRES",
+            Needs::Nats => "SENTIN8_CRON_REQUIRE_NATS",
+            Needs::Browser => "SENTIN8_CRON_REQUIRE_BROWSER",
+        }
+    }
+
+    /// Whether a missing service fails the tests (CI) instead of skipping them.
+    pub fn required(self) -> bool {
+        std::env::var(self.require_var()).is_ok_and(|v| v == "1")
+    }
+}
+
+/// Why each service's tests are being skipped, once known.
+static UNAVAILABLE: [OnceLock<String>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+
+/// How many tests skipped for each service so far.
+static SKIPPED: Mutex<[usize; 3]> = Mutex::new([0; 3]);
+
+/// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
+pub fn unavailable(needs: Needs) -> Option<&'static str> {
+    UNAVAILABLE[needs.index()].get().map(String::as_str)
+}
+
+/// Records that the running test skips because `needs` is unavailable for `reason`. Panics
+/// instead when the service is required. The first skip of each kind prints a notice on the
+/// real standard error, which the test harness does not capture.
+pub fn skip(needs: Needs, reason: &str) {
+    assert!(
+        !needs.required(),
+        "{} is 1, but {reason}",
+        needs.require_var()
+    );
+    let first = UNAVAILABLE[needs.index()].set(reason.to_owned()).is_ok();
+    let count = {
+        let mut skipped = SKIPPED.lock().unwrap_or_else(|p| p.into_inner());
+        skipped[needs.index()] += 1;
+        skipped[needs.index()]
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_owned();
+    // Captured with the test's output: shown for this test with --nocapture or on failure.
+    eprintln!("SKIPPED ({count} so far): {test}: {reason}");
+    if first {
+        // One write, so the notice is not interleaved with the harness's own lines.
+        let notice = format!(
+            "\nSKIPPED: {}: {reason}. They report \"ok\" without running; set {}=1 to make \
+             them fail instead.\n\n",
+            needs.suites(),
+            needs.require_var()
+        );
+        let _ = std::io::stderr().lock().write_all(notice.as_bytes());
+    }
+}
+
+/// How many tests skipped for want of `needs` so far in this process.
+pub fn skipped(needs: Needs) -> usize {
+    SKIPPED.lock().unwrap_or_else(|p| p.into_inner())[needs.index()]
+}
+
 /// The superuser URL used to create and drop test databases.
 pub fn admin_url() -> String {
     std::env::var("SENTIN8_CRON_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// True when PostgreSQL-backed tests must run (CI): a missing server fails them instead of
-/// skipping them.
-pub fn postgres_required() -> bool {
-    std::env::var("SENTIN8_CRON_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
 }
 
 /// Replaces the user and database of a PostgreSQL URL.
@@ -66,13 +163,19 @@ impl PgTestDb {
     /// reachable and not required.
     pub async fn create() -> Option<Self> {
         let admin = admin_url();
+        if let Some(reason) = unavailable(Needs::Postgres) {
+            skip(Needs::Postgres, reason);
+            return None;
+        }
         let mut conn = match sqlx_connect(&admin).await {
             Ok(conn) => conn,
-            Err(err) if !postgres_required() => {
-                eprintln!("skipping: PostgreSQL not reachable at {admin}: {err}");
+            Err(err) => {
+                skip(
+                    Needs::Postgres,
+                    &format!("PostgreSQL is not reachable at {admin} ({err})"),
+                );
                 return None;
             }
-            Err(err) => panic!("PostgreSQL is required but not reachable at {admin}: {err}"),
         };
         let name = format!("s8c_test_{}", Uuid::new_v4().simple());
         sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
@@ -159,11 +262,6 @@ pub fn nats_url() -> String {
     std::env::var("SENTIN8_CRON_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
 }
 
-/// True when NATS-backed tests must run (CI): a missing server fails them instead of skipping.
-pub fn nats_required() -> bool {
-    std::env::var("SENTIN8_CRON_REQUIRE_NATS").is_ok_and(|v| v == "1")
-}
-
 /// A JetStream stream and subject prefix of one test, deleted when this value is dropped.
 pub struct TestBus {
     pub js: async_nats::jetstream::Context,
@@ -176,17 +274,23 @@ impl TestBus {
     /// not required. The stream itself is created by the sink under test.
     pub async fn create() -> Option<Self> {
         let url = nats_url();
+        if let Some(reason) = unavailable(Needs::Nats) {
+            skip(Needs::Nats, reason);
+            return None;
+        }
         let connected = async_nats::ConnectOptions::new()
             .connection_timeout(std::time::Duration::from_secs(3))
             .connect(url.as_str())
             .await;
         let client = match connected {
             Ok(client) => client,
-            Err(err) if !nats_required() => {
-                eprintln!("skipping: NATS not reachable at {url}: {err}");
+            Err(err) => {
+                skip(
+                    Needs::Nats,
+                    &format!("NATS is not reachable at {url} ({err})"),
+                );
                 return None;
             }
-            Err(err) => panic!("NATS is required but not reachable at {url}: {err}"),
         };
         let id = Uuid::new_v4().simple().to_string();
         Some(Self {

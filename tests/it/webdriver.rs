@@ -16,12 +16,6 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long [`Browser::wait`] polls before failing.
 pub const WAIT: Duration = Duration::from_secs(15);
 
-/// True when the browser tests must run (CI): a missing browser fails them instead of
-/// skipping them.
-pub fn browser_required() -> bool {
-    std::env::var("SENTIN8_CRON_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
-}
-
 fn which(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     names.iter().find_map(|name| {
@@ -62,15 +56,10 @@ impl Browser {
         let chromium = which(&["chromium", "chromium-browser", "google-chrome"]);
         let driver = which(&["chromedriver"]);
         let (Some(chromium), Some(driver)) = (chromium, driver) else {
-            assert!(
-                !browser_required(),
-                "SENTIN8_CRON_REQUIRE_BROWSER=1 but chromium and chromedriver are not both on \
-                 PATH (apt-get install chromium chromium-driver)"
-            );
-            eprintln!(
-                "skipping the browser test: chromium and chromedriver are not both on PATH \
-                 (apt-get install chromium chromium-driver; set SENTIN8_CRON_REQUIRE_BROWSER=1 \
-                 to make this a failure)"
+            crate::support::skip(
+                crate::support::Needs::Browser,
+                "chromium and chromedriver are not both on PATH \
+                 (apt-get install chromium chromium-driver)",
             );
             return None;
         };

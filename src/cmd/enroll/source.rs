@@ -16,6 +16,7 @@ use anyhow::{Context as _, bail};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::core::decl::DeclFormat;
+use crate::util::io::read_capped;
 
 /// The largest document read from a command (or a file).
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
@@ -76,7 +77,12 @@ pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Docume
 
     let finished = tokio::time::timeout(timeout, async {
         tokio::join!(
-            read_capped(stdout, MAX_DOCUMENT_BYTES),
+            async {
+                match stdout {
+                    Some(stdout) => read_capped(stdout, MAX_DOCUMENT_BYTES).await,
+                    None => Ok(Some(Vec::new())),
+                }
+            },
             read_tail(stderr, STDERR_TAIL_BYTES),
             child.wait()
         )
@@ -114,21 +120,6 @@ pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Docume
         text,
         origin: format!("the output of `{line}`"),
     })
-}
-
-/// Reads everything, or `None` as soon as there is more than `limit` bytes (the reader is then
-/// dropped, so a writer blocked on a full pipe gets an error instead of hanging).
-async fn read_capped(
-    reader: Option<impl AsyncRead + Unpin>,
-    limit: usize,
-) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(reader) = reader else {
-        return Ok(Some(Vec::new()));
-    };
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    reader.take(cap).read_to_end(&mut bytes).await?;
-    Ok((bytes.len() <= limit).then_some(bytes))
 }
 
 /// Reads to the end, keeping only the last `keep` bytes (roughly: whole chunks are dropped).
@@ -328,13 +319,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn readers_cap_and_tail() {
-        let data = vec![b'a'; 100];
-        assert_eq!(
-            read_capped(Some(&data[..]), 100).await.unwrap(),
-            Some(data.clone())
-        );
-        assert_eq!(read_capped(Some(&data[..]), 99).await.unwrap(), None);
+    async fn stderr_is_read_to_its_tail() {
         let big = vec![b'b'; 50_000];
         let tail = read_tail(Some(&big[..]), 1000).await.unwrap();
         assert!(tail.len() <= 2000 + 8192, "{}", tail.len());

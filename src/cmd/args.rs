@@ -1,0 +1,139 @@
+//! The shared argument groups: every setting is a flag with a `SENTIN8_CRON_*` variable, defined
+//! once here (or next to the typed configuration it converts to) and flattened into each
+//! subcommand that needs it. `--print-registration` lists them from the same definitions.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::core::engine::EngineConfig;
+use crate::core::retry::RetryPolicy;
+use crate::util::duration::positive_duration;
+use crate::util::process::LogFormat;
+
+pub use crate::bus::BusArgs;
+pub use crate::callback::CallbackArgs;
+pub use crate::server::auth::AuthArgs;
+
+/// The database's URL alone: `migrate`, which opens no pool.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Database")]
+pub struct DatabaseUrlArg {
+    /// Database: postgres://user@host/db (production) or sqlite://path (embedded).
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_DATABASE_URL",
+        value_name = "URL",
+        default_value = crate::store::DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+}
+
+/// Where the data lives; shared by every subcommand that opens the store.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Database")]
+pub struct DatabaseArgs {
+    #[command(flatten)]
+    pub url: DatabaseUrlArg,
+    /// Most pooled PostgreSQL connections (the embedded store uses one).
+    #[arg(long, env = "SENTIN8_CRON_DB_POOL_SIZE", value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=500))]
+    pub db_pool_size: u32,
+}
+
+impl DatabaseArgs {
+    /// The database URL.
+    pub fn url(&self) -> &str {
+        &self.url.database_url
+    }
+}
+
+/// Engine tuning shared by `serve` and `tick`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Engine")]
+pub struct EngineArgs {
+    /// Safety poll: the ticker wakes at least this often (it also wakes at the earliest due
+    /// instant and on changes).
+    #[arg(long, env = "SENTIN8_CRON_TICK_INTERVAL", value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
+    pub tick_interval: Duration,
+    /// Due schedules fetched per batch (batches repeat while full).
+    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub batch_size: u32,
+    /// Proxy-back calls in flight at once.
+    #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+    /// Backoff before the first retry, doubling with every retry.
+    #[arg(long, env = "SENTIN8_CRON_RETRY_BASE", value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
+    pub retry_base: Duration,
+    /// Longest backoff between retries.
+    #[arg(long, env = "SENTIN8_CRON_RETRY_CAP", value_name = "DURATION", default_value = "3600s", value_parser = positive_duration)]
+    pub retry_cap: Duration,
+}
+
+impl EngineArgs {
+    /// The engine configuration, with the job timeout of the proxy-back client.
+    pub fn engine_config(&self, job_timeout: Duration) -> EngineConfig {
+        EngineConfig {
+            batch_size: self.batch_size,
+            drain_size: self.batch_size,
+            concurrency: usize::try_from(self.concurrency).unwrap_or(32),
+            job_timeout,
+            retry: RetryPolicy {
+                base: self.retry_base,
+                cap: self.retry_cap.max(self.retry_base),
+            },
+            stale_after: job_timeout * 2 + Duration::from_secs(60),
+            tick_interval: self.tick_interval,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+/// Where and how `serve` listens.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Listener")]
+pub struct ListenerArgs {
+    /// Address the HTTP API listens on.
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_LISTEN",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen: String,
+    /// PEM certificate chain file: serve HTTPS (HTTP/2; X25519MLKEM768 preferred), with
+    /// --tls-key.
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_TLS_CERT",
+        value_name = "PATH",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key file of --tls-cert.
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_TLS_KEY",
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Time in-flight requests and the in-flight tick (or relay round) get to finish after
+    /// SIGTERM or SIGINT.
+    #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// Logging of `serve`; filtered by `RUST_LOG`. (`relay` always logs JSON: the log bus writes
+/// its event records there.)
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LoggingArgs {
+    /// Log line format on standard error.
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty"
+    )]
+    pub log_format: LogFormat,
+}

@@ -1,0 +1,83 @@
+//! The development token: one random token per process, accepted as an admin.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use subtle::ConstantTimeEq;
+
+use super::{AuthError, Authenticator, DEV_TOKEN_PREFIX, EnvGrant, Principal, bearer_token};
+use crate::server::policy::{SCOPE_ADMIN, SCOPE_READ, SCOPE_WRITE};
+
+/// Accepts exactly one random token, generated at start-up, as an admin over every
+/// environment (`dev: true`). For local development: the token is printed once by the caller
+/// and lives as long as the process.
+pub struct DevTokenAuthenticator {
+    token: String,
+}
+
+impl fmt::Debug for DevTokenAuthenticator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DevTokenAuthenticator(<redacted>)")
+    }
+}
+
+impl DevTokenAuthenticator {
+    /// A fresh authenticator and its token: [`DEV_TOKEN_PREFIX`] followed by 256 bits from the
+    /// operating system's RNG, base64url-encoded.
+    ///
+    /// # Panics
+    ///
+    /// When the operating system's RNG fails, which leaves no safe token to make. Use
+    /// [`DevTokenAuthenticator::try_generate`] to handle that instead.
+    pub fn generate() -> (Self, String) {
+        match Self::try_generate() {
+            Ok(pair) => pair,
+            Err(err) => panic!("the operating system's random number generator failed: {err}"),
+        }
+    }
+
+    /// Like [`DevTokenAuthenticator::generate`], reporting an RNG failure.
+    pub fn try_generate() -> Result<(Self, String), getrandom::Error> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes)?;
+        let token = format!("{DEV_TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes));
+        Ok((
+            Self {
+                token: token.clone(),
+            },
+            token,
+        ))
+    }
+
+    /// The principal every accepted request gets.
+    pub fn principal() -> Principal {
+        Principal {
+            subject: "dev".to_owned(),
+            scopes: [SCOPE_READ, SCOPE_WRITE, SCOPE_ADMIN]
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            envs: EnvGrant::All,
+            dev: true,
+        }
+    }
+}
+
+#[async_trait]
+impl Authenticator for DevTokenAuthenticator {
+    async fn authenticate(
+        &self,
+        authorization_header: Option<&str>,
+    ) -> Result<Principal, AuthError> {
+        let token = bearer_token(authorization_header)?;
+        // Constant time in the content; the length is public (it is fixed).
+        if bool::from(token.as_bytes().ct_eq(self.token.as_bytes())) {
+            Ok(Self::principal())
+        } else {
+            tracing::debug!(mode = "dev", "bearer token rejected");
+            Err(AuthError::Unrecognised)
+        }
+    }
+}
