@@ -383,6 +383,7 @@ fn seeded_database(dir: &std::path::Path, name: &str, schedules: usize) -> Strin
     use sentin8_cron::core::decl::ScheduleDecl;
     use sentin8_cron::core::model::EnvId;
     use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
+    use sentin8_cron::core::target::Target;
     use sentin8_cron::store::{ConnectOptions, connect};
 
     let url = format!("sqlite://{}", dir.join(name).display());
@@ -410,7 +411,8 @@ fn seeded_database(dir: &std::path::Path, name: &str, schedules: usize) -> Strin
             let create = CreateSchedule {
                 domain: "billing".into(),
                 spec: decl.validate(now).unwrap(),
-                target_config: serde_json::Map::new(),
+                target: Target::validate(&serde_json::json!({"baseUrl": "http://127.0.0.1:9"}))
+                    .unwrap(),
             };
             ops.schedule_create(EnvId::new(), create, &actor)
                 .await

@@ -18,11 +18,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::model::{
     AuditEntry, DlqEntry, DlqId, EnvId, EventId, Job, JobId, JobStatus, OutboxEvent, Schedule,
-    ScheduleId, ScheduleKind, ScheduleStatus,
+    ScheduleId, ScheduleStatus,
 };
+use crate::core::target::Target;
+use crate::core::timing::Timing;
 
 /// A storage error. Database internals are kept as an opaque source: they are logged, never
 /// shown to API callers.
@@ -235,13 +236,8 @@ pub struct NewSchedule {
     pub id: ScheduleId,
     pub domain: String,
     pub schedule_type: String,
-    pub kind: ScheduleKind,
-    pub cron_expr: Option<String>,
-    pub timezone: String,
-    pub run_at: Option<DateTime<Utc>>,
-    pub on_dst_gap: OnDstGap,
-    pub on_dst_repeat: OnDstRepeat,
-    pub target_config: Value,
+    pub timing: Timing,
+    pub target: Target,
     pub payload: Value,
     pub status: ScheduleStatus,
     pub next_run_at: Option<DateTime<Utc>>,

@@ -23,6 +23,7 @@ use crate::core::decl::{FieldError, ScheduleDecl};
 use crate::core::model::*;
 use crate::core::ops::{self, Actor, CreateSchedule, SchedulePatch};
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
+use crate::core::target::Target;
 
 /// Largest page a list returns.
 pub const MAX_PAGE: u32 = 100;
@@ -72,18 +73,19 @@ pub struct ScheduleView {
 
 impl From<Schedule> for ScheduleView {
     fn from(s: Schedule) -> Self {
+        let timing = s.timing.columns();
         Self {
             id: s.id.0,
             env_id: s.env_id.0,
             domain: s.domain,
             schedule_type: s.schedule_type,
-            kind: s.kind.to_string(),
-            cron: s.cron_expr,
-            run_at: s.run_at,
-            timezone: s.timezone,
-            on_dst_gap: s.on_dst_gap,
-            on_dst_repeat: s.on_dst_repeat,
-            target_config: s.target_config,
+            kind: timing.kind.to_string(),
+            cron: timing.cron_expr,
+            run_at: timing.run_at,
+            timezone: timing.timezone,
+            on_dst_gap: timing.on_dst_gap,
+            on_dst_repeat: timing.on_dst_repeat,
+            target_config: s.target.config().clone(),
             payload: s.payload,
             status: s.status.to_string(),
             next_run_at: s.next_run_at,
@@ -357,7 +359,7 @@ pub async fn create_schedule(
     if let Err(e) = ops::validate_domain(&body.domain) {
         errors.push(e);
     }
-    let target = ops::validate_target_config(&body.target_config)
+    let target = Target::validate(&body.target_config)
         .map_err(|mut e| errors.append(&mut e))
         .ok();
     let decl = ScheduleDecl {
@@ -374,7 +376,7 @@ pub async fn create_schedule(
         .validate(now)
         .map_err(|mut e| errors.append(&mut e))
         .ok();
-    let (Some(spec), Some(target_config), true) = (spec, target, errors.is_empty()) else {
+    let (Some(spec), Some(target), true) = (spec, target, errors.is_empty()) else {
         return Err(ApiError::fields(errors));
     };
     let schedule = state
@@ -384,7 +386,7 @@ pub async fn create_schedule(
             CreateSchedule {
                 domain: body.domain,
                 spec,
-                target_config,
+                target,
             },
             &actor(&state, &caller),
         )

@@ -18,6 +18,8 @@ use super::migrations::{self, Migration};
 use super::{ConnectOptions, Rings, db_err, lock_key};
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::core::target::Target;
+use crate::core::timing::{Timing, TimingColumns};
 
 /// The role the service connects as: subject to row-level security.
 pub const SERVICE_ROLE: &str = "sentin8_cron_service";
@@ -690,6 +692,7 @@ impl TenantTx for PgTenantTx<'_> {
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
+        let timing = new.timing.columns();
         let sql = format!(
             "INSERT INTO schedules (id, env_id, domain, schedule_type, kind, cron_expr, timezone, \
              run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
@@ -702,13 +705,13 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(self.env_id.0)
             .bind(&new.domain)
             .bind(&new.schedule_type)
-            .bind(new.kind.as_str())
-            .bind(&new.cron_expr)
-            .bind(&new.timezone)
-            .bind(new.run_at)
-            .bind(new.on_dst_gap.as_str())
-            .bind(new.on_dst_repeat.as_str())
-            .bind(&new.target_config)
+            .bind(timing.kind.as_str())
+            .bind(&timing.cron_expr)
+            .bind(&timing.timezone)
+            .bind(timing.run_at)
+            .bind(timing.on_dst_gap.as_str())
+            .bind(timing.on_dst_repeat.as_str())
+            .bind(new.target.config())
             .bind(&new.payload)
             .bind(new.status.as_str())
             .bind(new.next_run_at)
@@ -791,6 +794,7 @@ impl TenantTx for PgTenantTx<'_> {
     }
 
     async fn schedule_update(&mut self, s: &Schedule) -> StoreResult<Schedule> {
+        let timing = s.timing.columns();
         let sql = format!(
             "UPDATE schedules SET domain = $3, schedule_type = $4, kind = $5, cron_expr = $6, \
              timezone = $7, run_at = $8, on_dst_gap = $9, on_dst_repeat = $10, \
@@ -804,13 +808,13 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(s.id.0)
             .bind(&s.domain)
             .bind(&s.schedule_type)
-            .bind(s.kind.as_str())
-            .bind(&s.cron_expr)
-            .bind(&s.timezone)
-            .bind(s.run_at)
-            .bind(s.on_dst_gap.as_str())
-            .bind(s.on_dst_repeat.as_str())
-            .bind(&s.target_config)
+            .bind(timing.kind.as_str())
+            .bind(&timing.cron_expr)
+            .bind(&timing.timezone)
+            .bind(timing.run_at)
+            .bind(timing.on_dst_gap.as_str())
+            .bind(timing.on_dst_repeat.as_str())
+            .bind(s.target.config())
             .bind(&s.payload)
             .bind(s.status.as_str())
             .bind(s.next_run_at)
@@ -1294,13 +1298,16 @@ fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
         env_id: EnvId(get(row, "env_id", T)?),
         domain: get(row, "domain", T)?,
         schedule_type: get(row, "schedule_type", T)?,
-        kind: parse_text(row, "kind", T)?,
-        cron_expr: get(row, "cron_expr", T)?,
-        timezone: get(row, "timezone", T)?,
-        run_at: get(row, "run_at", T)?,
-        on_dst_gap: parse_text(row, "on_dst_gap", T)?,
-        on_dst_repeat: parse_text(row, "on_dst_repeat", T)?,
-        target_config: get(row, "target_config", T)?,
+        timing: Timing::from_columns(TimingColumns {
+            kind: parse_text(row, "kind", T)?,
+            cron_expr: get(row, "cron_expr", T)?,
+            timezone: get(row, "timezone", T)?,
+            run_at: get(row, "run_at", T)?,
+            on_dst_gap: parse_text(row, "on_dst_gap", T)?,
+            on_dst_repeat: parse_text(row, "on_dst_repeat", T)?,
+        })
+        .map_err(|detail| StoreError::Corrupt { table: T, detail })?,
+        target: Target::from_stored(get(row, "target_config", T)?),
         payload: get(row, "payload", T)?,
         status: parse_text(row, "status", T)?,
         next_run_at: get(row, "next_run_at", T)?,

@@ -25,6 +25,8 @@ use super::migrations;
 use super::{ConnectOptions, Rings, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::core::target::Target;
+use crate::core::timing::{Timing, TimingColumns};
 
 const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, timezone, \
     run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, last_run_at, \
@@ -537,6 +539,7 @@ impl TenantTx for SqliteTenantTx {
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
+        let timing = new.timing.columns();
         let sql = format!(
             "INSERT INTO schedules (id, env_id, domain, schedule_type, kind, cron_expr, timezone, \
              run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
@@ -549,13 +552,13 @@ impl TenantTx for SqliteTenantTx {
             .bind(self.env())
             .bind(&new.domain)
             .bind(&new.schedule_type)
-            .bind(new.kind.as_str())
-            .bind(&new.cron_expr)
-            .bind(&new.timezone)
-            .bind(new.run_at.map(|t| t.timestamp_micros()))
-            .bind(new.on_dst_gap.as_str())
-            .bind(new.on_dst_repeat.as_str())
-            .bind(json_text(&new.target_config))
+            .bind(timing.kind.as_str())
+            .bind(&timing.cron_expr)
+            .bind(&timing.timezone)
+            .bind(timing.run_at.map(|t| t.timestamp_micros()))
+            .bind(timing.on_dst_gap.as_str())
+            .bind(timing.on_dst_repeat.as_str())
+            .bind(json_text(new.target.config()))
             .bind(json_text(&new.payload))
             .bind(new.status.as_str())
             .bind(new.next_run_at.map(|t| t.timestamp_micros()))
@@ -636,6 +639,7 @@ impl TenantTx for SqliteTenantTx {
     }
 
     async fn schedule_update(&mut self, s: &Schedule) -> StoreResult<Schedule> {
+        let timing = s.timing.columns();
         let sql = format!(
             "UPDATE schedules SET domain = ?3, schedule_type = ?4, kind = ?5, cron_expr = ?6, \
              timezone = ?7, run_at = ?8, on_dst_gap = ?9, on_dst_repeat = ?10, \
@@ -649,13 +653,13 @@ impl TenantTx for SqliteTenantTx {
             .bind(s.id.0.to_string())
             .bind(&s.domain)
             .bind(&s.schedule_type)
-            .bind(s.kind.as_str())
-            .bind(&s.cron_expr)
-            .bind(&s.timezone)
-            .bind(s.run_at.map(|t| t.timestamp_micros()))
-            .bind(s.on_dst_gap.as_str())
-            .bind(s.on_dst_repeat.as_str())
-            .bind(json_text(&s.target_config))
+            .bind(timing.kind.as_str())
+            .bind(&timing.cron_expr)
+            .bind(&timing.timezone)
+            .bind(timing.run_at.map(|t| t.timestamp_micros()))
+            .bind(timing.on_dst_gap.as_str())
+            .bind(timing.on_dst_repeat.as_str())
+            .bind(json_text(s.target.config()))
             .bind(json_text(&s.payload))
             .bind(s.status.as_str())
             .bind(s.next_run_at.map(|t| t.timestamp_micros()))
@@ -1157,13 +1161,19 @@ fn schedule_from_row(row: &SqliteRow) -> StoreResult<Schedule> {
         env_id: EnvId(c.uuid("env_id")?),
         domain: c.get("domain")?,
         schedule_type: c.get("schedule_type")?,
-        kind: c.parse("kind")?,
-        cron_expr: c.get("cron_expr")?,
-        timezone: c.get("timezone")?,
-        run_at: c.opt_ts("run_at")?,
-        on_dst_gap: c.parse("on_dst_gap")?,
-        on_dst_repeat: c.parse("on_dst_repeat")?,
-        target_config: c.json("target_config")?,
+        timing: Timing::from_columns(TimingColumns {
+            kind: c.parse("kind")?,
+            cron_expr: c.get("cron_expr")?,
+            timezone: c.get("timezone")?,
+            run_at: c.opt_ts("run_at")?,
+            on_dst_gap: c.parse("on_dst_gap")?,
+            on_dst_repeat: c.parse("on_dst_repeat")?,
+        })
+        .map_err(|detail| StoreError::Corrupt {
+            table: "schedules",
+            detail,
+        })?,
+        target: Target::from_stored(c.json("target_config")?),
         payload: c.json("payload")?,
         status: c.parse("status")?,
         next_run_at: c.opt_ts("next_run_at")?,

@@ -7,6 +7,8 @@ use chrono::Duration;
 use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use sentin8_cron::core::timing::{CronTiming, Timing};
 use serde_json::json;
 
 use crate::support::t0;
@@ -16,13 +18,13 @@ pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
         id: ScheduleId::new(),
         domain: domain.to_owned(),
         schedule_type: schedule_type.to_owned(),
-        kind: ScheduleKind::Cron,
-        cron_expr: Some("*/5 * * * *".to_owned()),
-        timezone: "Europe/London".to_owned(),
-        run_at: None,
-        on_dst_gap: OnDstGap::Skip,
-        on_dst_repeat: OnDstRepeat::Twice,
-        target_config: json!({"baseUrl": "http://127.0.0.1:9/billing"}),
+        timing: Timing::Cron(CronTiming::from_stored(
+            "*/5 * * * *",
+            "Europe/London",
+            OnDstGap::Skip,
+            OnDstRepeat::Twice,
+        )),
+        target: Target::from_stored(json!({"baseUrl": "http://127.0.0.1:9/billing"})),
         payload: json!({"report": schedule_type, "nested": {"n": 1}}),
         status: ScheduleStatus::Active,
         next_run_at: Some(t0() + Duration::minutes(5)),
@@ -62,13 +64,15 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
     assert_eq!(inserted.id, new.id);
     assert_eq!(inserted.env_id, env);
     assert_eq!(inserted.domain, "billing");
-    assert_eq!(inserted.kind, ScheduleKind::Cron);
-    assert_eq!(inserted.cron_expr.as_deref(), Some("*/5 * * * *"));
-    assert_eq!(inserted.timezone, "Europe/London");
-    assert_eq!(inserted.on_dst_gap, OnDstGap::Skip);
-    assert_eq!(inserted.on_dst_repeat, OnDstRepeat::Twice);
+    assert_eq!(inserted.kind(), ScheduleKind::Cron);
+    assert_eq!(inserted.timing.cron_expression(), Some("*/5 * * * *"));
+    assert_eq!(inserted.timing.timezone(), Some("Europe/London"));
+    assert_eq!(inserted.timing.on_dst_gap(), Some(OnDstGap::Skip));
+    assert_eq!(inserted.timing.on_dst_repeat(), Some(OnDstRepeat::Twice));
+    assert_eq!(inserted.timing, new.timing);
     assert_eq!(inserted.payload, new.payload);
-    assert_eq!(inserted.target_config, new.target_config);
+    assert_eq!(inserted.target.config(), new.target.config());
+    assert_eq!(inserted.target, new.target);
     assert_eq!(inserted.next_run_at, new.next_run_at);
     assert_eq!(inserted.retry_count, 0);
     assert_eq!(inserted.max_retries, 4);
@@ -106,24 +110,20 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
 pub async fn one_shot_schedule_round_trips(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let mut new = new_schedule("once", "billing");
-    new.kind = ScheduleKind::Once;
-    new.cron_expr = None;
-    new.run_at = Some(t0() + Duration::days(3));
-    new.next_run_at = new.run_at;
+    new.timing = Timing::Once {
+        run_at: t0() + Duration::days(3),
+    };
+    new.next_run_at = new.timing.run_at();
     let inserted = insert_schedule(&store, env, new.clone()).await;
-    assert_eq!(inserted.kind, ScheduleKind::Once);
-    assert_eq!(inserted.run_at, new.run_at);
-    assert_eq!(inserted.cron_expr, None);
+    assert_eq!(inserted.kind(), ScheduleKind::Once);
+    assert_eq!(inserted.timing.run_at(), new.timing.run_at());
+    assert_eq!(inserted.timing.cron_expression(), None);
 }
 
 pub async fn inconsistent_schedules_are_refused(store: Arc<dyn Store>) {
     let env = EnvId::new();
-    // A cron schedule without an expression breaks the kind/timing check.
-    let mut broken = new_schedule("broken", "billing");
-    broken.cron_expr = None;
-    let mut tx = store.tenant_begin(env).await.unwrap();
-    assert!(tx.schedule_insert(&broken).await.is_err());
-    drop(tx);
+    // (A cron schedule without an expression, which the kind/timing check refuses, cannot be
+    // expressed: a typed timing always has its expression.)
     // An active schedule must know its next run.
     let mut broken = new_schedule("broken", "billing");
     broken.next_run_at = None;

@@ -16,6 +16,8 @@ use sentin8_cron::core::model::*;
 use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
 use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use sentin8_cron::core::timing::{CronTiming, Timing};
 use serde_json::json;
 
 use crate::raw_http::{RawServer, Recorded, Reply};
@@ -102,10 +104,10 @@ impl Harness {
                 CreateSchedule {
                     domain: "billing".into(),
                     spec,
-                    target_config: json!({"baseUrl": format!("{}/billing", self.target.url())})
-                        .as_object()
-                        .unwrap()
-                        .clone(),
+                    target: Target::validate(
+                        &json!({"baseUrl": format!("{}/billing", self.target.url())}),
+                    )
+                    .unwrap(),
                 },
                 &self.actor(),
             )
@@ -356,7 +358,7 @@ pub async fn one_shots_complete_after_success_or_dlq(store: Arc<dyn Store>) {
             ..ScheduleDecl::default()
         })
         .await;
-    assert_eq!(ok.kind, ScheduleKind::Once);
+    assert_eq!(ok.kind(), ScheduleKind::Once);
     assert_eq!(ok.next_run_at, Some(run_at));
     // The target fails exactly the doomed schedule's call.
     h.replies.lock().unwrap().clear();
@@ -371,7 +373,7 @@ pub async fn one_shots_complete_after_success_or_dlq(store: Arc<dyn Store>) {
     .await;
     for id in [ok.id, doomed.id] {
         let mut schedule = h.schedule(id).await;
-        schedule.target_config = json!({"baseUrl": target.url()});
+        schedule.target = Target::from_stored(json!({"baseUrl": target.url()}));
         let mut tx = h.store.tenant_begin(h.env).await.unwrap();
         tx.schedule_update(&schedule).await.unwrap();
         tx.commit().await.unwrap();
@@ -447,7 +449,13 @@ pub async fn an_unparseable_stored_expression_waits_an_hour(store: Arc<dyn Store
     let h = Harness::new(store).await;
     let s = h.create(cron("*/5 * * * *", 3)).await;
     let mut broken = h.schedule(s.id).await;
-    broken.cron_expr = Some("this is not cron".into());
+    let cron = broken.timing.cron().unwrap().clone();
+    broken.timing = Timing::Cron(CronTiming::from_stored(
+        "this is not cron",
+        &cron.timezone,
+        cron.on_dst_gap,
+        cron.on_dst_repeat,
+    ));
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     tx.schedule_update(&broken).await.unwrap();
     tx.commit().await.unwrap();

@@ -255,15 +255,15 @@ domain billing in environment <env>: 5 created, 0 updated, 0 unchanged, 0 pruned
         assert_eq!(schedule.domain, "billing");
         assert_eq!(schedule.status, ScheduleStatus::Active);
         assert_eq!(
-            schedule.target_config,
-            json!({"baseUrl": "https://billing.apps.example.test"})
+            schedule.target.config(),
+            &json!({"baseUrl": "https://billing.apps.example.test"})
         );
         assert_eq!(schedule.created_by, "enroll:tester");
         assert!(schedule.next_run_at.unwrap() > Utc::now() - Duration::minutes(1));
     }
     let invoice = &schedules["billing.invoice-run"];
-    assert_eq!(invoice.cron_expr.as_deref(), Some("0 6 1 * *"));
-    assert_eq!(invoice.timezone, "Europe/Berlin");
+    assert_eq!(invoice.timing.cron_expression(), Some("0 6 1 * *"));
+    assert_eq!(invoice.timing.timezone(), Some("Europe/Berlin"));
     assert_eq!(invoice.payload, json!({"ledger": "eu", "dry_run": false}));
     assert_eq!(invoice.max_retries, 5);
 
@@ -401,7 +401,7 @@ pub async fn changes_update_only_what_changed(db: Db) {
     // The cron change moved the next fire to the new expression's.
     let moved = &after["billing.nightly"];
     assert_eq!(moved.id, nightly.id);
-    assert_eq!(moved.cron_expr.as_deref(), Some("30 7 * * *"));
+    assert_eq!(moved.timing.cron_expression(), Some("30 7 * * *"));
     let next = moved.next_run_at.unwrap();
     assert_eq!((next.hour(), next.minute(), next.second()), (7, 30, 0));
     assert!(
@@ -467,8 +467,8 @@ pub async fn changes_update_only_what_changed(db: Db) {
     for (schedule_type, schedule) in t.schedules().await {
         assert_eq!(schedule.next_run_at, after[&schedule_type].next_run_at);
         assert_eq!(
-            schedule.target_config,
-            json!({"baseUrl": "http://10.0.0.7:8081/billing"})
+            schedule.target.config(),
+            &json!({"baseUrl": "http://10.0.0.7:8081/billing"})
         );
     }
 }

@@ -23,6 +23,7 @@ use sentin8_cron::core::relay::{
     Delivery, EventEnvelope, Relay, RelayOptions, RelaySummary, Sink, SinkError,
 };
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
 use sentin8_cron::store::ConnectOptions;
 use sentin8_cron::store::postgres::PgStore;
 use serde_json::{Value, json};
@@ -58,7 +59,7 @@ async fn create_schedule(ops: &Ops, env: EnvId, name: &str, now: DateTime<Utc>) 
         CreateSchedule {
             domain: "billing".into(),
             spec,
-            target_config: target.as_object().cloned().unwrap_or_default(),
+            target: Target::validate(&target).unwrap(),
         },
         &actor(now),
     )
