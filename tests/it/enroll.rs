@@ -759,6 +759,63 @@ schedules:
     assert!(t.schedules().await.is_empty());
 }
 
+pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
+    let t = Enroll::new(db);
+    let good = t.write("good.yaml", THREE);
+    for (base_url, problem) in [
+        // Once accepted here ("1 created"), then every fire failed "invalid baseUrl".
+        ("http://127.0.0.1:99999", "invalid port number"),
+        (
+            "ftp://billing.internal",
+            "scheme \"ftp\" is not http or https",
+        ),
+        (
+            "http://billing.internal/\r\nX-Evil: 1",
+            "control characters",
+        ),
+        ("http://billing.internal\n", "control characters"),
+        ("http://svc@billing.internal", "must not carry credentials"),
+        (
+            "http://billing.internal/?x=1",
+            "must not have a query or fragment",
+        ),
+    ] {
+        let run = t
+            .enroll(&["--file", &good, "--base-url", base_url, "--output", "json"])
+            .await
+            .failed();
+        let report = run.json();
+        assert_eq!(report["valid"], false, "{base_url:?}");
+        let problems = report["problems"].as_array().expect("problems");
+        assert_eq!(problems.len(), 1, "{base_url:?}: {problems:?}");
+        assert_eq!(
+            problems[0]["field"], "target_config.baseUrl",
+            "{base_url:?}"
+        );
+        let message = problems[0]["message"].as_str().unwrap();
+        assert!(message.contains(problem), "{base_url:?}: {message}");
+        assert!(!run.stdout.contains("created"), "{}", run.stdout);
+    }
+    // The text output names the field too.
+    let run = t
+        .enroll(&["--file", &good, "--base-url", "http://127.0.0.1:99999"])
+        .await
+        .failed();
+    assert!(
+        run.stderr.contains("target_config.baseUrl: "),
+        "{}",
+        run.stderr
+    );
+    assert!(t.schedules().await.is_empty());
+    assert!(t.outbox().await.is_empty());
+
+    // The same base URL is accepted once it is one the callback can use.
+    t.enroll(&["--file", &good, "--base-url", "http://127.0.0.1:9999"])
+        .await
+        .ok();
+    assert_eq!(t.schedules().await.len(), 3);
+}
+
 pub async fn documents_from_commands(db: Db) {
     let t = Enroll::new(db);
 
@@ -947,6 +1004,7 @@ macro_rules! enroll_suite {
                 undeclared_schedules_are_pruned_only_when_asked,
                 dry_runs_write_nothing,
                 one_bad_entry_aborts_everything,
+                base_urls_the_callback_cannot_use_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
             );
