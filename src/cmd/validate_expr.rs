@@ -30,7 +30,7 @@ pub struct Args {
     pub file: Option<PathBuf>,
     /// With --file: also check the base URL the schedules would be enrolled with, as `enroll
     /// --base-url` and the API check target_config.baseUrl.
-    #[arg(long, value_name = "URL", requires = "file")]
+    #[arg(long, value_name = "URL", requires = "file", conflicts_with = "expr")]
     pub base_url: Option<String>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
