@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use url::Url;
 
 use crate::core::decl::FieldError;
@@ -147,16 +147,6 @@ impl Target {
                 base_url: Ok(base_url),
             }),
             _ => Err(errors),
-        }
-    }
-
-    /// The target of a base URL alone: `{"baseUrl": ...}`.
-    pub fn of_base_url(base_url: BaseUrl) -> Target {
-        let mut map = Map::new();
-        map.insert("baseUrl".to_owned(), Value::String(base_url.to_string()));
-        Target {
-            config: Value::Object(map),
-            base_url: Ok(base_url),
         }
     }
 
