@@ -183,3 +183,178 @@ fn patched_timing(current: &Timing, patch: &SchedulePatch) -> Result<TimingDecl,
             .or(current_cron.map(|c| c.on_dst_repeat)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Duration, TimeZone, Utc};
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::model::{EnvId, ScheduleId};
+    use crate::core::timing::CronTiming;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap()
+    }
+
+    fn actor() -> Actor {
+        Actor {
+            name: "tester".into(),
+            correlation_id: None,
+            now: now(),
+        }
+    }
+
+    fn stored(timing: Timing) -> Schedule {
+        Schedule {
+            id: ScheduleId::new(),
+            env_id: EnvId::new(),
+            domain: "billing".into(),
+            schedule_type: "a.job".into(),
+            next_run_at: timing.next_after(now()).ok().flatten(),
+            timing,
+            target: Target::from_stored(json!({"baseUrl": "https://billing.internal"})),
+            payload: json!({}),
+            status: ScheduleStatus::Active,
+            last_run_at: None,
+            retry_count: 0,
+            max_retries: 3,
+            created_at: now() - Duration::days(1),
+            updated_at: now() - Duration::days(1),
+            created_by: "tester".into(),
+            updated_by: "tester".into(),
+        }
+    }
+
+    fn berlin(expression: &str) -> Timing {
+        Timing::Cron(CronTiming::from_stored(
+            expression,
+            "Europe/Berlin",
+            OnDstGap::Skip,
+            OnDstRepeat::Twice,
+        ))
+    }
+
+    fn fields(result: OpsResult<(Schedule, Option<&'static str>)>) -> Vec<String> {
+        match result {
+            Err(OpsError::Invalid(errors)) => errors.into_iter().map(|e| e.field).collect(),
+            other => panic!("expected field errors, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_expression_keeps_the_zone_and_policies() {
+        let current = stored(berlin("0 6 * * *"));
+        let patch = SchedulePatch {
+            cron: Some("30 7 * * *".into()),
+            ..SchedulePatch::default()
+        };
+        let (updated, event) = apply(&current, patch, &actor()).unwrap();
+        let cron = updated.timing.cron().unwrap();
+        assert_eq!(cron.expression, "30 7 * * *");
+        assert_eq!(cron.timezone, "Europe/Berlin");
+        assert_eq!(
+            (cron.on_dst_gap, cron.on_dst_repeat),
+            (OnDstGap::Skip, OnDstRepeat::Twice)
+        );
+        assert_eq!(event, Some(events::SCHEDULE_UPDATED));
+        assert_eq!(
+            updated.next_run_at,
+            updated.timing.next_after(now()).unwrap()
+        );
+        assert_ne!(updated.next_run_at, current.next_run_at);
+    }
+
+    #[test]
+    fn run_at_replaces_a_cron_timing_and_refuses_cron_only_fields() {
+        let current = stored(berlin("0 6 * * *"));
+        let patch = SchedulePatch {
+            run_at: Some("2030-02-01T00:00:00Z".into()),
+            ..SchedulePatch::default()
+        };
+        let (updated, _) = apply(&current, patch, &actor()).unwrap();
+        let run_at = Utc.with_ymd_and_hms(2030, 2, 1, 0, 0, 0).unwrap();
+        assert_eq!(updated.timing, Timing::Once { run_at });
+        assert_eq!(updated.next_run_at, Some(run_at));
+
+        let patch = SchedulePatch {
+            run_at: Some("2030-02-01T00:00:00Z".into()),
+            timezone: Some("UTC".into()),
+            ..SchedulePatch::default()
+        };
+        assert_eq!(fields(apply(&current, patch, &actor())), ["timezone"]);
+    }
+
+    #[test]
+    fn zone_or_policies_alone_apply_only_to_cron() {
+        let once = stored(Timing::Once {
+            run_at: now() + Duration::days(2),
+        });
+        let patch = SchedulePatch {
+            timezone: Some("Europe/Paris".into()),
+            on_dst_gap: Some(OnDstGap::Skip),
+            ..SchedulePatch::default()
+        };
+        assert_eq!(
+            fields(apply(&once, patch, &actor())),
+            ["timezone", "on_dst_gap"]
+        );
+
+        let cron = stored(berlin("0 6 * * *"));
+        let patch = SchedulePatch {
+            timezone: Some("Europe/Paris".into()),
+            ..SchedulePatch::default()
+        };
+        let (updated, _) = apply(&cron, patch, &actor()).unwrap();
+        assert_eq!(updated.timing.timezone(), Some("Europe/Paris"));
+        assert_eq!(updated.timing.cron_expression(), Some("0 6 * * *"));
+    }
+
+    #[test]
+    fn untouched_fields_are_not_revalidated_and_an_unchanged_patch_is_a_no_op() {
+        // A one-shot whose instant has passed, with a target that no longer parses.
+        let mut current = stored(Timing::Once {
+            run_at: now() - Duration::hours(1),
+        });
+        current.target = Target::from_stored(json!({"baseUrl": "http://h:99999"}));
+        current.status = ScheduleStatus::Completed;
+        let patch = SchedulePatch {
+            payload: Some(json!({"n": 1})),
+            ..SchedulePatch::default()
+        };
+        let (updated, event) = apply(&current, patch, &actor()).unwrap();
+        assert_eq!(updated.payload, json!({"n": 1}));
+        assert_eq!(updated.target, current.target);
+        assert_eq!(event, Some(events::SCHEDULE_UPDATED));
+
+        let patch = SchedulePatch {
+            payload: Some(json!({})),
+            ..SchedulePatch::default()
+        };
+        let (same, event) = apply(&current, patch, &actor()).unwrap();
+        assert_eq!((same, event), (current, None));
+    }
+
+    #[test]
+    fn every_touched_field_problem_is_reported_together() {
+        let current = stored(berlin("0 6 * * *"));
+        let patch = SchedulePatch {
+            cron: Some("61 * * * *".into()),
+            payload: Some(json!([1])),
+            max_retries: Some(101),
+            target_config: Some(json!({"baseUrl": "ftp://x"})),
+            status: Some(ScheduleStatus::Deleted),
+            ..SchedulePatch::default()
+        };
+        assert_eq!(
+            fields(apply(&current, patch, &actor())),
+            [
+                "status",
+                "cron",
+                "payload",
+                "max_retries",
+                "target_config.baseUrl"
+            ]
+        );
+    }
+}
