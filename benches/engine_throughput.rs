@@ -23,6 +23,8 @@ use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use sentin8_cron::core::timing::{CronTiming, Timing};
 use sentin8_cron::store::{self, ConnectOptions};
 use serde_json::json;
 use sqlx::{Connection, Executor, PgConnection};
@@ -68,14 +70,14 @@ async fn seed(
                 id: ScheduleId::new(),
                 domain: "bench".into(),
                 schedule_type: format!("job-{i}-{}", uuid::Uuid::new_v4().simple()),
-                kind: ScheduleKind::Cron,
                 // Fires once during the run: the next fire is next year.
-                cron_expr: Some("0 0 1 1 *".into()),
-                timezone: "UTC".into(),
-                run_at: None,
-                on_dst_gap: OnDstGap::Shift,
-                on_dst_repeat: OnDstRepeat::Once,
-                target_config: json!({"baseUrl": base_url}),
+                timing: Timing::Cron(CronTiming::from_stored(
+                    "0 0 1 1 *",
+                    "UTC",
+                    OnDstGap::Shift,
+                    OnDstRepeat::Once,
+                )),
+                target: Target::from_stored(json!({"baseUrl": base_url})),
                 payload: json!({"i": i}),
                 status: ScheduleStatus::Active,
                 next_run_at: Some(due(i)),

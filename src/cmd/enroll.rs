@@ -173,7 +173,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         env: args.env,
         domain: args.domain.clone(),
         specs,
-        target_config: target,
+        target,
         prune: args.prune,
         dry_run: args.dry_run,
     };

@@ -9,8 +9,9 @@ use clap::ArgGroup;
 use serde::Serialize;
 
 use crate::core::decl::{
-    DeclError, DeclFormat, EntryError, ScheduleSpec, Timing, check_declarations,
+    DeclError, DeclFormat, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
 };
+use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{
@@ -27,6 +28,10 @@ pub struct Args {
     /// Check every entry of a declaration file (YAML or JSON) instead.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["tz", "on_dst_gap", "on_dst_repeat"])]
     pub file: Option<PathBuf>,
+    /// With --file: also check the base URL the schedules would be enrolled with, as `enroll
+    /// --base-url` and the API check target_config.baseUrl.
+    #[arg(long, value_name = "URL", requires = "file", conflicts_with = "expr")]
+    pub base_url: Option<String>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
     /// Output format.
@@ -37,7 +42,7 @@ pub struct Args {
 pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
     match (&args.expr, &args.file) {
-        (_, Some(path)) => check_file(path, args.output, now, out),
+        (_, Some(path)) => check_file(path, args.base_url.as_deref(), args.output, now, out),
         (Some(expr), None) => check_expression(expr, &args, now, out),
         // clap requires one of the two.
         (None, None) => Ok(ExitCode::from(2)),
@@ -112,16 +117,28 @@ struct FileReport<'a> {
     schedules: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Problems of the command's own arguments (`--base-url`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    problems: &'a [FieldError],
     errors: &'a [EntryError],
 }
 
 fn check_file(
     path: &Path,
+    base_url: Option<&str>,
     format: OutputFormat,
     now: DateTime<Utc>,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ExitCode> {
     let json = is_json(format);
+    let problems: Vec<FieldError> = base_url
+        .and_then(|raw| BaseUrl::parse(raw).err())
+        .map(|problem| FieldError::new(BASE_URL_FIELD, problem.to_string()))
+        .into_iter()
+        .collect();
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
     let checked = std::fs::read_to_string(path)
         .map_err(|err| format!("cannot read {}: {err}", path.display()))
         .and_then(|text| {
@@ -139,6 +156,7 @@ fn check_file(
                         valid: false,
                         schedules: 0,
                         error: Some(message),
+                        problems: &problems,
                         errors: &[],
                     },
                 )?;
@@ -162,16 +180,17 @@ fn check_file(
         output::write_json(
             out,
             &FileReport {
-                valid: errors.is_empty(),
+                valid: errors.is_empty() && problems.is_empty(),
                 schedules: specs.len(),
                 error: None,
+                problems: &problems,
                 errors: &errors,
             },
         )?;
-    } else if errors.is_empty() {
+    } else if errors.is_empty() && problems.is_empty() {
         write_valid_table(out, path, &specs, now)?;
     }
-    Ok(if errors.is_empty() {
+    Ok(if errors.is_empty() && problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_INVALID)

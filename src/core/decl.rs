@@ -68,24 +68,7 @@ pub struct ScheduleDecl {
     pub on_dst_repeat: Option<OnDstRepeat>,
 }
 
-/// When a validated schedule runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Timing {
-    /// Repeatedly, by a cron expression in a time zone.
-    Cron(CronTiming),
-    /// Once.
-    Once { run_at: DateTime<Utc> },
-}
-
-/// A validated cron timing with the text it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CronTiming {
-    /// The expression as declared (surrounding whitespace removed).
-    pub expression: String,
-    /// The IANA zone name.
-    pub timezone: String,
-    pub schedule: ZonedCron,
-}
+pub use crate::core::timing::{CronTiming, Timing};
 
 /// A validated schedule.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,50 +82,32 @@ pub struct ScheduleSpec {
 impl ScheduleSpec {
     /// The first run strictly after `now`, if any.
     pub fn first_fire_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        match &self.timing {
-            Timing::Cron(cron) => cron.schedule.next_after(now),
-            Timing::Once { run_at } => (*run_at > now).then_some(*run_at),
-        }
+        self.timing.next_after(now).ok().flatten()
     }
 
     /// The cron expression, for cron schedules.
     pub fn cron_expression(&self) -> Option<&str> {
-        match &self.timing {
-            Timing::Cron(cron) => Some(&cron.expression),
-            Timing::Once { .. } => None,
-        }
+        self.timing.cron_expression()
     }
 
     /// The zone name, for cron schedules.
     pub fn timezone(&self) -> Option<&str> {
-        match &self.timing {
-            Timing::Cron(cron) => Some(&cron.timezone),
-            Timing::Once { .. } => None,
-        }
+        self.timing.timezone()
     }
 
     /// The gap policy, for cron schedules.
     pub fn on_dst_gap(&self) -> Option<OnDstGap> {
-        match &self.timing {
-            Timing::Cron(cron) => Some(cron.schedule.on_dst_gap),
-            Timing::Once { .. } => None,
-        }
+        self.timing.on_dst_gap()
     }
 
     /// The repeat policy, for cron schedules.
     pub fn on_dst_repeat(&self) -> Option<OnDstRepeat> {
-        match &self.timing {
-            Timing::Cron(cron) => Some(cron.schedule.on_dst_repeat),
-            Timing::Once { .. } => None,
-        }
+        self.timing.on_dst_repeat()
     }
 
     /// The run time, for one-shot schedules.
     pub fn run_at(&self) -> Option<DateTime<Utc>> {
-        match &self.timing {
-            Timing::Cron(_) => None,
-            Timing::Once { run_at } => Some(*run_at),
-        }
+        self.timing.run_at()
     }
 }
 
@@ -328,41 +293,94 @@ impl ScheduleDecl {
                 ),
             ));
         }
-
         let payload = match &self.payload {
             None => Some(Map::new()),
-            Some(Value::Object(map)) => {
-                let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
-                if size > MAX_PAYLOAD_BYTES {
-                    errors.push(FieldError::new(
-                        "payload",
-                        format!(
-                            "serialized size {size} bytes exceeds the limit of \
-                             {MAX_PAYLOAD_BYTES} bytes"
-                        ),
-                    ));
-                    None
-                } else {
-                    Some(map.clone())
-                }
-            }
-            Some(other) => {
-                errors.push(FieldError::new(
-                    "payload",
-                    format!("must be a JSON object, got {}", json_kind(other)),
-                ));
-                None
-            }
+            Some(value) => validate_payload(value).map_err(|e| errors.push(e)).ok(),
         };
-
         let max_retries = self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
-        if max_retries > MAX_RETRIES_LIMIT {
-            errors.push(FieldError::new(
-                "max_retries",
-                format!("{max_retries} is out of range 0-{MAX_RETRIES_LIMIT}"),
-            ));
+        if let Err(e) = validate_max_retries(max_retries) {
+            errors.push(e);
         }
+        let timing = self
+            .timing_decl()
+            .validate(now)
+            .map_err(|mut problems| errors.append(&mut problems))
+            .ok();
 
+        match (timing, payload) {
+            (Some(timing), Some(payload)) if errors.is_empty() => Ok(ScheduleSpec {
+                schedule_type: self.schedule_type.clone(),
+                timing,
+                payload,
+                max_retries,
+            }),
+            _ => Err(errors),
+        }
+    }
+
+    /// The timing fields of this declaration.
+    pub fn timing_decl(&self) -> TimingDecl {
+        TimingDecl {
+            cron: self.cron.clone(),
+            run_at: self.run_at.clone(),
+            timezone: self.timezone.clone(),
+            on_dst_gap: self.on_dst_gap,
+            on_dst_repeat: self.on_dst_repeat,
+        }
+    }
+}
+
+/// Checks a payload: a JSON object of at most [`MAX_PAYLOAD_BYTES`] serialized.
+pub fn validate_payload(value: &Value) -> Result<Map<String, Value>, FieldError> {
+    match value {
+        Value::Object(map) => {
+            let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
+            if size > MAX_PAYLOAD_BYTES {
+                Err(FieldError::new(
+                    "payload",
+                    format!(
+                        "serialized size {size} bytes exceeds the limit of \
+                         {MAX_PAYLOAD_BYTES} bytes"
+                    ),
+                ))
+            } else {
+                Ok(map.clone())
+            }
+        }
+        other => Err(FieldError::new(
+            "payload",
+            format!("must be a JSON object, got {}", json_kind(other)),
+        )),
+    }
+}
+
+/// Checks `max_retries` against [`MAX_RETRIES_LIMIT`].
+pub fn validate_max_retries(max_retries: u32) -> Result<u32, FieldError> {
+    if max_retries > MAX_RETRIES_LIMIT {
+        Err(FieldError::new(
+            "max_retries",
+            format!("{max_retries} is out of range 0-{MAX_RETRIES_LIMIT}"),
+        ))
+    } else {
+        Ok(max_retries)
+    }
+}
+
+/// The timing fields of a declaration (or of a patch's merged timing), before validation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimingDecl {
+    pub cron: Option<String>,
+    pub run_at: Option<String>,
+    pub timezone: Option<String>,
+    pub on_dst_gap: Option<OnDstGap>,
+    pub on_dst_repeat: Option<OnDstRepeat>,
+}
+
+impl TimingDecl {
+    /// Checks the timing: exactly one of `cron` and `run_at`, a known zone, policies only for
+    /// cron, a run time in the future, an expression that fires after `now`.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<Timing, Vec<FieldError>> {
+        let mut errors = Vec::new();
         let timing = match (&self.cron, &self.run_at) {
             (Some(_), Some(_)) => {
                 errors.push(FieldError::new(
@@ -378,14 +396,8 @@ impl ScheduleDecl {
             (Some(cron), None) => self.validate_cron(cron, now, &mut errors),
             (None, Some(run_at)) => self.validate_run_at(run_at, now, &mut errors),
         };
-
-        match (timing, payload) {
-            (Some(timing), Some(payload)) if errors.is_empty() => Ok(ScheduleSpec {
-                schedule_type: self.schedule_type.clone(),
-                timing,
-                payload,
-                max_retries,
-            }),
+        match timing {
+            Some(timing) if errors.is_empty() => Ok(timing),
             _ => Err(errors),
         }
     }
@@ -413,11 +425,7 @@ impl ScheduleDecl {
             errors.push(FieldError::new("cron", err.to_string()));
             return None;
         }
-        Some(Timing::Cron(CronTiming {
-            expression: cron.trim().to_owned(),
-            timezone: schedule.tz.name().to_owned(),
-            schedule,
-        }))
+        Some(Timing::Cron(CronTiming::new(cron, schedule)))
     }
 
     fn validate_run_at(
@@ -479,141 +487,6 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-/// An entry read as far as its structure allows, with the structural problems found.
-struct ParsedEntry {
-    decl: ScheduleDecl,
-    schedule_type: Option<String>,
-    errors: Vec<FieldError>,
-}
-
-fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<ParsedEntry>, DeclError> {
-    let document: Value = match format {
-        DeclFormat::Json => serde_json::from_str(text).map_err(|err| DeclError::Json {
-            line: err.line(),
-            column: err.column(),
-            message: strip_json_position(&err.to_string()),
-        })?,
-        DeclFormat::Yaml => serde_saphyr::from_str(text).map_err(|err: serde_saphyr::Error| {
-            let location = err.location();
-            DeclError::Yaml {
-                line: location.map(|location| location.line()),
-                column: location.map(|location| location.column()),
-                message: err.to_string(),
-            }
-        })?,
-    };
-    let Value::Object(top) = document else {
-        return Err(DeclError::NotAnObject);
-    };
-    if let Some(unknown) = top.keys().find(|key| key.as_str() != "schedules") {
-        return Err(DeclError::UnknownTopLevelKey(unknown.clone()));
-    }
-    let schedules = match top.get("schedules") {
-        None => return Err(DeclError::MissingSchedules),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(DeclError::SchedulesNotAList),
-    };
-    Ok(schedules.iter().map(parse_entry).collect())
-}
-
-/// serde_json appends " at line L column C" to its messages; the error reports those apart.
-fn strip_json_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(position) => message.get(..position).unwrap_or(message).to_owned(),
-        None => message.to_owned(),
-    }
-}
-
-fn parse_entry(value: &Value) -> ParsedEntry {
-    let mut entry = ParsedEntry {
-        decl: ScheduleDecl::default(),
-        schedule_type: None,
-        errors: Vec::new(),
-    };
-    let Value::Object(map) = value else {
-        entry.errors.push(FieldError::new(
-            "entry",
-            format!("must be an object, got {}", json_kind(value)),
-        ));
-        return entry;
-    };
-    let decl = &mut entry.decl;
-    let errors = &mut entry.errors;
-    for (key, value) in map {
-        match key.as_str() {
-            "schedule_type" => match value {
-                Value::String(text) => {
-                    decl.schedule_type = text.clone();
-                    entry.schedule_type = Some(text.clone());
-                }
-                other => errors.push(FieldError::new(
-                    key,
-                    format!("must be a string, got {}", json_kind(other)),
-                )),
-            },
-            "cron" => decl.cron = optional_string(key, value, errors),
-            "run_at" => decl.run_at = optional_string(key, value, errors),
-            "timezone" => decl.timezone = optional_string(key, value, errors),
-            "payload" => decl.payload = (!value.is_null()).then(|| value.clone()),
-            "max_retries" => {
-                decl.max_retries = match value {
-                    Value::Null => None,
-                    Value::Number(number) => match number.as_u64() {
-                        Some(n) if n <= u64::from(MAX_RETRIES_LIMIT) => u32::try_from(n).ok(),
-                        _ => {
-                            errors.push(FieldError::new(
-                                key,
-                                format!("{number} is out of range 0-{MAX_RETRIES_LIMIT}"),
-                            ));
-                            None
-                        }
-                    },
-                    other => {
-                        errors.push(FieldError::new(
-                            key,
-                            format!("must be an integer, got {}", json_kind(other)),
-                        ));
-                        None
-                    }
-                }
-            }
-            "on_dst_gap" => {
-                decl.on_dst_gap = optional_string(key, value, errors).and_then(|text| {
-                    text.parse()
-                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
-                        .ok()
-                })
-            }
-            "on_dst_repeat" => {
-                decl.on_dst_repeat = optional_string(key, value, errors).and_then(|text| {
-                    text.parse()
-                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
-                        .ok()
-                })
-            }
-            _ => errors.push(FieldError::new(key, "unknown field")),
-        }
-    }
-    if !map.contains_key("schedule_type") {
-        errors.push(FieldError::new("schedule_type", "is required"));
-    }
-    entry
-}
-
-fn optional_string(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Option<String> {
-    match value {
-        Value::Null => None,
-        Value::String(text) => Some(text.clone()),
-        other => {
-            errors.push(FieldError::new(
-                key,
-                format!("must be a string, got {}", json_kind(other)),
-            ));
-            None
-        }
-    }
-}
-
 /// The valid specs and the problems of the other entries.
 fn validate_entries(
     entries: Vec<ParsedEntry>,
@@ -658,6 +531,10 @@ fn validate_entries(
     }
     (specs, failures)
 }
+
+mod parse;
+
+use parse::{ParsedEntry, parse_entries};
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::model::{EnvId, JobId, ScheduleId};
+use crate::core::target::{BaseUrl, TargetError};
 
 /// The envelope sent to `POST {baseUrl}/v1/internal/schedules/run`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,12 +24,28 @@ pub struct RunRequest {
     pub correlation_id: String,
     /// `schedule:{schedule_id}:{job_id}`; also sent as the `Idempotency-Key` header.
     pub idempotency_key: String,
-    /// The target's base URL from `target_config.baseUrl`. Not part of the envelope.
+    /// The target's parsed base URL (or why the stored one cannot be used); the call URL is
+    /// built from it. Not part of the envelope.
     #[serde(skip)]
-    pub base_url: Option<String>,
+    pub base_url: Result<BaseUrl, TargetError>,
 }
 
-/// Why a proxy-back call failed. Every variant is a failure on the retry path.
+/// Whether a failed call is worth retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The schedule or the service is misconfigured (a bad or missing target, no credential):
+    /// retrying cannot help, so the job goes to the DLQ on its first attempt.
+    Configuration,
+    /// Transport errors, timeouts, error statuses: retried with backoff.
+    Retryable,
+}
+
+impl FailureClass {
+    /// The name recorded with a configuration failure (`configuration: ...`).
+    pub const CONFIGURATION: &'static str = "configuration";
+}
+
+/// Why a proxy-back call failed. See [`DispatchError::class`] for which are retried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DispatchError {
     #[error("missing baseUrl in target_config")]
@@ -47,6 +64,31 @@ pub enum DispatchError {
     Transport(String),
     #[error("proxy-back timed out after {0:?}")]
     Timeout(std::time::Duration),
+}
+
+impl DispatchError {
+    /// Configuration errors are fatal for the job; everything else is retryable.
+    pub fn class(&self) -> FailureClass {
+        match self {
+            DispatchError::MissingBaseUrl
+            | DispatchError::InvalidBaseUrl(_)
+            | DispatchError::NoTokenSource => FailureClass::Configuration,
+            DispatchError::Token(_)
+            | DispatchError::Status(_)
+            | DispatchError::Decode(_)
+            | DispatchError::Transport(_)
+            | DispatchError::Timeout(_) => FailureClass::Retryable,
+        }
+    }
+}
+
+impl From<&TargetError> for DispatchError {
+    fn from(err: &TargetError) -> Self {
+        match err {
+            TargetError::MissingBaseUrl => DispatchError::MissingBaseUrl,
+            TargetError::InvalidBaseUrl(reason) => DispatchError::InvalidBaseUrl(reason.clone()),
+        }
+    }
 }
 
 /// Calls an owning service back.

@@ -29,16 +29,21 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use futures_util::stream;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::core::clock::Clock;
-use crate::core::dispatch::{DispatchError, Dispatcher, RunRequest};
+use crate::core::dispatch::Dispatcher;
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
-use crate::core::retry::{RetryDecision, RetryPolicy};
+use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
-use crate::core::timing;
+use crate::core::timing::Timing;
+
+mod outcome;
+mod wake;
+
+use outcome::Attempt;
+pub use outcome::run_request;
 
 /// The actor recorded for the engine's own changes.
 pub const ENGINE_ACTOR: &str = "sentin8-cron:engine";
@@ -374,7 +379,7 @@ impl Engine {
             let next_run_at = match self.next_fire(schedule, now) {
                 Some(next) => Some(next),
                 // A cron schedule with nothing left to fire runs this once and is paused.
-                None if schedule.kind == ScheduleKind::Cron => {
+                None if schedule.kind() == ScheduleKind::Cron => {
                     exhausted.push(d.id);
                     Some(d.next_run_at)
                 }
@@ -474,10 +479,13 @@ impl Engine {
     /// The next fire of a schedule strictly after now. An expression that no longer parses is
     /// never hot-looped: it is looked at again in an hour.
     fn next_fire(&self, schedule: &Schedule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        if schedule.kind == ScheduleKind::Once {
+        let Timing::Cron(cron) = &schedule.timing else {
             return None;
+        };
+        if cron.zone_fell_back_to_utc() {
+            tracing::warn!(schedule_id = %schedule.id, timezone = %cron.timezone, "stored time zone is unknown; evaluating in UTC");
         }
-        match timing::next_fire_after(schedule, now) {
+        match schedule.timing.next_after(now) {
             Ok(Some(next)) => Some(next),
             Ok(None) => {
                 tracing::warn!(schedule_id = %schedule.id, "cron expression has no further fire; pausing after this run");
@@ -513,7 +521,8 @@ impl Engine {
                         "attempt abandoned: no outcome within {}s (the process running it stopped)",
                         self.config.stale_after.as_secs()
                     );
-                    self.record_one(&schedule, job, Err(message)).await
+                    self.record_one(&schedule, job, Err(outcome::Failure::retryable(message)))
+                        .await
                 }
                 Ok(None) => Outcome::Lost,
                 Err(err) => {
@@ -558,284 +567,6 @@ impl Engine {
         };
         Ok(Some((schedule, job)))
     }
-
-    /// Steps 2 and 3 for one attempt: call the owning service, then record the outcome.
-    async fn attempt(&self, schedule: &Schedule, job: Job) -> Outcome {
-        let result = self.call(schedule, &job).await;
-        self.record_one(schedule, job, result).await
-    }
-
-    async fn record_one(
-        &self,
-        schedule: &Schedule,
-        job: Job,
-        result: Result<Value, String>,
-    ) -> Outcome {
-        let attempt = Attempt {
-            schedule: schedule.clone(),
-            job,
-            result,
-        };
-        self.record(schedule.env_id, vec![attempt])
-            .await
-            .pop()
-            .unwrap_or(Outcome::Error)
-    }
-
-    /// Step 2: the proxy-back call, bounded by the job timeout.
-    async fn call(&self, schedule: &Schedule, job: &Job) -> Result<Value, String> {
-        let request = run_request(schedule, job);
-        let called =
-            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
-        let err = match called {
-            Ok(Ok(answer)) => {
-                inc(&self.metrics.successes);
-                return Ok(answer);
-            }
-            Ok(Err(err)) => err,
-            Err(_) => DispatchError::Timeout(self.config.job_timeout),
-        };
-        inc(&self.metrics.failures);
-        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %err, "proxy-back failed");
-        Err(err.to_string())
-    }
-
-    /// Step 3 for attempts of one environment: their outcomes in one transaction.
-    async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
-        let count = attempts.len();
-        match self.record_outcomes(env, attempts).await {
-            Ok(results) => results
-                .into_iter()
-                .map(|result| {
-                    match result {
-                        AttemptResult::Retry => inc(&self.metrics.retries),
-                        AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
-                        _ => {}
-                    }
-                    Outcome::Attempted { result }
-                })
-                .collect(),
-            Err(err) => {
-                tracing::error!(env_id = %env, attempts = count, error = %err, "recording job outcomes failed; the attempts will be recovered when they go stale");
-                vec![Outcome::Error; count]
-            }
-        }
-    }
-
-    /// One transaction for the jobs, the schedules' retry state, a DLQ entry where retries are
-    /// exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
-    /// went stale and was recovered) is left alone and reported as superseded.
-    async fn record_outcomes(
-        &self,
-        env: EnvId,
-        attempts: Vec<Attempt>,
-    ) -> StoreResult<Vec<AttemptResult>> {
-        let mut tx = self.store.tenant_begin(env).await?;
-        let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
-        ids.sort();
-        ids.dedup();
-        // The row locks order these outcomes' events after any concurrent change's event.
-        let mut schedules: HashMap<ScheduleId, Schedule> = tx
-            .schedule_get_many(&ids, true)
-            .await?
-            .into_iter()
-            .map(|s| (s.id, s))
-            .collect();
-        let now = self.clock.now();
-        let mut decided = Vec::with_capacity(attempts.len());
-        for attempt in attempts {
-            let Some(schedule) = schedules.get(&attempt.schedule.id) else {
-                decided.push(None);
-                continue;
-            };
-            let (finish, result) = self.decide(schedule, &attempt.job, attempt.result, now);
-            decided.push(Some((finish, attempt.job.schedule_id, result)));
-        }
-        let finishes: Vec<JobFinish> = decided
-            .iter()
-            .flatten()
-            .map(|(finish, _, _)| finish.clone())
-            .collect();
-        let written: HashMap<JobId, Job> = tx
-            .job_finish_many(&finishes)
-            .await?
-            .into_iter()
-            .map(|j| (j.id, j))
-            .collect();
-
-        let mut results = Vec::with_capacity(decided.len());
-        let mut outbox = Vec::with_capacity(decided.len());
-        let mut retry_pending = false;
-        for decision in decided {
-            let Some((finish, schedule_id, result)) = decision else {
-                results.push(AttemptResult::Superseded);
-                continue;
-            };
-            let (Some(job), Some(schedule)) =
-                (written.get(&finish.id), schedules.get_mut(&schedule_id))
-            else {
-                tracing::warn!(job_id = %finish.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
-                results.push(AttemptResult::Superseded);
-                continue;
-            };
-            let before = (schedule.status, schedule.retry_count);
-            match result {
-                AttemptResult::Retry => schedule.retry_count += 1,
-                AttemptResult::Succeeded | AttemptResult::DeadLettered | AttemptResult::Failed => {
-                    schedule.retry_count = 0;
-                }
-                AttemptResult::Superseded => {}
-            }
-            if matches!(
-                result,
-                AttemptResult::Succeeded | AttemptResult::DeadLettered
-            ) {
-                complete_one_shot(schedule);
-            }
-            if (schedule.status, schedule.retry_count) != before {
-                *schedule = tx
-                    .schedule_set_outcome(&ScheduleSetOutcome {
-                        id: schedule.id,
-                        retry_count: schedule.retry_count,
-                        // The one status change an outcome makes is completing a one-shot.
-                        complete: schedule.status != before.0,
-                        now,
-                    })
-                    .await?;
-            }
-            let payload = match result {
-                AttemptResult::Succeeded => {
-                    EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
-                        .with_job(job)
-                }
-                AttemptResult::Retry => {
-                    retry_pending = true;
-                    EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
-                }
-                AttemptResult::DeadLettered => {
-                    let entry = tx
-                        .dlq_insert(&NewDlqEntry {
-                            id: DlqId::new(),
-                            schedule_id: schedule.id,
-                            job_id: job.id,
-                            domain: schedule.domain.clone(),
-                            schedule_type: schedule.schedule_type.clone(),
-                            payload: schedule.payload.clone(),
-                            attempts: job.attempt,
-                            last_error: job.error.clone().unwrap_or_default(),
-                            scheduled_for: job.scheduled_for,
-                            now,
-                        })
-                        .await?;
-                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
-                        .with_job(job)
-                        .with_dlq(&entry)
-                }
-                AttemptResult::Failed | AttemptResult::Superseded => {
-                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
-                }
-            };
-            outbox.push(payload.by(ENGINE_ACTOR).into_event(schedule));
-            results.push(result);
-        }
-        tx.outbox_insert_many(&outbox).await?;
-        if retry_pending {
-            // The retry is due in the future: the loop recomputes when to wake.
-            tx.notify_on_commit(Channel::Schedules);
-        }
-        tx.commit().await?;
-        Ok(results)
-    }
-
-    /// What an attempt's outcome does to its job, given the schedule's current retry state.
-    fn decide(
-        &self,
-        schedule: &Schedule,
-        job: &Job,
-        result: Result<Value, String>,
-        now: DateTime<Utc>,
-    ) -> (JobFinish, AttemptResult) {
-        let (outcome, result) = match result {
-            Ok(answer) => (
-                JobOutcome::Succeeded { result: answer },
-                AttemptResult::Succeeded,
-            ),
-            Err(error) => {
-                let decision = self
-                    .config
-                    .retry
-                    .decide(schedule.retry_count, schedule.max_retries);
-                match decision {
-                    // A deleted schedule's failed job is not retried.
-                    _ if schedule.status == ScheduleStatus::Deleted => {
-                        (JobOutcome::Failed { error }, AttemptResult::Failed)
-                    }
-                    RetryDecision::Retry { delay, .. } => (
-                        JobOutcome::RetryPending {
-                            next_attempt_at: now + chrono_duration(delay),
-                            error,
-                        },
-                        AttemptResult::Retry,
-                    ),
-                    RetryDecision::Exhausted => {
-                        (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
-                    }
-                }
-            }
-        };
-        let finish = JobFinish {
-            id: job.id,
-            attempt: job.attempt,
-            outcome,
-            now,
-        };
-        (finish, result)
-    }
-
-    /// Loops ticks until `shutdown` resolves: waking at the earliest due instant, on a change
-    /// signal, or at the safety interval, whichever comes first. An in-flight tick finishes
-    /// before the loop returns.
-    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let signals = self.store.signals();
-        loop {
-            let summary = self.tick().await;
-            let made_progress = summary
-                .as_ref()
-                .is_ok_and(|s| s.fired + s.retried_attempts + s.skipped > 0);
-            let wait = match self.store.wakeup_next().await {
-                Ok(Some(at)) => {
-                    let until = (at - self.clock.now()).to_std().unwrap_or_default();
-                    // Work that is already due but could not be taken (another ticker holds it)
-                    // must not spin this loop.
-                    let floor = if made_progress {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(100)
-                    };
-                    until.max(floor).min(self.config.tick_interval)
-                }
-                Ok(None) => self.config.tick_interval,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
-                    Duration::from_secs(1).min(self.config.tick_interval)
-                }
-            };
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                () = signals.schedules.notified() => {}
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-    }
-}
-
-/// One attempt's call, waiting to be recorded.
-struct Attempt {
-    schedule: Schedule,
-    job: Job,
-    result: Result<Value, String>,
 }
 
 /// What claiming a group of due schedules gave.
@@ -871,34 +602,6 @@ fn account(summary: &mut TickSummary, outcomes: &[Outcome], started: fn(&mut Tic
     outcomes
         .iter()
         .any(|o| !matches!(o, Outcome::Lost | Outcome::Error))
-}
-
-fn complete_one_shot(schedule: &mut Schedule) {
-    if schedule.kind == ScheduleKind::Once && schedule.status == ScheduleStatus::Active {
-        schedule.status = ScheduleStatus::Completed;
-        schedule.next_run_at = None;
-    }
-}
-
-/// The proxy-back envelope for one attempt.
-pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
-    RunRequest {
-        schedule_id: schedule.id,
-        job_id: job.id,
-        domain: schedule.domain.clone(),
-        schedule_type: schedule.schedule_type.clone(),
-        env_id: schedule.env_id,
-        payload: schedule.payload.clone(),
-        attempt: job.attempt,
-        scheduled_for: job.scheduled_for,
-        correlation_id: schedule.id.to_string(),
-        idempotency_key: job.idempotency_key.clone(),
-        base_url: schedule
-            .target_config
-            .get("baseUrl")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-    }
 }
 
 fn chrono_duration(d: Duration) -> chrono::Duration {

@@ -28,11 +28,9 @@ use serde_json::{Map, Number, Value};
 
 use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::model::{EnvId, Schedule, ScheduleId, ScheduleKind, ScheduleStatus};
-use crate::core::ops::{
-    self, Actor, CreateSchedule, OpsError, schedule_as_decl, validate_domain,
-    validate_target_config,
-};
+use crate::core::ops::{self, Actor, CreateSchedule, OpsError, validate_domain};
 use crate::core::store::{ScheduleQuery, Store, StoreError, TenantTx};
+use crate::core::target::Target;
 
 /// Rows fetched per page when reading a domain's schedules.
 const LIST_PAGE: u32 = 500;
@@ -62,14 +60,14 @@ fn display_fields(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// The `target_config` of every enrolled schedule: `{"baseUrl": ...}`, from an explicit base URL
-/// or as `https://{domain}.{platform_domain}`. Exactly one of the two must be given; the result
-/// is validated like any target (absolute http(s), no credentials).
+/// The target of every enrolled schedule: `{"baseUrl": ...}`, from an explicit base URL or as
+/// `https://{domain}.{platform_domain}`. Exactly one of the two must be given; the result is
+/// validated like any target (the one base URL parser, no credentials).
 pub fn target_config(
     domain: &str,
     base_url: Option<&str>,
     platform_domain: Option<&str>,
-) -> Result<Map<String, Value>, Vec<FieldError>> {
+) -> Result<Target, Vec<FieldError>> {
     let url = match (base_url, platform_domain) {
         (Some(url), None) => url.to_owned(),
         (None, Some(host)) => {
@@ -91,7 +89,7 @@ pub fn target_config(
     };
     let mut target = Map::new();
     target.insert("baseUrl".to_owned(), Value::String(url));
-    validate_target_config(&Value::Object(target))
+    Target::validate(&Value::Object(target))
 }
 
 /// A platform domain is a host name with an optional port: `apps.example.com`, `localhost:8443`.
@@ -126,7 +124,7 @@ pub struct EnrollRequest {
     /// The validated declarations (unique `schedule_type`s).
     pub specs: Vec<ScheduleSpec>,
     /// The target of every declared schedule (see [`target_config`]).
-    pub target_config: Map<String, Value>,
+    pub target: Target,
     /// Soft-delete the domain's live schedules that are not declared.
     pub prune: bool,
     /// Plan only: write nothing.
@@ -273,7 +271,7 @@ impl Step {
 pub fn plan(
     current: &[Schedule],
     specs: &[ScheduleSpec],
-    target_config: &Map<String, Value>,
+    target: &Target,
     prune: bool,
     now: DateTime<Utc>,
 ) -> Result<Vec<Step>, EnrollError> {
@@ -283,7 +281,6 @@ pub fn plan(
             .entry(schedule.schedule_type.as_str())
             .or_insert(schedule);
     }
-    let target = Value::Object(target_config.clone());
     let mut steps = Vec::with_capacity(specs.len());
     let mut declared: Vec<&str> = Vec::with_capacity(specs.len());
     for spec in specs {
@@ -295,7 +292,7 @@ pub fn plan(
             });
             continue;
         };
-        steps.push(plan_update(current, spec, &target, now)?);
+        steps.push(plan_update(current, spec, target, now)?);
     }
     let mut undeclared: Vec<&Schedule> = current
         .iter()
@@ -315,11 +312,11 @@ pub fn plan(
 fn plan_update(
     current: &Schedule,
     spec: &ScheduleSpec,
-    target: &Value,
+    target: &Target,
     now: DateTime<Utc>,
 ) -> Result<Step, EnrollError> {
     let mut updated = ops::with_spec(current, spec);
-    updated.target_config = target.clone();
+    updated.target = target.clone();
     let changed_fields = changed_fields(current, &updated);
     if changed_fields.is_empty() {
         return Ok(Step::Keep(Box::new(current.clone())));
@@ -354,21 +351,20 @@ fn plan_update(
 /// database's number normalisation is not a change); instants to the microsecond (the
 /// databases' precision).
 pub fn changed_fields(current: &Schedule, updated: &Schedule) -> Vec<&'static str> {
-    let before = schedule_as_decl(current);
-    let after = schedule_as_decl(updated);
+    let (before, after) = (&current.timing, &updated.timing);
     let micros = |t: Option<DateTime<Utc>>| t.map(|t| t.trunc_subsecs(6));
     // The zone and DST policies belong to cron timing; a switch between cron and one-shot is
     // reported as the cron and run_at change it is.
-    let both_cron = current.kind == ScheduleKind::Cron && updated.kind == ScheduleKind::Cron;
+    let both_cron = current.kind() == ScheduleKind::Cron && updated.kind() == ScheduleKind::Cron;
     let differs = [
-        before.cron != after.cron,
-        micros(current.run_at) != micros(updated.run_at),
-        both_cron && before.timezone != after.timezone,
-        both_cron && before.on_dst_gap != after.on_dst_gap,
-        both_cron && before.on_dst_repeat != after.on_dst_repeat,
+        before.cron_expression() != after.cron_expression(),
+        micros(before.run_at()) != micros(after.run_at()),
+        both_cron && before.timezone() != after.timezone(),
+        both_cron && before.on_dst_gap() != after.on_dst_gap(),
+        both_cron && before.on_dst_repeat() != after.on_dst_repeat(),
         !same_json(&current.payload, &updated.payload),
         current.max_retries != updated.max_retries,
-        !same_json(&current.target_config, &updated.target_config),
+        !same_json(current.target.config(), updated.target.config()),
     ];
     FIELDS
         .iter()
@@ -424,7 +420,7 @@ pub async fn enroll(
     if let Err(problem) = validate_domain(&request.domain) {
         problems.push(problem);
     }
-    if let Err(mut target) = validate_target_config(&Value::Object(request.target_config.clone())) {
+    if let Err(mut target) = Target::validate(request.target.config()) {
         problems.append(&mut target);
     }
     if !problems.is_empty() {
@@ -452,7 +448,7 @@ pub async fn enroll(
     let steps = plan(
         &current,
         &request.specs,
-        &request.target_config,
+        &request.target,
         request.prune,
         actor.now,
     )?;
@@ -476,7 +472,7 @@ pub async fn enroll(
                     &CreateSchedule {
                         domain: request.domain.clone(),
                         spec: spec.clone(),
-                        target_config: request.target_config.clone(),
+                        target: request.target.clone(),
                     },
                     actor,
                 )

@@ -16,4 +16,5 @@ pub mod ops;
 pub mod relay;
 pub mod retry;
 pub mod store;
+pub mod target;
 pub mod timing;

@@ -10,6 +10,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::target::Target;
+use crate::core::timing::Timing;
 
 macro_rules! id_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -172,19 +174,19 @@ impl JobStatus {
 }
 
 /// A schedule as stored: its definition plus its execution and retry state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Serialized (for audit snapshots) in its flat stored shape: `kind`, `cron_expr`, `timezone`,
+/// `run_at`, `on_dst_gap`, `on_dst_repeat` and `target_config` as columns.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     pub id: ScheduleId,
     pub env_id: EnvId,
     pub domain: String,
     pub schedule_type: String,
-    pub kind: ScheduleKind,
-    pub cron_expr: Option<String>,
-    pub timezone: String,
-    pub run_at: Option<DateTime<Utc>>,
-    pub on_dst_gap: OnDstGap,
-    pub on_dst_repeat: OnDstRepeat,
-    pub target_config: Value,
+    /// When it runs, compiled once.
+    pub timing: Timing,
+    /// Whom it calls, with the base URL parsed once.
+    pub target: Target,
     pub payload: Value,
     pub status: ScheduleStatus,
     pub next_run_at: Option<DateTime<Utc>>,
@@ -195,6 +197,67 @@ pub struct Schedule {
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
     pub updated_by: String,
+}
+
+impl Schedule {
+    /// Whether it repeats on a cron expression or runs once.
+    pub fn kind(&self) -> ScheduleKind {
+        self.timing.kind()
+    }
+}
+
+impl Serialize for Schedule {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Flat<'a> {
+            id: ScheduleId,
+            env_id: EnvId,
+            domain: &'a str,
+            schedule_type: &'a str,
+            kind: ScheduleKind,
+            cron_expr: Option<String>,
+            timezone: String,
+            run_at: Option<DateTime<Utc>>,
+            on_dst_gap: OnDstGap,
+            on_dst_repeat: OnDstRepeat,
+            target_config: &'a Value,
+            payload: &'a Value,
+            status: ScheduleStatus,
+            next_run_at: Option<DateTime<Utc>>,
+            last_run_at: Option<DateTime<Utc>>,
+            retry_count: i32,
+            max_retries: i32,
+            created_at: DateTime<Utc>,
+            updated_at: DateTime<Utc>,
+            created_by: &'a str,
+            updated_by: &'a str,
+        }
+        let timing = self.timing.columns();
+        Flat {
+            id: self.id,
+            env_id: self.env_id,
+            domain: &self.domain,
+            schedule_type: &self.schedule_type,
+            kind: timing.kind,
+            cron_expr: timing.cron_expr,
+            timezone: timing.timezone,
+            run_at: timing.run_at,
+            on_dst_gap: timing.on_dst_gap,
+            on_dst_repeat: timing.on_dst_repeat,
+            target_config: self.target.config(),
+            payload: &self.payload,
+            status: self.status,
+            next_run_at: self.next_run_at,
+            last_run_at: self.last_run_at,
+            retry_count: self.retry_count,
+            max_retries: self.max_retries,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            created_by: &self.created_by,
+            updated_by: &self.updated_by,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One execution of a schedule. A failed attempt that will be retried stays the same job

@@ -18,11 +18,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::model::{
     AuditEntry, DlqEntry, DlqId, EnvId, EventId, Job, JobId, JobStatus, OutboxEvent, Schedule,
-    ScheduleId, ScheduleKind, ScheduleStatus,
+    ScheduleId, ScheduleStatus,
 };
+use crate::core::target::Target;
+use crate::core::timing::Timing;
 
 /// A storage error. Database internals are kept as an opaque source: they are logged, never
 /// shown to API callers.
@@ -247,13 +248,8 @@ pub struct NewSchedule {
     pub id: ScheduleId,
     pub domain: String,
     pub schedule_type: String,
-    pub kind: ScheduleKind,
-    pub cron_expr: Option<String>,
-    pub timezone: String,
-    pub run_at: Option<DateTime<Utc>>,
-    pub on_dst_gap: OnDstGap,
-    pub on_dst_repeat: OnDstRepeat,
-    pub target_config: Value,
+    pub timing: Timing,
+    pub target: Target,
     pub payload: Value,
     pub status: ScheduleStatus,
     pub next_run_at: Option<DateTime<Utc>>,
@@ -291,13 +287,8 @@ pub struct ScheduleClaim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleDefinition {
     pub schedule_type: String,
-    pub kind: ScheduleKind,
-    pub cron_expr: Option<String>,
-    pub timezone: String,
-    pub run_at: Option<DateTime<Utc>>,
-    pub on_dst_gap: OnDstGap,
-    pub on_dst_repeat: OnDstRepeat,
-    pub target_config: Value,
+    pub timing: Timing,
+    pub target: Target,
     pub payload: Value,
     pub max_retries: i32,
 }
@@ -307,13 +298,8 @@ impl ScheduleDefinition {
     pub fn of(schedule: &Schedule) -> Self {
         Self {
             schedule_type: schedule.schedule_type.clone(),
-            kind: schedule.kind,
-            cron_expr: schedule.cron_expr.clone(),
-            timezone: schedule.timezone.clone(),
-            run_at: schedule.run_at,
-            on_dst_gap: schedule.on_dst_gap,
-            on_dst_repeat: schedule.on_dst_repeat,
-            target_config: schedule.target_config.clone(),
+            timing: schedule.timing.clone(),
+            target: schedule.target.clone(),
             payload: schedule.payload.clone(),
             max_retries: schedule.max_retries,
         }

@@ -556,6 +556,24 @@ pub async fn preview_validates_like_creation_and_names_the_field(store: Arc<dyn 
     ))
     .await;
     assert_field(status, &problem, "run_at", "cannot be combined with cron");
+    // A base URL, when given, is checked by the same parser as creating a schedule.
+    for (bad, message) in [
+        ("http://127.0.0.1:99999", "invalid port number"),
+        ("ftp://billing.internal", "not http or https"),
+        ("http://billing.internal/%0D%0Ax", "control characters"),
+        ("http://svc@billing.internal", "credentials"),
+    ] {
+        let (status, problem, _) =
+            preview(format!("cron={}&base_url={}", enc("0 2 * * *"), enc(bad))).await;
+        assert_field(status, &problem, "target_config.baseUrl", message);
+    }
+    let (status, ok, _) = preview(format!(
+        "cron={}&base_url={}",
+        enc("0 2 * * *"),
+        enc("http://127.0.0.1:9999/billing")
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{ok}");
     // Several at once: all listed.
     let (status, problem, _) = preview(format!(
         "cron={}&timezone=Nowhere&on_dst_gap=x&count=99",

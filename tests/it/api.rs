@@ -306,6 +306,17 @@ pub async fn schedule_lifecycle(store: Arc<dyn Store>) {
         )
         .await;
     assert_eq!(via_patch["status"], "paused");
+    // A patch's target goes through the same parser.
+    let (status, problem, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{id}"),
+            Some(&token),
+            Some(json!({"target_env_id": env, "target_config": {"baseUrl": "http://127.0.0.1:99999"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert_eq!(problem["errors"][0]["field"], "target_config.baseUrl");
 
     // Delete (soft): gone from the API, but the row stays for audit and DLQ references.
     let (status, deleted, _) = api
@@ -476,6 +487,23 @@ pub async fn invalid_requests_are_400_naming_every_field(store: Arc<dyn Store>) 
     let (status, problem, _) = post(body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(problem["errors"][0]["field"], "target_config.baseUrl");
+
+    // Base URLs the callback could not use are refused with the dispatcher's own parser.
+    for bad in [
+        "http://127.0.0.1:99999",
+        "ftp://billing.internal",
+        "http://billing.internal/\r\nX-Evil: 1",
+        "https://svc@billing.internal",
+    ] {
+        let mut body = api.new_schedule(api.env_a, "x");
+        body["target_config"] = json!({"baseUrl": bad});
+        let (status, problem, _) = post(body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {problem}");
+        assert_eq!(
+            problem["errors"][0]["field"], "target_config.baseUrl",
+            "{bad:?}: {problem}"
+        );
+    }
 
     let mut body = api.new_schedule(api.env_a, "x");
     body["colour"] = json!("blue");

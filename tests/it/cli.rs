@@ -150,6 +150,70 @@ fn validate_expr_accepts_both_example_files() {
 }
 
 #[test]
+fn validate_expr_checks_the_base_url_of_a_file() {
+    let path = example("billing.schedules.yaml");
+    let good = run(&[
+        "validate-expr",
+        "--file",
+        &path,
+        "--base-url",
+        "http://127.0.0.1:9999/billing",
+    ]);
+    assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
+    for (bad, message) in [
+        ("http://127.0.0.1:99999", "invalid port number"),
+        (
+            "ftp://billing.internal",
+            "scheme \"ftp\" is not http or https",
+        ),
+        (
+            "http://billing.internal/\r\nX-Evil: 1",
+            "control characters",
+        ),
+        (
+            "https://svc:pw@billing.internal",
+            "must not carry credentials",
+        ),
+    ] {
+        let output = run(&[
+            "validate-expr",
+            "--file",
+            &path,
+            "--base-url",
+            bad,
+            "--output",
+            "json",
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{bad:?}");
+        let report = json_out(&output);
+        assert_eq!(report["valid"], false, "{bad:?}");
+        assert_eq!(
+            report["errors"],
+            json!([]),
+            "the entries themselves are fine"
+        );
+        assert_eq!(
+            report["problems"][0]["field"], "target_config.baseUrl",
+            "{report}"
+        );
+        let text = report["problems"][0]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{bad:?}: {text}");
+        assert!(!text.contains("pw"), "{text}");
+        let table = run(&["validate-expr", "--file", &path, "--base-url", bad]);
+        assert_eq!(table.status.code(), Some(1));
+        assert!(
+            stderr(&table).contains("target_config.baseUrl: "),
+            "{}",
+            stderr(&table)
+        );
+        assert!(!stdout(&table).contains("valid:"), "{}", stdout(&table));
+    }
+    // Only with --file.
+    let usage = run(&["validate-expr", "* * * * *", "--base-url", "http://h"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
 fn validate_expr_reports_every_bad_entry_of_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.schedules.yaml");
@@ -383,6 +447,7 @@ fn seeded_database(dir: &std::path::Path, name: &str, schedules: usize) -> Strin
     use sentin8_cron::core::decl::ScheduleDecl;
     use sentin8_cron::core::model::EnvId;
     use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
+    use sentin8_cron::core::target::Target;
     use sentin8_cron::store::{ConnectOptions, connect};
 
     let url = format!("sqlite://{}", dir.join(name).display());
@@ -410,7 +475,8 @@ fn seeded_database(dir: &std::path::Path, name: &str, schedules: usize) -> Strin
             let create = CreateSchedule {
                 domain: "billing".into(),
                 spec: decl.validate(now).unwrap(),
-                target_config: serde_json::Map::new(),
+                target: Target::validate(&serde_json::json!({"baseUrl": "http://127.0.0.1:9"}))
+                    .unwrap(),
             };
             ops.schedule_create(EnvId::new(), create, &actor)
                 .await

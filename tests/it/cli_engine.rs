@@ -9,6 +9,7 @@ use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::model::{EnvId, Schedule};
 use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
 use sentin8_cron::core::store::Store;
+use sentin8_cron::core::target::Target;
 use sentin8_cron::store::{self, ConnectOptions};
 use serde_json::{Value, json};
 
@@ -65,7 +66,7 @@ impl Cli {
                 CreateSchedule {
                     domain: "ops".into(),
                     spec,
-                    target_config: json!({"baseUrl": base_url}).as_object().unwrap().clone(),
+                    target: Target::validate(&json!({"baseUrl": base_url})).unwrap(),
                 },
                 &Actor {
                     name: "tester".into(),

@@ -10,8 +10,9 @@ use sentin8_cron::callback::{
     ConfigError, DispatchConfig, HttpDispatcher, OAuth2Settings, Secret, TokenSettings,
 };
 use sentin8_cron::core::clock::ManualClock;
-use sentin8_cron::core::dispatch::{DispatchError, Dispatcher, RunRequest};
+use sentin8_cron::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use sentin8_cron::core::model::{EnvId, JobId, ScheduleId};
+use sentin8_cron::core::target::Target;
 use serde_json::{Value, json};
 
 use crate::raw_http::{RawServer, Recorded, Reply};
@@ -36,7 +37,10 @@ fn run_request(base_url: Option<String>) -> RunRequest {
         scheduled_for: Utc.with_ymd_and_hms(2025, 3, 1, 12, 30, 0).unwrap(),
         correlation_id: schedule_id.to_string(),
         idempotency_key: format!("schedule:{schedule_id}:{job_id}"),
-        base_url,
+        base_url: Target::from_stored(base_url.map_or(json!({}), |url| json!({"baseUrl": url})))
+            .base_url()
+            .cloned()
+            .map_err(Clone::clone),
     }
 }
 
@@ -286,11 +290,13 @@ async fn bad_base_urls_fail_before_any_network_use() {
     let err = dispatcher.run(&run_request(None)).await.unwrap_err();
     assert_eq!(err, DispatchError::MissingBaseUrl);
     assert_eq!(err.to_string(), "missing baseUrl in target_config");
+    assert_eq!(err.class(), FailureClass::Configuration);
 
     for bad in [
         "billing.internal:8080",
         "ftp://127.0.0.1/",
         "/relative/only",
+        "http://127.0.0.1:99999",
     ] {
         let err = dispatcher
             .run(&run_request(Some(bad.into())))
@@ -300,6 +306,7 @@ async fn bad_base_urls_fail_before_any_network_use() {
             matches!(err, DispatchError::InvalidBaseUrl(_)),
             "{bad}: {err:?}"
         );
+        assert_eq!(err.class(), FailureClass::Configuration);
     }
     assert_eq!(tokens.connections(), 0);
 }

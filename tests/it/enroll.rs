@@ -255,15 +255,15 @@ domain billing in environment <env>: 5 created, 0 updated, 0 unchanged, 0 pruned
         assert_eq!(schedule.domain, "billing");
         assert_eq!(schedule.status, ScheduleStatus::Active);
         assert_eq!(
-            schedule.target_config,
-            json!({"baseUrl": "https://billing.apps.example.test"})
+            schedule.target.config(),
+            &json!({"baseUrl": "https://billing.apps.example.test"})
         );
         assert_eq!(schedule.created_by, "enroll:tester");
         assert!(schedule.next_run_at.unwrap() > Utc::now() - Duration::minutes(1));
     }
     let invoice = &schedules["billing.invoice-run"];
-    assert_eq!(invoice.cron_expr.as_deref(), Some("0 6 1 * *"));
-    assert_eq!(invoice.timezone, "Europe/Berlin");
+    assert_eq!(invoice.timing.cron_expression(), Some("0 6 1 * *"));
+    assert_eq!(invoice.timing.timezone(), Some("Europe/Berlin"));
     assert_eq!(invoice.payload, json!({"ledger": "eu", "dry_run": false}));
     assert_eq!(invoice.max_retries, 5);
 
@@ -401,7 +401,7 @@ pub async fn changes_update_only_what_changed(db: Db) {
     // The cron change moved the next fire to the new expression's.
     let moved = &after["billing.nightly"];
     assert_eq!(moved.id, nightly.id);
-    assert_eq!(moved.cron_expr.as_deref(), Some("30 7 * * *"));
+    assert_eq!(moved.timing.cron_expression(), Some("30 7 * * *"));
     let next = moved.next_run_at.unwrap();
     assert_eq!((next.hour(), next.minute(), next.second()), (7, 30, 0));
     assert!(
@@ -467,8 +467,8 @@ pub async fn changes_update_only_what_changed(db: Db) {
     for (schedule_type, schedule) in t.schedules().await {
         assert_eq!(schedule.next_run_at, after[&schedule_type].next_run_at);
         assert_eq!(
-            schedule.target_config,
-            json!({"baseUrl": "http://10.0.0.7:8081/billing"})
+            schedule.target.config(),
+            &json!({"baseUrl": "http://10.0.0.7:8081/billing"})
         );
     }
 }
@@ -759,6 +759,63 @@ schedules:
     assert!(t.schedules().await.is_empty());
 }
 
+pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
+    let t = Enroll::new(db);
+    let good = t.write("good.yaml", THREE);
+    for (base_url, problem) in [
+        // Once accepted here ("1 created"), then every fire failed "invalid baseUrl".
+        ("http://127.0.0.1:99999", "invalid port number"),
+        (
+            "ftp://billing.internal",
+            "scheme \"ftp\" is not http or https",
+        ),
+        (
+            "http://billing.internal/\r\nX-Evil: 1",
+            "control characters",
+        ),
+        ("http://billing.internal\n", "control characters"),
+        ("http://svc@billing.internal", "must not carry credentials"),
+        (
+            "http://billing.internal/?x=1",
+            "must not have a query or fragment",
+        ),
+    ] {
+        let run = t
+            .enroll(&["--file", &good, "--base-url", base_url, "--output", "json"])
+            .await
+            .failed();
+        let report = run.json();
+        assert_eq!(report["valid"], false, "{base_url:?}");
+        let problems = report["problems"].as_array().expect("problems");
+        assert_eq!(problems.len(), 1, "{base_url:?}: {problems:?}");
+        assert_eq!(
+            problems[0]["field"], "target_config.baseUrl",
+            "{base_url:?}"
+        );
+        let message = problems[0]["message"].as_str().unwrap();
+        assert!(message.contains(problem), "{base_url:?}: {message}");
+        assert!(!run.stdout.contains("created"), "{}", run.stdout);
+    }
+    // The text output names the field too.
+    let run = t
+        .enroll(&["--file", &good, "--base-url", "http://127.0.0.1:99999"])
+        .await
+        .failed();
+    assert!(
+        run.stderr.contains("target_config.baseUrl: "),
+        "{}",
+        run.stderr
+    );
+    assert!(t.schedules().await.is_empty());
+    assert!(t.outbox().await.is_empty());
+
+    // The same base URL is accepted once it is one the callback can use.
+    t.enroll(&["--file", &good, "--base-url", "http://127.0.0.1:9999"])
+        .await
+        .ok();
+    assert_eq!(t.schedules().await.len(), 3);
+}
+
 pub async fn documents_from_commands(db: Db) {
     let t = Enroll::new(db);
 
@@ -947,6 +1004,7 @@ macro_rules! enroll_suite {
                 undeclared_schedules_are_pruned_only_when_asked,
                 dry_runs_write_nothing,
                 one_bad_entry_aborts_everything,
+                base_urls_the_callback_cannot_use_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
             );

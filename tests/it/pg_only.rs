@@ -7,6 +7,7 @@ use std::time::Duration as StdDuration;
 use chrono::Duration;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
@@ -397,10 +398,7 @@ async fn two_engines_racing_fire_every_schedule_exactly_once() {
             CreateSchedule {
                 domain: "race".into(),
                 spec,
-                target_config: json!({"baseUrl": target.url()})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
+                target: Target::validate(&json!({"baseUrl": target.url()})).unwrap(),
             },
             &Actor {
                 name: "tester".into(),

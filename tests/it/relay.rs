@@ -15,6 +15,7 @@ use sentin8_cron::core::model::*;
 use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
 use sentin8_cron::core::relay::{Delivery, Relay, RelayOptions, Sink, SinkError};
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -50,7 +51,7 @@ pub(crate) async fn create_schedule(
         CreateSchedule {
             domain: "billing".into(),
             spec,
-            target_config: target.as_object().cloned().unwrap_or_default(),
+            target: Target::validate(&target).unwrap(),
         },
         &actor(now),
     )

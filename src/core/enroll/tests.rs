@@ -4,14 +4,14 @@ use serde_json::json;
 use super::*;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::ScheduleDecl;
-use crate::core::model::ScheduleKind;
+use crate::core::timing::Timing;
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, 12, 0, 0).unwrap()
 }
 
-fn target(url: &str) -> Map<String, Value> {
-    json!({ "baseUrl": url }).as_object().unwrap().clone()
+fn target(url: &str) -> Target {
+    Target::from_stored(json!({ "baseUrl": url }))
 }
 
 fn cron(schedule_type: &str, expression: &str) -> ScheduleDecl {
@@ -35,13 +35,9 @@ fn stored(decl: &ScheduleDecl, url: &str) -> Schedule {
         env_id: EnvId::new(),
         domain: "billing".to_owned(),
         schedule_type: String::new(),
-        kind: ScheduleKind::Cron,
-        cron_expr: None,
-        timezone: "UTC".to_owned(),
-        run_at: None,
-        on_dst_gap: OnDstGap::default(),
-        on_dst_repeat: OnDstRepeat::default(),
-        target_config: Value::Object(target(url)),
+        // Replaced by the spec's.
+        timing: Timing::Once { run_at: created },
+        target: target(url),
         payload: json!({}),
         status: ScheduleStatus::Active,
         next_run_at: None,
@@ -129,7 +125,7 @@ fn a_cron_change_recomputes_the_next_fire() {
         panic!("{steps:?}")
     };
     assert_eq!(changed_fields, &["cron"]);
-    assert_eq!(updated.cron_expr.as_deref(), Some("30 12 * * *"));
+    assert_eq!(updated.timing.cron_expression(), Some("30 12 * * *"));
     assert_eq!(updated.next_run_at, Some(now() + Duration::minutes(30)));
     // Bookkeeping is the writer's business, not the plan's.
     assert_eq!(updated.id, current.id);
@@ -171,8 +167,8 @@ fn payload_retries_and_target_changes_keep_the_next_fire() {
     assert_eq!(updated.payload, json!({"a": 2}));
     assert_eq!(updated.max_retries, 7);
     assert_eq!(
-        updated.target_config,
-        json!({"baseUrl": "https://elsewhere.example.com"})
+        updated.target.config(),
+        &json!({"baseUrl": "https://elsewhere.example.com"})
     );
 }
 
@@ -332,7 +328,9 @@ fn numbers_compare_by_value_and_instants_to_the_microsecond() {
         ..ScheduleDecl::default()
     };
     let mut current = stored(&once, URL);
-    current.run_at = current.run_at.map(|t| t.trunc_subsecs(6));
+    if let Timing::Once { run_at } = &mut current.timing {
+        *run_at = run_at.trunc_subsecs(6);
+    }
     let steps = plan(&[current], &[spec(&once)], &target(URL), false, now()).unwrap();
     assert!(matches!(steps[0], Step::Keep(_)), "{steps:?}");
 
@@ -357,7 +355,7 @@ fn the_target_comes_from_a_base_url_or_the_platform_domain() {
         target_config("billing", None, Some("localhost:8443")).unwrap(),
         target("https://billing.localhost:8443")
     );
-    let fields = |result: Result<Map<String, Value>, Vec<FieldError>>| {
+    let fields = |result: Result<Target, Vec<FieldError>>| {
         result
             .unwrap_err()
             .into_iter()
@@ -389,6 +387,18 @@ fn the_target_comes_from_a_base_url_or_the_platform_domain() {
     }
     let errors = fields(target_config("billing", Some("https://u:p@x.com"), None));
     assert!(errors[0].contains("credentials"), "{errors:?}");
-    let errors = fields(target_config("billing", Some("billing.internal"), None));
-    assert!(errors[0].starts_with("target_config.baseUrl"), "{errors:?}");
+    for bad in [
+        "billing.internal",
+        "http://127.0.0.1:99999",
+        "ftp://billing.internal",
+        "http://billing.internal/\r\n",
+        "http://user@billing.internal",
+    ] {
+        let errors = fields(target_config("billing", Some(bad), None));
+        assert_eq!(errors.len(), 1, "{bad:?}: {errors:?}");
+        assert!(
+            errors[0].starts_with("target_config.baseUrl: "),
+            "{errors:?}"
+        );
+    }
 }

@@ -19,7 +19,7 @@ use crate::core::cron::{CronExpr, Fire, OnDstGap, OnDstRepeat, ZonedCron, parse_
 use crate::core::decl::{FieldError, ScheduleDecl, Timing};
 use crate::core::model::EnvId;
 use crate::core::store::EnvCounts;
-use crate::core::timing;
+use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 use crate::server::AppState;
 use crate::server::api::{self, JobView, Page, ScheduleListQuery, ScheduleView};
 use crate::server::auth::EnvGrant;
@@ -270,15 +270,17 @@ pub async fn overview(
         .into_iter()
         .filter_map(|schedule| {
             let at = schedule.next_run_at?;
-            let zoned = timing::zoned(&schedule).ok().flatten();
+            let zoned = schedule.timing.cron().and_then(|c| c.zoned().ok());
+            let fire = FireView::at(zoned, at);
+            let timing = schedule.timing.columns();
             Some(NextFireView {
                 schedule_id: schedule.id.0,
-                fire: FireView::at(zoned.as_ref(), at),
+                fire,
                 domain: schedule.domain,
                 schedule_type: schedule.schedule_type,
-                kind: schedule.kind.to_string(),
-                cron: schedule.cron_expr,
-                timezone: schedule.timezone,
+                kind: timing.kind.to_string(),
+                cron: timing.cron_expr,
+                timezone: timing.timezone,
             })
         })
         .collect();
@@ -400,6 +402,8 @@ pub struct PreviewQuery {
     pub on_dst_gap: Option<String>,
     /// `once` (default) or `twice`.
     pub on_dst_repeat: Option<String>,
+    /// A callback base URL to check as creating a schedule would (`target_config.baseUrl`).
+    pub base_url: Option<String>,
     /// Fires to list, 1 to 20, default 5.
     pub count: Option<u32>,
 }
@@ -423,9 +427,9 @@ fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
-/// Validates a timing exactly as creating a schedule would and lists its next fires. A 400
-/// names each invalid field (`cron`, `run_at`, `timezone`, `on_dst_gap`, `on_dst_repeat`,
-/// `count`).
+/// Validates a timing (and, when given, a base URL) exactly as creating a schedule would and
+/// lists its next fires. A 400 names each invalid field (`cron`, `run_at`, `timezone`,
+/// `on_dst_gap`, `on_dst_repeat`, `target_config.baseUrl`, `count`).
 #[utoipa::path(
     get, path = "/v1/admin/preview", tag = "admin",
     params(PreviewQuery),
@@ -461,6 +465,11 @@ pub async fn preview(
             .map_err(|e| errors.push(FieldError::new("on_dst_repeat", e.to_string())))
             .ok()
     });
+    if let Some(raw) = given(query.base_url)
+        && let Err(problem) = BaseUrl::parse(&raw)
+    {
+        errors.push(FieldError::new(BASE_URL_FIELD, problem.to_string()));
+    }
     // The same validation as a new schedule's timing; the type is a placeholder.
     let decl = ScheduleDecl {
         schedule_type: "preview".to_owned(),
@@ -481,19 +490,23 @@ pub async fn preview(
     };
     let count = count as usize;
     let view = match &spec.timing {
-        Timing::Cron(cron) => PreviewView {
-            kind: "cron".to_owned(),
-            cron: Some(cron.expression.clone()),
-            timezone: cron.timezone.clone(),
-            fixed_time: cron.schedule.expr.is_fixed_time(),
-            now,
-            fires: cron
-                .schedule
-                .fires_after(now)
-                .take(count)
-                .map(|fire| FireView::of(&cron.schedule, fire))
-                .collect(),
-        },
+        Timing::Cron(cron) => {
+            let zoned = cron
+                .zoned()
+                .map_err(|e| ApiError::fields(vec![FieldError::new("cron", e.to_string())]))?;
+            PreviewView {
+                kind: "cron".to_owned(),
+                cron: Some(cron.expression.clone()),
+                timezone: cron.timezone.clone(),
+                fixed_time: zoned.expr.is_fixed_time(),
+                now,
+                fires: zoned
+                    .fires_after(now)
+                    .take(count)
+                    .map(|fire| FireView::of(zoned, fire))
+                    .collect(),
+            }
+        }
         Timing::Once { run_at } => PreviewView {
             kind: "once".to_owned(),
             cron: None,

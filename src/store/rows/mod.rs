@@ -19,6 +19,8 @@ use uuid::Uuid;
 
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::core::target::Target;
+use crate::core::timing::{Timing, TimingColumns};
 
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
@@ -134,13 +136,18 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
         env_id: EnvId(c.uuid("env_id")?),
         domain: c.text("domain")?,
         schedule_type: c.text("schedule_type")?,
-        kind: c.parse("kind")?,
-        cron_expr: c.opt_text("cron_expr")?,
-        timezone: c.text("timezone")?,
-        run_at: c.opt_ts("run_at")?,
-        on_dst_gap: c.parse("on_dst_gap")?,
-        on_dst_repeat: c.parse("on_dst_repeat")?,
-        target_config: c.json("target_config")?,
+        // A stored expression or target that no longer parses still loads: the engine and
+        // dispatch report it instead of the whole listing failing.
+        timing: Timing::from_columns(TimingColumns {
+            kind: c.parse("kind")?,
+            cron_expr: c.opt_text("cron_expr")?,
+            timezone: c.text("timezone")?,
+            run_at: c.opt_ts("run_at")?,
+            on_dst_gap: c.parse("on_dst_gap")?,
+            on_dst_repeat: c.parse("on_dst_repeat")?,
+        })
+        .map_err(|detail| c.corrupt("run_at", detail))?,
+        target: Target::from_stored(c.json("target_config")?),
         payload: c.json("payload")?,
         status: c.parse("status")?,
         next_run_at: c.opt_ts("next_run_at")?,

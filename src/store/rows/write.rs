@@ -121,13 +121,8 @@ pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static st
     ];
     columns.extend(schedule_definition(&ScheduleDefinition {
         schedule_type: new.schedule_type.clone(),
-        kind: new.kind,
-        cron_expr: new.cron_expr.clone(),
-        timezone: new.timezone.clone(),
-        run_at: new.run_at,
-        on_dst_gap: new.on_dst_gap,
-        on_dst_repeat: new.on_dst_repeat,
-        target_config: new.target_config.clone(),
+        timing: new.timing.clone(),
+        target: new.target.clone(),
         payload: new.payload.clone(),
         max_retries: new.max_retries,
     }));
@@ -145,15 +140,17 @@ pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static st
 
 /// The one place a schedule's definition columns are bound.
 pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, Val)> {
+    // The typed timing is stored flat; a one-shot stores UTC and the default DST policies.
+    let timing = d.timing.columns();
     vec![
         ("schedule_type", Val::text(&d.schedule_type)),
-        ("kind", Val::text(d.kind.as_str())),
-        ("cron_expr", Val::Text(d.cron_expr.clone())),
-        ("timezone", Val::text(&d.timezone)),
-        ("run_at", Val::Ts(d.run_at)),
-        ("on_dst_gap", Val::text(d.on_dst_gap.as_str())),
-        ("on_dst_repeat", Val::text(d.on_dst_repeat.as_str())),
-        ("target_config", Val::json(&d.target_config)),
+        ("kind", Val::text(timing.kind.as_str())),
+        ("cron_expr", Val::Text(timing.cron_expr)),
+        ("timezone", Val::text(&timing.timezone)),
+        ("run_at", Val::Ts(timing.run_at)),
+        ("on_dst_gap", Val::text(timing.on_dst_gap.as_str())),
+        ("on_dst_repeat", Val::text(timing.on_dst_repeat.as_str())),
+        ("target_config", Val::json(d.target.config())),
         ("payload", Val::json(&d.payload)),
         ("max_retries", Val::I32(d.max_retries)),
     ]

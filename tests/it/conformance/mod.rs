@@ -7,6 +7,8 @@ use chrono::Duration;
 use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use sentin8_cron::core::timing::{CronTiming, Timing};
 use serde_json::json;
 
 use crate::support::t0;
@@ -28,13 +30,13 @@ pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
         id: ScheduleId::new(),
         domain: domain.to_owned(),
         schedule_type: schedule_type.to_owned(),
-        kind: ScheduleKind::Cron,
-        cron_expr: Some("*/5 * * * *".to_owned()),
-        timezone: "Europe/London".to_owned(),
-        run_at: None,
-        on_dst_gap: OnDstGap::Skip,
-        on_dst_repeat: OnDstRepeat::Twice,
-        target_config: json!({"baseUrl": "http://127.0.0.1:9/billing"}),
+        timing: Timing::Cron(CronTiming::from_stored(
+            "*/5 * * * *",
+            "Europe/London",
+            OnDstGap::Skip,
+            OnDstRepeat::Twice,
+        )),
+        target: Target::from_stored(json!({"baseUrl": "http://127.0.0.1:9/billing"})),
         payload: json!({"report": schedule_type, "nested": {"n": 1}}),
         status: ScheduleStatus::Active,
         next_run_at: Some(t0() + Duration::minutes(5)),

@@ -6,6 +6,7 @@ use chrono::Duration;
 use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::timing::Timing;
 use serde_json::json;
 
 use super::*;
@@ -18,13 +19,15 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
     assert_eq!(inserted.id, new.id);
     assert_eq!(inserted.env_id, env);
     assert_eq!(inserted.domain, "billing");
-    assert_eq!(inserted.kind, ScheduleKind::Cron);
-    assert_eq!(inserted.cron_expr.as_deref(), Some("*/5 * * * *"));
-    assert_eq!(inserted.timezone, "Europe/London");
-    assert_eq!(inserted.on_dst_gap, OnDstGap::Skip);
-    assert_eq!(inserted.on_dst_repeat, OnDstRepeat::Twice);
+    assert_eq!(inserted.kind(), ScheduleKind::Cron);
+    assert_eq!(inserted.timing.cron_expression(), Some("*/5 * * * *"));
+    assert_eq!(inserted.timing.timezone(), Some("Europe/London"));
+    assert_eq!(inserted.timing.on_dst_gap(), Some(OnDstGap::Skip));
+    assert_eq!(inserted.timing.on_dst_repeat(), Some(OnDstRepeat::Twice));
+    assert_eq!(inserted.timing, new.timing);
     assert_eq!(inserted.payload, new.payload);
-    assert_eq!(inserted.target_config, new.target_config);
+    assert_eq!(inserted.target.config(), new.target.config());
+    assert_eq!(inserted.target, new.target);
     assert_eq!(inserted.next_run_at, new.next_run_at);
     assert_eq!(inserted.retry_count, 0);
     assert_eq!(inserted.max_retries, 4);
@@ -77,24 +80,20 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
 pub async fn one_shot_schedule_round_trips(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let mut new = new_schedule("once", "billing");
-    new.kind = ScheduleKind::Once;
-    new.cron_expr = None;
-    new.run_at = Some(t0() + Duration::days(3));
-    new.next_run_at = new.run_at;
+    new.timing = Timing::Once {
+        run_at: t0() + Duration::days(3),
+    };
+    new.next_run_at = new.timing.run_at();
     let inserted = insert_schedule(&store, env, new.clone()).await;
-    assert_eq!(inserted.kind, ScheduleKind::Once);
-    assert_eq!(inserted.run_at, new.run_at);
-    assert_eq!(inserted.cron_expr, None);
+    assert_eq!(inserted.kind(), ScheduleKind::Once);
+    assert_eq!(inserted.timing.run_at(), new.timing.run_at());
+    assert_eq!(inserted.timing.cron_expression(), None);
 }
 
 pub async fn inconsistent_schedules_are_refused(store: Arc<dyn Store>) {
     let env = EnvId::new();
-    // A cron schedule without an expression breaks the kind/timing check.
-    let mut broken = new_schedule("broken", "billing");
-    broken.cron_expr = None;
-    let mut tx = store.tenant_begin(env).await.unwrap();
-    assert!(tx.schedule_insert(&broken).await.is_err());
-    drop(tx);
+    // (A cron schedule without an expression, which the database's kind/timing check refuses,
+    // cannot be expressed: a typed cron timing always has its expression.)
     // An active schedule must know its next run.
     let mut broken = new_schedule("broken", "billing");
     broken.next_run_at = None;

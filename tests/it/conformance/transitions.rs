@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use sentin8_cron::core::timing::Timing;
 use serde_json::json;
 
 use super::{insert_schedule, new_job, new_schedule};
@@ -75,13 +76,10 @@ pub async fn schedule_set_definition_writes_the_definition_status_and_next_fire(
     let before = worn_schedule(&store, env).await;
     let definition = ScheduleDefinition {
         schedule_type: "renamed".into(),
-        kind: ScheduleKind::Once,
-        cron_expr: None,
-        timezone: "UTC".into(),
-        run_at: Some(later(86_400)),
-        on_dst_gap: OnDstGap::default(),
-        on_dst_repeat: OnDstRepeat::default(),
-        target_config: json!({"baseUrl": "http://127.0.0.1:9/other"}),
+        timing: Timing::Once {
+            run_at: later(86_400),
+        },
+        target: Target::from_stored(json!({"baseUrl": "http://127.0.0.1:9/other"})),
         payload: json!({"new": [1, 2]}),
         max_retries: 9,
     };
@@ -100,13 +98,8 @@ pub async fn schedule_set_definition_writes_the_definition_status_and_next_fire(
     let after = commit_schedule(&store, env, returned, tx).await;
     let expected = Schedule {
         schedule_type: definition.schedule_type,
-        kind: definition.kind,
-        cron_expr: definition.cron_expr,
-        timezone: definition.timezone,
-        run_at: definition.run_at,
-        on_dst_gap: definition.on_dst_gap,
-        on_dst_repeat: definition.on_dst_repeat,
-        target_config: definition.target_config,
+        timing: definition.timing,
+        target: definition.target,
         payload: definition.payload,
         max_retries: definition.max_retries,
         status: ScheduleStatus::Paused,

@@ -1,0 +1,141 @@
+//! The structural step of reading a declaration file: syntax, the top-level shape, and each
+//! entry's keys and value types, with every problem named by field.
+
+use serde_json::Value;
+
+use super::{DeclError, DeclFormat, FieldError, MAX_RETRIES_LIMIT, ScheduleDecl, json_kind};
+
+/// An entry read as far as its structure allows, with the structural problems found.
+pub(super) struct ParsedEntry {
+    pub decl: ScheduleDecl,
+    pub schedule_type: Option<String>,
+    pub errors: Vec<FieldError>,
+}
+
+pub(super) fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<ParsedEntry>, DeclError> {
+    let document: Value = match format {
+        DeclFormat::Json => serde_json::from_str(text).map_err(|err| DeclError::Json {
+            line: err.line(),
+            column: err.column(),
+            message: strip_json_position(&err.to_string()),
+        })?,
+        DeclFormat::Yaml => serde_saphyr::from_str(text).map_err(|err: serde_saphyr::Error| {
+            let location = err.location();
+            DeclError::Yaml {
+                line: location.map(|location| location.line()),
+                column: location.map(|location| location.column()),
+                message: err.to_string(),
+            }
+        })?,
+    };
+    let Value::Object(top) = document else {
+        return Err(DeclError::NotAnObject);
+    };
+    if let Some(unknown) = top.keys().find(|key| key.as_str() != "schedules") {
+        return Err(DeclError::UnknownTopLevelKey(unknown.clone()));
+    }
+    let schedules = match top.get("schedules") {
+        None => return Err(DeclError::MissingSchedules),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(DeclError::SchedulesNotAList),
+    };
+    Ok(schedules.iter().map(parse_entry).collect())
+}
+
+/// serde_json appends " at line L column C" to its messages; the error reports those apart.
+fn strip_json_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(position) => message.get(..position).unwrap_or(message).to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+fn parse_entry(value: &Value) -> ParsedEntry {
+    let mut entry = ParsedEntry {
+        decl: ScheduleDecl::default(),
+        schedule_type: None,
+        errors: Vec::new(),
+    };
+    let Value::Object(map) = value else {
+        entry.errors.push(FieldError::new(
+            "entry",
+            format!("must be an object, got {}", json_kind(value)),
+        ));
+        return entry;
+    };
+    let decl = &mut entry.decl;
+    let errors = &mut entry.errors;
+    for (key, value) in map {
+        match key.as_str() {
+            "schedule_type" => match value {
+                Value::String(text) => {
+                    decl.schedule_type = text.clone();
+                    entry.schedule_type = Some(text.clone());
+                }
+                other => errors.push(FieldError::new(
+                    key,
+                    format!("must be a string, got {}", json_kind(other)),
+                )),
+            },
+            "cron" => decl.cron = optional_string(key, value, errors),
+            "run_at" => decl.run_at = optional_string(key, value, errors),
+            "timezone" => decl.timezone = optional_string(key, value, errors),
+            "payload" => decl.payload = (!value.is_null()).then(|| value.clone()),
+            "max_retries" => {
+                decl.max_retries = match value {
+                    Value::Null => None,
+                    Value::Number(number) => match number.as_u64() {
+                        Some(n) if n <= u64::from(MAX_RETRIES_LIMIT) => u32::try_from(n).ok(),
+                        _ => {
+                            errors.push(FieldError::new(
+                                key,
+                                format!("{number} is out of range 0-{MAX_RETRIES_LIMIT}"),
+                            ));
+                            None
+                        }
+                    },
+                    other => {
+                        errors.push(FieldError::new(
+                            key,
+                            format!("must be an integer, got {}", json_kind(other)),
+                        ));
+                        None
+                    }
+                }
+            }
+            "on_dst_gap" => {
+                decl.on_dst_gap = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
+            "on_dst_repeat" => {
+                decl.on_dst_repeat = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
+            _ => errors.push(FieldError::new(key, "unknown field")),
+        }
+    }
+    if !map.contains_key("schedule_type") {
+        errors.push(FieldError::new("schedule_type", "is required"));
+    }
+    entry
+}
+
+fn optional_string(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        other => {
+            errors.push(FieldError::new(
+                key,
+                format!("must be a string, got {}", json_kind(other)),
+            ));
+            None
+        }
+    }
+}

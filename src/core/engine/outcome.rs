@@ -1,0 +1,319 @@
+//! Steps 2 and 3 of a fire: the proxy-back call and the recording of its outcome (success, a
+//! retry after backoff, or a dead-letter entry), in one tenant transaction per batch with the
+//! outcome events.
+//!
+//! A configuration failure (a bad or missing target, no credential) cannot be cured by
+//! retrying: it goes to the DLQ on the first attempt, recorded as `configuration: ...`.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
+use crate::core::dispatch::{DispatchError, FailureClass, RunRequest};
+use crate::core::events::{self, EventPayload};
+use crate::core::metrics::inc;
+use crate::core::model::*;
+use crate::core::retry::RetryDecision;
+use crate::core::store::*;
+
+impl Engine {
+    /// Steps 2 and 3 for one attempt: call the owning service, then record the outcome.
+    pub(super) async fn attempt(&self, schedule: &Schedule, job: Job) -> Outcome {
+        let result = self.call(schedule, &job).await;
+        self.record_one(schedule, job, result).await
+    }
+
+    pub(super) async fn record_one(
+        &self,
+        schedule: &Schedule,
+        job: Job,
+        result: Result<Value, Failure>,
+    ) -> Outcome {
+        let attempt = Attempt {
+            schedule: schedule.clone(),
+            job,
+            result,
+        };
+        self.record(schedule.env_id, vec![attempt])
+            .await
+            .pop()
+            .unwrap_or(Outcome::Error)
+    }
+
+    /// Step 2: the proxy-back call, bounded by the job timeout.
+    pub(super) async fn call(&self, schedule: &Schedule, job: &Job) -> Result<Value, Failure> {
+        let request = run_request(schedule, job);
+        let called =
+            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
+        let err = match called {
+            Ok(Ok(answer)) => {
+                inc(&self.metrics.successes);
+                return Ok(answer);
+            }
+            Ok(Err(err)) => err,
+            Err(_) => DispatchError::Timeout(self.config.job_timeout),
+        };
+        inc(&self.metrics.failures);
+        let failure = Failure::of(&err);
+        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
+        Err(failure)
+    }
+
+    /// Step 3 for attempts of one environment: their outcomes in one transaction.
+    pub(super) async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
+        let count = attempts.len();
+        match self.record_outcomes(env, attempts).await {
+            Ok(results) => results
+                .into_iter()
+                .map(|result| {
+                    match result {
+                        AttemptResult::Retry => inc(&self.metrics.retries),
+                        AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
+                        _ => {}
+                    }
+                    Outcome::Attempted { result }
+                })
+                .collect(),
+            Err(err) => {
+                tracing::error!(env_id = %env, attempts = count, error = %err, "recording job outcomes failed; the attempts will be recovered when they go stale");
+                vec![Outcome::Error; count]
+            }
+        }
+    }
+
+    /// One transaction for the jobs, the schedules' retry state, a DLQ entry where retries are
+    /// exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
+    /// went stale and was recovered) is left alone and reported as superseded.
+    async fn record_outcomes(
+        &self,
+        env: EnvId,
+        attempts: Vec<Attempt>,
+    ) -> StoreResult<Vec<AttemptResult>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
+        ids.sort();
+        ids.dedup();
+        // The row locks order these outcomes' events after any concurrent change's event.
+        let mut schedules: HashMap<ScheduleId, Schedule> = tx
+            .schedule_get_many(&ids, true)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let now = self.clock.now();
+        let mut decided = Vec::with_capacity(attempts.len());
+        for attempt in attempts {
+            let Some(schedule) = schedules.get(&attempt.schedule.id) else {
+                decided.push(None);
+                continue;
+            };
+            let (finish, result) = self.decide(schedule, &attempt.job, attempt.result, now);
+            decided.push(Some((finish, attempt.job.schedule_id, result)));
+        }
+        let finishes: Vec<JobFinish> = decided
+            .iter()
+            .flatten()
+            .map(|(finish, _, _)| finish.clone())
+            .collect();
+        let written: HashMap<JobId, Job> = tx
+            .job_finish_many(&finishes)
+            .await?
+            .into_iter()
+            .map(|j| (j.id, j))
+            .collect();
+
+        let mut results = Vec::with_capacity(decided.len());
+        let mut outbox = Vec::with_capacity(decided.len());
+        let mut retry_pending = false;
+        for decision in decided {
+            let Some((finish, schedule_id, result)) = decision else {
+                results.push(AttemptResult::Superseded);
+                continue;
+            };
+            let (Some(job), Some(schedule)) =
+                (written.get(&finish.id), schedules.get_mut(&schedule_id))
+            else {
+                tracing::warn!(job_id = %finish.id, "outcome arrived after the attempt was recorded elsewhere; dropped");
+                results.push(AttemptResult::Superseded);
+                continue;
+            };
+            let before = (schedule.status, schedule.retry_count);
+            match result {
+                AttemptResult::Retry => schedule.retry_count += 1,
+                AttemptResult::Succeeded | AttemptResult::DeadLettered | AttemptResult::Failed => {
+                    schedule.retry_count = 0;
+                }
+                AttemptResult::Superseded => {}
+            }
+            if matches!(
+                result,
+                AttemptResult::Succeeded | AttemptResult::DeadLettered
+            ) {
+                complete_one_shot(schedule);
+            }
+            if (schedule.status, schedule.retry_count) != before {
+                *schedule = tx
+                    .schedule_set_outcome(&ScheduleSetOutcome {
+                        id: schedule.id,
+                        retry_count: schedule.retry_count,
+                        // The one status change an outcome makes is completing a one-shot.
+                        complete: schedule.status != before.0,
+                        now,
+                    })
+                    .await?;
+            }
+            let payload = match result {
+                AttemptResult::Succeeded => {
+                    EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
+                        .with_job(job)
+                }
+                AttemptResult::Retry => {
+                    retry_pending = true;
+                    EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
+                }
+                AttemptResult::DeadLettered => {
+                    let entry = tx
+                        .dlq_insert(&NewDlqEntry {
+                            id: DlqId::new(),
+                            schedule_id: schedule.id,
+                            job_id: job.id,
+                            domain: schedule.domain.clone(),
+                            schedule_type: schedule.schedule_type.clone(),
+                            payload: schedule.payload.clone(),
+                            attempts: job.attempt,
+                            last_error: job.error.clone().unwrap_or_default(),
+                            scheduled_for: job.scheduled_for,
+                            now,
+                        })
+                        .await?;
+                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
+                        .with_job(job)
+                        .with_dlq(&entry)
+                }
+                AttemptResult::Failed | AttemptResult::Superseded => {
+                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
+                }
+            };
+            outbox.push(payload.by(ENGINE_ACTOR).into_event(schedule));
+            results.push(result);
+        }
+        tx.outbox_insert_many(&outbox).await?;
+        if retry_pending {
+            // The retry is due in the future: the loop recomputes when to wake.
+            tx.notify_on_commit(Channel::Schedules);
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    /// What an attempt's outcome does to its job, given the schedule's current retry state.
+    fn decide(
+        &self,
+        schedule: &Schedule,
+        job: &Job,
+        result: Result<Value, Failure>,
+        now: DateTime<Utc>,
+    ) -> (JobFinish, AttemptResult) {
+        let (outcome, result) = match result {
+            Ok(answer) => (
+                JobOutcome::Succeeded { result: answer },
+                AttemptResult::Succeeded,
+            ),
+            Err(failure) => {
+                let error = failure.message;
+                let decision = self
+                    .config
+                    .retry
+                    .decide(schedule.retry_count, schedule.max_retries);
+                match decision {
+                    // A deleted schedule's failed job is not retried.
+                    _ if schedule.status == ScheduleStatus::Deleted => {
+                        (JobOutcome::Failed { error }, AttemptResult::Failed)
+                    }
+                    // Retrying cannot cure a misconfiguration: dead-letter it now.
+                    _ if failure.class == FailureClass::Configuration => {
+                        (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
+                    }
+                    RetryDecision::Retry { delay, .. } => (
+                        JobOutcome::RetryPending {
+                            next_attempt_at: now + chrono_duration(delay),
+                            error,
+                        },
+                        AttemptResult::Retry,
+                    ),
+                    RetryDecision::Exhausted => {
+                        (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
+                    }
+                }
+            }
+        };
+        let finish = JobFinish {
+            id: job.id,
+            attempt: job.attempt,
+            outcome,
+            now,
+        };
+        (finish, result)
+    }
+}
+
+/// A failed attempt: its class decides between retrying and dead-lettering at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Failure {
+    pub class: FailureClass,
+    /// What the job and a DLQ entry record; a configuration failure starts with
+    /// `configuration: `.
+    pub message: String,
+}
+
+impl Failure {
+    fn of(err: &DispatchError) -> Failure {
+        let class = err.class();
+        let message = match class {
+            FailureClass::Configuration => format!("{}: {err}", FailureClass::CONFIGURATION),
+            FailureClass::Retryable => err.to_string(),
+        };
+        Failure { class, message }
+    }
+
+    /// A failure worth retrying (an abandoned attempt).
+    pub(super) fn retryable(message: String) -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message,
+        }
+    }
+}
+
+/// One attempt's call, waiting to be recorded.
+pub(super) struct Attempt {
+    pub schedule: Schedule,
+    pub job: Job,
+    pub result: Result<Value, Failure>,
+}
+
+fn complete_one_shot(schedule: &mut Schedule) {
+    if schedule.kind() == ScheduleKind::Once && schedule.status == ScheduleStatus::Active {
+        schedule.status = ScheduleStatus::Completed;
+        schedule.next_run_at = None;
+    }
+}
+
+/// The proxy-back envelope for one attempt.
+pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
+    RunRequest {
+        schedule_id: schedule.id,
+        job_id: job.id,
+        domain: schedule.domain.clone(),
+        schedule_type: schedule.schedule_type.clone(),
+        env_id: schedule.env_id,
+        payload: schedule.payload.clone(),
+        attempt: job.attempt,
+        scheduled_for: job.scheduled_for,
+        correlation_id: schedule.id.to_string(),
+        idempotency_key: job.idempotency_key.clone(),
+        base_url: schedule.target.base_url().cloned().map_err(Clone::clone),
+    }
+}

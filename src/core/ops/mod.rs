@@ -1,0 +1,88 @@
+//! Operations on schedules, jobs and the dead-letter queue, shared by the HTTP API, `enroll`
+//! and the CLI. Each runs in one tenant transaction together with its outbox event and audit
+//! entry, so a change is never visible without its event (and a failed event write undoes the
+//! change).
+//!
+//! By concern: `validate` (request checks beyond the declaration format), `schedule`
+//! (create, patch, pause, resume, delete, trigger), `patch` (applying a partial update to the
+//! typed record), `job` (job retry, DLQ republish), `read` (gets, lists, the overview) and
+//! `audit` (the actor and its audit entries).
+
+use std::sync::Arc;
+
+use crate::core::decl::{FieldError, ScheduleSpec};
+use crate::core::store::{Store, StoreError};
+use crate::core::target::Target;
+
+mod audit;
+mod job;
+mod patch;
+mod read;
+mod schedule;
+mod validate;
+
+pub use audit::Actor;
+pub use patch::SchedulePatch;
+pub use read::EnvOverview;
+pub use schedule::{delete_schedule, insert_schedule, update_schedule, with_spec};
+pub use validate::validate_domain;
+
+/// Why an operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The resource does not exist in this environment (or is deleted).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The request is invalid; every problem is listed.
+    #[error("invalid request: {}", display_fields(.0))]
+    Invalid(Vec<FieldError>),
+    /// The change conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+fn display_fields(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl From<StoreError> for OpsError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict(conflict) => OpsError::Conflict(conflict.to_string()),
+            other => OpsError::Store(other),
+        }
+    }
+}
+
+/// Result alias for operations.
+pub type OpsResult<T> = Result<T, OpsError>;
+
+/// A schedule to create: a validated spec, where it belongs and whom to call.
+#[derive(Debug, Clone)]
+pub struct CreateSchedule {
+    pub domain: String,
+    pub spec: ScheduleSpec,
+    pub target: Target,
+}
+
+/// The operations, over one store.
+#[derive(Clone)]
+pub struct Ops {
+    store: Arc<dyn Store>,
+}
+
+impl Ops {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}

@@ -1,0 +1,102 @@
+//! Reads: a record by id, pages of records, and one environment's overview.
+
+use super::{Ops, OpsError, OpsResult};
+use crate::core::model::*;
+use crate::core::store::*;
+
+impl Ops {
+    /// A schedule, unless it does not exist here or is deleted.
+    pub async fn schedule_get(&self, env: EnvId, id: ScheduleId) -> OpsResult<Schedule> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        tx.schedule_get(id)
+            .await?
+            .filter(|s| s.status != ScheduleStatus::Deleted)
+            .ok_or(OpsError::NotFound("schedule"))
+    }
+
+    /// A page of schedules (deleted ones left out unless the query asks for them).
+    pub async fn schedule_list(
+        &self,
+        env: EnvId,
+        query: &ScheduleQuery,
+    ) -> OpsResult<Vec<Schedule>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.schedule_list(query).await?)
+    }
+
+    /// A job of this environment.
+    pub async fn job_get(&self, env: EnvId, id: JobId) -> OpsResult<Job> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))
+    }
+
+    /// A page of jobs, newest first.
+    pub async fn job_list(&self, env: EnvId, query: &JobQuery) -> OpsResult<Vec<Job>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.job_list(query).await?)
+    }
+
+    /// A dead-letter entry of this environment.
+    pub async fn dlq_get(&self, env: EnvId, id: DlqId) -> OpsResult<DlqEntry> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        tx.dlq_get(id)
+            .await?
+            .ok_or(OpsError::NotFound("dead-letter entry"))
+    }
+
+    /// A page of dead-letter entries, newest first.
+    pub async fn dlq_list(&self, env: EnvId, query: &DlqQuery) -> OpsResult<Vec<DlqEntry>> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.dlq_list(query).await?)
+    }
+
+    /// What the operator's overview shows of one environment, read in one transaction: counts
+    /// by status, the latest `failures` failed jobs (each with its schedule, deleted or not,
+    /// for a readable label) and the `upcoming` active schedules that fire soonest.
+    pub async fn env_overview(
+        &self,
+        env: EnvId,
+        failures: u32,
+        upcoming: u32,
+    ) -> OpsResult<EnvOverview> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let counts = tx.env_counts().await?;
+        let failed = tx
+            .job_list(&JobQuery {
+                status: Some(JobStatus::Failed),
+                limit: failures,
+                ..JobQuery::default()
+            })
+            .await?;
+        let mut schedules: Vec<Schedule> = Vec::new();
+        let mut recent_failures = Vec::with_capacity(failed.len());
+        for job in failed {
+            let known = schedules.iter().find(|s| s.id == job.schedule_id).cloned();
+            let schedule = match known {
+                Some(schedule) => Some(schedule),
+                None => {
+                    let fetched = tx.schedule_get(job.schedule_id).await?;
+                    schedules.extend(fetched.clone());
+                    fetched
+                }
+            };
+            recent_failures.push((job, schedule));
+        }
+        let upcoming = tx.schedule_list_upcoming(upcoming).await?;
+        Ok(EnvOverview {
+            counts,
+            recent_failures,
+            upcoming,
+        })
+    }
+}
+
+/// One environment at a glance (see [`Ops::env_overview`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvOverview {
+    pub counts: EnvCounts,
+    /// Failed jobs, newest first, with their schedule when it still exists in any state.
+    pub recent_failures: Vec<(Job, Option<Schedule>)>,
+    /// Active schedules, soonest next fire first.
+    pub upcoming: Vec<Schedule>,
+}

@@ -1,0 +1,290 @@
+//! Schedule operations: create, patch, pause, resume, delete and trigger, and the
+//! transaction-level helpers `enroll` shares with them.
+
+use serde_json::Value;
+
+use super::audit::snapshot;
+use super::job::{ensure_no_open_job, pending_now};
+use super::patch::{self, SchedulePatch};
+use super::{Actor, CreateSchedule, Ops, OpsError, OpsResult};
+use crate::core::decl::{FieldError, ScheduleSpec};
+use crate::core::events::{self, EventPayload};
+use crate::core::model::*;
+use crate::core::store::*;
+
+impl Ops {
+    /// Creates a schedule; its first fire is the first one strictly after now.
+    pub async fn schedule_create(
+        &self,
+        env: EnvId,
+        create: CreateSchedule,
+        actor: &Actor,
+    ) -> OpsResult<Schedule> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let schedule = insert_schedule(&mut *tx, &create, actor).await?;
+        tx.commit().await?;
+        Ok(schedule)
+    }
+
+    /// Applies a partial update: any declaration field, `target_config`, and `status`
+    /// (`active` or `paused`) to the stored record. Only the fields the patch touches are
+    /// validated; the next fire is recomputed only when the timing changed (or the schedule was
+    /// resumed).
+    pub async fn schedule_patch(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        patch: SchedulePatch,
+        actor: &Actor,
+    ) -> OpsResult<Schedule> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let current = live_for_update(&mut *tx, id).await?;
+        let (updated, event) = patch::apply(&current, patch, actor)?;
+        if updated == current {
+            return Ok(current);
+        }
+        let saved = tx
+            .schedule_set_definition(&ScheduleSetDefinition::to_match(
+                &updated,
+                &actor.name,
+                actor.now,
+            ))
+            .await?;
+        if let Some(event_type) = event {
+            let payload = EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
+            tx.outbox_insert(&payload.into_event(&saved)).await?;
+        }
+        tx.audit_insert(&actor.audit(
+            "schedule.update",
+            "schedule",
+            id.to_string(),
+            snapshot(&current),
+            snapshot(&saved),
+        ))
+        .await?;
+        tx.notify_on_commit(Channel::Schedules);
+        tx.commit().await?;
+        Ok(saved)
+    }
+
+    /// Pauses a schedule (idempotent).
+    pub async fn schedule_pause(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        actor: &Actor,
+    ) -> OpsResult<Schedule> {
+        self.schedule_patch(
+            env,
+            id,
+            SchedulePatch {
+                status: Some(ScheduleStatus::Paused),
+                ..SchedulePatch::default()
+            },
+            actor,
+        )
+        .await
+    }
+
+    /// Resumes a schedule: its next fire is recomputed from now (idempotent).
+    pub async fn schedule_resume(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        actor: &Actor,
+    ) -> OpsResult<Schedule> {
+        self.schedule_patch(
+            env,
+            id,
+            SchedulePatch {
+                status: Some(ScheduleStatus::Active),
+                ..SchedulePatch::default()
+            },
+            actor,
+        )
+        .await
+    }
+
+    /// Soft-deletes a schedule. Its row is kept so jobs, DLQ entries and audit entries still
+    /// resolve; a pending retry is cancelled.
+    pub async fn schedule_delete(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        actor: &Actor,
+    ) -> OpsResult<Schedule> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let current = live_for_update(&mut *tx, id).await?;
+        let saved = delete_schedule(&mut *tx, &current, actor).await?;
+        tx.commit().await?;
+        Ok(saved)
+    }
+
+    /// Runs a schedule now, outside its timing: a pending job due immediately. Refused while
+    /// the schedule has an open job (one open job per schedule).
+    pub async fn schedule_trigger(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        actor: &Actor,
+    ) -> OpsResult<Job> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let schedule = live_for_update(&mut *tx, id).await?;
+        ensure_no_open_job(&mut *tx, id).await?;
+        let job = tx
+            .job_insert(&pending_now(schedule.id, actor.now, actor.now))
+            .await?;
+        tx.audit_insert(&actor.audit(
+            "schedule.trigger",
+            "schedule",
+            id.to_string(),
+            None,
+            snapshot(&job),
+        ))
+        .await?;
+        tx.notify_on_commit(Channel::Schedules);
+        tx.commit().await?;
+        Ok(job)
+    }
+}
+
+pub(super) async fn live_for_update(tx: &mut dyn TenantTx, id: ScheduleId) -> OpsResult<Schedule> {
+    tx.schedule_get_for_update(id)
+        .await?
+        .filter(|s| s.status != ScheduleStatus::Deleted)
+        .ok_or(OpsError::NotFound("schedule"))
+}
+
+/// `schedule` with its definition (type, timing, payload, max_retries) replaced by `spec`'s.
+/// Status, `next_run_at`, target and bookkeeping are left to the caller.
+pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
+    Schedule {
+        schedule_type: spec.schedule_type.clone(),
+        timing: spec.timing.clone(),
+        payload: Value::Object(spec.payload.clone()),
+        max_retries: stored_max_retries(spec.max_retries),
+        ..schedule.clone()
+    }
+}
+
+/// `max_retries` as stored (validated specs are at most 100).
+pub(super) fn stored_max_retries(max_retries: u32) -> i32 {
+    i32::try_from(max_retries).unwrap_or(i32::MAX)
+}
+
+/// Inserts a validated schedule with its event and audit entry (in the caller's transaction).
+pub async fn insert_schedule(
+    tx: &mut dyn TenantTx,
+    create: &CreateSchedule,
+    actor: &Actor,
+) -> OpsResult<Schedule> {
+    let next_run_at = create.spec.first_fire_after(actor.now);
+    if next_run_at.is_none() {
+        let field = if create.spec.run_at().is_some() {
+            "run_at"
+        } else {
+            "cron"
+        };
+        return Err(OpsError::Invalid(vec![FieldError::new(
+            field,
+            "no future fire",
+        )]));
+    }
+    let schedule = tx
+        .schedule_insert(&NewSchedule {
+            id: ScheduleId::new(),
+            domain: create.domain.clone(),
+            schedule_type: create.spec.schedule_type.clone(),
+            timing: create.spec.timing.clone(),
+            target: create.target.clone(),
+            payload: Value::Object(create.spec.payload.clone()),
+            status: ScheduleStatus::Active,
+            next_run_at,
+            max_retries: stored_max_retries(create.spec.max_retries),
+            actor: actor.name.clone(),
+            now: actor.now,
+        })
+        .await?;
+    let event =
+        EventPayload::for_schedule(events::SCHEDULE_CREATED, &schedule, actor.now).by(&actor.name);
+    tx.outbox_insert(&event.into_event(&schedule)).await?;
+    tx.audit_insert(&actor.audit(
+        "schedule.create",
+        "schedule",
+        schedule.id.to_string(),
+        None,
+        snapshot(&schedule),
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(schedule)
+}
+
+/// Writes a changed definition of a live schedule with its `updated` event and audit entry (in
+/// the caller's transaction). `current` is the row as read (locked) in this transaction; the
+/// caller has computed `updated` from it, including `next_run_at`.
+pub async fn update_schedule(
+    tx: &mut dyn TenantTx,
+    current: &Schedule,
+    updated: &Schedule,
+    actor: &Actor,
+) -> OpsResult<Schedule> {
+    let saved = tx
+        .schedule_set_definition(&ScheduleSetDefinition::to_match(
+            updated,
+            &actor.name,
+            actor.now,
+        ))
+        .await?;
+    let event =
+        EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
+    tx.outbox_insert(&event.into_event(&saved)).await?;
+    tx.audit_insert(&actor.audit(
+        "schedule.update",
+        "schedule",
+        current.id.to_string(),
+        snapshot(current),
+        snapshot(&saved),
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(saved)
+}
+
+/// Soft-deletes a live schedule with its event and audit entry (in the caller's transaction).
+pub async fn delete_schedule(
+    tx: &mut dyn TenantTx,
+    current: &Schedule,
+    actor: &Actor,
+) -> OpsResult<Schedule> {
+    let saved = tx
+        .schedule_set_deleted(&ScheduleSetDeleted {
+            id: current.id,
+            actor: actor.name.clone(),
+            now: actor.now,
+        })
+        .await?;
+    if let Some(open) = tx.job_get_open(current.id).await?
+        && open.status == JobStatus::Pending
+    {
+        tx.job_cancel(&JobCancel {
+            id: open.id,
+            error: "cancelled: the schedule was deleted".to_owned(),
+            now: actor.now,
+        })
+        .await?;
+    }
+    let event =
+        EventPayload::for_schedule(events::SCHEDULE_DELETED, &saved, actor.now).by(&actor.name);
+    tx.outbox_insert(&event.into_event(&saved)).await?;
+    tx.audit_insert(&actor.audit(
+        "schedule.delete",
+        "schedule",
+        current.id.to_string(),
+        snapshot(current),
+        snapshot(&saved),
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(saved)
+}

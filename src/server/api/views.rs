@@ -1,0 +1,196 @@
+//! What the API answers with: the records as shown, and pages of them with their cursors.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::model::*;
+use crate::server::error::ApiError;
+
+/// Largest page a list returns.
+pub const MAX_PAGE: u32 = 100;
+const DEFAULT_PAGE: u32 = 50;
+
+/// A schedule as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleView {
+    pub id: Uuid,
+    pub env_id: Uuid,
+    pub domain: String,
+    pub schedule_type: String,
+    /// `cron` or `once`.
+    pub kind: String,
+    /// The cron expression (cron schedules).
+    pub cron: Option<String>,
+    /// The instant of a one-shot schedule.
+    pub run_at: Option<DateTime<Utc>>,
+    pub timezone: String,
+    #[schema(value_type = String)]
+    pub on_dst_gap: OnDstGap,
+    #[schema(value_type = String)]
+    pub on_dst_repeat: OnDstRepeat,
+    #[schema(value_type = Object)]
+    pub target_config: Value,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    /// `active`, `paused`, `completed` or `deleted`.
+    pub status: String,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub retry_count: i32,
+    pub max_retries: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: String,
+    pub updated_by: String,
+}
+
+impl From<Schedule> for ScheduleView {
+    fn from(s: Schedule) -> Self {
+        let timing = s.timing.columns();
+        Self {
+            id: s.id.0,
+            env_id: s.env_id.0,
+            domain: s.domain,
+            schedule_type: s.schedule_type,
+            kind: timing.kind.to_string(),
+            cron: timing.cron_expr,
+            run_at: timing.run_at,
+            timezone: timing.timezone,
+            on_dst_gap: timing.on_dst_gap,
+            on_dst_repeat: timing.on_dst_repeat,
+            target_config: s.target.config().clone(),
+            payload: s.payload,
+            status: s.status.to_string(),
+            next_run_at: s.next_run_at,
+            last_run_at: s.last_run_at,
+            retry_count: s.retry_count,
+            max_retries: s.max_retries,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            created_by: s.created_by,
+            updated_by: s.updated_by,
+        }
+    }
+}
+
+/// A job (one execution of a schedule, with its retries).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: Uuid,
+    pub schedule_id: Uuid,
+    pub env_id: Uuid,
+    /// `pending`, `running`, `succeeded`, `failed` or `skipped`.
+    pub status: String,
+    pub attempt: i32,
+    pub scheduled_for: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub idempotency_key: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Job> for JobView {
+    fn from(j: Job) -> Self {
+        Self {
+            id: j.id.0,
+            schedule_id: j.schedule_id.0,
+            env_id: j.env_id.0,
+            status: j.status.to_string(),
+            attempt: j.attempt,
+            scheduled_for: j.scheduled_for,
+            next_attempt_at: j.next_attempt_at,
+            started_at: j.started_at,
+            finished_at: j.finished_at,
+            result: j.result,
+            error: j.error,
+            idempotency_key: j.idempotency_key,
+            created_at: j.created_at,
+            updated_at: j.updated_at,
+        }
+    }
+}
+
+/// A dead-letter entry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DlqView {
+    pub id: Uuid,
+    pub env_id: Uuid,
+    pub schedule_id: Uuid,
+    pub job_id: Uuid,
+    pub domain: String,
+    pub schedule_type: String,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    pub attempts: i32,
+    pub last_error: String,
+    pub scheduled_for: DateTime<Utc>,
+    pub landed_at: DateTime<Utc>,
+}
+
+impl From<DlqEntry> for DlqView {
+    fn from(e: DlqEntry) -> Self {
+        Self {
+            id: e.id.0,
+            env_id: e.env_id.0,
+            schedule_id: e.schedule_id.0,
+            job_id: e.job_id.0,
+            domain: e.domain,
+            schedule_type: e.schedule_type,
+            payload: e.payload,
+            attempts: e.attempts,
+            last_error: e.last_error,
+            scheduled_for: e.scheduled_for,
+            landed_at: e.landed_at,
+        }
+    }
+}
+
+/// One page of a list. Pass `next_cursor` back as `cursor` for the next page.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+pub(super) fn page<T, U: From<T>>(
+    items: Vec<T>,
+    limit: u32,
+    cursor_of: impl Fn(&T) -> Uuid,
+) -> Page<U> {
+    let next_cursor = (items.len() as u32 >= limit)
+        .then(|| items.last().map(|last| cursor_of(last).to_string()))
+        .flatten();
+    Page {
+        items: items.into_iter().map(U::from).collect(),
+        next_cursor,
+    }
+}
+
+pub(super) fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(_) => Err(ApiError::field(
+            "limit",
+            format!("must be between 1 and {MAX_PAGE}"),
+        )),
+    }
+}
+
+pub(super) fn cursor(cursor: Option<&str>) -> Result<Option<Uuid>, ApiError> {
+    cursor
+        .map(|c| {
+            Uuid::parse_str(c)
+                .map_err(|_| ApiError::field("cursor", "is not a cursor this API returned"))
+        })
+        .transpose()
+}
