@@ -156,6 +156,45 @@ async fn tls_to_a_plain_listener_is_tls() {
 }
 
 #[tokio::test]
+async fn an_untrusted_certificate_is_tls() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = acceptor.accept(stream).await;
+            });
+        }
+    });
+    let err = client(Duration::from_secs(5))
+        .get(format!("https://127.0.0.1:{port}/"))
+        .send()
+        .await
+        .unwrap_err();
+    let class = classify_error(&err);
+    assert_eq!(class, FailureClass::Tls, "{}", operator_detail(&err));
+    assert_no_socket_text(&class);
+}
+
+#[tokio::test]
 async fn a_body_that_is_not_json_is_decode() {
     let port = answering(
         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\nnot json"

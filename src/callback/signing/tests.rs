@@ -388,3 +388,63 @@ fn pem_files_load_current_and_previous_keys() {
     assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
     assert_eq!(jwks["keys"][1]["alg"], "ES256");
 }
+
+// Throwaway keys generated for this test with the openssl command line, as operators would:
+// `openssl genpkey -algorithm ed25519`, `openssl genpkey -algorithm EC -pkeyopt
+// ec_paramgen_curve:P-256`, `openssl ecparam -genkey -noout -name prime256v1` (SEC1, not
+// PKCS#8) and `openssl genpkey -algorithm RSA`.
+const OPENSSL_ED25519: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEICE2fboUEg/mhePIQfBo6P6w1jwVIpDW/5YTfmbIKl7+
+-----END PRIVATE KEY-----
+";
+const OPENSSL_P256_PKCS8: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgs5QbQvP17bkRSLTI
+51mRXFy4ekgi4EDCbLW4luRRrkqhRANCAAQ6K8F4vUf1dxOWde/zmagk/dw6U3iv
+Ao5wFVpa10RGF/Um3cGWlX8ymsaUQQs3zogy33Lea1QH+zUXAGTqiBa0
+-----END PRIVATE KEY-----
+";
+const OPENSSL_P256_SEC1: &str = "-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIKyVVSyjuY+K+++e2DmlD+dV8xxGuKigdlvRXrHIv1UBoAoGCCqGSM49
+AwEHoUQDQgAEKkF+9d0Hp/XHo+IBewMoLbRNRbmvheYbywnOaLaQEe+uvyWbd13c
+Gu+z7fJGHRSR8Wpe6nXja1cmP34jiEZSJA==
+-----END EC PRIVATE KEY-----
+";
+const OPENSSL_RSA: &str = "-----BEGIN PRIVATE KEY-----
+MIICeAIBADANBgkqhkiG9w0BAQEFAASCAmIwggJeAgEAAoGBALcJQaIAl8opzCRd
+RIN31eoh1h+1wcP1Z9eZpl7IAIQX7uZjJ0OrORk7crewrx2Aq3QgdxWTaN9ZXF+6
+hEKtP2V6QlA8Y/qB3b2FvWtMQ0k/AuM++2sqRH62OtH0VXTng8rDB9gYh6QoTsJg
+1Hb0aTAIW4iMvlNPrHOapkAxZzCxAgMBAAECgYEApb4jCaDB0pXwvokabnYIZeBH
+9iTvFhRV+Pywk6lGFldZxJPKzVLx/HBBnCbJG80U9K4lR4tZbs6LgD/0XjBlc2WB
+pJm+CWnUTuX3u5praBfbRGnPYmBqDjGWM3f+b2JUt7SD52gqM1MY/QVpNcG4P2Wn
+g68yKvw+xE5Y8SGzpDUCQQDfDrlLHahdHb93uP345a5x72sz98JtoNMJvLwL+seK
+XybjeRiVNJxBA/6sW4KkKWCca4+3F6clGjpYpWlq/njrAkEA0hFrfQMHpluo7QTF
+CnwSD/sboz5O5STHXYgi6sZO46QwbojVksCFRMYvVflq18mbwq7icont3gvSYxsi
+MarV0wJBAM/lDzo9iCBRi5TwbHXAzJgQh6BF+Ybn8AoRSEr6D2SeTsaQpSLbiA7o
+xEKsf9S1ZAAmGCqT9wsTqPHaKai5SMUCQCwhjLtOj6TbTLm+bsatGf5RepTo2ho5
+h8iWeP9pedlI/QO7q2KRH247VGZzZ4a9zAMySlBVuasUQLahVKWqhhECQQDeWzdX
+mXWZIIKutvAVFBEehthK5kTmSqrFjRJochsL4PlYPwptnuiyhDisylH0ZdMzsHtb
+8K6Hn+ZI0P+/aPQQ
+-----END PRIVATE KEY-----
+";
+
+#[test]
+fn keys_made_with_openssl_load() {
+    let ed = SigningKey::from_pem(OPENSSL_ED25519.as_bytes(), "ed.pem").unwrap();
+    assert_eq!(ed.algorithm(), SigningAlgorithm::EdDSA);
+    let es = SigningKey::from_pem(OPENSSL_P256_PKCS8.as_bytes(), "es.pem").unwrap();
+    assert_eq!(es.algorithm(), SigningAlgorithm::ES256);
+    for key in [ed, es] {
+        let signer = CallSigner::new(ISSUER, key, Vec::new()).unwrap();
+        let token = signer.sign(&claims("https://a.example", b"{}")).unwrap();
+        verify(&token, &signer.jwks(), "https://a.example", b"{}").unwrap();
+    }
+    // Only PKCS#8 Ed25519 and P-256 keys are accepted.
+    for (pem, name) in [(OPENSSL_P256_SEC1, "sec1.pem"), (OPENSSL_RSA, "rsa.pem")] {
+        let err = SigningKey::from_pem(pem.as_bytes(), name).unwrap_err();
+        assert!(
+            matches!(err, SigningError::UnsupportedKey { .. }),
+            "{name}: {err}"
+        );
+        assert!(err.to_string().contains(name));
+    }
+}
