@@ -647,3 +647,27 @@ proptest! {
         prop_assert!(p.check_url(&http).is_err());
     }
 }
+
+#[test]
+fn ipv6_network_entries_cover_literals_and_resolved_addresses() {
+    let p = policy(&["*.svc.example.com", "https://[fd12::]/16:*"], None, false);
+    check(&p, "https://[fd12:3::1]:8443").unwrap();
+    check(&p, "https://[FD12::5]").unwrap();
+    assert!(check(&p, "https://[fd13::1]").is_err());
+    assert!(check(&p, "http://[fd12::1]").is_err());
+    let u = Url::parse("https://a.svc.example.com").unwrap();
+    p.check_addr(&u, "fd12::9".parse().unwrap()).unwrap();
+    assert!(p.check_addr(&u, "fd00:ec2::254".parse().unwrap()).is_err());
+    assert_eq!(
+        p.filter_resolved(
+            "a.svc.example.com",
+            [
+                SocketAddr::from(("fd12::9".parse::<IpAddr>().unwrap(), 0)),
+                SocketAddr::from(("fe80::1".parse::<IpAddr>().unwrap(), 0)),
+            ]
+        )
+        .unwrap()
+        .len(),
+        1
+    );
+}
