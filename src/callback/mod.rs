@@ -7,7 +7,10 @@
 //! - [`http`]: [`HttpDispatcher`], `POST {baseUrl}/v1/internal/schedules/run` over reqwest.
 
 pub mod config;
+pub mod egress;
+pub mod failure;
 pub mod http;
+pub mod signing;
 pub mod token;
 
 pub use config::{

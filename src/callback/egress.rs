@@ -1,0 +1,789 @@
+//! The egress policy: which origins sentin8-cron may call back, and which addresses it may
+//! connect to for them.
+//!
+//! A tenant chooses its schedules' `baseUrl`, so without a policy it could make sentin8-cron
+//! send requests (and, before signed calls, the platform's bearer token) to cloud metadata,
+//! to databases on the private network or to loopback. The policy is checked twice:
+//!
+//! 1. at create and update, [`EgressPolicy::check_url`] (an error is a field error on
+//!    `target_config.baseUrl`);
+//! 2. at dispatch, after DNS resolution, by [`EgressResolver`]: it resolves the name itself
+//!    and hands reqwest only the addresses the policy permits, so the connection goes to an
+//!    address that was checked (a second lookup cannot rebind it). [`EgressPolicy::check_addr`]
+//!    is the same decision for one URL and one address.
+//!
+//! **The proxy-back client must be built with [`egress_client_builder`]** (or, equivalently,
+//! with `.no_proxy()` and `.dns_resolver(EgressResolver)` and no redirects): a proxy from the
+//! environment would resolve and connect on its own, bypassing the resolver. IP-literal hosts
+//! are never resolved, so `check_url` must have passed for the URL of every call.
+//!
+//! # Entries
+//!
+//! `SENTIN8_CRON_TARGET_ALLOW` is a list of `[scheme://]host[/prefix][:port]`:
+//!
+//! - `host` is a name (`billing.internal`), a wildcard (`*.svc.example.com`: any name below
+//!   the domain, not the domain itself), an IP literal (`127.0.0.1`, `[::1]`) or a network
+//!   (`10.0.0.0/8`, `[fd00::]/8`);
+//! - `scheme` is `https` (the default) or `http`: plain http is allowed only where an entry
+//!   names it;
+//! - `port` is a number or `*`; without one, only the scheme's default port is allowed.
+//!
+//! With no entries and a platform domain, the policy is `https://*.{platform domain}`; with
+//! neither, no origin is allowed (except loopback in development mode).
+//!
+//! # Addresses
+//!
+//! Loopback, private (RFC 1918), CGNAT (100.64/10), link-local, cloud metadata
+//! (169.254.169.254, fd00:ec2::254, 168.63.129.16), unique-local (fc00::/7), unspecified,
+//! broadcast, documentation, benchmarking, multicast and reserved addresses, and IPv6 forms
+//! embedding such an IPv4 address (mapped, compatible, 6to4, NAT64), are refused unless an
+//! entry names them: an IP entry for that literal host, or a network entry containing them.
+//! Names resolve only to permitted addresses; the names `metadata.google.internal`,
+//! `metadata` and `localhost` (and names under `.localhost`) are refused unless an entry names
+//! them exactly. Development mode allows loopback (`localhost`, 127/8, ::1) on any scheme and
+//! port. The URL is compared in its normalized form (the `url` crate lowercases, applies IDNA
+//! and turns `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1` into `127.0.0.1`), and a
+//! trailing dot on a name is ignored.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use url::{Host, Url};
+
+/// The names refused unless an entry names them exactly.
+const RESERVED_NAMES: &[&str] = &["metadata.google.internal", "metadata", "localhost"];
+
+/// Why an allow-list entry could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EgressConfigError {
+    /// The scheme is neither `https` nor `http`.
+    #[error("egress entry {entry:?}: scheme must be https or http")]
+    Scheme {
+        /// The entry as given.
+        entry: String,
+    },
+    /// The host is not a name, `*.domain`, an IP literal or a network.
+    #[error("egress entry {entry:?}: {reason}")]
+    Host {
+        /// The entry as given.
+        entry: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The port is not a number from 1 to 65535 or `*`.
+    #[error("egress entry {entry:?}: port must be 1-65535 or *")]
+    Port {
+        /// The entry as given.
+        entry: String,
+    },
+    /// The platform domain is not a valid domain name.
+    #[error("platform domain {domain:?} is not a valid domain name")]
+    PlatformDomain {
+        /// The domain as given.
+        domain: String,
+    },
+}
+
+/// What kind of address an IP is, for the egress policy. Everything but
+/// [`AddrClass::Public`] is refused unless an entry names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AddrClass {
+    /// Globally routable unicast.
+    Public,
+    /// `0.0.0.0/8`, `::`.
+    Unspecified,
+    /// `127.0.0.0/8`, `::1`.
+    Loopback,
+    /// RFC 1918, deprecated IPv6 site-local, local-use NAT64.
+    Private,
+    /// `100.64.0.0/10`, carrier-grade NAT (also where some clouds put metadata).
+    SharedCgnat,
+    /// `169.254.0.0/16`, `fe80::/10`.
+    LinkLocal,
+    /// Cloud metadata endpoints.
+    Metadata,
+    /// `fc00::/7`.
+    UniqueLocal,
+    /// `224.0.0.0/4`, `ff00::/8`.
+    Multicast,
+    /// `255.255.255.255`.
+    Broadcast,
+    /// The documentation ranges.
+    Documentation,
+    /// Everything else that is not global unicast (benchmarking, IETF assignments, class E,
+    /// Teredo, discard, IPv4-compatible IPv6, outside 2000::/3).
+    Reserved,
+}
+
+impl AddrClass {
+    /// Whether this class may be connected to without an entry naming it.
+    pub fn is_public(self) -> bool {
+        self == AddrClass::Public
+    }
+}
+
+impl fmt::Display for AddrClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AddrClass::Public => "public",
+            AddrClass::Unspecified => "unspecified",
+            AddrClass::Loopback => "loopback",
+            AddrClass::Private => "private",
+            AddrClass::SharedCgnat => "shared (CGNAT)",
+            AddrClass::LinkLocal => "link-local",
+            AddrClass::Metadata => "cloud metadata",
+            AddrClass::UniqueLocal => "unique-local",
+            AddrClass::Multicast => "multicast",
+            AddrClass::Broadcast => "broadcast",
+            AddrClass::Documentation => "documentation",
+            AddrClass::Reserved => "reserved",
+        })
+    }
+}
+
+fn in_v4(ip: u32, net: [u8; 4], prefix: u32) -> bool {
+    let net = u32::from_be_bytes(net);
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
+    ip & mask == net & mask
+}
+
+fn in_v6(ip: u128, net: u128, prefix: u32) -> bool {
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix)
+    };
+    ip & mask == net & mask
+}
+
+/// Classifies an IPv4 address.
+pub fn classify_v4(ip: Ipv4Addr) -> AddrClass {
+    let n = u32::from(ip);
+    let table: &[([u8; 4], u32, AddrClass)] = &[
+        ([169, 254, 169, 254], 32, AddrClass::Metadata),
+        // Azure's platform endpoint (wireserver) sits in public space.
+        ([168, 63, 129, 16], 32, AddrClass::Metadata),
+        ([0, 0, 0, 0], 8, AddrClass::Unspecified),
+        ([10, 0, 0, 0], 8, AddrClass::Private),
+        ([100, 64, 0, 0], 10, AddrClass::SharedCgnat),
+        ([127, 0, 0, 0], 8, AddrClass::Loopback),
+        ([169, 254, 0, 0], 16, AddrClass::LinkLocal),
+        ([172, 16, 0, 0], 12, AddrClass::Private),
+        ([192, 0, 0, 0], 24, AddrClass::Reserved),
+        ([192, 0, 2, 0], 24, AddrClass::Documentation),
+        ([192, 88, 99, 0], 24, AddrClass::Reserved),
+        ([192, 168, 0, 0], 16, AddrClass::Private),
+        ([198, 18, 0, 0], 15, AddrClass::Reserved),
+        ([198, 51, 100, 0], 24, AddrClass::Documentation),
+        ([203, 0, 113, 0], 24, AddrClass::Documentation),
+        ([224, 0, 0, 0], 4, AddrClass::Multicast),
+        ([255, 255, 255, 255], 32, AddrClass::Broadcast),
+        ([240, 0, 0, 0], 4, AddrClass::Reserved),
+    ];
+    table
+        .iter()
+        .find(|(net, prefix, _)| in_v4(n, *net, *prefix))
+        .map_or(AddrClass::Public, |(_, _, class)| *class)
+}
+
+/// The IPv4 address an IPv6 address embeds, for the forms that reach it: mapped
+/// (`::ffff:a.b.c.d`), translated (`::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`), NAT64
+/// (`64:ff9b::a.b.c.d`) and 6to4 (`2002:aabb:ccdd::`).
+pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let n = u128::from(ip);
+    let low32 = Ipv4Addr::from((n & 0xffff_ffff) as u32);
+    if in_v6(n, 0xffff_0000_0000, 96)
+        || in_v6(n, 0xffff_0000_0000_0000, 96)
+        || in_v6(n, 0x0064_ff9b << 96, 96)
+    {
+        return Some(low32);
+    }
+    if in_v6(n, 0, 96) && n > 1 {
+        return Some(low32);
+    }
+    if in_v6(n, 0x2002 << 112, 16) {
+        return Some(Ipv4Addr::from(((n >> 80) & 0xffff_ffff) as u32));
+    }
+    None
+}
+
+/// Classifies an IPv6 address; forms embedding an IPv4 address take its class.
+pub fn classify_v6(ip: Ipv6Addr) -> AddrClass {
+    let n = u128::from(ip);
+    if n == 0 {
+        return AddrClass::Unspecified;
+    }
+    if n == 1 {
+        return AddrClass::Loopback;
+    }
+    if let Some(v4) = embedded_v4(ip) {
+        let class = classify_v4(v4);
+        // IPv4-compatible addresses are deprecated: never public.
+        let compatible = in_v6(n, 0, 96);
+        return if compatible && class.is_public() {
+            AddrClass::Reserved
+        } else {
+            class
+        };
+    }
+    let metadata = u128::from(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254));
+    let table: &[(u128, u32, AddrClass)] = &[
+        (metadata, 128, AddrClass::Metadata),
+        (0x0064_ff9b_0001 << 80, 48, AddrClass::Private),
+        (0x0100 << 112, 64, AddrClass::Reserved),
+        (0x2001_0db8 << 96, 32, AddrClass::Documentation),
+        (0x3fff << 112, 20, AddrClass::Documentation),
+        (0x2001 << 112, 23, AddrClass::Reserved),
+        (0xfc00 << 112, 7, AddrClass::UniqueLocal),
+        (0xfe80 << 112, 10, AddrClass::LinkLocal),
+        (0xfec0 << 112, 10, AddrClass::Private),
+        (0xff00 << 112, 8, AddrClass::Multicast),
+    ];
+    if let Some((_, _, class)) = table.iter().find(|(net, p, _)| in_v6(n, *net, *p)) {
+        return *class;
+    }
+    if in_v6(n, 0x2000 << 112, 3) {
+        AddrClass::Public
+    } else {
+        AddrClass::Reserved
+    }
+}
+
+/// Classifies an address.
+pub fn classify(ip: IpAddr) -> AddrClass {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+/// Why the policy refuses a target or an address. The messages name the URL's origin or the
+/// address, never a credential, and fit a field error on `target_config.baseUrl`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EgressDenied {
+    /// Not http or https.
+    #[error(
+        "scheme {scheme:?} is not allowed: baseUrl must be https (or http where the egress policy names it)"
+    )]
+    Scheme {
+        /// The URL's scheme.
+        scheme: String,
+    },
+    /// The URL carries a user name or password.
+    #[error("baseUrl must not embed credentials")]
+    Credentials,
+    /// The URL has no host.
+    #[error("baseUrl has no host")]
+    NoHost,
+    /// No entry of the policy allows the origin.
+    #[error("{origin} is not allowed by the egress policy (SENTIN8_CRON_TARGET_ALLOW)")]
+    NotAllowed {
+        /// `scheme://host:port` as normalized.
+        origin: String,
+    },
+    /// A reserved name (metadata, localhost) that no entry names exactly.
+    #[error("{host} is a reserved name that the egress policy does not name")]
+    ReservedName {
+        /// The normalized host name.
+        host: String,
+    },
+    /// An address of a refused class that no entry names.
+    #[error("{addr} is a {class} address, which the egress policy does not name")]
+    RefusedAddress {
+        /// The address (canonical form).
+        addr: IpAddr,
+        /// Its class.
+        class: AddrClass,
+    },
+    /// An address other than the URL's own IP literal was offered for it.
+    #[error("{addr} is not the address in baseUrl")]
+    AddressMismatch {
+        /// The offered address.
+        addr: IpAddr,
+    },
+    /// A name resolved to no address the policy permits (or did not resolve).
+    #[error("{host} resolves to no address the egress policy allows")]
+    NoAllowedAddress {
+        /// The name that was resolved.
+        host: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Https,
+    Http,
+}
+
+impl Scheme {
+    fn name(self) -> &'static str {
+        match self {
+            Scheme::Https => "https",
+            Scheme::Http => "http",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Scheme::Https => 443,
+            Scheme::Http => 80,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostPattern {
+    /// An exact, normalized name (no trailing dot).
+    Name(String),
+    /// `*.domain`, stored as `.domain`.
+    Below(String),
+    /// An IP literal (canonical).
+    Ip(IpAddr),
+    /// A network.
+    Net(IpAddr, u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortRule {
+    Default,
+    Any,
+    Exact(u16),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    scheme: Scheme,
+    host: HostPattern,
+    port: PortRule,
+}
+
+impl Entry {
+    fn parse(raw: &str) -> Result<Self, EgressConfigError> {
+        let entry = || raw.to_owned();
+        let host_err = |reason| EgressConfigError::Host {
+            entry: entry(),
+            reason,
+        };
+        let (scheme, rest) = match raw.split_once("://") {
+            Some((s, rest)) => match s.to_ascii_lowercase().as_str() {
+                "https" => (Scheme::Https, rest),
+                "http" => (Scheme::Http, rest),
+                _ => return Err(EgressConfigError::Scheme { entry: entry() }),
+            },
+            None => (Scheme::Https, raw),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() {
+            return Err(host_err("no host"));
+        }
+        if rest.contains(['@', '?', '#', '\\']) {
+            return Err(host_err(
+                "only a host, an optional prefix length and a port",
+            ));
+        }
+        // host[/prefix][:port]; IPv6 in brackets.
+        let (host, after) = if let Some(inner) = rest.strip_prefix('[') {
+            let (v6, after) = inner
+                .split_once(']')
+                .ok_or_else(|| host_err("unclosed ["))?;
+            (format!("[{v6}]"), after)
+        } else {
+            match rest.find(['/', ':']) {
+                Some(i) => (rest[..i].to_owned(), &rest[i..]),
+                None => (rest.to_owned(), ""),
+            }
+        };
+        let (prefix, port) = match after.strip_prefix('/') {
+            Some(p) => match p.split_once(':') {
+                Some((prefix, port)) => (Some(prefix), Some(port)),
+                None => (Some(p), None),
+            },
+            None if after.is_empty() => (None, None),
+            None => match after.strip_prefix(':') {
+                Some(port) => (None, Some(port)),
+                None => return Err(host_err("unexpected text after the host")),
+            },
+        };
+        let port = match port {
+            None => PortRule::Default,
+            Some("*") => PortRule::Any,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => PortRule::Exact(n),
+                _ => return Err(EgressConfigError::Port { entry: entry() }),
+            },
+        };
+        let host = if let Some(domain) = host.strip_prefix("*.") {
+            match Host::parse(domain) {
+                Ok(Host::Domain(d)) if !d.contains('*') && prefix.is_none() => {
+                    let d = d.trim_end_matches('.');
+                    if d.is_empty() {
+                        return Err(host_err("a wildcard needs a domain"));
+                    }
+                    HostPattern::Below(format!(".{d}"))
+                }
+                _ => return Err(host_err("a wildcard is *. followed by a domain name")),
+            }
+        } else {
+            match Host::parse(&host) {
+                Ok(Host::Domain(d)) => {
+                    let d = d.trim_end_matches('.');
+                    if d.is_empty() || d.contains('*') || prefix.is_some() {
+                        return Err(host_err(
+                            "a name, *.domain, an IP address or a network (10.0.0.0/8)",
+                        ));
+                    }
+                    HostPattern::Name(d.to_owned())
+                }
+                Ok(Host::Ipv4(v4)) => ip_pattern(IpAddr::V4(v4), prefix, host_err)?,
+                Ok(Host::Ipv6(v6)) => ip_pattern(IpAddr::V6(v6), prefix, host_err)?,
+                Err(_) => return Err(host_err("not a valid host")),
+            }
+        };
+        Ok(Self { scheme, host, port })
+    }
+
+    fn port_matches(&self, port: u16) -> bool {
+        match self.port {
+            PortRule::Default => port == self.scheme.default_port(),
+            PortRule::Any => true,
+            PortRule::Exact(p) => p == port,
+        }
+    }
+
+    fn matches_name(&self, name: &str) -> bool {
+        match &self.host {
+            HostPattern::Name(n) => n == name,
+            HostPattern::Below(suffix) => name.len() > suffix.len() && name.ends_with(suffix),
+            HostPattern::Ip(_) | HostPattern::Net(..) => false,
+        }
+    }
+
+    fn names_addr(&self, ip: IpAddr) -> bool {
+        match self.host {
+            HostPattern::Ip(own) => own == ip,
+            HostPattern::Net(net, prefix) => net_contains(net, prefix, ip),
+            HostPattern::Name(_) | HostPattern::Below(_) => false,
+        }
+    }
+}
+
+fn ip_pattern(
+    ip: IpAddr,
+    prefix: Option<&str>,
+    host_err: impl Fn(&'static str) -> EgressConfigError,
+) -> Result<HostPattern, EgressConfigError> {
+    let ip = ip.to_canonical();
+    let Some(prefix) = prefix else {
+        return Ok(HostPattern::Ip(ip));
+    };
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    match prefix.parse::<u8>() {
+        Ok(p) if p <= max && prefix.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(HostPattern::Net(ip, p))
+        }
+        _ => Err(host_err("the prefix length is out of range")),
+    }
+}
+
+fn net_contains(net: IpAddr, prefix: u8, ip: IpAddr) -> bool {
+    match (net, ip.to_canonical()) {
+        (IpAddr::V4(net), IpAddr::V4(ip)) => in_v4(u32::from(ip), net.octets(), u32::from(prefix)),
+        (IpAddr::V6(net), IpAddr::V6(ip)) => {
+            in_v6(u128::from(ip), u128::from(net), u32::from(prefix))
+        }
+        _ => false,
+    }
+}
+
+fn is_reserved_name(name: &str) -> bool {
+    RESERVED_NAMES.contains(&name) || name.ends_with(".localhost")
+}
+
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost" || name.ends_with(".localhost")
+}
+
+/// The egress policy. See the [module documentation](self).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressPolicy {
+    entries: Vec<Entry>,
+    dev_mode: bool,
+}
+
+impl EgressPolicy {
+    /// Parses the allow list. Each string may hold several entries separated by commas or
+    /// whitespace; empty ones are ignored. With no entries and a `platform_domain`, the
+    /// policy is `https://*.{platform_domain}`. `dev_mode` also allows loopback.
+    pub fn parse(
+        entries: &[String],
+        platform_domain: Option<&str>,
+        dev_mode: bool,
+    ) -> Result<Self, EgressConfigError> {
+        let mut parsed = entries
+            .iter()
+            .flat_map(|s| s.split(|c: char| c == ',' || c.is_whitespace()))
+            .filter(|s| !s.is_empty())
+            .map(Entry::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        if parsed.is_empty()
+            && let Some(domain) = platform_domain.map(str::trim).filter(|d| !d.is_empty())
+        {
+            let bare = domain.trim_start_matches("*.").trim_start_matches('.');
+            let entry = Entry::parse(&format!("https://*.{bare}")).map_err(|_| {
+                EgressConfigError::PlatformDomain {
+                    domain: domain.to_owned(),
+                }
+            })?;
+            parsed.push(entry);
+        }
+        Ok(Self {
+            entries: parsed,
+            dev_mode,
+        })
+    }
+
+    /// Whether development mode (loopback allowed) is on.
+    pub fn dev_mode(&self) -> bool {
+        self.dev_mode
+    }
+
+    /// Whether the policy allows no origin at all outside development loopback.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether an entry names `url`'s origin exactly (an exact name or IP literal, not a
+    /// wildcard or network): such origins may receive the static development token.
+    pub fn names_origin_explicitly(&self, url: &Url) -> bool {
+        let Ok(target) = Target::of(url) else {
+            return false;
+        };
+        self.entries.iter().any(|e| {
+            e.scheme == target.scheme
+                && e.port_matches(target.port)
+                && match (&e.host, &target.host) {
+                    (HostPattern::Name(n), TargetHost::Name(name)) => n == name,
+                    (HostPattern::Ip(own), TargetHost::Ip(ip)) => own == ip,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Checks a target URL (at create and update, and before every call): its scheme, host
+    /// and port must match an entry, and an IP-literal host of a refused class must be named
+    /// by an entry.
+    pub fn check_url(&self, url: &Url) -> Result<(), EgressDenied> {
+        let target = Target::of(url)?;
+        let entries = || {
+            self.entries
+                .iter()
+                .filter(|e| e.scheme == target.scheme && e.port_matches(target.port))
+        };
+        match &target.host {
+            TargetHost::Name(name) => {
+                if self.dev_mode && is_loopback_name(name) {
+                    return Ok(());
+                }
+                let mut matching = entries().filter(|e| e.matches_name(name)).peekable();
+                if matching.peek().is_none() {
+                    return Err(target.not_allowed());
+                }
+                let exact = matching.any(|e| matches!(e.host, HostPattern::Name(_)));
+                if is_reserved_name(name) && !exact {
+                    return Err(EgressDenied::ReservedName { host: name.clone() });
+                }
+                Ok(())
+            }
+            TargetHost::Ip(ip) => {
+                if entries().any(|e| e.names_addr(*ip)) {
+                    return Ok(());
+                }
+                let class = classify(*ip);
+                if self.dev_mode && class == AddrClass::Loopback {
+                    return Ok(());
+                }
+                if class.is_public() {
+                    Err(target.not_allowed())
+                } else {
+                    Err(EgressDenied::RefusedAddress { addr: *ip, class })
+                }
+            }
+        }
+    }
+
+    /// Checks a connection to `addr` for `url` (after DNS resolution): the URL must pass
+    /// [`check_url`](Self::check_url); an IP-literal URL may only connect to its own
+    /// address; a name may connect to a public address, to one inside a network entry, or
+    /// (development mode) to loopback.
+    pub fn check_addr(&self, url: &Url, addr: IpAddr) -> Result<(), EgressDenied> {
+        self.check_url(url)?;
+        let addr = addr.to_canonical();
+        match Target::of(url)?.host {
+            TargetHost::Ip(ip) if ip == addr => Ok(()),
+            TargetHost::Ip(_) => Err(EgressDenied::AddressMismatch { addr }),
+            TargetHost::Name(_) => self.check_resolved(addr),
+        }
+    }
+
+    /// The address rule for names: public, inside a network entry, or development loopback.
+    fn check_resolved(&self, addr: IpAddr) -> Result<(), EgressDenied> {
+        let addr = addr.to_canonical();
+        let class = classify(addr);
+        if class.is_public()
+            || (self.dev_mode && class == AddrClass::Loopback)
+            || self
+                .entries
+                .iter()
+                .any(|e| matches!(e.host, HostPattern::Net(..)) && e.names_addr(addr))
+        {
+            Ok(())
+        } else {
+            Err(EgressDenied::RefusedAddress { addr, class })
+        }
+    }
+
+    /// Whether `name` (as the resolver sees it) may be resolved at all.
+    fn check_name(&self, name: &str) -> Result<(), EgressDenied> {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if !is_reserved_name(&name) || (self.dev_mode && is_loopback_name(&name)) {
+            return Ok(());
+        }
+        let named = self
+            .entries
+            .iter()
+            .any(|e| matches!(&e.host, HostPattern::Name(n) if *n == name));
+        if named {
+            Ok(())
+        } else {
+            Err(EgressDenied::ReservedName { host: name })
+        }
+    }
+
+    /// The permitted subset of `addrs` resolved for `name`, or why there is none.
+    pub fn filter_resolved(
+        &self,
+        name: &str,
+        addrs: impl IntoIterator<Item = SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, EgressDenied> {
+        self.check_name(name)?;
+        let allowed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|a| self.check_resolved(a.ip()).is_ok())
+            .collect();
+        if allowed.is_empty() {
+            Err(EgressDenied::NoAllowedAddress {
+                host: name.trim_end_matches('.').to_ascii_lowercase(),
+            })
+        } else {
+            Ok(allowed)
+        }
+    }
+}
+
+enum TargetHost {
+    Name(String),
+    Ip(IpAddr),
+}
+
+struct Target {
+    scheme: Scheme,
+    host: TargetHost,
+    port: u16,
+    origin: String,
+}
+
+impl Target {
+    fn of(url: &Url) -> Result<Self, EgressDenied> {
+        let scheme = match url.scheme() {
+            "https" => Scheme::Https,
+            "http" => Scheme::Http,
+            other => {
+                return Err(EgressDenied::Scheme {
+                    scheme: other.to_owned(),
+                });
+            }
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(EgressDenied::Credentials);
+        }
+        let port = url.port().unwrap_or(scheme.default_port());
+        let (host, shown) = match url.host() {
+            Some(Host::Domain(d)) => {
+                let name = d.trim_end_matches('.').to_ascii_lowercase();
+                if name.is_empty() {
+                    return Err(EgressDenied::NoHost);
+                }
+                (TargetHost::Name(name.clone()), name)
+            }
+            Some(Host::Ipv4(v4)) => (TargetHost::Ip(IpAddr::V4(v4)), v4.to_string()),
+            Some(Host::Ipv6(v6)) => (
+                TargetHost::Ip(IpAddr::V6(v6).to_canonical()),
+                format!("[{v6}]"),
+            ),
+            None => return Err(EgressDenied::NoHost),
+        };
+        Ok(Self {
+            scheme,
+            host,
+            port,
+            origin: format!("{}://{shown}:{port}", scheme.name()),
+        })
+    }
+
+    fn not_allowed(&self) -> EgressDenied {
+        EgressDenied::NotAllowed {
+            origin: self.origin.clone(),
+        }
+    }
+}
+
+/// A reqwest resolver that applies the egress policy after resolution: it resolves with the
+/// system resolver (through tokio), keeps only the addresses the policy permits and fails when
+/// none remain, so reqwest connects only to checked addresses.
+#[derive(Debug, Clone)]
+pub struct EgressResolver {
+    policy: Arc<EgressPolicy>,
+}
+
+impl EgressResolver {
+    /// A resolver enforcing `policy`.
+    pub fn new(policy: Arc<EgressPolicy>) -> Self {
+        Self { policy }
+    }
+}
+
+impl reqwest::dns::Resolve for EgressResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = Arc::clone(&self.policy);
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            policy.check_name(&host)?;
+            let resolved = tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map_err(|_| EgressDenied::NoAllowedAddress {
+                    host: host.trim_end_matches('.').to_ascii_lowercase(),
+                })?;
+            let allowed = policy.filter_resolved(&host, resolved)?;
+            let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// The client builder the proxy-back client must start from: proxies from the environment
+/// ignored (`no_proxy`), names resolved through [`EgressResolver`], redirects not followed.
+/// Callers add timeouts, TLS and the user agent.
+pub fn egress_client_builder(policy: Arc<EgressPolicy>) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(EgressResolver::new(policy)))
+}
+
+#[cfg(test)]
+mod tests;
