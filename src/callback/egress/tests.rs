@@ -79,7 +79,7 @@ fn every_example_from_the_issue_is_refused_by_the_platform_default() {
         check(&p, "https://attacker.example")
             .unwrap_err()
             .to_string(),
-        "https://attacker.example:443 is not allowed by the egress policy (SENTIN8_CRON_TARGET_ALLOW)"
+        "https://attacker.example:443 is not allowed by the egress policy"
     );
 }
 
