@@ -1,0 +1,435 @@
+//! The records the storage seam's methods take and return: what to insert, what a named
+//! transition writes, the filters of listings and the cross-tenant reads' results.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::core::model::{
+    DlqId, EnvId, EventId, JobId, JobStatus, Schedule, ScheduleId, ScheduleStatus,
+};
+use crate::core::target::Target;
+use crate::core::timing::Timing;
+
+use super::{StoreError, StoreResult};
+
+/// A schedule that is due, as returned by the cross-tenant due selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueSchedule {
+    pub id: ScheduleId,
+    pub env_id: EnvId,
+    pub next_run_at: DateTime<Utc>,
+}
+
+/// A job whose next attempt is due (pending and `next_attempt_at <= now`), or a running job
+/// whose attempt went stale (its process died mid-call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueJob {
+    pub id: JobId,
+    pub schedule_id: ScheduleId,
+    pub env_id: EnvId,
+    pub status: JobStatus,
+}
+
+/// Aggregate counts across all tenants, for health and metrics. Carries no tenant data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    pub schedules_active: i64,
+    pub schedules_paused: i64,
+    pub jobs_pending: i64,
+    pub jobs_running: i64,
+    pub dlq_entries: i64,
+    /// Events not relayed yet, parked ones included.
+    pub outbox_unrelayed: i64,
+    /// Events the relay gave up on (see [`Store::outbox_mark_failed`]); an operator must look.
+    pub outbox_parked: i64,
+}
+
+/// One environment's counts by status, for the operator's overview. Read inside a tenant
+/// transaction, so it covers that environment only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EnvCounts {
+    pub schedules_active: i64,
+    pub schedules_paused: i64,
+    pub schedules_completed: i64,
+    pub jobs_pending: i64,
+    pub jobs_running: i64,
+    pub jobs_succeeded: i64,
+    pub jobs_failed: i64,
+    pub jobs_skipped: i64,
+    pub dlq_entries: i64,
+}
+
+/// Applied and known schema versions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchemaStatus {
+    pub applied: Vec<i64>,
+    pub known: Vec<i64>,
+}
+
+impl SchemaStatus {
+    /// Versions this build knows that the database has not applied yet.
+    pub fn pending(&self) -> Vec<i64> {
+        self.known
+            .iter()
+            .copied()
+            .filter(|v| !self.applied.contains(v))
+            .collect()
+    }
+
+    /// Versions the database has that this build does not know (a newer build migrated it).
+    pub fn unknown(&self) -> Vec<i64> {
+        self.applied
+            .iter()
+            .copied()
+            .filter(|v| !self.known.contains(v))
+            .collect()
+    }
+
+    /// Refuses a schema that a newer build migrated (versions this build does not know).
+    pub fn ensure_known(&self) -> StoreResult<()> {
+        let unknown = self.unknown();
+        if !unknown.is_empty() {
+            return Err(StoreError::Schema(format!(
+                "the database schema has versions {unknown:?} that this build does not know; \
+                 run a newer sentin8-cron"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a schema that is not exactly the one this build expects.
+    pub fn ensure_current(&self) -> StoreResult<()> {
+        self.ensure_known()?;
+        let pending = self.pending();
+        if !pending.is_empty() {
+            return Err(StoreError::Schema(format!(
+                "the database schema is not migrated (pending versions {pending:?}); \
+                 run `sentin8-cron migrate` first"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One migration applied (or that would be applied) by [`Store::migrate`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigrationReport {
+    pub version: i64,
+    pub name: String,
+    pub applied: bool,
+}
+
+/// A schedule to insert. The caller has validated it and computed `next_run_at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSchedule {
+    pub id: ScheduleId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub timing: Timing,
+    pub target: Target,
+    pub payload: Value,
+    pub status: ScheduleStatus,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub max_retries: i32,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing schedules, with keyset pagination on the (time-ordered) id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScheduleQuery {
+    pub domain: Option<String>,
+    pub status: Option<ScheduleStatus>,
+    /// Deleted schedules are left out unless asked for.
+    pub include_deleted: bool,
+    /// Only ids greater than this one (the previous page's last id).
+    pub after: Option<ScheduleId>,
+    pub limit: u32,
+}
+
+/// A claim-conditional advance of a due schedule: it succeeds only if the schedule is still
+/// active and still due at the instant the caller saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScheduleClaim {
+    pub id: ScheduleId,
+    pub expected_next_run_at: DateTime<Utc>,
+    /// The next fire after this one; `None` completes nothing by itself (one-shot schedules
+    /// stay active until their job finishes) but leaves no next fire.
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// The patchable definition of a schedule: what [`TenantTx::schedule_set_definition`]
+/// writes besides status and next fire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleDefinition {
+    pub schedule_type: String,
+    pub timing: Timing,
+    pub target: Target,
+    pub payload: Value,
+    pub max_retries: i32,
+}
+
+impl ScheduleDefinition {
+    /// The definition a schedule record carries.
+    pub fn of(schedule: &Schedule) -> Self {
+        Self {
+            schedule_type: schedule.schedule_type.clone(),
+            timing: schedule.timing.clone(),
+            target: schedule.target.clone(),
+            payload: schedule.payload.clone(),
+            max_retries: schedule.max_retries,
+        }
+    }
+}
+
+/// A new definition, status and next fire for a schedule (a patch or an enrolled update).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleSetDefinition {
+    pub id: ScheduleId,
+    pub definition: ScheduleDefinition,
+    pub status: ScheduleStatus,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+impl ScheduleSetDefinition {
+    /// The change that makes the stored row match `updated` in every patchable field.
+    pub fn to_match(updated: &Schedule, actor: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            id: updated.id,
+            definition: ScheduleDefinition::of(updated),
+            status: updated.status,
+            next_run_at: updated.next_run_at,
+            actor: actor.to_owned(),
+            now,
+        }
+    }
+}
+
+/// A new status for a schedule, stamped with `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleSetStatus {
+    pub id: ScheduleId,
+    pub status: ScheduleStatus,
+    pub now: DateTime<Utc>,
+}
+
+/// A soft delete of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSetDeleted {
+    pub id: ScheduleId,
+    pub actor: String,
+    pub now: DateTime<Utc>,
+}
+
+/// What an attempt's outcome does to its schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleSetOutcome {
+    pub id: ScheduleId,
+    pub retry_count: i32,
+    /// Completes the schedule (status `completed`, no next fire).
+    pub complete: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// How an attempt ended, as recorded on its job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobOutcome {
+    /// The owning service answered: status `succeeded`, finished now, its answer as `result`,
+    /// no error.
+    Succeeded { result: Value },
+    /// Failed and tried again later: status `pending`, due at `next_attempt_at`, the error
+    /// kept; `finished_at` and `result` untouched.
+    RetryPending {
+        next_attempt_at: DateTime<Utc>,
+        error: String,
+    },
+    /// Failed for good: status `failed`, finished now, the error kept.
+    Failed { error: String },
+}
+
+impl JobOutcome {
+    /// The status this outcome leaves the job in.
+    pub fn status(&self) -> JobStatus {
+        match self {
+            JobOutcome::Succeeded { .. } => JobStatus::Succeeded,
+            JobOutcome::RetryPending { .. } => JobStatus::Pending,
+            JobOutcome::Failed { .. } => JobStatus::Failed,
+        }
+    }
+}
+
+/// The outcome of one attempt, written only if the job is still running that attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFinish {
+    pub id: JobId,
+    /// The attempt the outcome belongs to.
+    pub attempt: i32,
+    pub outcome: JobOutcome,
+    pub now: DateTime<Utc>,
+}
+
+/// A manual retry of a failed job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSetPending {
+    pub id: JobId,
+    pub next_attempt_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// The cancellation of a pending job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCancel {
+    pub id: JobId,
+    pub error: String,
+    pub now: DateTime<Utc>,
+}
+
+/// A job to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub id: JobId,
+    pub schedule_id: ScheduleId,
+    pub status: JobStatus,
+    pub attempt: i32,
+    pub scheduled_for: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing jobs, newest first, with keyset pagination.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobQuery {
+    pub schedule_id: Option<ScheduleId>,
+    pub status: Option<JobStatus>,
+    /// Only ids smaller than this one (the previous page's last id).
+    pub before: Option<JobId>,
+    pub limit: u32,
+}
+
+/// A claim-conditional start of a retry: it succeeds only if the job is still pending and due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobClaim {
+    pub id: JobId,
+    pub now: DateTime<Utc>,
+}
+
+/// A dead-letter entry to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDlqEntry {
+    pub id: DlqId,
+    pub schedule_id: ScheduleId,
+    pub job_id: JobId,
+    pub domain: String,
+    pub schedule_type: String,
+    pub payload: Value,
+    pub attempts: i32,
+    pub last_error: String,
+    pub scheduled_for: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for listing dead-letter entries, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DlqQuery {
+    pub domain: Option<String>,
+    pub schedule_id: Option<ScheduleId>,
+    /// Only the entry of this job (a job lands in the DLQ at most once between retries).
+    pub job_id: Option<JobId>,
+    pub before: Option<DlqId>,
+    pub limit: u32,
+}
+
+/// An event to append to the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub schedule_id: Option<ScheduleId>,
+    pub event_type: String,
+    pub payload: Value,
+    pub now: DateTime<Utc>,
+}
+
+/// An audit entry to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAudit {
+    pub actor: String,
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub correlation_id: Option<String>,
+    pub now: DateTime<Utc>,
+}
+
+/// A relay's claim on pending outbox events (see [`Store::outbox_claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxClaim {
+    /// Who claims: recorded as the lease holder, and required to record a failure.
+    pub relay_id: String,
+    pub now: DateTime<Utc>,
+    /// Until when the claimed events are leased to this relay.
+    pub lease_until: DateTime<Utc>,
+    pub limit: u32,
+}
+
+/// Outbox events the bus acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRelayed {
+    pub seqs: Vec<i64>,
+    pub now: DateTime<Utc>,
+}
+
+/// One failed publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxFailure {
+    pub seq: i64,
+    pub error: String,
+    /// True when the bus answered and refused this event, which counts towards parking. False
+    /// when the bus could not be reached: an outage never parks anything.
+    pub parkable: bool,
+}
+
+/// Failed publishes of one relay (see [`Store::outbox_mark_failed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxFailed {
+    pub relay_id: String,
+    pub failures: Vec<OutboxFailure>,
+    pub now: DateTime<Utc>,
+    /// The failed events are not claimed again before this instant.
+    pub retry_at: DateTime<Utc>,
+    /// A parkable failure that brings an event's attempts to this many parks it.
+    pub max_attempts: i32,
+}
+
+/// What recording one failure did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxFailureRecorded {
+    pub seq: i64,
+    /// Failed attempts so far, this one included.
+    pub attempts: i32,
+    pub parked: bool,
+}
+
+/// Claimed events a relay gives back without having tried to publish them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRelease {
+    pub relay_id: String,
+    pub seqs: Vec<i64>,
+}
+
+/// A retention pass over relayed outbox events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxPurge {
+    /// Relayed events relayed before this instant are deleted.
+    pub relayed_before: DateTime<Utc>,
+    /// At most this many per call, oldest first.
+    pub limit: u32,
+}
