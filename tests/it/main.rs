@@ -16,6 +16,7 @@ mod raw_http;
 mod registration;
 mod relay;
 mod relay_sinks;
+mod schema_checks;
 mod support;
 mod tls;
 mod webdriver;

@@ -92,8 +92,8 @@ pub async fn one_shot_schedule_round_trips(store: Arc<dyn Store>) {
 
 pub async fn inconsistent_schedules_are_refused(store: Arc<dyn Store>) {
     let env = EnvId::new();
-    // (A cron schedule without an expression, which the database's kind/timing check refuses,
-    // cannot be expressed: a typed cron timing always has its expression.)
+    // (A cron schedule without an expression cannot be expressed here: a typed cron timing
+    // always has one. `schema_checks` shows the database refuses such a row too.)
     // An active schedule must know its next run.
     let mut broken = new_schedule("broken", "billing");
     broken.next_run_at = None;
