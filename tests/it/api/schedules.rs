@@ -1,0 +1,346 @@
+//! Creating, reading, changing and validating schedules through the API.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use reqwest::{Method, StatusCode};
+use sentin8_cron::core::store::Store;
+use serde_json::{Value, json};
+
+use super::{Api, problem_type};
+
+pub async fn schedule_lifecycle(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let (status, created, _) = api
+        .call(
+            Method::POST,
+            "/v1/schedules",
+            Some(&token),
+            Some(api.new_schedule(api.env_a, "nightly")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["status"], "active");
+    assert_eq!(created["cron"], "0 2 * * *");
+    assert_eq!(created["timezone"], "Europe/London");
+    assert_eq!(created["next_run_at"], "2030-01-01T02:00:00Z");
+    assert_eq!(created["created_by"], "svc-billing");
+    let id = created["id"].as_str().unwrap();
+    let env = api.env_a.to_string();
+
+    let (status, fetched, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{id}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(fetched, created);
+
+    let (status, list, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules?target_env_id={env}&domain=billing"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["next_cursor"], Value::Null);
+
+    // Patch: a new expression is validated and the next fire recomputed.
+    let (status, patched, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{id}"),
+            Some(&token),
+            Some(json!({"target_env_id": env, "cron": "30 6 * * MON-FRI", "payload": {"report": "weekday"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["cron"], "30 6 * * MON-FRI");
+    assert_eq!(patched["payload"], json!({"report": "weekday"}));
+    assert_eq!(patched["next_run_at"], "2030-01-01T06:30:00Z");
+
+    // Pause, then resume a day later: the next fire is recomputed from now.
+    let (status, paused, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/schedules/{id}/pause?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(paused["status"], "paused");
+    api.clock.advance(Duration::days(2));
+    let token = api.writer();
+    let (status, resumed, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/schedules/{id}/resume"),
+            Some(&token),
+            Some(json!({"target_env_id": env})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["status"], "active");
+    assert_eq!(resumed["next_run_at"], "2030-01-03T06:30:00Z");
+    let (_, via_patch, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{id}"),
+            Some(&token),
+            Some(json!({"target_env_id": env, "status": "paused"})),
+        )
+        .await;
+    assert_eq!(via_patch["status"], "paused");
+    // A patch's target goes through the same parser.
+    let (status, problem, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{id}"),
+            Some(&token),
+            Some(json!({"target_env_id": env, "target_config": {"baseUrl": "http://127.0.0.1:99999"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert_eq!(problem["errors"][0]["field"], "target_config.baseUrl");
+
+    // Delete (soft): gone from the API, but the row stays for audit and DLQ references.
+    let (status, deleted, _) = api
+        .call(
+            Method::DELETE,
+            &format!("/v1/schedules/{id}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(deleted["status"], "deleted");
+    let (status, _, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{id}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, list, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert!(list["items"].as_array().unwrap().is_empty());
+
+    // The POST alias deletes too.
+    let other = api.create(api.env_a, "other").await;
+    let (status, _, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/schedules/{other}/delete?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Every mutation wrote its event and an audit entry naming the caller.
+    let mut tx = api.store.tenant_begin(api.env_a).await.unwrap();
+    let events: Vec<String> = tx
+        .outbox_list(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "sentin8:cron:schedule:created",
+            "sentin8:cron:schedule:updated",
+            "sentin8:cron:schedule:paused",
+            "sentin8:cron:schedule:resumed",
+            "sentin8:cron:schedule:paused",
+            "sentin8:cron:schedule:deleted",
+            "sentin8:cron:schedule:created",
+            "sentin8:cron:schedule:deleted",
+        ]
+    );
+    let audit = tx.audit_list(100).await.unwrap();
+    assert_eq!(audit.len(), 8);
+    assert!(audit.iter().all(|a| a.actor == "svc-billing"));
+    assert!(
+        audit.iter().all(|a| a.correlation_id.is_some()),
+        "the request id correlates"
+    );
+}
+
+pub async fn one_shot_schedules_are_created_and_validated(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let env = api.env_a;
+    let body = json!({
+        "target_env_id": env, "domain": "billing", "schedule_type": "migrate-accounts",
+        "run_at": "2030-06-01T12:00:00Z", "target_config": {"baseUrl": "https://billing.internal"},
+    });
+    let (status, created, _) = api
+        .call(
+            Method::POST,
+            "/v1/schedules",
+            Some(&api.writer()),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["kind"], "once");
+    assert_eq!(created["next_run_at"], "2030-06-01T12:00:00Z");
+    let past = json!({
+        "target_env_id": env, "domain": "billing", "schedule_type": "late",
+        "run_at": "2020-01-01T00:00:00Z", "target_config": {"baseUrl": "https://billing.internal"},
+    });
+    let (status, problem, _) = api
+        .call(
+            Method::POST,
+            "/v1/schedules",
+            Some(&api.writer()),
+            Some(past),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["errors"][0]["field"], "run_at");
+}
+
+pub async fn invalid_requests_are_400_naming_every_field(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let post = |body: Value| api.call(Method::POST, "/v1/schedules", Some(&token), Some(body));
+
+    // Missing target_env_id: never a fallback to the token's environments.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body.as_object_mut().unwrap().remove("target_env_id");
+    let (status, problem, headers) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(headers["content-type"], "application/problem+json");
+    assert_eq!(
+        problem_type(&problem),
+        "urn:sentin8-cron:problem:invalid-request"
+    );
+    assert_eq!(problem["errors"][0]["field"], "target_env_id");
+
+    // Several problems at once: all reported.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["cron"] = json!("61 * * * *");
+    body["timezone"] = json!("Mars/Olympus");
+    body["target_config"] =
+        json!({"baseUrl": "https://x", "headers": {"Authorization": "Bearer t"}});
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let fields: Vec<&str> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"cron"), "{problem}");
+    assert!(fields.contains(&"timezone"), "{problem}");
+    assert!(
+        fields.contains(&"target_config.headers.Authorization"),
+        "{problem}"
+    );
+    let cron_error = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["field"] == "cron")
+        .unwrap();
+    assert!(
+        cron_error["message"]
+            .as_str()
+            .unwrap()
+            .contains("minute: 61 is out of range 0-59"),
+        "{problem}"
+    );
+
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["cron"] = json!("0 0 30 2 *");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(problem.to_string().contains("no future fire"), "{problem}");
+
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["target_config"] = json!({"baseUrl": "not-a-url"});
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["errors"][0]["field"], "target_config.baseUrl");
+
+    // Base URLs the callback could not use are refused with the dispatcher's own parser.
+    for bad in [
+        "http://127.0.0.1:99999",
+        "ftp://billing.internal",
+        "http://billing.internal/\r\nX-Evil: 1",
+        "https://svc@billing.internal",
+    ] {
+        let mut body = api.new_schedule(api.env_a, "x");
+        body["target_config"] = json!({"baseUrl": bad});
+        let (status, problem, _) = post(body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {problem}");
+        assert_eq!(
+            problem["errors"][0]["field"], "target_config.baseUrl",
+            "{bad:?}: {problem}"
+        );
+    }
+
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["colour"] = json!("blue");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("colour"),
+        "{problem}"
+    );
+
+    let (status, problem, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/not-a-uuid?target_env_id={}", api.env_a),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let (status, _, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/jobs?target_env_id={}&limit=1000", api.env_a),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _, _) = api.call(Method::GET, "/v1/dlq", Some(&token), None).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "GET needs target_env_id too"
+    );
+
+    // A body that is not JSON at all.
+    let response = api
+        .http
+        .post(format!("{}/v1/schedules", api.base))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}

@@ -1,0 +1,167 @@
+//! Health, metrics, the OpenAPI document and graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use reqwest::{Method, StatusCode};
+use sentin8_cron::core::clock::Clock;
+use sentin8_cron::core::store::Store;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::{Api, problem_type};
+
+pub async fn health_and_metrics(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["counts"]["schedules_active"], 0);
+    api.create(api.env_a, "nightly").await;
+    // Three intervals without a tick: the ticker is stalled.
+    api.clock.advance(Duration::seconds(3 * 60 + 1));
+    let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(health["status"], "stalled");
+    assert_eq!(health["counts"]["schedules_active"], 1);
+    // A tick brings it back.
+    api.metrics.last_tick_unix.store(
+        api.clock.now().timestamp(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let (status, _, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let response = api
+        .http
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.unwrap();
+    for metric in [
+        "sentin8_cron_fires_total",
+        "sentin8_cron_job_failures_total",
+        "sentin8_cron_job_retries_total",
+        "sentin8_cron_dlq_landings_total",
+        "sentin8_cron_fire_lateness_seconds_bucket",
+        "sentin8_cron_tick_duration_seconds_count",
+        "sentin8_cron_outbox_backlog 1",
+    ] {
+        assert!(text.contains(metric), "{metric} missing from /metrics");
+    }
+}
+
+pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let (status, doc, _) = api.call(Method::GET, "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths = doc["paths"].as_object().unwrap();
+    let mut operations = Vec::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            operations.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    operations.sort();
+    let expected = [
+        ("DELETE", "/v1/schedules/{id}"),
+        ("GET", "/metrics"),
+        ("GET", "/v1/admin/envs"),
+        ("GET", "/v1/admin/overview"),
+        ("GET", "/v1/admin/preview"),
+        ("GET", "/v1/admin/schedules"),
+        ("GET", "/v1/dlq"),
+        ("GET", "/v1/dlq/{id}"),
+        ("GET", "/v1/health"),
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/{id}"),
+        ("GET", "/v1/schedules"),
+        ("GET", "/v1/schedules/{id}"),
+        ("PATCH", "/v1/schedules/{id}"),
+        ("POST", "/v1/dlq/{id}/republish"),
+        ("POST", "/v1/jobs/{id}/retry"),
+        ("POST", "/v1/schedules"),
+        ("POST", "/v1/schedules/{id}/delete"),
+        ("POST", "/v1/schedules/{id}/pause"),
+        ("POST", "/v1/schedules/{id}/resume"),
+        ("POST", "/v1/schedules/{id}/trigger"),
+    ];
+    let got: Vec<(&str, &str)> = operations
+        .iter()
+        .map(|(m, p)| (m.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(got, expected);
+    // Every documented operation is really routed: without a token it answers 401 (or, for the
+    // public ones, 200), never the 404/405 of an unknown route.
+    for (method, path) in &operations {
+        let concrete = path.replace("{id}", &uuid::Uuid::now_v7().to_string());
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let (status, body, _) = api.call(method.clone(), &concrete, None, None).await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::OK,
+            "{method} {path} answered {status}: {body}"
+        );
+    }
+    // And an undocumented route is a 404 problem.
+    let (status, problem, _) = api.call(Method::GET, "/v1/nothing-here", None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(problem_type(&problem), "urn:sentin8-cron:problem:not-found");
+    // The write operations declare the write scope.
+    let create = &doc["paths"]["/v1/schedules"]["post"]["security"][0]["bearer"];
+    assert_eq!(create, &json!(["sentin8:cron:write"]));
+    // The admin pages' read models are documented under their own tag; the HTML is not.
+    for path in [
+        "/v1/admin/envs",
+        "/v1/admin/overview",
+        "/v1/admin/preview",
+        "/v1/admin/schedules",
+    ] {
+        assert_eq!(
+            doc["paths"][path]["get"]["tags"],
+            json!(["admin"]),
+            "{path}"
+        );
+    }
+    assert!(!paths.keys().any(|p| p.starts_with("/v1/admin/ui")));
+}
+
+pub async fn shutdown_drains_in_flight_requests(store: Arc<dyn Store>) {
+    use axum::routing::get;
+    let (entered_tx, entered_rx) = oneshot::channel::<()>();
+    let entered = Arc::new(std::sync::Mutex::new(Some(entered_tx)));
+    let slow = axum::Router::new().route(
+        "/slow",
+        get(move || {
+            let entered = entered.clone();
+            async move {
+                if let Some(tx) = entered.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                tokio::time::sleep(StdDuration::from_millis(400)).await;
+                "finished"
+            }
+        }),
+    );
+    let mut api = Api::start_with(store, slow, true).await;
+    let url = format!("{}/slow", api.base);
+    let client = api.http.clone();
+    let in_flight =
+        tokio::spawn(async move { client.get(url).send().await.unwrap().text().await.unwrap() });
+    entered_rx.await.unwrap();
+    // Shut down while the request is being handled: it still completes.
+    api.stop().await.unwrap();
+    assert_eq!(in_flight.await.unwrap(), "finished");
+    // And the listener is gone.
+    let after = api.http.get(format!("{}/v1/health", api.base)).send().await;
+    assert!(after.is_err(), "no new connections after shutdown");
+}
