@@ -1,0 +1,282 @@
+//! What enroll refuses, and that a refusal or a failure part way writes nothing.
+
+use super::{Db, Enroll, THREE};
+
+pub async fn one_bad_entry_aborts_everything(db: Db) {
+    let t = Enroll::new(db);
+    let file = t.write(
+        "billing.yaml",
+        r#"
+schedules:
+  - schedule_type: billing.fine
+    cron: "0 6 * * *"
+  - schedule_type: billing.bad-cron
+    cron: "61 * * * *"
+  - schedule_type: billing.also-fine
+    run_at: "2099-01-01T00:00:00Z"
+  - schedule_type: billing.bad-zone
+    cron: "0 6 * * *"
+    timezone: Mars/Olympus
+    colour: blue
+"#,
+    );
+    let run = t.enroll(&["--file", &file]).await.failed();
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("error: schedule #1 (billing.bad-cron): cron: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error: schedule #3 (billing.bad-zone): "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("colour: unknown field"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("timezone: "), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("2 of 4 schedules in ")
+            && run.stderr.contains("are invalid; nothing was enrolled"),
+        "{}",
+        run.stderr
+    );
+
+    let run = t
+        .enroll(&["--file", &file, "--output", "json"])
+        .await
+        .failed();
+    let report = run.json();
+    assert_eq!(report["valid"], false);
+    let indexes: Vec<(u64, &str)> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["schedule_type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(indexes, [(1, "billing.bad-cron"), (3, "billing.bad-zone")]);
+
+    // Nothing was written, not even the valid entries.
+    assert!(t.schedules().await.is_empty());
+    assert!(t.outbox().await.is_empty());
+    assert!(t.audit().await.is_empty());
+
+    // Unusable targets and domains are refused before anything is read.
+    let good = t.write("good.yaml", THREE);
+    let run = t
+        .enroll(&[
+            "--file",
+            &good,
+            "--base-url",
+            "https://svc:hunter2@billing.internal",
+        ])
+        .await
+        .failed();
+    assert!(
+        run.stderr
+            .contains("target_config.baseUrl: must not carry credentials"),
+        "{}",
+        run.stderr
+    );
+    let run = t
+        .enroll(&[
+            "--file",
+            &good,
+            "--platform-domain",
+            "apps.example.test/evil",
+        ])
+        .await
+        .failed();
+    assert!(run.stderr.contains("platform_domain: "), "{}", run.stderr);
+    let env = t.env.to_string();
+    let run = t
+        .run(&[
+            "enroll",
+            "--env",
+            &env,
+            "--domain",
+            "bill ing",
+            "--file",
+            &good,
+            "--base-url",
+            "https://billing.internal",
+        ])
+        .await
+        .failed();
+    assert!(run.stderr.contains("domain: must be"), "{}", run.stderr);
+    assert!(t.schedules().await.is_empty());
+
+    // Usage errors are clap's (exit code 2): one document source, one target.
+    for args in [
+        vec!["--file", good.as_str(), "--from-command", "true"],
+        vec!["--file", good.as_str(), "--command-timeout", "5s"],
+        vec![
+            "--file",
+            good.as_str(),
+            "--base-url",
+            "https://a",
+            "--platform-domain",
+            "b",
+        ],
+    ] {
+        let run = t.enroll(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+    }
+
+    // Credentials cannot come in through the document either: it has no target_config.
+    let sneaky = t.write(
+        "sneaky.yaml",
+        "schedules:\n  - schedule_type: x\n    cron: \"@daily\"\n    target_config: { baseUrl: \"https://a\" }\n",
+    );
+    let run = t.enroll(&["--file", &sneaky]).await.failed();
+    assert!(
+        run.stderr.contains("target_config: unknown field"),
+        "{}",
+        run.stderr
+    );
+    assert!(t.schedules().await.is_empty());
+}
+
+pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
+    let t = Enroll::new(db);
+    let good = t.write("good.yaml", THREE);
+    for (base_url, problem) in [
+        // Once accepted here ("1 created"), then every fire failed "invalid baseUrl".
+        ("http://127.0.0.1:99999", "invalid port number"),
+        (
+            "ftp://billing.internal",
+            "scheme \"ftp\" is not http or https",
+        ),
+        (
+            "http://billing.internal/\r\nX-Evil: 1",
+            "control characters",
+        ),
+        ("http://billing.internal\n", "control characters"),
+        ("http://svc@billing.internal", "must not carry credentials"),
+        (
+            "http://billing.internal/?x=1",
+            "must not have a query or fragment",
+        ),
+    ] {
+        let run = t
+            .enroll(&["--file", &good, "--base-url", base_url, "--output", "json"])
+            .await
+            .failed();
+        let report = run.json();
+        assert_eq!(report["valid"], false, "{base_url:?}");
+        let problems = report["problems"].as_array().expect("problems");
+        assert_eq!(problems.len(), 1, "{base_url:?}: {problems:?}");
+        assert_eq!(
+            problems[0]["field"], "target_config.baseUrl",
+            "{base_url:?}"
+        );
+        let message = problems[0]["message"].as_str().unwrap();
+        assert!(message.contains(problem), "{base_url:?}: {message}");
+        assert!(!run.stdout.contains("created"), "{}", run.stdout);
+    }
+    // The text output names the field too.
+    let run = t
+        .enroll(&["--file", &good, "--base-url", "http://127.0.0.1:99999"])
+        .await
+        .failed();
+    assert!(
+        run.stderr.contains("target_config.baseUrl: "),
+        "{}",
+        run.stderr
+    );
+    assert!(t.schedules().await.is_empty());
+    assert!(t.outbox().await.is_empty());
+
+    // The same base URL is accepted once it is one the callback can use.
+    t.enroll(&["--file", &good, "--base-url", "http://127.0.0.1:9999"])
+        .await
+        .ok();
+    assert_eq!(t.schedules().await.len(), 3);
+}
+
+/// Makes the database refuse the outbox event of `billing.poison`, as a stand-in for any
+/// failure in the middle of an enrollment.
+async fn poison_events(owner_url: &str) {
+    use sqlx::{Connection, Executor};
+    if owner_url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(owner_url).await.unwrap();
+        conn.execute(
+            "CREATE TRIGGER poison BEFORE INSERT ON outbox \
+             WHEN json_extract(NEW.payload, '$.schedule_type') = 'billing.poison' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned event'); END",
+        )
+        .await
+        .unwrap();
+    } else {
+        let mut conn = sqlx::PgConnection::connect(owner_url).await.unwrap();
+        conn.execute(
+            "CREATE FUNCTION cron.poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN \
+               IF NEW.payload->>'schedule_type' = 'billing.poison' THEN \
+                 RAISE EXCEPTION 'poisoned event'; \
+               END IF; \
+               RETURN NEW; \
+             END $$",
+        )
+        .await
+        .unwrap();
+        conn.execute(
+            "CREATE TRIGGER poison BEFORE INSERT ON cron.outbox \
+             FOR EACH ROW EXECUTE FUNCTION cron.poison()",
+        )
+        .await
+        .unwrap();
+    }
+}
+
+pub async fn a_failure_part_way_writes_nothing(db: Db) {
+    let t = Enroll::new(db);
+    let file = t.write("billing.yaml", THREE);
+    t.enroll(&["--file", &file]).await.ok();
+    let before = t.schedules().await;
+    poison_events(&t.owner_url).await;
+
+    // An update, a create, a prune, and then a create whose event the database refuses.
+    let changed = THREE
+        .replace("cron: \"0 6 * * *\"", "cron: \"0 9 * * *\"")
+        .split("  - schedule_type: billing.cutover")
+        .next()
+        .unwrap()
+        .to_owned()
+        + "  - schedule_type: billing.new\n    cron: \"@daily\"\n"
+        + "  - schedule_type: billing.poison\n    cron: \"@hourly\"\n";
+    let file = t.write("billing.yaml", &changed);
+    let run = t.enroll(&["--file", &file, "--prune"]).await.failed();
+    assert!(
+        run.stderr
+            .contains("enrollment failed; nothing was written"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert_eq!(t.schedules().await, before);
+    assert_eq!(t.outbox().await.len(), 3);
+    assert_eq!(t.audit().await.len(), 3);
+
+    // Without the poisoned entry the same change goes through.
+    let healthy = changed.replace("billing.poison", "billing.fine");
+    let file = t.write("billing.yaml", &healthy);
+    let run = t.enroll(&["--file", &file, "--prune"]).await.ok();
+    assert!(
+        run.stdout
+            .contains("2 created, 1 updated, 1 unchanged, 1 pruned"),
+        "{}",
+        run.stdout
+    );
+}
