@@ -11,9 +11,11 @@ use sentin8_cron::core::clock::{Clock, ManualClock};
 use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
 use sentin8_cron::core::model::EnvId;
+use sentin8_cron::core::snapshot::StatsSnapshot;
 use sentin8_cron::core::store::Store;
 use sentin8_cron::daemon::Service;
 use sentin8_cron::server::auth::{ClaimRules, Hs256Key, SharedSecretAuthenticator};
+use sentin8_cron::server::listener::ListenerLimits;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -38,6 +40,8 @@ pub struct Api {
     pub env_a: EnvId,
     pub env_b: EnvId,
     pub metrics: Arc<Metrics>,
+    /// The counts health and metrics serve; refreshed only when a test says so.
+    pub stats: Arc<StatsSnapshot>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -61,6 +65,29 @@ impl Api {
             sentin8_cron::core::relay::RelayOptions,
         )>,
     ) -> Self {
+        Self::start_listening(
+            store,
+            extra,
+            run_ticker,
+            relay,
+            ListenerLimits::default(),
+            None,
+        )
+        .await
+    }
+
+    /// A server with these listener limits and, optionally, `/metrics` on its own listener.
+    pub async fn start_listening(
+        store: Arc<dyn Store>,
+        extra: axum::Router,
+        run_ticker: bool,
+        relay: Option<(
+            Arc<dyn sentin8_cron::core::relay::Sink>,
+            sentin8_cron::core::relay::RelayOptions,
+        )>,
+        limits: ListenerLimits,
+        metrics_listener: Option<std::net::TcpListener>,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new(t0()));
         let target = RawServer::start(|_: &Recorded| Reply::json(200, json!({"ok": true}))).await;
         let auth = SharedSecretAuthenticator::new(
@@ -73,6 +100,8 @@ impl Api {
             clock.clone(),
         );
         let metrics = Arc::new(Metrics::default());
+        // Refreshed by the test alone: an hour is longer than any test.
+        let stats = Arc::new(StatsSnapshot::new(StdDuration::from_secs(3600)));
         let service = Service {
             store: store.clone(),
             auth: Arc::new(auth),
@@ -88,6 +117,9 @@ impl Api {
             run_ticker,
             relay,
             extra_routes: extra,
+            limits,
+            stats: stats.clone(),
+            metrics_listener,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -104,9 +136,17 @@ impl Api {
             env_a: EnvId::new(),
             env_b: EnvId::new(),
             metrics,
+            stats,
             shutdown: Some(tx),
             task: Some(task),
         }
+    }
+
+    /// Recomputes the counts health and metrics serve, as the background refresh does.
+    pub async fn refresh_counts(&self) {
+        self.stats
+            .refresh(self.store.as_ref(), self.clock.as_ref())
+            .await;
     }
 
     /// Stops the server and waits for it (and its ticker) to finish.
@@ -938,7 +978,17 @@ pub async fn health_and_metrics(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::OK, "{health}");
     assert_eq!(health["status"], "ok");
     assert_eq!(health["counts"]["schedules_active"], 0);
+    let counted_at = health["counts_at"].clone();
+    assert!(counted_at.is_string(), "{health}");
     api.create(api.env_a, "nightly").await;
+    // The counts are served from memory: they change when they are recomputed, not per request.
+    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(health["counts"]["schedules_active"], 0, "{health}");
+    api.clock.advance(Duration::seconds(5));
+    api.refresh_counts().await;
+    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(health["counts"]["schedules_active"], 1, "{health}");
+    assert_ne!(health["counts_at"], counted_at);
     // Three intervals without a tick: the ticker is stalled.
     api.clock.advance(Duration::seconds(3 * 60 + 1));
     let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;

@@ -11,6 +11,7 @@ mod cron_props;
 mod dispatch;
 mod engine;
 mod enroll;
+mod listener;
 mod pg_only;
 mod raw_http;
 mod registration;
