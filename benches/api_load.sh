@@ -6,21 +6,29 @@
 # serve reaches PostgreSQL over loopback without TLS (DB_PARAMS=?sslmode=disable, as a co-located
 # deployment would; DB_PARAMS= keeps the driver default, TLS when the server offers it).
 #
+# Then the cost of unauthenticated polling: the median of one authenticated client listing
+#   GET  /v1/schedules  alone, and while FLOOD (40) unauthenticated clients hammer /v1/health.
+#
 # Run: benches/api_load.sh   (PostgreSQL at SENTIN8_CRON_BENCH_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/postgres; about a minute after the release build).
+# PARTS="health" runs the polling measurement alone; BIN=path measures another build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-32}
+FLOOD=${FLOOD:-40}
+PARTS=${PARTS:-crud health}
 PORT=${PORT:-18089}
 ADMIN=${SENTIN8_CRON_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 HOSTPART=${ADMIN#*@}; HOSTPART=${HOSTPART%%/*}
 DB=s8c_bench_api
 
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
-cargo build --release --quiet
-BIN=${CARGO_TARGET_DIR:-target}/release/sentin8-cron
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN=${CARGO_TARGET_DIR:-target}/release/sentin8-cron
+fi
 
 psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 "$BIN" migrate --database-url "postgres://postgres@$HOSTPART/$DB" >/dev/null
@@ -73,6 +81,25 @@ summarise() { # wrk output → "requests/s p50 p99 non-2xx"
   awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$5}
        END {printf "%s %s %s %s\n", rps, p50, p99, (bad == "" ? 0 : bad)}'
 }
+
+if [[ " $PARTS " == *" health "* ]]; then
+  LIST="http://127.0.0.1:$PORT/v1/schedules?target_env_id=$ENV_ID"
+  QUIET_OUT=$(wrk -t1 -c1 -d"$DURATION" --latency -H "Authorization: Bearer $TOKEN" "$LIST")
+  wrk -t2 -c"$FLOOD" -d"$(( ${DURATION%s} + 4 ))s" "http://127.0.0.1:$PORT/v1/health" >/dev/null &
+  FLOOD_PID=$!
+  sleep 2
+  FLOODED_OUT=$(wrk -t1 -c1 -d"$DURATION" --latency -H "Authorization: Bearer $TOKEN" "$LIST")
+  wait $FLOOD_PID
+  read -r _ QUIET_P50 QUIET_P99 QUIET_BAD <<<"$(summarise <<<"$QUIET_OUT")"
+  read -r _ FLOODED_P50 FLOODED_P99 FLOODED_BAD <<<"$(summarise <<<"$FLOODED_OUT")"
+  echo "| GET /v1/schedules (1 client) | p50 | p99 | non-2xx |"
+  echo "|---|---|---|---|"
+  echo "| alone | $QUIET_P50 | $QUIET_P99 | $QUIET_BAD |"
+  echo "| while $FLOOD clients poll /v1/health | $FLOODED_P50 | $FLOODED_P99 | $FLOODED_BAD |"
+  echo
+fi
+[[ " $PARTS " == *" crud "* ]] || exit 0
+
 GET_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
   -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/v1/schedules/$ID?target_env_id=$ENV_ID")
 POST_OUT=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LUA" "http://127.0.0.1:$PORT")

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
 use axum_server::tls_rustls::RustlsConfig;
 use tokio::sync::watch;
 
@@ -16,9 +18,12 @@ use crate::core::engine::{Engine, EngineConfig};
 use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
+use crate::core::snapshot::StatsSnapshot;
 use crate::core::store::Store;
 use crate::server::auth::Authenticator;
-use crate::server::{AppState, app, serve};
+use crate::server::listener::{ListenerLimits, limit_requests, serve};
+use crate::server::system::metrics_text;
+use crate::server::{AppState, app};
 
 /// Everything a serving process is made of.
 pub struct Service {
@@ -37,6 +42,12 @@ pub struct Service {
     pub relay: Option<(Arc<dyn Sink>, RelayOptions)>,
     /// Extra routes merged under the same layers (the API and the admin pages are always there).
     pub extra_routes: Router,
+    /// Timeouts and the connection cap of the listeners.
+    pub limits: ListenerLimits,
+    /// The counts health and metrics report, refreshed in the background.
+    pub stats: Arc<StatsSnapshot>,
+    /// Serves `/metrics` on this listener instead of the main one.
+    pub metrics_listener: Option<std::net::TcpListener>,
 }
 
 impl Service {
@@ -50,6 +61,8 @@ impl Service {
             metrics: self.metrics.clone(),
             tick_interval: self.engine.tick_interval,
             started_at: self.clock.now(),
+            stats: self.stats.clone(),
+            metrics_elsewhere: self.metrics_listener.is_some(),
         })
     }
 
@@ -99,14 +112,59 @@ impl Service {
             })
         });
 
+        // Health and metrics read counts from memory; the first ones exist before serving.
+        self.stats
+            .refresh(self.store.as_ref(), self.clock.as_ref())
+            .await;
+        let counter = {
+            let (stats, store, clock) =
+                (self.stats.clone(), self.store.clone(), self.clock.clone());
+            let rx = stop_rx.clone();
+            tokio::spawn(async move {
+                stats.run(store.as_ref(), clock.as_ref(), stopped(rx)).await;
+            })
+        };
+
         let state = self.state();
-        let router = app(state, self.extra_routes);
         let drain = self.drain;
+        let metrics = self.metrics_listener.take().map(|listener| {
+            let router = Router::new()
+                .route(
+                    "/metrics",
+                    get(|State(state): State<Arc<AppState>>| async move { metrics_text(&state) }),
+                )
+                .with_state(state.clone());
+            let rx = stop_rx.clone();
+            let limits = self.limits;
+            tokio::spawn(
+                async move { serve(listener, router, None, limits, stopped(rx), drain).await },
+            )
+        });
+        let router = limit_requests(app(state, self.extra_routes), &self.limits);
         tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
         });
-        let served = serve(listener, router, self.tls, stopped(stop_rx), drain).await;
+        let served = serve(
+            listener,
+            router,
+            self.tls,
+            self.limits,
+            stopped(stop_rx),
+            drain,
+        )
+        .await;
+        if let Some(metrics) = metrics {
+            match tokio::time::timeout(drain, metrics).await {
+                Ok(Ok(Err(err))) => tracing::warn!(error = %err, "the metrics listener failed"),
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!("the metrics listener did not stop within the drain timeout")
+                }
+            }
+        }
+        // A refresh only reads: stopping it mid-way loses nothing.
+        counter.abort();
 
         // The ticker and the relay finish the round in flight, bounded by the drain timeout.
         for (name, task) in [("tick", ticker), ("relay round", relay)] {

@@ -160,12 +160,9 @@ impl HttpDispatcher {
                 )),
                 BodyError::Read(e) => self.transport_error(e),
             })?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        // serde_json's messages give a position, never the content, so they are safe to keep.
-        serde_json::from_slice(&body)
-            .map_err(|e| DispatchError::Decode(format!("response is not JSON: {e}")))
+        // A success is a success: a body that cannot be stored (not JSON, or holding a NUL) is
+        // recorded as a marker, so the call is never delivered again.
+        Ok(super::failure::stored_result(&body, MAX_RESPONSE_BYTES))
     }
 
     fn transport_error(&self, err: reqwest::Error) -> DispatchError {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::core::engine::EngineConfig;
 use crate::core::retry::RetryPolicy;
+use crate::server::listener::ListenerLimits;
 use crate::util::duration::positive_duration;
 use crate::util::process::LogFormat;
 
@@ -121,6 +122,30 @@ pub struct ListenerArgs {
     /// SIGTERM or SIGINT.
     #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
     pub drain_timeout: Duration,
+    /// Time a connection gets to send a complete request head (and an idle keep-alive
+    /// connection is kept).
+    #[arg(long, env = "SENTIN8_CRON_HEADER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    pub header_timeout: Duration,
+    /// Time a request gets to be answered, its body included (503 after it).
+    #[arg(long, env = "SENTIN8_CRON_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    pub request_timeout: Duration,
+    /// Connections open at once; further ones are closed as soon as they are accepted.
+    #[arg(long, env = "SENTIN8_CRON_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Serve /metrics on this address only (plain HTTP), and not on --listen.
+    #[arg(long, env = "SENTIN8_CRON_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+}
+
+impl ListenerArgs {
+    /// The listener's limits.
+    pub fn limits(&self) -> ListenerLimits {
+        ListenerLimits {
+            header_timeout: self.header_timeout,
+            request_timeout: self.request_timeout,
+            max_connections: usize::try_from(self.max_connections).unwrap_or(1024),
+        }
+    }
 }
 
 /// Logging of `serve`; filtered by `RUST_LOG`. (`relay` always logs JSON: the log bus writes

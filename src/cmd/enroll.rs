@@ -60,6 +60,15 @@ pub struct Args {
         conflicts_with = "file"
     )]
     pub command_timeout: Option<Duration>,
+    /// Pass this variable of enroll's environment to --from-command (repeatable). The command
+    /// otherwise gets only PATH, HOME and LANG: no credential reaches it unless named here.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = source::env_name,
+        conflicts_with = "file"
+    )]
+    pub pass_env: Vec<String>,
     /// The service's base URL, called back when a schedule is due (target_config.baseUrl).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -134,6 +143,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         (None, Some(line)) => Source::Command {
             line: line.clone(),
             timeout: args.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT),
+            pass_env: args.pass_env.clone(),
         },
         // clap requires one of the two.
         (None, None) => anyhow::bail!("give --file or --from-command"),

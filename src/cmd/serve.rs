@@ -14,6 +14,7 @@ use crate::bus::RelayConfig;
 use crate::callback::{DispatchConfig, HttpDispatcher, TokenSettings};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
+use crate::core::snapshot::StatsSnapshot;
 use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
 use crate::store::redact;
@@ -37,6 +38,10 @@ pub struct Args {
     #[command(flatten)]
     pub logging: LoggingArgs,
 }
+
+/// How often the counts health and metrics report are recomputed (at most once per tick
+/// interval when that is shorter).
+const STATS_REFRESH: std::time::Duration = std::time::Duration::from_secs(15);
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     init_logging(args.logging.log_format, "info");
@@ -107,6 +112,17 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let listener = std::net::TcpListener::bind(&listen)
         .with_context(|| format!("cannot listen on {listen}"))?;
     let address = listener.local_addr()?;
+    let metrics_listener = match &args.listener.metrics_listen {
+        Some(metrics_listen) => {
+            let metrics_listener = std::net::TcpListener::bind(metrics_listen)
+                .with_context(|| format!("cannot listen on {metrics_listen} for /metrics"))?;
+            let metrics_address = metrics_listener.local_addr()?;
+            tracing::info!(%metrics_address, "metrics served on http://{metrics_address}/metrics only");
+            writeln!(out, "metrics: http://{metrics_address}/metrics")?;
+            Some(metrics_listener)
+        }
+        None => None,
+    };
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
         %address,
@@ -136,6 +152,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         run_ticker: true,
         relay: Some((sink, relay.options)),
         extra_routes: axum::Router::new(),
+        limits: args.listener.limits(),
+        stats: Arc::new(StatsSnapshot::new(
+            args.engine.tick_interval.min(STATS_REFRESH),
+        )),
+        metrics_listener,
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

@@ -335,6 +335,7 @@ pub fn validate_payload(value: &Value) -> Result<Map<String, Value>, FieldError>
     match value {
         Value::Object(map) => {
             let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
+            crate::core::storable::check_json("payload", value)?;
             if size > MAX_PAYLOAD_BYTES {
                 Err(FieldError::new(
                     "payload",

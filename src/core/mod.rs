@@ -15,6 +15,8 @@ pub mod model;
 pub mod ops;
 pub mod relay;
 pub mod retry;
+pub mod snapshot;
+pub mod storable;
 pub mod store;
 pub mod target;
 pub mod timing;

@@ -141,6 +141,12 @@ impl Target {
             }
         };
         find_credentials(config, "target_config", &mut errors);
+        // A NUL in the base URL is already refused as a control character.
+        if let Err(nul) = crate::core::storable::check_json("target_config", config)
+            && nul.field != BASE_URL_FIELD
+        {
+            errors.push(nul);
+        }
         match base_url {
             Some(base_url) if errors.is_empty() => Ok(Target {
                 config: config.clone(),

@@ -21,6 +21,7 @@ use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::{FieldError, ScheduleDecl};
 use crate::core::model::*;
 use crate::core::ops::{self, Actor, CreateSchedule, SchedulePatch};
+use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
@@ -29,12 +30,18 @@ mod views;
 pub use views::{DlqView, JobView, MAX_PAGE, Page, ScheduleView};
 use views::{cursor, page, page_limit};
 
-fn actor(state: &AppState, caller: &Caller) -> Actor {
-    Actor {
-        name: caller.actor_name(),
-        correlation_id: caller.1.clone(),
+/// The actor of a change: the token's subject, recorded in the audit and in events, must be
+/// text every store can hold; it and the client's request id are capped.
+fn actor(state: &AppState, caller: &Caller) -> ApiResult<Actor> {
+    storable::check_text("sub", &caller.0.subject).map_err(|e| ApiError::fields(vec![e]))?;
+    Ok(Actor {
+        name: storable::capped(&caller.actor_name(), storable::MAX_RECORDED_ID_BYTES),
+        correlation_id: caller
+            .1
+            .as_deref()
+            .map(|id| storable::capped(id, storable::MAX_RECORDED_ID_BYTES)),
         now: state.clock.now(),
-    }
+    })
 }
 
 /// `target_env_id` for requests without a body.
@@ -211,7 +218,7 @@ pub async fn create_schedule(
                 spec,
                 target,
             },
-            &actor(&state, &caller),
+            &actor(&state, &caller)?,
         )
         .await?;
     Ok((StatusCode::CREATED, Json(schedule.into())))
@@ -303,7 +310,7 @@ pub async fn patch_schedule(
     };
     let schedule = state
         .ops
-        .schedule_patch(env, ScheduleId(id), patch, &actor(&state, &caller))
+        .schedule_patch(env, ScheduleId(id), patch, &actor(&state, &caller)?)
         .await?;
     Ok(Json(schedule.into()))
 }
@@ -325,7 +332,7 @@ pub async fn delete_schedule(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let schedule = state
         .ops
-        .schedule_delete(env, ScheduleId(id), &actor(&state, &caller))
+        .schedule_delete(env, ScheduleId(id), &actor(&state, &caller)?)
         .await?;
     Ok(Json(schedule.into()))
 }
@@ -364,7 +371,7 @@ pub async fn pause_schedule(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let schedule = state
         .ops
-        .schedule_pause(env, ScheduleId(id), &actor(&state, &caller))
+        .schedule_pause(env, ScheduleId(id), &actor(&state, &caller)?)
         .await?;
     Ok(Json(schedule.into()))
 }
@@ -386,7 +393,7 @@ pub async fn resume_schedule(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let schedule = state
         .ops
-        .schedule_resume(env, ScheduleId(id), &actor(&state, &caller))
+        .schedule_resume(env, ScheduleId(id), &actor(&state, &caller)?)
         .await?;
     Ok(Json(schedule.into()))
 }
@@ -408,7 +415,7 @@ pub async fn trigger_schedule(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let job = state
         .ops
-        .schedule_trigger(env, ScheduleId(id), &actor(&state, &caller))
+        .schedule_trigger(env, ScheduleId(id), &actor(&state, &caller)?)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job.into())))
 }
@@ -476,7 +483,7 @@ pub async fn retry_job(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let job = state
         .ops
-        .job_retry(env, JobId(id), &actor(&state, &caller))
+        .job_retry(env, JobId(id), &actor(&state, &caller)?)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job.into())))
 }
@@ -545,7 +552,7 @@ pub async fn republish_dlq(
     let env = caller.env(action_env(query, body), Access::Write)?;
     let job = state
         .ops
-        .dlq_republish(env, DlqId(id), &actor(&state, &caller))
+        .dlq_republish(env, DlqId(id), &actor(&state, &caller)?)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job.into())))
 }

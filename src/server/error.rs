@@ -30,8 +30,12 @@ pub enum ApiError {
     NotFound(String),
     /// 409: conflicts with the current state.
     Conflict(String),
+    /// 413: the request body is over the limit.
+    TooLarge(String),
     /// 503: not ready to serve.
     Unavailable(String),
+    /// 503: the request was not answered in time.
+    Timeout(String),
     /// 500: logged, never shown.
     Internal(String),
 }
@@ -89,10 +93,20 @@ impl ApiError {
                 "conflict",
                 "Conflict with the current state",
             ),
+            ApiError::TooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                "Request body too large",
+            ),
             ApiError::Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
+            ),
+            ApiError::Timeout(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                "Request timed out",
             ),
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -126,7 +140,9 @@ impl IntoResponse for ApiError {
             ApiError::Forbidden(detail)
             | ApiError::NotFound(detail)
             | ApiError::Conflict(detail)
-            | ApiError::Unavailable(detail) => (detail, Vec::new()),
+            | ApiError::TooLarge(detail)
+            | ApiError::Unavailable(detail)
+            | ApiError::Timeout(detail) => (detail, Vec::new()),
             ApiError::Internal(cause) => {
                 tracing::error!(error = %cause, "request failed");
                 (

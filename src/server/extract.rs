@@ -100,6 +100,9 @@ impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for ApiJson<T> 
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return super::listener::too_large();
+    }
     let detail = match &rejection {
         JsonRejection::MissingJsonContentType(_) => {
             "expected a JSON body with Content-Type: application/json".to_owned()

@@ -8,12 +8,11 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod policy;
 pub mod system;
 pub mod tls;
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +32,7 @@ use utoipa_axum::routes;
 use crate::core::clock::Clock;
 use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
+use crate::core::snapshot::StatsSnapshot;
 use crate::core::store::Store;
 use auth::Authenticator;
 use error::ApiError;
@@ -53,6 +53,10 @@ pub struct AppState {
     /// The ticker's safety interval; health is stale after three of them.
     pub tick_interval: Duration,
     pub started_at: DateTime<Utc>,
+    /// The store-wide counts and reachability that health and metrics report.
+    pub stats: Arc<StatsSnapshot>,
+    /// `/metrics` is served on its own listener, so this one answers 404 for it.
+    pub metrics_elsewhere: bool,
 }
 
 #[derive(OpenApi)]
@@ -158,47 +162,4 @@ pub fn app(state: Arc<AppState>, extra: Router) -> Router {
             }),
         )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-}
-
-/// Serves `app` on an already-bound listener (so tests can bind port 0) until `shutdown`
-/// resolves, then stops accepting and gives in-flight requests up to `drain` to finish.
-pub async fn serve(
-    listener: std::net::TcpListener,
-    app: Router,
-    tls: Option<axum_server::tls_rustls::RustlsConfig>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    drain: Duration,
-) -> std::io::Result<()> {
-    let service = app.into_make_service_with_connect_info::<SocketAddr>();
-    match tls {
-        Some(config) => {
-            let handle = axum_server::Handle::new();
-            tokio::spawn(graceful(handle.clone(), shutdown, drain));
-            axum_server::tls_rustls::from_tcp_rustls(listener, config)?
-                .handle(handle)
-                .serve(service)
-                .await
-        }
-        None => {
-            let handle = axum_server::Handle::new();
-            tokio::spawn(graceful(handle.clone(), shutdown, drain));
-            axum_server::from_tcp(listener)?
-                .handle(handle)
-                .serve(service)
-                .await
-        }
-    }
-}
-
-async fn graceful<A: axum_server::Address>(
-    handle: axum_server::Handle<A>,
-    shutdown: impl Future<Output = ()>,
-    drain: Duration,
-) {
-    shutdown.await;
-    tracing::info!(
-        drain_seconds = drain.as_secs(),
-        "shutting down: no new connections, draining in-flight requests"
-    );
-    handle.graceful_shutdown(Some(drain));
 }

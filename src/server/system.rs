@@ -1,5 +1,6 @@
 //! Unauthenticated operational endpoints: health (ticker liveness and counts) and Prometheus
-//! metrics. Both expose aggregate numbers only, never tenant data.
+//! metrics. Both expose aggregate numbers only, never tenant data, and both read the counts
+//! from the in-memory snapshot: no request runs a cross-tenant query.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::error::ApiError;
 use crate::core::store::StoreStats;
 
 /// Ticker liveness and store-wide counts.
@@ -23,8 +25,11 @@ pub struct Health {
     pub backend: String,
     pub last_tick_at: Option<DateTime<Utc>>,
     pub tick_interval_seconds: u64,
+    /// Store-wide counts, computed in the background (see `counts_at`).
     #[schema(value_type = Option<Object>)]
     pub counts: Option<StoreStats>,
+    /// When `counts` were computed.
+    pub counts_at: Option<DateTime<Utc>>,
     /// Outbox events parked after repeated relay failures (need an operator).
     pub outbox_parked: i64,
 }
@@ -64,14 +69,12 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         ticking,
         last_tick_at,
     } = ticker_state(&state);
-    let counts = match state.store.stats_get().await {
-        Ok(stats) => Some(stats),
-        Err(err) => {
-            tracing::warn!(error = %err, "health: the store did not answer");
-            None
-        }
-    };
-    let status = match (ticking, counts.is_some()) {
+    let reachable = state
+        .stats
+        .reachable(state.store.as_ref(), state.clock.as_ref())
+        .await;
+    let counts = state.stats.counts();
+    let status = match (ticking, reachable) {
         (true, true) => "ok",
         (false, _) => "stalled",
         (true, false) => "degraded",
@@ -88,7 +91,8 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
             backend: state.store.capabilities().backend.to_owned(),
             last_tick_at,
             tick_interval_seconds: state.tick_interval.as_secs(),
-            counts,
+            counts: counts.as_ref().map(|c| c.stats.clone()),
+            counts_at: counts.map(|c| c.at),
             outbox_parked: state.metrics.events_parked.load(Ordering::Relaxed),
         }),
     )
@@ -101,8 +105,16 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String))
 )]
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let stats = state.store.stats_get().await.ok();
-    let body = state.metrics.render(stats.as_ref());
+    if state.metrics_elsewhere {
+        return ApiError::NotFound("no such route".to_owned()).into_response();
+    }
+    metrics_text(&state)
+}
+
+/// The Prometheus text, wherever it is served.
+pub fn metrics_text(state: &AppState) -> Response {
+    let counts = state.stats.counts();
+    let body = state.metrics.render(counts.as_ref().map(|c| &c.stats));
     (
         [(
             header::CONTENT_TYPE,

@@ -10,9 +10,11 @@ use sentin8_cron::core::clock::{Clock, ManualClock};
 use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
 use sentin8_cron::core::model::EnvId;
+use sentin8_cron::core::snapshot::StatsSnapshot;
 use sentin8_cron::core::store::Store;
 use sentin8_cron::daemon::Service;
 use sentin8_cron::server::auth::{ClaimRules, Hs256Key, SharedSecretAuthenticator};
+use sentin8_cron::server::listener::ListenerLimits;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -47,6 +49,8 @@ pub struct Api {
     pub env_a: EnvId,
     pub env_b: EnvId,
     pub metrics: Arc<Metrics>,
+    /// The counts health and metrics serve; refreshed only when a test says so.
+    pub stats: Arc<StatsSnapshot>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -70,6 +74,29 @@ impl Api {
             sentin8_cron::core::relay::RelayOptions,
         )>,
     ) -> Self {
+        Self::start_listening(
+            store,
+            extra,
+            run_ticker,
+            relay,
+            ListenerLimits::default(),
+            None,
+        )
+        .await
+    }
+
+    /// A server with these listener limits and, optionally, `/metrics` on its own listener.
+    pub async fn start_listening(
+        store: Arc<dyn Store>,
+        extra: axum::Router,
+        run_ticker: bool,
+        relay: Option<(
+            Arc<dyn sentin8_cron::core::relay::Sink>,
+            sentin8_cron::core::relay::RelayOptions,
+        )>,
+        limits: ListenerLimits,
+        metrics_listener: Option<std::net::TcpListener>,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new(t0()));
         let target = RawServer::start(|_: &Recorded| Reply::json(200, json!({"ok": true}))).await;
         let auth = SharedSecretAuthenticator::new(
@@ -82,6 +109,8 @@ impl Api {
             clock.clone(),
         );
         let metrics = Arc::new(Metrics::default());
+        // Refreshed by the test alone: an hour is longer than any test.
+        let stats = Arc::new(StatsSnapshot::new(StdDuration::from_secs(3600)));
         let service = Service {
             store: store.clone(),
             auth: Arc::new(auth),
@@ -97,6 +126,9 @@ impl Api {
             run_ticker,
             relay,
             extra_routes: extra,
+            limits,
+            stats: stats.clone(),
+            metrics_listener,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -113,9 +145,17 @@ impl Api {
             env_a: EnvId::new(),
             env_b: EnvId::new(),
             metrics,
+            stats,
             shutdown: Some(tx),
             task: Some(task),
         }
+    }
+
+    /// Recomputes the counts health and metrics serve, as the background refresh does.
+    pub async fn refresh_counts(&self) {
+        self.stats
+            .refresh(self.store.as_ref(), self.clock.as_ref())
+            .await;
     }
 
     /// Stops the server and waits for it (and its ticker) to finish.

@@ -166,6 +166,7 @@ fn canned(request: &Recorded) -> Reply {
         "no-content" => Reply::status(204),
         "empty" => Reply::status(200),
         "html" => Reply::body(200, "text/html", b"<html>hello</html>".to_vec()),
+        "nul" => Reply::body(200, "application/json", br#"{"a":"\u0000"}"#.to_vec()),
         "server-error" => Reply::json(500, json!({"error": "boom"})),
         "not-found" => Reply::status(404),
         "unavailable" => Reply::status(503),
@@ -197,12 +198,18 @@ async fn statuses_map_to_results() {
     // Redirects are reported, not followed: following would re-send the token elsewhere.
     assert_eq!(run("redirect").await, Err(DispatchError::Status(302)));
 
-    let err = run("html").await.unwrap_err();
-    assert!(matches!(err, DispatchError::Decode(_)), "{err:?}");
-    assert!(err.to_string().starts_with("proxy-back decode: "), "{err}");
+    // A success whose body cannot be stored is still a success, recorded as a marker.
+    assert_eq!(
+        run("html").await,
+        Ok(json!({"sentin8_result_omitted": {"reason": "not_json", "bytes": 18}}))
+    );
+    assert_eq!(
+        run("nul").await,
+        Ok(json!({"sentin8_result_omitted": {"reason": "nul", "bytes": 14}}))
+    );
 
     // Non-401 failures are not retried: one request per call.
-    assert_eq!(target.requests().len(), 9);
+    assert_eq!(target.requests().len(), 10);
     assert!(
         target
             .requests()

@@ -11,6 +11,8 @@ mod cron_props;
 mod dispatch;
 mod engine;
 mod enroll;
+mod listener;
+mod nul;
 mod pg_only;
 mod raw_http;
 mod registration;
@@ -46,6 +48,9 @@ mod store_sqlite {
     crate::admin_suite!(sqlite_admin, async {
         Some((crate::support::sqlite_store().await, ()))
     });
+    crate::nul_suite!(sqlite_nul, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
 }
 
 mod store_postgres {
@@ -71,6 +76,10 @@ mod store_postgres {
         Some((target, db))
     });
     crate::admin_suite!(postgres_admin, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::nul_suite!(postgres_nul, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });

@@ -58,6 +58,9 @@ async fn start() -> TlsServer {
         run_ticker: false,
         relay: None,
         extra_routes: axum::Router::new(),
+        limits: Default::default(),
+        stats: Default::default(),
+        metrics_listener: None,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

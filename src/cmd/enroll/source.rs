@@ -7,7 +7,13 @@
 //! to wrap the command in `sh -c '...'` when a shell is really wanted. This keeps the common
 //! case (`my-service --print-registration --section=schedules`) independent of the shell and of
 //! quoting surprises.
+//!
+//! The command is not trusted with the caller's secrets: it starts with an empty environment
+//! plus `PATH`, `HOME`, `LANG` and the variables named with `--pass-env`. It runs in its own
+//! process group, and on timeout the whole group is killed, so a background process it started
+//! does not outlive `enroll`.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -54,24 +60,60 @@ pub async fn read_file(path: &Path) -> anyhow::Result<Document> {
     })
 }
 
-/// Runs `line` (see the module documentation for how it is split) with no input and reads its
-/// standard output as a declaration document (JSON when it starts with `{`, YAML otherwise).
-/// Fails on a non-zero exit (with the end of its standard error), after `timeout` (the command
-/// is killed), and on output that is too large or not UTF-8.
-pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Document> {
+/// The variables a command always gets from `enroll`'s environment (when they are set).
+pub const ALWAYS_PASSED: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// The environment of a command: of `parent`'s variables, only [`ALWAYS_PASSED`] and `pass`.
+pub fn child_env(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    pass: &[String],
+) -> Vec<(OsString, OsString)> {
+    parent
+        .into_iter()
+        .filter(|(name, _)| {
+            ALWAYS_PASSED.iter().any(|kept| name == kept) || pass.iter().any(|p| name == p.as_str())
+        })
+        .collect()
+}
+
+/// Checks a `--pass-env` name.
+pub fn env_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return Err("a variable name, without = or NUL".to_owned());
+    }
+    Ok(name.to_owned())
+}
+
+/// Runs `line` (see the module documentation for how it is split, and what environment it
+/// gets) with no input and reads its standard output as a declaration document (JSON when it
+/// starts with `{`, YAML otherwise). Fails on a non-zero exit (with the end of its standard
+/// error), after `timeout` (its whole process group is killed), and on output that is too large
+/// or not UTF-8.
+pub async fn run_command(
+    line: &str,
+    timeout: Duration,
+    pass_env: &[String],
+) -> anyhow::Result<Document> {
     let words =
         split_command(line).map_err(|problem| anyhow::anyhow!("--from-command: {problem}"))?;
     let Some((program, arguments)) = words.split_first() else {
         bail!("--from-command: the command is empty");
     };
-    let mut child = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(arguments)
+        .env_clear()
+        .envs(child_env(std::env::vars_os(), pass_env))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = command
         .spawn()
         .with_context(|| format!("cannot run `{line}`"))?;
+    let group = child.id();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
 
@@ -89,7 +131,9 @@ pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Docume
     })
     .await;
     let Ok((stdout, stderr, status)) = finished else {
-        // Reap the killed child so it does not linger as a zombie.
+        // Everything the command started goes with it; then reap the child so it does not
+        // linger as a zombie.
+        kill_group(group);
         let _ = child.start_kill();
         let _ = child.wait().await;
         bail!(
@@ -120,6 +164,20 @@ pub async fn run_command(line: &str, timeout: Duration) -> anyhow::Result<Docume
         text,
         origin: format!("the output of `{line}`"),
     })
+}
+
+/// Kills the process group led by `leader` (the command runs in its own group).
+fn kill_group(leader: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(pid) = leader
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw)
+        && let Err(err) = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+    {
+        tracing::debug!(error = %err, "cannot kill the command's process group");
+    }
+    #[cfg(not(unix))]
+    let _ = leader;
 }
 
 /// Reads to the end, keeping only the last `keep` bytes (roughly: whole chunks are dropped).
@@ -247,7 +305,12 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
 #[derive(Debug, Clone)]
 pub enum Source {
     File(PathBuf),
-    Command { line: String, timeout: Duration },
+    Command {
+        line: String,
+        timeout: Duration,
+        /// Variables passed to the command besides [`ALWAYS_PASSED`].
+        pass_env: Vec<String>,
+    },
 }
 
 impl Source {
@@ -255,7 +318,11 @@ impl Source {
     pub async fn read(&self) -> anyhow::Result<Document> {
         match self {
             Source::File(path) => read_file(path).await,
-            Source::Command { line, timeout } => run_command(line, *timeout).await,
+            Source::Command {
+                line,
+                timeout,
+                pass_env,
+            } => run_command(line, *timeout, pass_env).await,
         }
     }
 }
@@ -324,6 +391,74 @@ mod tests {
         let tail = read_tail(Some(&big[..]), 1000).await.unwrap();
         assert!(tail.len() <= 2000 + 8192, "{}", tail.len());
         assert!(tail.len() >= 1000);
+    }
+
+    #[test]
+    fn commands_get_only_the_basic_variables_and_the_named_ones() {
+        let parent = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/op"),
+            ("LANG", "C.UTF-8"),
+            ("SENTIN8_CRON_M2M_CLIENT_SECRET", "s3cret"),
+            ("SENTIN8_CRON_DATABASE_URL", "postgres://u:p@db/cron"),
+            ("REGISTRY_TOKEN", "t"),
+            ("PATHX", "not PATH"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let names = |pass: &[String]| -> Vec<String> {
+            child_env(parent.clone(), pass)
+                .into_iter()
+                .map(|(name, _)| name.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(&[]), ["PATH", "HOME", "LANG"]);
+        assert_eq!(
+            names(&["REGISTRY_TOKEN".to_owned()]),
+            ["PATH", "HOME", "LANG", "REGISTRY_TOKEN"]
+        );
+        assert!(env_name("A=B").is_err());
+        assert!(env_name("").is_err());
+        assert_eq!(env_name("REGISTRY_TOKEN").unwrap(), "REGISTRY_TOKEN");
+    }
+
+    /// Whether `pid` is gone: no such process, or only its exit status is left.
+    #[cfg(unix)]
+    fn gone(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            // The state follows the parenthesised command name.
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_timeout_kills_every_process_the_command_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("background.pid");
+        let line = format!(
+            "sh -c 'sleep 300 & echo $! > \"{}\"; wait'",
+            pid_file.display()
+        );
+        let err = run_command(&line, Duration::from_secs(1), &[])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did not finish within 1s"), "{err}");
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SIGKILL is delivered asynchronously: give it a bounded moment.
+        let mut waited = 0;
+        while !gone(pid) && waited < 100 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waited += 1;
+        }
+        assert!(gone(pid), "the background sleep {pid} survived the timeout");
     }
 
     #[test]

@@ -20,6 +20,7 @@ impl Ops {
         env: EnvId,
         query: &ScheduleQuery,
     ) -> OpsResult<Vec<Schedule>> {
+        storable_filter(query.domain.as_deref())?;
         let mut tx = self.store.tenant_begin(env).await?;
         Ok(tx.schedule_list(query).await?)
     }
@@ -46,6 +47,7 @@ impl Ops {
 
     /// A page of dead-letter entries, newest first.
     pub async fn dlq_list(&self, env: EnvId, query: &DlqQuery) -> OpsResult<Vec<DlqEntry>> {
+        storable_filter(query.domain.as_deref())?;
         let mut tx = self.store.tenant_begin(env).await?;
         Ok(tx.dlq_list(query).await?)
     }
@@ -99,4 +101,12 @@ pub struct EnvOverview {
     pub recent_failures: Vec<(Job, Option<Schedule>)>,
     /// Active schedules, soonest next fire first.
     pub upcoming: Vec<Schedule>,
+}
+
+/// A `domain` filter is compared with stored text, so it must be text every store can hold.
+fn storable_filter(domain: Option<&str>) -> OpsResult<()> {
+    match domain.map(|domain| crate::core::storable::check_text("domain", domain)) {
+        Some(Err(problem)) => Err(OpsError::Invalid(vec![problem])),
+        _ => Ok(()),
+    }
 }

@@ -18,7 +18,17 @@ pub async fn health_and_metrics(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::OK, "{health}");
     assert_eq!(health["status"], "ok");
     assert_eq!(health["counts"]["schedules_active"], 0);
+    let counted_at = health["counts_at"].clone();
+    assert!(counted_at.is_string(), "{health}");
     api.create(api.env_a, "nightly").await;
+    // The counts are served from memory: they change when they are recomputed, not per request.
+    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(health["counts"]["schedules_active"], 0, "{health}");
+    api.clock.advance(Duration::seconds(5));
+    api.refresh_counts().await;
+    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    assert_eq!(health["counts"]["schedules_active"], 1, "{health}");
+    assert_ne!(health["counts_at"], counted_at);
     // Three intervals without a tick: the ticker is stalled.
     api.clock.advance(Duration::seconds(3 * 60 + 1));
     let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;

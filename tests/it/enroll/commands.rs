@@ -4,7 +4,7 @@ use std::time::{Duration as StdDuration, Instant};
 
 use sentin8_cron::core::model::ScheduleStatus;
 
-use super::{Db, Enroll, THREE};
+use super::{Db, Enroll, Run, THREE};
 
 pub async fn documents_from_commands(db: Db) {
     let t = Enroll::new(db);
@@ -70,6 +70,40 @@ pub async fn documents_from_commands(db: Db) {
     assert!(run.stderr.contains("sh -c"), "{}", run.stderr);
     assert!(t.schedules().await.is_empty());
     assert!(t.outbox().await.is_empty());
+
+    // The command sees none of enroll's secrets (the database URL here) and no other variable
+    // (USER) unless it is passed by name.
+    let reveal = "sh -c 'if [ -n \"${SENTIN8_CRON_DATABASE_URL+x}\" ]; then db=seen; else db=hidden; fi; \
+                  printf \"schedules:\\n  - schedule_type: billing.db-%s-user-%s\\n    cron: \\\"0 3 * * *\\\"\\n\" \
+                  \"$db\" \"${USER:-none}\"'";
+    let seen = |run: &Run| -> Vec<String> {
+        run.json()["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["schedule_type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let run = t
+        .enroll(&["--from-command", reveal, "--dry-run", "--output", "json"])
+        .await
+        .ok();
+    assert_eq!(seen(&run), ["billing.db-hidden-user-none"]);
+    let run = t
+        .enroll(&[
+            "--from-command",
+            reveal,
+            "--pass-env",
+            "USER",
+            "--pass-env",
+            "SENTIN8_CRON_DATABASE_URL",
+            "--dry-run",
+            "--output",
+            "json",
+        ])
+        .await
+        .ok();
+    assert_eq!(seen(&run), ["billing.db-seen-user-tester"]);
 
     // A command that prints a valid document.
     let file = t.write("billing.yaml", THREE);
