@@ -1,5 +1,5 @@
 //! Engine throughput and lateness, on PostgreSQL and on SQLite, against a local HTTP target that
-//! answers 200.
+//! answers 200, with every call signed and checked by the egress policy as `serve` does.
 //!
 //! - burst: N schedules due at once; ticks run until every one fired; fires per second.
 //! - steady: schedules falling due at a steady 500 per second for 10 s, served by the real
@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::post;
 use chrono::Utc;
+use sentin8_cron::callback::egress::EgressPolicy;
+use sentin8_cron::callback::signing::CallSigner;
 use sentin8_cron::callback::{DispatchConfig, HttpDispatcher, Secret, TokenSettings};
 use sentin8_cron::core::clock::{Clock, SystemClock};
 use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
@@ -92,14 +94,18 @@ async fn seed(
     }
 }
 
-fn engine(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Engine {
+/// The production wiring: every call signed (Ed25519), its URL checked by an egress policy
+/// that names the target's origin, the static token sent to that named origin.
+fn engine(store: Arc<dyn Store>, metrics: Arc<Metrics>, base_url: &str) -> Engine {
     let config = DispatchConfig {
         token: TokenSettings::Static(Secret::new("bench-token")),
+        egress: EgressPolicy::parse(&[base_url.to_owned()], None, false).unwrap(),
         ..DispatchConfig::default()
     };
+    let signer = Arc::new(CallSigner::generate_dev("https://cron.bench").unwrap());
     Engine::new(
         store,
-        Arc::new(HttpDispatcher::new(&config).unwrap()),
+        Arc::new(HttpDispatcher::new(&config).unwrap().signed(signer)),
         Arc::new(SystemClock),
         EngineConfig {
             batch_size: 200,
@@ -114,7 +120,7 @@ async fn burst(store: Arc<dyn Store>, base_url: &str, count: usize) -> f64 {
     let envs: Vec<EnvId> = (0..ENVS).map(|_| EnvId::new()).collect();
     let due_at = SystemClock.now() - chrono::Duration::seconds(1);
     seed(&store, &envs, count, base_url, |_| due_at).await;
-    let engine = engine(store, Arc::new(Metrics::default()));
+    let engine = engine(store, Arc::new(Metrics::default()), base_url);
     let started = Instant::now();
     let mut fired = 0;
     while fired < count as u64 {
@@ -151,7 +157,7 @@ async fn steady(
     })
     .await;
     let metrics = Arc::new(Metrics::default());
-    let engine = Arc::new(engine(store.clone(), metrics));
+    let engine = Arc::new(engine(store.clone(), metrics, base_url));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let loop_task = tokio::spawn({
         let engine = engine.clone();

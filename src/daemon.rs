@@ -17,6 +17,7 @@ use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
 use crate::core::store::Store;
+use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
 use crate::server::{AppState, app, serve};
 
@@ -37,19 +38,24 @@ pub struct Service {
     pub relay: Option<(Arc<dyn Sink>, RelayOptions)>,
     /// Extra routes merged under the same layers (the API and the admin pages are always there).
     pub extra_routes: Router,
+    /// The egress policy base URLs are checked against at create and update.
+    pub target_policy: Arc<dyn TargetPolicy>,
+    /// The public keys of signed calls, served at `/.well-known/jwks.json` when given.
+    pub jwks: Option<serde_json::Value>,
 }
 
 impl Service {
     /// The application state the handlers share.
     pub fn state(&self) -> Arc<AppState> {
         Arc::new(AppState {
-            ops: Ops::new(self.store.clone()),
+            ops: Ops::new(self.store.clone()).with_target_policy(self.target_policy.clone()),
             store: self.store.clone(),
             auth: self.auth.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
             tick_interval: self.engine.tick_interval,
             started_at: self.clock.now(),
+            jwks: self.jwks.clone().map(Arc::new),
         })
     }
 

@@ -10,6 +10,7 @@ pub mod source;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ArgGroup;
@@ -17,7 +18,9 @@ use serde::Serialize;
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{EXIT_INVALID, utc_text};
-use super::{DatabaseArgs, StoreUse, open_store};
+use super::{DatabaseArgs, StoreUse, open_store, proxy_back};
+use crate::callback::TargetAllowArgs;
+use crate::callback::config::egress_policy;
 use crate::core::clock::{Clock as _, SystemClock};
 use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
@@ -76,6 +79,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub actor: Option<String>,
     #[command(flatten)]
+    pub egress: TargetAllowArgs,
+    #[command(flatten)]
     pub database: DatabaseArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
@@ -99,11 +104,20 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     if let Err(problem) = validate_domain(&args.domain) {
         problems.push(problem);
     }
+    // The targets written are checked against the egress policy `serve` applies: the allow
+    // list, or by default https://*.{platform domain}.
+    let policy = Arc::new(egress_policy(
+        &args.egress,
+        args.platform_domain.as_deref(),
+        proxy_back::dev_mode(args.database.url(), false)?,
+    )?);
     let target = match enroll::target_config(
         &args.domain,
         args.base_url.as_deref(),
         args.platform_domain.as_deref(),
-    ) {
+    )
+    .and_then(|target| target.check(policy.as_ref()).map(|()| target))
+    {
         Ok(target) => Some(target),
         Err(mut errors) => {
             problems.append(&mut errors);
@@ -174,6 +188,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         domain: args.domain.clone(),
         specs,
         target,
+        policy,
         prune: args.prune,
         dry_run: args.dry_run,
     };

@@ -88,6 +88,8 @@ impl Api {
             run_ticker,
             relay,
             extra_routes: extra,
+            target_policy: Arc::new(crate::support::dev_egress()),
+            jwks: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -58,6 +58,8 @@ async fn start() -> TlsServer {
         run_ticker: false,
         relay: None,
         extra_routes: axum::Router::new(),
+        target_policy: Arc::new(crate::support::dev_egress()),
+        jwks: None,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
