@@ -105,20 +105,26 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         problems.push(problem);
     }
     // The targets written are checked against the egress policy `serve` applies: the allow
-    // list, or by default https://*.{platform domain}.
-    let policy = Arc::new(egress_policy(
-        &args.egress,
-        args.platform_domain.as_deref(),
-        proxy_back::dev_mode(args.database.url(), false)?,
-    )?);
-    let target = match enroll::target_config(
+    // list, or by default https://*.{platform domain} (a malformed platform domain is
+    // reported as a field problem first).
+    let dev_mode = proxy_back::dev_mode(args.database.url(), false)?;
+    let checked = match enroll::target_config(
         &args.domain,
         args.base_url.as_deref(),
         args.platform_domain.as_deref(),
-    )
-    .and_then(|target| target.check(policy.as_ref()).map(|()| target))
-    {
-        Ok(target) => Some(target),
+    ) {
+        Ok(target) => {
+            let policy = Arc::new(egress_policy(
+                &args.egress,
+                args.platform_domain.as_deref(),
+                dev_mode,
+            )?);
+            target.check(policy.as_ref()).map(|()| (target, policy))
+        }
+        Err(errors) => Err(errors),
+    };
+    let target = match checked {
+        Ok(checked) => Some(checked),
         Err(mut errors) => {
             problems.append(&mut errors);
             None
@@ -135,7 +141,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
         ),
     };
-    let (Some(target), true) = (target, problems.is_empty()) else {
+    let (Some((target, policy)), true) = (target, problems.is_empty()) else {
         for problem in &problems {
             eprintln!("error: {problem}");
         }

@@ -88,7 +88,15 @@ impl Api {
             run_ticker,
             relay,
             extra_routes: extra,
-            target_policy: Arc::new(crate::support::dev_egress()),
+            // Development mode (the loopback target) plus the names these tests use.
+            target_policy: Arc::new(
+                sentin8_cron::callback::egress::EgressPolicy::parse(
+                    &["https://billing.internal".into()],
+                    None,
+                    true,
+                )
+                .unwrap(),
+            ),
             jwks: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -20,6 +20,11 @@ const BILLING_EXAMPLE: &str = concat!(
 );
 
 /// A test database as the binary reaches it.
+
+/// The targets the enroll tests write, allowed by name, as an operator's allow list would.
+const TEST_TARGETS: &str =
+    "https://*.apps.example.test,https://billing.internal,http://127.0.0.1:*,http://10.0.0.7:8081";
+
 pub struct Db {
     pub store: Arc<dyn Store>,
     /// The URL the binary connects with (PostgreSQL: the service role).
@@ -83,11 +88,19 @@ impl Enroll {
 
     /// Runs the binary with these arguments.
     pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[]).await
+    }
+
+    /// Runs the binary with these arguments and extra environment variables.
+    pub async fn run_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
             .args(args)
             .env("SENTIN8_CRON_DATABASE_URL", &self.url)
+            // The egress policy of these tests' targets; the policy's own test replaces it.
+            .env("SENTIN8_CRON_TARGET_ALLOW", TEST_TARGETS)
             .env("USER", "tester")
             .env("RUST_LOG", "error")
+            .envs(vars.iter().copied())
             .current_dir(self.dir.path())
             .output()
             .await
@@ -816,6 +829,70 @@ pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
     assert_eq!(t.schedules().await.len(), 3);
 }
 
+/// Enroll applies the egress policy `serve` does: with no allow list, the platform domain's
+/// services only; an allow list replaces that default.
+pub async fn targets_outside_the_egress_policy_are_refused(db: Db) {
+    let t = Enroll::new(db);
+    let good = t.write("good.yaml", THREE);
+    let platform_only = [("SENTIN8_CRON_TARGET_ALLOW", "")];
+    for base_url in [
+        "https://169.254.169.254",
+        "https://10.0.0.1:6379",
+        "https://0x0a000001",
+        "https://attacker.example",
+    ] {
+        let env = t.env.to_string();
+        let args = [
+            "enroll",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--file",
+            &good,
+            "--base-url",
+            base_url,
+            "--output",
+            "json",
+        ];
+        let run = t.run_with(&args, &platform_only).await.failed();
+        let problems = run.json()["problems"].clone();
+        assert_eq!(
+            problems[0]["field"], "target_config.baseUrl",
+            "{base_url}: {problems}"
+        );
+    }
+    assert!(t.schedules().await.is_empty());
+    // The platform domain's own services pass without an allow list...
+    let env = t.env.to_string();
+    let args = [
+        "enroll",
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--file",
+        &good,
+        "--platform-domain",
+        "apps.example.test",
+    ];
+    t.run_with(&args, &platform_only).await.ok();
+    assert_eq!(t.schedules().await.len(), 3);
+    // ...and an allow list that does not name them refuses them.
+    let run = t
+        .run_with(
+            &args,
+            &[("SENTIN8_CRON_TARGET_ALLOW", "https://billing.internal")],
+        )
+        .await
+        .failed();
+    assert!(
+        run.stderr.contains("target_config.baseUrl: "),
+        "{}",
+        run.stderr
+    );
+}
+
 pub async fn documents_from_commands(db: Db) {
     let t = Enroll::new(db);
 
@@ -1005,6 +1082,7 @@ macro_rules! enroll_suite {
                 dry_runs_write_nothing,
                 one_bad_entry_aborts_everything,
                 base_urls_the_callback_cannot_use_are_refused,
+                targets_outside_the_egress_policy_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
             );
