@@ -158,9 +158,10 @@ impl OAuth2TokenSource {
         }
         if slots.len() >= MAX_CACHED_ORIGINS {
             let now = self.clock.now();
-            slots.retain(|_, slot| {
-                slot.try_lock()
-                    .map_or(true, |c| c.as_ref().is_some_and(|c| now < c.refresh_at))
+            // A slot in use (locked) is kept; an idle one only while its token is fresh.
+            slots.retain(|_, slot| match slot.try_lock() {
+                Ok(cached) => cached.as_ref().is_some_and(|c| now < c.refresh_at),
+                Err(_) => true,
             });
         }
         slots.entry(origin.to_owned()).or_default().clone()

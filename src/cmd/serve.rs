@@ -48,6 +48,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let relay = RelayConfig::try_from(&args.bus)?;
     let listen = args.listener.listen.clone();
     let url = args.database.url().to_owned();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The signing key is loaded (or, in development mode, created) before the store opens.
+    let no_token = dispatch.token == TokenSettings::None;
+    let proxy = proxy_back::build(dispatch, &url, clock.clone())?;
     let store = open_store(&args.database, StoreUse::Serve).await?;
     let capabilities = store.capabilities();
     if capabilities.rls_bypassed {
@@ -56,7 +60,6 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
              application alone; connect as sentin8_cron_service in production"
         );
     }
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
     let http = reqwest::Client::builder()
         .build()
@@ -91,13 +94,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         ),
     };
 
-    if dispatch.token == TokenSettings::None {
+    if no_token {
         tracing::info!(
             "no M2M token source configured: proxy-back calls carry only their signature \
              (set SENTIN8_CRON_M2M_TOKEN_URL/_CLIENT_ID/_CLIENT_SECRET for a bearer token too)"
         );
     }
-    let proxy = proxy_back::build(dispatch, &url, clock.clone())?;
     let jwks = proxy.signer.jwks();
     let target_policy: Arc<dyn TargetPolicy> = Arc::new(proxy.config.egress.clone());
     let job_timeout = proxy.config.job_timeout;

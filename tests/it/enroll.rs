@@ -19,12 +19,11 @@ const BILLING_EXAMPLE: &str = concat!(
     "/examples/billing.schedules.yaml"
 );
 
-/// A test database as the binary reaches it.
-
 /// The targets the enroll tests write, allowed by name, as an operator's allow list would.
 const TEST_TARGETS: &str =
     "https://*.apps.example.test,https://billing.internal,http://127.0.0.1:*,http://10.0.0.7:8081";
 
+/// A test database as the binary reaches it.
 pub struct Db {
     pub store: Arc<dyn Store>,
     /// The URL the binary connects with (PostgreSQL: the service role).

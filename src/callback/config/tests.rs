@@ -118,3 +118,125 @@ fn debug_hides_secrets() {
     assert!(!format!("{dev:?}").contains("dev-token-value"));
     assert_eq!(Secret::new("x").to_string(), "<redacted>");
 }
+
+#[test]
+fn the_egress_policy_comes_from_the_allow_list_or_the_platform_domain() {
+    let url = |s: &str| url::Url::parse(s).unwrap();
+    let listed = config(&[
+        "--target-allow",
+        "*.svc.example.com,http://127.0.0.1:9000",
+        "--target-allow=https://billing.internal:8443",
+    ])
+    .unwrap();
+    for allowed in [
+        "https://a.svc.example.com",
+        "http://127.0.0.1:9000",
+        "https://billing.internal:8443",
+    ] {
+        assert!(listed.egress.check_url(&url(allowed)).is_ok(), "{allowed}");
+    }
+    assert!(
+        listed
+            .egress
+            .check_url(&url("http://127.0.0.1:9001"))
+            .is_err()
+    );
+
+    let platform = config(&["--platform-domain", "svc.example.com"]).unwrap();
+    assert!(
+        platform
+            .egress
+            .check_url(&url("https://billing.svc.example.com"))
+            .is_ok()
+    );
+    assert!(
+        platform
+            .egress
+            .check_url(&url("http://billing.svc.example.com"))
+            .is_err()
+    );
+
+    // Nothing configured allows nothing, except loopback in development mode.
+    let args: CallbackArgs = parse_flags(&[]).unwrap();
+    let strict = DispatchConfig::from_args(&args, false).unwrap();
+    assert!(
+        strict
+            .egress
+            .check_url(&url("http://127.0.0.1:9000"))
+            .is_err()
+    );
+    let dev = DispatchConfig::from_args(&args, true).unwrap();
+    assert!(dev.egress.check_url(&url("http://127.0.0.1:9000")).is_ok());
+}
+
+#[test]
+fn bad_egress_settings_name_the_setting() {
+    let err = config(&["--target-allow", "ftp://x"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("--target-allow (SENTIN8_CRON_TARGET_ALLOW): "),
+        "{err}"
+    );
+    let err = config(&["--platform-domain", "bad domain!"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("--platform-domain (SENTIN8_CRON_PLATFORM_DOMAIN): "),
+        "{err}"
+    );
+}
+
+#[test]
+fn signing_settings_and_the_result_cap() {
+    let defaults = config(&[]).unwrap();
+    assert_eq!(defaults.signing, SigningSettings::default());
+    assert_eq!(defaults.signing.issuer, "sentin8-cron");
+    assert_eq!(defaults.result_cap, 16 * 1024);
+
+    let set = config(&[
+        "--signing-key-file=new.pem",
+        "--signing-key-previous-file=old.pem,older.pem",
+        "--signing-key-previous-file=oldest.pem",
+        "--signing-issuer=https://cron.example.com",
+        "--result-max-bytes=100",
+    ])
+    .unwrap();
+    assert_eq!(set.signing.key_file, Some(PathBuf::from("new.pem")));
+    assert_eq!(
+        set.signing.previous_files,
+        ["old.pem", "older.pem", "oldest.pem"].map(PathBuf::from)
+    );
+    assert_eq!(set.signing.issuer, "https://cron.example.com");
+    assert_eq!(set.result_cap, 100);
+
+    let err = config(&["--signing-key-previous-file=old.pem"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--signing-key-file (SENTIN8_CRON_SIGNING_KEY_FILE) is required when \
+         --signing-key-previous-file (SENTIN8_CRON_SIGNING_KEY_PREVIOUS_FILE) is set"
+    );
+    assert!(refused(&["--result-max-bytes=0"]).contains("--result-max-bytes"));
+}
+
+#[test]
+fn oauth2_token_requests_name_the_target_under_configurable_parameters() {
+    let oauth = [
+        "--m2m-token-url=https://idp.example/token",
+        "--m2m-client-id=cron",
+        "--m2m-client-secret=hunter2",
+    ];
+    let params = |extra: &[&str]| {
+        let flags: Vec<&str> = oauth.iter().chain(extra).copied().collect();
+        match config(&flags).unwrap().token {
+            TokenSettings::OAuth2(s) => (s.resource_param, s.audience_param),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        params(&[]),
+        (Some("resource".into()), Some("audience".into()))
+    );
+    assert_eq!(
+        params(&["--m2m-resource-param=", "--m2m-audience-param=aud"]),
+        (None, Some("aud".into()))
+    );
+}
