@@ -239,6 +239,12 @@ impl HttpDispatcher {
         tracing::warn!(%origin, failure = %class, detail = %operator_detail(err), "proxy-back call failed");
         match class {
             FailureClass::Timeout => DispatchError::Timeout(self.inner.job_timeout),
+            // Redirects are not followed, so a configuration failure of a sent request is the
+            // resolver refusing every address of the name; a request reqwest cannot build
+            // (unreachable from a parsed base URL) is reported as such.
+            FailureClass::Configuration if err.is_builder() => {
+                DispatchError::InvalidBaseUrl("the request could not be built".into())
+            }
             FailureClass::Configuration => DispatchError::EgressRefused,
             FailureClass::Decode => DispatchError::Decode("the response could not be read".into()),
             other => DispatchError::Transport(other.to_string()),

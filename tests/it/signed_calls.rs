@@ -361,3 +361,69 @@ async fn oauth2_tokens_are_requested_and_cached_per_origin() {
         assert!(form.contains(&format!("aud_name={origin}")), "{form}");
     }
 }
+
+#[tokio::test]
+async fn a_fired_schedule_calls_its_target_signed_for_that_target() {
+    use sentin8_cron::core::clock::{Clock, ManualClock};
+    use sentin8_cron::core::decl::ScheduleDecl;
+    use sentin8_cron::core::engine::{Engine, EngineConfig};
+    use sentin8_cron::core::metrics::Metrics;
+    use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
+
+    let signer = Arc::new(CallSigner::generate_dev(ISSUER).unwrap());
+    let (base, _stop) = serve_jwks(signer.jwks()).await;
+    let target = ok_target().await;
+    let store = crate::support::sqlite_store().await;
+    // Near the real time, so the receiver's expiry check is a real one.
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let env = EnvId::new();
+    let actor = Actor {
+        name: "tester".into(),
+        correlation_id: None,
+        now: Utc::now(),
+    };
+    let spec = ScheduleDecl {
+        schedule_type: "nightly".into(),
+        cron: Some("* * * * *".into()),
+        payload: Some(json!({"report": "daily"})),
+        ..ScheduleDecl::default()
+    }
+    .validate(actor.now)
+    .unwrap();
+    let schedule = Ops::new(store.clone())
+        .with_target_policy(Arc::new(dev_egress()))
+        .schedule_create(
+            env,
+            CreateSchedule {
+                domain: "reports".into(),
+                spec,
+                target: Target::validate(&json!({"baseUrl": format!("{}/reports", target.url())}))
+                    .unwrap(),
+            },
+            &actor,
+        )
+        .await
+        .unwrap();
+    let engine = Engine::new(
+        store,
+        Arc::new(
+            HttpDispatcher::with_clock(&static_config(dev_egress()), clock.clone())
+                .unwrap()
+                .signed(signer),
+        ),
+        clock.clone(),
+        EngineConfig::default(),
+        Arc::new(Metrics::default()),
+    );
+    clock.set(schedule.next_run_at.unwrap());
+    let summary = engine.tick().await.unwrap();
+    assert_eq!(summary.succeeded, 1, "{summary:?}");
+
+    let (jwks, _) = fetch_jwks(&base).await;
+    let call = &target.requests()[0];
+    assert_eq!(call.path, "/reports/v1/internal/schedules/run");
+    let claims = verify(call, &jwks, &target.url()).unwrap();
+    assert_eq!(claims["schedule_id"], schedule.id.to_string());
+    assert_eq!(claims["env_id"], env.to_string());
+    assert_eq!(claims["iat"], clock.now().timestamp());
+}
