@@ -47,11 +47,16 @@ PY
 )
 
 LOG=$(mktemp)
+# Outside development mode serve signs calls with a configured key, and the schedules' target
+# must be on the egress allow list.
+KEY=$(mktemp --suffix=.pem)
+openssl genpkey -algorithm ed25519 -out "$KEY"
 SENTIN8_CRON_JWT_HS256_SECRET="$SECRET" RUST_LOG=warn SENTIN8_CRON_DB_POOL_SIZE=${POOL:-8} \
+  SENTIN8_CRON_SIGNING_KEY_FILE="$KEY" SENTIN8_CRON_TARGET_ALLOW=http://127.0.0.1:9 \
   "$BIN" serve --listen "127.0.0.1:$PORT" \
   --database-url "postgres://sentin8_cron_service@$HOSTPART/$DB${DB_PARAMS-?sslmode=disable}" >"$LOG" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null' EXIT
+trap 'kill $PID 2>/dev/null; rm -f "$KEY"; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null' EXIT
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/v1/health" >/dev/null && break; sleep 0.2; done
 sleep 2
 RSS_IDLE=$(ps -o rss= -p $PID | tr -d ' ')

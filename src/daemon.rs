@@ -20,6 +20,7 @@ use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
 use crate::core::snapshot::StatsSnapshot;
 use crate::core::store::Store;
+use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
 use crate::server::listener::{ListenerLimits, limit_requests, serve};
 use crate::server::system::metrics_text;
@@ -48,13 +49,17 @@ pub struct Service {
     pub stats: Arc<StatsSnapshot>,
     /// Serves `/metrics` on this listener instead of the main one.
     pub metrics_listener: Option<std::net::TcpListener>,
+    /// The egress policy base URLs are checked against at create and update.
+    pub target_policy: Arc<dyn TargetPolicy>,
+    /// The public keys of signed calls, served at `/.well-known/jwks.json` when given.
+    pub jwks: Option<serde_json::Value>,
 }
 
 impl Service {
     /// The application state the handlers share.
     pub fn state(&self) -> Arc<AppState> {
         Arc::new(AppState {
-            ops: Ops::new(self.store.clone()),
+            ops: Ops::new(self.store.clone()).with_target_policy(self.target_policy.clone()),
             store: self.store.clone(),
             auth: self.auth.clone(),
             clock: self.clock.clone(),
@@ -63,6 +68,7 @@ impl Service {
             started_at: self.clock.now(),
             stats: self.stats.clone(),
             metrics_elsewhere: self.metrics_listener.is_some(),
+            jwks: self.jwks.clone().map(Arc::new),
         })
     }
 

@@ -1,10 +1,13 @@
 //! Proxy-back settings: [`CallbackArgs`] (flags, or the `SENTIN8_CRON_*` variables they name)
-//! and the [`DispatchConfig`] they convert to, checked as a whole in that one conversion.
+//! and the [`DispatchConfig`] they convert to, checked as a whole in that one conversion:
+//! tokens, timeouts, the egress policy, the result cap and where the signing key comes from.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::egress::{EgressConfigError, EgressPolicy};
+use super::failure::DEFAULT_RESULT_CAP;
 use crate::util::duration::positive_duration;
 use crate::util::setting::given;
 
@@ -22,6 +25,27 @@ pub const ENV_STATIC_TOKEN: &str = "SENTIN8_CRON_TOKEN";
 pub const ENV_JOB_TIMEOUT: &str = "SENTIN8_CRON_JOB_TIMEOUT";
 /// `SENTIN8_CRON_CA_FILE`: a PEM bundle trusted in addition to the platform roots.
 pub const ENV_CA_FILE: &str = "SENTIN8_CRON_CA_FILE";
+/// `SENTIN8_CRON_TARGET_ALLOW`: the egress allow list.
+pub const ENV_TARGET_ALLOW: &str = "SENTIN8_CRON_TARGET_ALLOW";
+/// `SENTIN8_CRON_PLATFORM_DOMAIN`: the default egress policy is `https://*.{domain}`.
+pub const ENV_PLATFORM_DOMAIN: &str = "SENTIN8_CRON_PLATFORM_DOMAIN";
+/// `SENTIN8_CRON_SIGNING_KEY_FILE`: the PEM key signed calls are signed with.
+pub const ENV_SIGNING_KEY_FILE: &str = "SENTIN8_CRON_SIGNING_KEY_FILE";
+/// `SENTIN8_CRON_SIGNING_KEY_PREVIOUS_FILE`: previous keys, still published.
+pub const ENV_SIGNING_KEY_PREVIOUS_FILE: &str = "SENTIN8_CRON_SIGNING_KEY_PREVIOUS_FILE";
+/// `SENTIN8_CRON_SIGNING_ISSUER`: the `iss` of signed calls.
+pub const ENV_SIGNING_ISSUER: &str = "SENTIN8_CRON_SIGNING_ISSUER";
+/// `SENTIN8_CRON_RESULT_MAX_BYTES`: the cap on a stored job result.
+pub const ENV_RESULT_MAX_BYTES: &str = "SENTIN8_CRON_RESULT_MAX_BYTES";
+/// `SENTIN8_CRON_M2M_RESOURCE_PARAM`: the token request parameter naming the target (RFC 8707).
+pub const ENV_RESOURCE_PARAM: &str = "SENTIN8_CRON_M2M_RESOURCE_PARAM";
+/// `SENTIN8_CRON_M2M_AUDIENCE_PARAM`: the token request parameter some IdPs use instead.
+pub const ENV_AUDIENCE_PARAM: &str = "SENTIN8_CRON_M2M_AUDIENCE_PARAM";
+
+/// The issuer of signed calls when none is configured. A constant rather than a listen
+/// address: `serve` and `tick` must sign with the same issuer, and a bind address is not a URL
+/// receivers know.
+pub const DEFAULT_SIGNING_ISSUER: &str = "sentin8-cron";
 
 /// The per-call timeout when none is configured.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,6 +69,11 @@ pub enum ConfigError {
     CaFile { path: String, reason: String },
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    #[error("{setting}: {source}")]
+    Egress {
+        setting: &'static str,
+        source: EgressConfigError,
+    },
 }
 
 /// A value that must never appear in logs or error messages. `Debug` and `Display` redact it;
@@ -98,6 +127,11 @@ pub struct OAuth2Settings {
     pub client_secret: Secret,
     /// Space-separated scopes; sent as the `scope` form field when present.
     pub scope: Option<String>,
+    /// The form field naming the target origin a token is requested for (RFC 8707
+    /// `resource`); `None` sends none.
+    pub resource_param: Option<String>,
+    /// A second form field with the same origin, for IdPs that call it `audience`.
+    pub audience_param: Option<String>,
 }
 
 /// Where proxy-back bearer tokens come from.
@@ -112,6 +146,28 @@ pub enum TokenSettings {
     None,
 }
 
+/// Where the key signing proxy-back calls comes from (loaded at start-up by
+/// [`call_signer`](super::setup::call_signer)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningSettings {
+    /// The current key (PKCS#8 PEM); required outside development mode.
+    pub key_file: Option<PathBuf>,
+    /// Previous keys: published, no longer signing.
+    pub previous_files: Vec<PathBuf>,
+    /// The `iss` claim.
+    pub issuer: String,
+}
+
+impl Default for SigningSettings {
+    fn default() -> Self {
+        Self {
+            key_file: None,
+            previous_files: Vec::new(),
+            issuer: DEFAULT_SIGNING_ISSUER.to_owned(),
+        }
+    }
+}
+
 /// Everything the HTTP dispatcher needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DispatchConfig {
@@ -121,17 +177,39 @@ pub struct DispatchConfig {
     /// Extra PEM roots, trusted in addition to the platform's.
     pub ca_file: Option<PathBuf>,
     pub user_agent: String,
+    /// Which targets may be called and which addresses connected to.
+    pub egress: EgressPolicy,
+    /// The most bytes of a response body stored as a job's result (a marker beyond).
+    pub result_cap: usize,
+    pub signing: SigningSettings,
 }
 
 impl Default for DispatchConfig {
+    /// No token, and an egress policy that allows nothing: every call is refused until the
+    /// allow list (or development mode) says otherwise.
     fn default() -> Self {
         Self {
             token: TokenSettings::None,
             job_timeout: DEFAULT_JOB_TIMEOUT,
             ca_file: None,
             user_agent: default_user_agent(),
+            egress: EgressPolicy::parse(&[], None, false).unwrap_or_else(|_| unreachable!()),
+            result_cap: DEFAULT_RESULT_CAP,
+            signing: SigningSettings::default(),
         }
     }
+}
+
+/// The egress allow list alone: shared by the commands that call targets (through
+/// [`CallbackArgs`]) and `enroll`, which checks the targets it writes.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Egress")]
+pub struct TargetAllowArgs {
+    /// Targets proxy-back may call: comma-separated [scheme://]host[/prefix][:port] entries
+    /// (*.svc.example.com, https://billing.internal:8443, http://127.0.0.1:9000, 10.0.0.0/8);
+    /// https only unless an entry names http.
+    #[arg(long, env = ENV_TARGET_ALLOW, value_name = "ENTRIES", value_delimiter = ',')]
+    pub target_allow: Vec<String>,
 }
 
 /// The proxy-back settings of the commands that call services back (`serve`, `tick`).
@@ -159,6 +237,33 @@ pub struct CallbackArgs {
     /// PEM bundle trusted for proxy-back in addition to the platform roots.
     #[arg(long, env = ENV_CA_FILE, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
+    /// Token request parameter naming the target origin (RFC 8707); empty sends none.
+    #[arg(long, env = ENV_RESOURCE_PARAM, value_name = "NAME", default_value = "resource")]
+    pub m2m_resource_param: String,
+    /// Second token request parameter with the target origin, for IdPs that name it so;
+    /// empty sends none.
+    #[arg(long, env = ENV_AUDIENCE_PARAM, value_name = "NAME", default_value = "audience")]
+    pub m2m_audience_param: String,
+    #[command(flatten)]
+    pub egress: TargetAllowArgs,
+    /// Platform domain: without --target-allow, targets under https://*.{domain} are allowed.
+    #[arg(long, env = ENV_PLATFORM_DOMAIN, value_name = "DOMAIN")]
+    pub platform_domain: Option<String>,
+    /// Largest target response stored as a job's result, in bytes (a marker is stored beyond).
+    #[arg(long, env = ENV_RESULT_MAX_BYTES, value_name = "BYTES", default_value_t = DEFAULT_RESULT_CAP as u64, value_parser = clap::value_parser!(u64).range(1..=1024 * 1024))]
+    pub result_max_bytes: u64,
+    /// PKCS#8 PEM private key (Ed25519 or P-256) proxy-back calls are signed with; required
+    /// unless in development mode (embedded store, no authentication), which keeps a
+    /// generated key beside the database.
+    #[arg(long, env = ENV_SIGNING_KEY_FILE, value_name = "PATH")]
+    pub signing_key_file: Option<PathBuf>,
+    /// Previous signing keys, still published at /.well-known/jwks.json so calls signed before
+    /// a rotation verify (repeat the flag or separate with commas).
+    #[arg(long, env = ENV_SIGNING_KEY_PREVIOUS_FILE, value_name = "PATH", value_delimiter = ',')]
+    pub signing_key_previous_file: Vec<PathBuf>,
+    /// Issuer (iss) of signed calls; set it to the URL receivers know this service by.
+    #[arg(long, env = ENV_SIGNING_ISSUER, value_name = "ISSUER", default_value = DEFAULT_SIGNING_ISSUER)]
+    pub signing_issuer: String,
 }
 
 /// A setting's flag and variable, as errors name them.
@@ -167,6 +272,13 @@ fn setting(var: &'static str) -> &'static str {
         ENV_TOKEN_URL => "--m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL)",
         ENV_CLIENT_ID => "--m2m-client-id (SENTIN8_CRON_M2M_CLIENT_ID)",
         ENV_CLIENT_SECRET => "--m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET)",
+        ENV_TARGET_ALLOW => "--target-allow (SENTIN8_CRON_TARGET_ALLOW)",
+        ENV_PLATFORM_DOMAIN => "--platform-domain (SENTIN8_CRON_PLATFORM_DOMAIN)",
+        ENV_SIGNING_KEY_FILE => "--signing-key-file (SENTIN8_CRON_SIGNING_KEY_FILE)",
+        ENV_SIGNING_KEY_PREVIOUS_FILE => {
+            "--signing-key-previous-file (SENTIN8_CRON_SIGNING_KEY_PREVIOUS_FILE)"
+        }
+        ENV_SIGNING_ISSUER => "--signing-issuer (SENTIN8_CRON_SIGNING_ISSUER)",
         _ => var,
     }
 }
@@ -174,16 +286,74 @@ fn setting(var: &'static str) -> &'static str {
 impl TryFrom<&CallbackArgs> for DispatchConfig {
     type Error = ConfigError;
 
-    /// Checks the settings together: OAuth2 wins over the static token, and a partial OAuth2
-    /// configuration is an error rather than a silent fall back to the dev token.
+    /// [`DispatchConfig::from_args`] outside development mode.
     fn try_from(args: &CallbackArgs) -> Result<Self, ConfigError> {
+        Self::from_args(args, false)
+    }
+}
+
+impl DispatchConfig {
+    /// Checks the settings together: OAuth2 wins over the static token, and a partial OAuth2
+    /// configuration is an error rather than a silent fall back to the dev token. `dev_mode`
+    /// (embedded store, no authentication) lets the egress policy allow loopback.
+    pub fn from_args(args: &CallbackArgs, dev_mode: bool) -> Result<Self, ConfigError> {
+        let egress = egress_policy(
+            &args.egress,
+            given(&args.platform_domain).as_deref(),
+            dev_mode,
+        )?;
+        let key_file = args
+            .signing_key_file
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty());
+        let previous_files: Vec<PathBuf> = args
+            .signing_key_previous_file
+            .iter()
+            .filter(|p| !p.as_os_str().is_empty())
+            .cloned()
+            .collect();
+        if key_file.is_none() && !previous_files.is_empty() {
+            return Err(ConfigError::Incomplete {
+                missing: setting(ENV_SIGNING_KEY_FILE),
+                present: setting(ENV_SIGNING_KEY_PREVIOUS_FILE),
+            });
+        }
+        let issuer = args.signing_issuer.trim();
+        if issuer.is_empty() {
+            return Err(ConfigError::InvalidUrl {
+                var: setting(ENV_SIGNING_ISSUER),
+                reason: "must not be empty".into(),
+            });
+        }
         Ok(Self {
             token: token_settings(args)?,
             job_timeout: args.job_timeout,
             ca_file: args.ca_file.clone().filter(|p| !p.as_os_str().is_empty()),
             user_agent: default_user_agent(),
+            egress,
+            result_cap: usize::try_from(args.result_max_bytes).unwrap_or(DEFAULT_RESULT_CAP),
+            signing: SigningSettings {
+                key_file,
+                previous_files,
+                issuer: issuer.to_owned(),
+            },
         })
     }
+}
+
+/// The egress policy of `allow` (or the platform domain's default); errors name the setting.
+pub fn egress_policy(
+    allow: &TargetAllowArgs,
+    platform_domain: Option<&str>,
+    dev_mode: bool,
+) -> Result<EgressPolicy, ConfigError> {
+    EgressPolicy::parse(&allow.target_allow, platform_domain, dev_mode).map_err(|source| {
+        let setting = match source {
+            EgressConfigError::PlatformDomain { .. } => setting(ENV_PLATFORM_DOMAIN),
+            _ => setting(ENV_TARGET_ALLOW),
+        };
+        ConfigError::Egress { setting, source }
+    })
 }
 
 fn token_settings(args: &CallbackArgs) -> Result<TokenSettings, ConfigError> {
@@ -208,11 +378,14 @@ fn token_settings(args: &CallbackArgs) -> Result<TokenSettings, ConfigError> {
         let token_url = url.ok_or_else(|| missing(ENV_TOKEN_URL))?;
         let client_id = id.ok_or_else(|| missing(ENV_CLIENT_ID))?;
         let client_secret = secret.ok_or_else(|| missing(ENV_CLIENT_SECRET))?;
+        let param = |name: &str| Some(name.trim().to_owned()).filter(|n| !n.is_empty());
         return Ok(TokenSettings::OAuth2(OAuth2Settings {
             token_url,
             client_id,
             client_secret,
             scope: given(&args.m2m_scope),
+            resource_param: param(&args.m2m_resource_param),
+            audience_param: param(&args.m2m_audience_param),
         }));
     }
 
@@ -223,123 +396,4 @@ fn token_settings(args: &CallbackArgs) -> Result<TokenSettings, ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::util::setting::parse_flags;
-
-    /// The settings these flags give (the process environment is not read).
-    fn config(flags: &[&str]) -> Result<DispatchConfig, ConfigError> {
-        let args: CallbackArgs = parse_flags(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
-        assert!(!format!("{args:?}").contains("hunter2"), "{args:?}");
-        DispatchConfig::try_from(&args)
-    }
-
-    fn refused(flags: &[&str]) -> String {
-        parse_flags::<CallbackArgs>(flags).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn defaults_when_nothing_is_set() {
-        let config = config(&[]).unwrap();
-        assert_eq!(config.token, TokenSettings::None);
-        assert_eq!(config.job_timeout, Duration::from_secs(30));
-        assert_eq!(config.ca_file, None);
-        assert!(config.user_agent.starts_with("sentin8-cron/"));
-        assert_eq!(config, DispatchConfig::default());
-    }
-
-    #[test]
-    fn job_timeout_is_read_and_validated() {
-        let config = config(&["--job-timeout", "500ms"]).unwrap();
-        assert_eq!(config.job_timeout, Duration::from_millis(500));
-
-        let err = refused(&["--job-timeout", "abc"]);
-        assert!(
-            err.contains("--job-timeout")
-                && err.contains(r#""abc" is not a duration (examples: 30s, 2m, 500ms)"#),
-            "{err}"
-        );
-        let err = refused(&["--job-timeout", "0s"]);
-        assert!(
-            err.contains("--job-timeout") && err.contains("must be greater than zero"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn static_token_is_the_dev_fallback() {
-        let config = config(&["--static-token", "dev"]).unwrap();
-        assert_eq!(config.token, TokenSettings::Static(Secret::new("dev")));
-    }
-
-    #[test]
-    fn oauth2_wins_over_the_static_token() {
-        let config = config(&[
-            "--static-token=dev",
-            "--m2m-token-url=https://idp.example/token",
-            "--m2m-client-id=cron",
-            "--m2m-client-secret=hunter2",
-            "--m2m-scope=schedules:run",
-            "--ca-file=ca.pem",
-        ])
-        .unwrap();
-        assert_eq!(
-            config.token,
-            TokenSettings::OAuth2(OAuth2Settings {
-                token_url: "https://idp.example/token".into(),
-                client_id: "cron".into(),
-                client_secret: Secret::new("hunter2"),
-                scope: Some("schedules:run".into()),
-            })
-        );
-        assert_eq!(config.ca_file, Some(PathBuf::from("ca.pem")));
-    }
-
-    #[test]
-    fn partial_oauth2_is_an_error_not_a_fallback() {
-        let err = config(&[
-            "--static-token=dev",
-            "--m2m-token-url=https://idp.example/token",
-            "--m2m-client-id=cron",
-        ])
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "--m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET) is required when \
-             --m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL) is set"
-        );
-
-        let err = config(&["--m2m-client-secret=hunter2"]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "--m2m-token-url (SENTIN8_CRON_M2M_TOKEN_URL) is required when \
-             --m2m-client-secret (SENTIN8_CRON_M2M_CLIENT_SECRET) is set"
-        );
-        assert!(!format!("{err:?}").contains("hunter2"));
-    }
-
-    #[test]
-    fn empty_values_count_as_unset() {
-        let config = config(&["--m2m-token-url=", "--static-token=  ", "--m2m-scope= "]).unwrap();
-        assert_eq!(config, DispatchConfig::default());
-    }
-
-    #[test]
-    fn debug_hides_secrets() {
-        let config = config(&[
-            "--m2m-token-url=https://idp.example/token",
-            "--m2m-client-id=cron",
-            "--m2m-client-secret=hunter2-very-secret",
-        ])
-        .unwrap();
-        let shown = format!("{config:?} {config:#?}");
-        assert!(!shown.contains("hunter2-very-secret"), "{shown}");
-        assert!(shown.contains("<redacted>"));
-        // The non-secret parts stay visible, so the output is still useful.
-        assert!(shown.contains("idp.example") && shown.contains("cron"));
-
-        let dev = TokenSettings::Static(Secret::new("dev-token-value"));
-        assert!(!format!("{dev:?}").contains("dev-token-value"));
-        assert_eq!(Secret::new("x").to_string(), "<redacted>");
-    }
-}
+mod tests;

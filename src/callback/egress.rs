@@ -19,7 +19,7 @@
 //!
 //! # Entries
 //!
-//! The allow list (not yet a setting: the policy is not wired into serve) is a list of `[scheme://]host[/prefix][:port]`:
+//! The allow list (`SENTIN8_CRON_TARGET_ALLOW`) is a list of `[scheme://]host[/prefix][:port]`:
 //!
 //! - `host` is a name (`billing.internal`), a wildcard (`*.svc.example.com`: any name below
 //!   the domain, not the domain itself), an IP literal (`127.0.0.1`, `[::1]`) or a network

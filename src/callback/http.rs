@@ -1,5 +1,13 @@
-//! The HTTP proxy-back client: `POST {baseUrl}/v1/internal/schedules/run` with a bearer token,
-//! one retry after a 401 with a fresh token, a per-call timeout and a capped response body.
+//! The HTTP proxy-back client: `POST {baseUrl}/v1/internal/schedules/run`, signed
+//! (`Sentin8-Signature`, bound to the target's origin and the body), checked against the
+//! egress policy before it is sent and again when its host name is resolved, with a bearer
+//! token where one may go, one retry after a 401 with a fresh token, a per-call timeout and a
+//! capped result.
+//!
+//! A failure is reported to the tenant by class only ([`FailureClass`]); the full detail
+//! goes to the operator's log.
+
+mod client;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +18,13 @@ use reqwest::{StatusCode, Url};
 use serde_json::Value;
 
 use super::config::{ConfigError, DispatchConfig, Secret, TokenSettings};
+use super::egress::EgressPolicy;
+use super::failure::{
+    FailureClass, Omitted, STATUS_EXCERPT_BYTES, classify_error, classify_status, operator_detail,
+    result_marker, stored_result,
+};
+use super::signing::{CallClaims, CallSigner, SIGNATURE_HEADER, target_origin};
 use super::token::{OAuth2TokenSource, StaticTokenSource, TokenSource};
-use super::{BodyError, describe, read_capped};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::dispatch::{DispatchError, Dispatcher, RunRequest};
 use crate::core::target::BaseUrl;
@@ -19,7 +32,7 @@ use crate::core::target::BaseUrl;
 /// The path appended to a target's `baseUrl`.
 pub const RUN_PATH: &str = "/v1/internal/schedules/run";
 
-/// The largest response body accepted from a target.
+/// The largest result cap that may be configured.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// Calls owning services back over HTTP(S).
@@ -30,10 +43,15 @@ pub struct HttpDispatcher {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     client: reqwest::Client,
     tokens: Option<Arc<dyn TokenSource>>,
     job_timeout: Duration,
+    egress: Arc<EgressPolicy>,
+    result_cap: usize,
+    signer: Option<Arc<CallSigner>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for HttpDispatcher {
@@ -41,6 +59,7 @@ impl std::fmt::Debug for HttpDispatcher {
         f.debug_struct("HttpDispatcher")
             .field("job_timeout", &self.inner.job_timeout)
             .field("has_token_source", &self.inner.tokens.is_some())
+            .field("signs", &self.inner.signer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -51,19 +70,20 @@ impl HttpDispatcher {
         Self::with_clock(config, Arc::new(SystemClock))
     }
 
-    /// Like [`HttpDispatcher::new`], with the clock that decides when cached tokens expire.
+    /// Like [`HttpDispatcher::new`], with the clock that decides when cached tokens expire and
+    /// when signed calls are issued.
     pub fn with_clock(config: &DispatchConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
-        let client = build_client(config)?;
+        let clients = client::build(config)?;
         let tokens: Option<Arc<dyn TokenSource>> = match &config.token {
             TokenSettings::OAuth2(settings) => Some(Arc::new(OAuth2TokenSource::new(
                 settings.clone(),
-                client.clone(),
-                clock,
+                clients.token.clone(),
+                clock.clone(),
             )?)),
             TokenSettings::Static(token) => Some(Arc::new(StaticTokenSource::new(token.clone()))),
             TokenSettings::None => None,
         };
-        Ok(Self::from_parts(client, tokens, config.job_timeout))
+        Ok(Self::from_parts(config, clients.target, tokens, clock))
     }
 
     /// A dispatcher using `tokens` instead of `config.token` (which is ignored).
@@ -71,21 +91,40 @@ impl HttpDispatcher {
         config: &DispatchConfig,
         tokens: Arc<dyn TokenSource>,
     ) -> Result<Self, ConfigError> {
-        let client = build_client(config)?;
-        Ok(Self::from_parts(client, Some(tokens), config.job_timeout))
+        let clients = client::build(config)?;
+        Ok(Self::from_parts(
+            config,
+            clients.target,
+            Some(tokens),
+            Arc::new(SystemClock),
+        ))
     }
 
     fn from_parts(
+        config: &DispatchConfig,
         client: reqwest::Client,
         tokens: Option<Arc<dyn TokenSource>>,
-        job_timeout: Duration,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
                 tokens,
-                job_timeout,
+                job_timeout: config.job_timeout,
+                egress: client::policy(config),
+                result_cap: config.result_cap.clamp(1, MAX_RESPONSE_BYTES),
+                signer: None,
+                clock,
             }),
+        }
+    }
+
+    /// Signs every call with `signer` (the `Sentin8-Signature` header).
+    pub fn signed(self, signer: Arc<CallSigner>) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.signer = Some(signer);
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
@@ -94,45 +133,64 @@ impl HttpDispatcher {
         self.inner.job_timeout
     }
 
+    /// The bearer token source for `url`, if one may go there: an OAuth2 token (requested for
+    /// that origin) always; the static development token only in development mode or to an
+    /// origin the allow list names explicitly.
+    fn bearer_for(&self, url: &Url) -> Option<&dyn TokenSource> {
+        let tokens = self.inner.tokens.as_deref()?;
+        let allowed = !tokens.is_static()
+            || self.inner.egress.dev_mode()
+            || self.inner.egress.names_origin_explicitly(url);
+        allowed.then_some(tokens)
+    }
+
     async fn call(
         &self,
-        tokens: &dyn TokenSource,
+        tokens: Option<&dyn TokenSource>,
+        origin: &str,
         url: Url,
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> Result<Value, DispatchError> {
-        let token = tokens.token().await?;
+        let token = match tokens {
+            Some(tokens) => Some(tokens.token(origin).await?),
+            None => None,
+        };
         let response = self
-            .send(url.clone(), headers.clone(), &token, body.clone())
+            .send(url.clone(), headers.clone(), token.as_ref(), body.clone())
             .await?;
-        let response = if response.status() == StatusCode::UNAUTHORIZED {
+        let response = match (tokens, &token) {
             // The token may have been revoked or rotated before its stated expiry: retry once
             // with a fresh one. A second 401 is the target's final word.
-            drop(response);
-            if !tokens.invalidate(&token).await {
-                return Err(DispatchError::Status(401));
+            (Some(tokens), Some(rejected))
+                if response.status() == StatusCode::UNAUTHORIZED
+                    && tokens.invalidate(origin, rejected).await =>
+            {
+                drop(response);
+                tracing::debug!(%origin, "proxy-back target answered 401; retrying once with a fresh token");
+                let token = tokens.token(origin).await?;
+                self.send(url, headers, Some(&token), body).await?
             }
-            tracing::debug!("proxy-back target answered 401; retrying once with a fresh token");
-            let token = tokens.token().await?;
-            self.send(url, headers, &token, body).await?
-        } else {
-            response
+            _ => response,
         };
-        self.interpret(response).await
+        self.interpret(origin, response).await
     }
 
     async fn send(
         &self,
         url: Url,
         mut headers: HeaderMap,
-        token: &Secret,
+        token: Option<&Secret>,
         body: Vec<u8>,
     ) -> Result<reqwest::Response, DispatchError> {
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-            .map_err(|_| DispatchError::Token("token is not a valid header value".into()))?;
-        // Keeps the value out of any debug output of the request.
-        auth.set_sensitive(true);
-        headers.insert(AUTHORIZATION, auth);
+        if let Some(token) = token {
+            let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .map_err(|_| DispatchError::Token("token is not a valid header value".into()))?;
+            // Keeps the value out of any debug output of the request.
+            auth.set_sensitive(true);
+            headers.insert(AUTHORIZATION, auth);
+        }
+        let origin = target_origin(&url).unwrap_or_default();
         self.inner
             .client
             .post(url)
@@ -140,37 +198,83 @@ impl HttpDispatcher {
             .body(body)
             .send()
             .await
-            .map_err(|e| self.transport_error(e))
+            .map_err(|e| self.transport_error(&origin, &e))
     }
 
-    async fn interpret(&self, mut response: reqwest::Response) -> Result<Value, DispatchError> {
+    /// A success is stored (capped; a marker when it cannot be); a non-success status is a
+    /// failure with an excerpt of its body.
+    async fn interpret(
+        &self,
+        origin: &str,
+        mut response: reqwest::Response,
+    ) -> Result<Value, DispatchError> {
         let status = response.status();
         if !status.is_success() {
-            return Err(DispatchError::Status(status.as_u16()));
+            let body = client::read_prefix(&mut response, STATUS_EXCERPT_BYTES)
+                .await
+                .unwrap_or_default();
+            return Err(match classify_status(status, &body) {
+                FailureClass::Status { code, excerpt } => DispatchError::Status(code, excerpt),
+                _ => DispatchError::Status(status.as_u16(), String::new()),
+            });
         }
         if status == StatusCode::NO_CONTENT {
             return Ok(Value::Null);
         }
-        let body = read_capped(&mut response, MAX_RESPONSE_BYTES)
+        let cap = self.inner.result_cap;
+        let announced = response.content_length();
+        let body = client::read_prefix(&mut response, cap + 1)
             .await
-            .map_err(|e| match e {
-                BodyError::TooLarge => DispatchError::Decode(format!(
-                    "response body exceeds {} MiB",
-                    MAX_RESPONSE_BYTES / (1024 * 1024)
-                )),
-                BodyError::Read(e) => self.transport_error(e),
-            })?;
-        // A success is a success: a body that cannot be stored (not JSON, or holding a NUL) is
-        // recorded as a marker, so the call is never delivered again.
-        Ok(super::failure::stored_result(&body, MAX_RESPONSE_BYTES))
+            .map_err(|e| self.transport_error(origin, &e))?;
+        if body.len() > cap {
+            let bytes = announced.map_or(body.len(), |n| usize::try_from(n).unwrap_or(usize::MAX));
+            return Ok(result_marker(Omitted::TooLarge, bytes));
+        }
+        Ok(stored_result(&body, cap))
     }
 
-    fn transport_error(&self, err: reqwest::Error) -> DispatchError {
-        if err.is_timeout() {
-            DispatchError::Timeout(self.inner.job_timeout)
-        } else {
-            DispatchError::Transport(describe(err))
+    /// The tenant-facing error of a transport failure; the detail goes to the log.
+    fn transport_error(&self, origin: &str, err: &reqwest::Error) -> DispatchError {
+        let class = classify_error(err);
+        tracing::warn!(%origin, failure = %class, detail = %operator_detail(err), "proxy-back call failed");
+        match class {
+            FailureClass::Timeout => DispatchError::Timeout(self.inner.job_timeout),
+            // Redirects are not followed, so a configuration failure of a sent request is the
+            // resolver refusing every address of the name; a request reqwest cannot build
+            // (unreachable from a parsed base URL) is reported as such.
+            FailureClass::Configuration if err.is_builder() => {
+                DispatchError::InvalidBaseUrl("the request could not be built".into())
+            }
+            FailureClass::Configuration => DispatchError::EgressRefused,
+            FailureClass::Decode => DispatchError::Decode("the response could not be read".into()),
+            other => DispatchError::Transport(other.to_string()),
         }
+    }
+
+    /// The `Sentin8-Signature` value for a call to `url` carrying `body`.
+    fn signature(
+        &self,
+        signer: &CallSigner,
+        request: &RunRequest,
+        url: &Url,
+        body: &[u8],
+    ) -> Result<HeaderValue, DispatchError> {
+        let signed = CallClaims::for_call(
+            url,
+            request.env_id.0,
+            request.schedule_id.0,
+            request.job_id.0,
+            &request.idempotency_key,
+            body,
+            self.inner.clock.now().timestamp(),
+        )
+        .and_then(|claims| signer.sign(&claims));
+        let token = signed.map_err(|e| {
+            tracing::error!(error = %e, "signing a proxy-back call failed");
+            DispatchError::Decode("the call could not be signed".into())
+        })?;
+        HeaderValue::from_str(&token)
+            .map_err(|_| DispatchError::Decode("the call could not be signed".into()))
     }
 }
 
@@ -180,17 +284,26 @@ impl Dispatcher for HttpDispatcher {
         // Everything that needs no network is checked first, so a misconfigured schedule never
         // costs a token fetch or a connection.
         let url = run_url(request.base_url.as_ref().map_err(DispatchError::from)?);
-        let tokens = self
-            .inner
-            .tokens
-            .as_deref()
-            .ok_or(DispatchError::NoTokenSource)?;
-        let headers = request_headers(request)?;
+        if let Err(denied) = self.inner.egress.check_url(&url) {
+            tracing::warn!(schedule_id = %request.schedule_id, job_id = %request.job_id, reason = %denied, "proxy-back refused by the egress policy");
+            return Err(DispatchError::EgressRefused);
+        }
+        let origin = target_origin(&url)
+            .map_err(|_| DispatchError::InvalidBaseUrl("has no http(s) origin".into()))?;
+        let tokens = self.bearer_for(&url);
+        if tokens.is_none() && self.inner.signer.is_none() {
+            return Err(DispatchError::NoTokenSource);
+        }
+        let mut headers = request_headers(request)?;
         let body = serde_json::to_vec(request)
             .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
+        if let Some(signer) = &self.inner.signer {
+            let signature = self.signature(signer, request, &url, &body)?;
+            headers.insert(SIGNATURE_HEADER, signature);
+        }
 
         let limit = self.inner.job_timeout;
-        match tokio::time::timeout(limit, self.call(tokens, url, headers, body)).await {
+        match tokio::time::timeout(limit, self.call(tokens, &origin, url, headers, body)).await {
             Ok(result) => result,
             Err(_) => Err(DispatchError::Timeout(limit)),
         }
@@ -223,38 +336,6 @@ fn request_headers(request: &RunRequest) -> Result<HeaderMap, DispatchError> {
         value(&request.correlation_id, "correlation_id")?,
     );
     Ok(headers)
-}
-
-fn build_client(config: &DispatchConfig) -> Result<reqwest::Client, ConfigError> {
-    let builder = reqwest::Client::builder()
-        .user_agent(config.user_agent.clone())
-        // A redirect would turn the POST into a GET or carry the token elsewhere; a target
-        // that redirects is misconfigured, and its 3xx is reported as such.
-        .redirect(reqwest::redirect::Policy::none())
-        // A backstop for the per-call timeout, which also bounds token fetches made outside a
-        // dispatch.
-        .timeout(config.job_timeout);
-    let Some(path) = &config.ca_file else {
-        return builder
-            .build()
-            .map_err(|e| ConfigError::Client(describe(e)));
-    };
-    let ca_error = |reason: String| ConfigError::CaFile {
-        path: path.display().to_string(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e| ca_error(format!("cannot read it: {e}")))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| ca_error(format!("not a PEM certificate bundle: {}", describe(e))))?;
-    if certs.is_empty() {
-        return Err(ca_error("contains no PEM certificates".into()));
-    }
-    // The certificates' DER is only decoded when the TLS stack is built, so a failure here is
-    // almost always a malformed certificate in the bundle.
-    builder
-        .tls_certs_merge(certs)
-        .build()
-        .map_err(|e| ca_error(format!("not usable as trust roots: {}", describe(e))))
 }
 
 #[cfg(test)]

@@ -1,6 +1,11 @@
 //! M2M bearer tokens for proxy-back calls: OAuth2 client credentials (production) or a static
 //! token (development).
+//!
+//! OAuth2 tokens are requested per target origin (RFC 8707 `resource`, and `audience` for
+//! identity providers that use that name) and cached per origin, so a token one target
+//! receives is not accepted by another.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
@@ -25,15 +30,25 @@ const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// Refresh this long before expiry at most (less for short-lived tokens, see `refresh_margin`).
 const MAX_REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
+/// Origins whose tokens are cached before stale entries are dropped.
+const MAX_CACHED_ORIGINS: usize = 1024;
+
 /// Supplies bearer tokens for proxy-back calls.
 #[async_trait]
 pub trait TokenSource: Send + Sync + 'static {
-    /// A token for the next call, from the cache when still fresh.
-    async fn token(&self) -> Result<Secret, DispatchError>;
+    /// A token for the next call to `origin` (`scheme://host[:port]`), from the cache when
+    /// still fresh.
+    async fn token(&self, origin: &str) -> Result<Secret, DispatchError>;
 
-    /// Reports that a target rejected `rejected` (HTTP 401). Returns whether asking again may
+    /// Reports that `origin` rejected `rejected` (HTTP 401). Returns whether asking again may
     /// yield a different token, i.e. whether a retry is worth it.
-    async fn invalidate(&self, rejected: &Secret) -> bool;
+    async fn invalidate(&self, origin: &str, rejected: &Secret) -> bool;
+
+    /// Whether the token is a fixed development token, sent only where the egress policy
+    /// allows it (development mode, or origins named explicitly).
+    fn is_static(&self) -> bool {
+        false
+    }
 }
 
 /// A fixed token from `SENTIN8_CRON_TOKEN`. For development: it never rotates, so a real
@@ -59,13 +74,17 @@ impl StaticTokenSource {
 
 #[async_trait]
 impl TokenSource for StaticTokenSource {
-    async fn token(&self) -> Result<Secret, DispatchError> {
+    async fn token(&self, _origin: &str) -> Result<Secret, DispatchError> {
         Ok(self.token.clone())
     }
 
-    async fn invalidate(&self, _rejected: &Secret) -> bool {
+    async fn invalidate(&self, _origin: &str, _rejected: &Secret) -> bool {
         // There is no other token to try.
         false
+    }
+
+    fn is_static(&self) -> bool {
+        true
     }
 }
 
@@ -81,16 +100,18 @@ struct CachedToken {
 /// authorization server must support; the id and secret are form-encoded first, as the RFC
 /// requires. They are not repeated in the form body: a client must use one method only.
 ///
-/// Tokens are cached until shortly before expiry. The cache sits behind an async mutex held
-/// across the refresh, so concurrent callers wait for one in-flight fetch instead of each
-/// hitting the token endpoint.
+/// Tokens are cached per target origin until shortly before expiry. Each origin's slot sits
+/// behind an async mutex held across the refresh, so concurrent callers wait for one
+/// in-flight fetch instead of each hitting the token endpoint.
 pub struct OAuth2TokenSource {
     settings: OAuth2Settings,
     token_url: reqwest::Url,
     client: reqwest::Client,
     clock: Arc<dyn Clock>,
-    cache: Mutex<Option<CachedToken>>,
+    cache: std::sync::Mutex<HashMap<String, Slot>>,
 }
+
+type Slot = Arc<Mutex<Option<CachedToken>>>;
 
 impl std::fmt::Debug for OAuth2TokenSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,14 +145,38 @@ impl OAuth2TokenSource {
             token_url,
             client,
             clock,
-            cache: Mutex::new(None),
+            cache: std::sync::Mutex::default(),
         })
     }
 
-    async fn fetch(&self) -> Result<(Secret, Option<Duration>), DispatchError> {
+    /// The cache slot of `origin`, created when missing. Slots of tokens no longer fresh are
+    /// dropped when the map grows large, so a policy allowing many origins stays bounded.
+    fn slot(&self, origin: &str) -> Slot {
+        let mut slots = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(origin) {
+            return slot.clone();
+        }
+        if slots.len() >= MAX_CACHED_ORIGINS {
+            let now = self.clock.now();
+            // A slot in use (locked) is kept; an idle one only while its token is fresh.
+            slots.retain(|_, slot| match slot.try_lock() {
+                Ok(cached) => cached.as_ref().is_some_and(|c| now < c.refresh_at),
+                Err(_) => true,
+            });
+        }
+        slots.entry(origin.to_owned()).or_default().clone()
+    }
+
+    async fn fetch(&self, origin: &str) -> Result<(Secret, Option<Duration>), DispatchError> {
         let mut form = vec![("grant_type", "client_credentials")];
         if let Some(scope) = &self.settings.scope {
             form.push(("scope", scope.as_str()));
+        }
+        for name in [&self.settings.resource_param, &self.settings.audience_param]
+            .into_iter()
+            .flatten()
+        {
+            form.push((name.as_str(), origin));
         }
         let mut response = self
             .client
@@ -178,15 +223,16 @@ impl OAuth2TokenSource {
 
 #[async_trait]
 impl TokenSource for OAuth2TokenSource {
-    async fn token(&self) -> Result<Secret, DispatchError> {
-        let mut cache = self.cache.lock().await;
+    async fn token(&self, origin: &str) -> Result<Secret, DispatchError> {
+        let slot = self.slot(origin);
+        let mut cache = slot.lock().await;
         let now = self.clock.now();
         if let Some(cached) = cache.as_ref().filter(|c| now < c.refresh_at) {
             return Ok(cached.token.clone());
         }
         *cache = None;
 
-        let (token, lifetime) = self.fetch().await?;
+        let (token, lifetime) = self.fetch(origin).await?;
         // Measured from before the request, so the cached expiry is never later than the
         // server's.
         if let Some(refresh_at) = lifetime.and_then(|l| refresh_at(now, l)) {
@@ -198,8 +244,9 @@ impl TokenSource for OAuth2TokenSource {
         Ok(token)
     }
 
-    async fn invalidate(&self, rejected: &Secret) -> bool {
-        let mut cache = self.cache.lock().await;
+    async fn invalidate(&self, origin: &str, rejected: &Secret) -> bool {
+        let slot = self.slot(origin);
+        let mut cache = slot.lock().await;
         // Only drop the token that was rejected: when many calls fail with the same stale
         // token, the first refresh serves them all rather than each forcing another.
         if cache.as_ref().is_some_and(|c| &c.token == rejected) {

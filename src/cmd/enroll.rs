@@ -10,6 +10,7 @@ pub mod source;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ArgGroup;
@@ -17,7 +18,9 @@ use serde::Serialize;
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{EXIT_INVALID, utc_text};
-use super::{DatabaseArgs, StoreUse, open_store};
+use super::{DatabaseArgs, StoreUse, open_store, proxy_back};
+use crate::callback::TargetAllowArgs;
+use crate::callback::config::egress_policy;
 use crate::core::clock::{Clock as _, SystemClock};
 use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
@@ -85,6 +88,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub actor: Option<String>,
     #[command(flatten)]
+    pub egress: TargetAllowArgs,
+    #[command(flatten)]
     pub database: DatabaseArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
@@ -108,12 +113,27 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     if let Err(problem) = validate_domain(&args.domain) {
         problems.push(problem);
     }
-    let target = match enroll::target_config(
+    // The targets written are checked against the egress policy `serve` applies: the allow
+    // list, or by default https://*.{platform domain} (a malformed platform domain is
+    // reported as a field problem first).
+    let dev_mode = proxy_back::dev_mode(args.database.url(), false)?;
+    let checked = match enroll::target_config(
         &args.domain,
         args.base_url.as_deref(),
         args.platform_domain.as_deref(),
     ) {
-        Ok(target) => Some(target),
+        Ok(target) => {
+            let policy = Arc::new(egress_policy(
+                &args.egress,
+                args.platform_domain.as_deref(),
+                dev_mode,
+            )?);
+            target.check(policy.as_ref()).map(|()| (target, policy))
+        }
+        Err(errors) => Err(errors),
+    };
+    let target = match checked {
+        Ok(checked) => Some(checked),
         Err(mut errors) => {
             problems.append(&mut errors);
             None
@@ -130,7 +150,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
         ),
     };
-    let (Some(target), true) = (target, problems.is_empty()) else {
+    let (Some((target, policy)), true) = (target, problems.is_empty()) else {
         for problem in &problems {
             eprintln!("error: {problem}");
         }
@@ -184,6 +204,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         domain: args.domain.clone(),
         specs,
         target,
+        policy,
         prune: args.prune,
         dry_run: args.dry_run,
     };

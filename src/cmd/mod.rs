@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
+pub mod proxy_back;
 pub mod relay;
 pub mod schedule_args;
 pub mod serve;

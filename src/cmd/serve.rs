@@ -8,13 +8,14 @@ use anyhow::Context as _;
 
 use super::{
     AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, LoggingArgs, StoreUse,
-    open_store,
+    open_store, proxy_back,
 };
 use crate::bus::RelayConfig;
-use crate::callback::{DispatchConfig, HttpDispatcher, TokenSettings};
+use crate::callback::TokenSettings;
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
 use crate::core::snapshot::StatsSnapshot;
+use crate::core::target::TargetPolicy;
 use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
 use crate::store::redact;
@@ -47,10 +48,15 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     init_logging(args.logging.log_format, "info");
     // Every setting is checked before anything is opened or bound.
     let auth_config = AuthConfig::from_args(&args.auth)?;
-    let dispatch = DispatchConfig::try_from(&args.callback)?;
+    let dev_mode = proxy_back::dev_mode(args.database.url(), auth_config.is_some())?;
+    let dispatch = proxy_back::config(&args.callback, dev_mode)?;
     let relay = RelayConfig::try_from(&args.bus)?;
     let listen = args.listener.listen.clone();
     let url = args.database.url().to_owned();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The signing key is loaded (or, in development mode, created) before the store opens.
+    let no_token = dispatch.token == TokenSettings::None;
+    let proxy = proxy_back::build(dispatch, &url, clock.clone())?;
     let store = open_store(&args.database, StoreUse::Serve).await?;
     let capabilities = store.capabilities();
     if capabilities.rls_bypassed {
@@ -59,7 +65,6 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
              application alone; connect as sentin8_cron_service in production"
         );
     }
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
     let http = reqwest::Client::builder()
         .build()
@@ -94,13 +99,16 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         ),
     };
 
-    if dispatch.token == TokenSettings::None {
-        tracing::warn!(
-            "no M2M token source configured: every proxy-back call will fail until \
-             SENTIN8_CRON_M2M_TOKEN_URL/_CLIENT_ID/_CLIENT_SECRET (or SENTIN8_CRON_TOKEN for dev) is set"
+    if no_token {
+        tracing::info!(
+            "no M2M token source configured: proxy-back calls carry only their signature \
+             (set SENTIN8_CRON_M2M_TOKEN_URL/_CLIENT_ID/_CLIENT_SECRET for a bearer token too)"
         );
     }
-    let dispatcher = Arc::new(HttpDispatcher::with_clock(&dispatch, clock.clone())?);
+    let jwks = proxy.signer.jwks();
+    let target_policy: Arc<dyn TargetPolicy> = Arc::new(proxy.config.egress.clone());
+    let job_timeout = proxy.config.job_timeout;
+    let dispatcher = Arc::new(proxy.dispatcher);
 
     let sink = crate::bus::sink_for(&relay.bus, clock.clone())?;
     tracing::info!(bus = relay.bus.kind(), "outbox relay configured");
@@ -145,7 +153,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         auth,
         dispatcher,
         clock,
-        engine: args.engine.engine_config(dispatch.job_timeout),
+        engine: args.engine.engine_config(job_timeout),
         metrics: Arc::new(Metrics::default()),
         tls,
         drain: args.listener.drain_timeout,
@@ -157,6 +165,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             args.engine.tick_interval.min(STATS_REFRESH),
         )),
         metrics_listener,
+        target_policy,
+        jwks: Some(jwks),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
-use super::{CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store};
-use crate::callback::{DispatchConfig, HttpDispatcher};
+use super::{CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store, proxy_back};
+use crate::callback::HttpDispatcher;
 use crate::core::clock::SystemClock;
+use crate::core::dispatch::Dispatcher;
 use crate::core::engine::Engine;
 use crate::core::metrics::Metrics;
 
@@ -39,13 +40,22 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         },
     )
     .await?;
-    let dispatch = DispatchConfig::try_from(&args.callback)?;
-    let dispatcher = HttpDispatcher::new(&dispatch)?;
+    let dev_mode = proxy_back::dev_mode(args.database.url(), false)?;
+    let dispatch = proxy_back::config(&args.callback, dev_mode)?;
+    let job_timeout = dispatch.job_timeout;
+    // A dry run calls nothing, so it needs no signing key.
+    let dispatcher: Arc<dyn Dispatcher> = if args.dry_run {
+        Arc::new(HttpDispatcher::new(&dispatch)?)
+    } else {
+        Arc::new(
+            proxy_back::build(dispatch, args.database.url(), Arc::new(SystemClock))?.dispatcher,
+        )
+    };
     let engine = Engine::new(
         store,
-        Arc::new(dispatcher),
+        dispatcher,
         Arc::new(SystemClock),
-        args.engine.engine_config(dispatch.job_timeout),
+        args.engine.engine_config(job_timeout),
         Arc::new(Metrics::default()),
     );
 

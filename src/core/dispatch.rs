@@ -46,24 +46,42 @@ impl FailureClass {
 }
 
 /// Why a proxy-back call failed. See [`DispatchError::class`] for which are retried.
+///
+/// What a tenant reads (the `Display` text, stored with the job) is the class of a failure,
+/// never raw transport text: a tenant chooses its target, and socket messages would tell it
+/// what listens where. The dispatcher logs the full detail for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DispatchError {
     #[error("missing baseUrl in target_config")]
     MissingBaseUrl,
     #[error("invalid baseUrl in target_config: {0}")]
     InvalidBaseUrl(String),
+    /// The egress policy refuses the target (its URL, or every address its name resolves to).
+    #[error("target refused by the egress policy")]
+    EgressRefused,
     #[error("no M2M token source configured (set SENTIN8_CRON_TOKEN for dev)")]
     NoTokenSource,
     #[error("M2M token: {0}")]
     Token(String),
-    #[error("proxy-back status {0}")]
-    Status(u16),
+    /// A non-success status, with an excerpt of the body (at most 512 bytes, control
+    /// characters replaced; empty when there was none).
+    #[error("proxy-back status {code}{suffix}", code = .0, suffix = excerpt_suffix(.1))]
+    Status(u16, String),
     #[error("proxy-back decode: {0}")]
     Decode(String),
-    #[error("proxy-back transport: {0}")]
+    /// A transport failure by class: `connection refused`, `connection failed` or `tls`.
+    #[error("proxy-back {0}")]
     Transport(String),
     #[error("proxy-back timed out after {0:?}")]
     Timeout(std::time::Duration),
+}
+
+fn excerpt_suffix(excerpt: &str) -> String {
+    if excerpt.is_empty() {
+        String::new()
+    } else {
+        format!(": {excerpt}")
+    }
 }
 
 impl DispatchError {
@@ -72,9 +90,10 @@ impl DispatchError {
         match self {
             DispatchError::MissingBaseUrl
             | DispatchError::InvalidBaseUrl(_)
+            | DispatchError::EgressRefused
             | DispatchError::NoTokenSource => FailureClass::Configuration,
             DispatchError::Token(_)
-            | DispatchError::Status(_)
+            | DispatchError::Status(..)
             | DispatchError::Decode(_)
             | DispatchError::Transport(_)
             | DispatchError::Timeout(_) => FailureClass::Retryable,

@@ -21,6 +21,7 @@
 //! applies the plan unless it is a dry run.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
@@ -30,7 +31,7 @@ use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::model::{EnvId, Schedule, ScheduleId, ScheduleKind, ScheduleStatus};
 use crate::core::ops::{self, Actor, CreateSchedule, OpsError, validate_domain};
 use crate::core::store::{ScheduleQuery, Store, StoreError, TenantTx};
-use crate::core::target::Target;
+use crate::core::target::{Target, TargetPolicy};
 
 /// Rows fetched per page when reading a domain's schedules.
 const LIST_PAGE: u32 = 500;
@@ -125,6 +126,8 @@ pub struct EnrollRequest {
     pub specs: Vec<ScheduleSpec>,
     /// The target of every declared schedule (see [`target_config`]).
     pub target: Target,
+    /// The egress policy the target must pass, as at create and update.
+    pub policy: Arc<dyn TargetPolicy>,
     /// Soft-delete the domain's live schedules that are not declared.
     pub prune: bool,
     /// Plan only: write nothing.
@@ -420,7 +423,7 @@ pub async fn enroll(
     if let Err(problem) = validate_domain(&request.domain) {
         problems.push(problem);
     }
-    if let Err(mut target) = Target::validate(request.target.config()) {
+    if let Err(mut target) = Target::validate_for(request.target.config(), &*request.policy) {
         problems.append(&mut target);
     }
     if !problems.is_empty() {

@@ -14,6 +14,28 @@ use crate::core::decl::FieldError;
 /// The field every base URL problem is reported on.
 pub const BASE_URL_FIELD: &str = "target_config.baseUrl";
 
+/// The largest `target_config` accepted, in bytes of its compact JSON.
+pub const MAX_TARGET_CONFIG_BYTES: usize = 8 * 1024;
+
+/// The egress policy as the operations see it: whether a base URL may be called at all. The
+/// HTTP side implements it (its policy also resolves names at dispatch); `core` only asks, so
+/// every entry (the API, `enroll`) refuses the same URLs with a field error.
+pub trait TargetPolicy: Send + Sync + fmt::Debug {
+    /// `Err` with the reason (no credentials, fit for a field error) when `url` is refused.
+    fn check(&self, url: &BaseUrl) -> Result<(), String>;
+}
+
+/// Accepts every base URL: for contexts that call nothing (and tests). The proxy-back client
+/// still applies its own policy before every call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyTarget;
+
+impl TargetPolicy for AnyTarget {
+    fn check(&self, _url: &BaseUrl) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 /// An absolute http(s) URL with a host, no credentials, no query and no fragment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseUrl(Url);
@@ -67,6 +89,11 @@ impl BaseUrl {
     /// The URL as normalised by the parser.
     pub fn as_str(&self) -> &str {
         self.0.as_str()
+    }
+
+    /// The parsed URL.
+    pub fn as_url(&self) -> &Url {
+        &self.0
     }
 
     /// `path` appended to the base URL's path: a path prefix is kept and a trailing slash does
@@ -127,6 +154,16 @@ impl Target {
             return Err(vec![FieldError::new("target_config", "must be an object")]);
         };
         let mut errors = Vec::new();
+        let size = serde_json::to_vec(config).map_or(usize::MAX, |v| v.len());
+        if size > MAX_TARGET_CONFIG_BYTES {
+            errors.push(FieldError::new(
+                "target_config",
+                format!(
+                    "must be at most {} KiB of JSON",
+                    MAX_TARGET_CONFIG_BYTES / 1024
+                ),
+            ));
+        }
         let base_url = match map.get("baseUrl") {
             None => {
                 errors.push(FieldError::new(BASE_URL_FIELD, "is required"));
@@ -153,6 +190,27 @@ impl Target {
                 base_url: Ok(base_url),
             }),
             _ => Err(errors),
+        }
+    }
+
+    /// [`Target::validate`], then `policy`'s verdict on the base URL (a field error on
+    /// [`BASE_URL_FIELD`]).
+    pub fn validate_for(
+        config: &Value,
+        policy: &dyn TargetPolicy,
+    ) -> Result<Target, Vec<FieldError>> {
+        let target = Target::validate(config)?;
+        target.check(policy)?;
+        Ok(target)
+    }
+
+    /// `policy`'s verdict on this target's base URL, as a field error on [`BASE_URL_FIELD`].
+    pub fn check(&self, policy: &dyn TargetPolicy) -> Result<(), Vec<FieldError>> {
+        match &self.base_url {
+            Ok(url) => policy
+                .check(url)
+                .map_err(|reason| vec![FieldError::new(BASE_URL_FIELD, reason)]),
+            Err(e) => Err(vec![FieldError::new(BASE_URL_FIELD, e.to_string())]),
         }
     }
 
@@ -353,6 +411,46 @@ mod tests {
             ok.config(),
             &json!({"baseUrl": "https://x", "region": "eu"})
         );
+    }
+
+    #[test]
+    fn target_config_is_capped() {
+        let padding = "x".repeat(MAX_TARGET_CONFIG_BYTES);
+        let errors =
+            Target::validate(&json!({"baseUrl": "https://x", "note": padding})).unwrap_err();
+        assert_eq!(
+            errors[0].to_string(),
+            "target_config: must be at most 8 KiB of JSON"
+        );
+        let fits = "x".repeat(MAX_TARGET_CONFIG_BYTES - 100);
+        assert!(Target::validate(&json!({"baseUrl": "https://x", "note": fits})).is_ok());
+    }
+
+    #[derive(Debug)]
+    struct OnlyExampleCom;
+
+    impl TargetPolicy for OnlyExampleCom {
+        fn check(&self, url: &BaseUrl) -> Result<(), String> {
+            match url.as_url().host_str() {
+                Some("example.com") => Ok(()),
+                _ => Err("is not allowed".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_policy_refusal_is_a_base_url_field_error() {
+        assert!(
+            Target::validate_for(&json!({"baseUrl": "https://example.com"}), &OnlyExampleCom)
+                .is_ok()
+        );
+        let errors = Target::validate_for(&json!({"baseUrl": "https://10.0.0.1"}), &OnlyExampleCom)
+            .unwrap_err();
+        assert_eq!(
+            errors[0].to_string(),
+            "target_config.baseUrl: is not allowed"
+        );
+        assert!(Target::validate_for(&json!({"baseUrl": "https://10.0.0.1"}), &AnyTarget).is_ok());
     }
 
     #[test]

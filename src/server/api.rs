@@ -189,7 +189,7 @@ pub async fn create_schedule(
     if let Err(e) = ops::validate_domain(&body.domain) {
         errors.push(e);
     }
-    let target = Target::validate(&body.target_config)
+    let target = Target::validate_for(&body.target_config, state.ops.target_policy())
         .map_err(|mut e| errors.append(&mut e))
         .ok();
     let decl = ScheduleDecl {

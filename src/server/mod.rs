@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod keys;
 pub mod listener;
 pub mod policy;
 pub mod system;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub stats: Arc<StatsSnapshot>,
     /// `/metrics` is served on its own listener, so this one answers 404 for it.
     pub metrics_elsewhere: bool,
+    /// The public keys of signed proxy-back calls, served at `/.well-known/jwks.json`.
+    pub jwks: Option<Arc<serde_json::Value>>,
 }
 
 #[derive(OpenApi)]
@@ -135,6 +138,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
 /// The whole application: API, OpenAPI document, admin pages, `extra` routes, and the
 /// cross-cutting layers.
 pub fn app(state: Arc<AppState>, extra: Router) -> Router {
+    let jwks = keys::router(state.jwks.clone());
     let (router, openapi) = api(state);
     let document = Arc::new(openapi);
     let request_id = HeaderName::from_static(REQUEST_ID);
@@ -147,6 +151,7 @@ pub fn app(state: Arc<AppState>, extra: Router) -> Router {
             }),
         )
         .merge(admin::pages())
+        .merge(jwks)
         .merge(extra)
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()).into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

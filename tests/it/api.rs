@@ -129,6 +129,16 @@ impl Api {
             limits,
             stats: stats.clone(),
             metrics_listener,
+            // Development mode (the loopback target) plus the names these tests use.
+            target_policy: Arc::new(
+                sentin8_cron::callback::egress::EgressPolicy::parse(
+                    &["https://billing.internal".into()],
+                    None,
+                    true,
+                )
+                .unwrap(),
+            ),
+            jwks: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -43,6 +43,7 @@ pub fn dispatcher(clock: Arc<dyn Clock>, timeout: StdDuration) -> Arc<HttpDispat
     let config = DispatchConfig {
         token: TokenSettings::Static(Secret::new("test-m2m-token")),
         job_timeout: timeout,
+        egress: crate::support::dev_egress(),
         ..DispatchConfig::default()
     };
     Arc::new(HttpDispatcher::with_clock(&config, clock).expect("dispatcher"))

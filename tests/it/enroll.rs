@@ -23,6 +23,10 @@ pub(crate) const BILLING_EXAMPLE: &str = concat!(
     "/examples/billing.schedules.yaml"
 );
 
+/// The targets the enroll tests write, allowed by name, as an operator's allow list would.
+const TEST_TARGETS: &str =
+    "https://*.apps.example.test,https://billing.internal,http://127.0.0.1:*,http://10.0.0.7:8081";
+
 /// A test database as the binary reaches it.
 pub struct Db {
     pub store: Arc<dyn Store>,
@@ -87,11 +91,19 @@ impl Enroll {
 
     /// Runs the binary with these arguments.
     pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[]).await
+    }
+
+    /// Runs the binary with these arguments and extra environment variables.
+    pub async fn run_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
             .args(args)
             .env("SENTIN8_CRON_DATABASE_URL", &self.url)
+            // The egress policy of these tests' targets; the policy's own test replaces it.
+            .env("SENTIN8_CRON_TARGET_ALLOW", TEST_TARGETS)
             .env("USER", "tester")
             .env("RUST_LOG", "error")
+            .envs(vars.iter().copied())
             .current_dir(self.dir.path())
             .output()
             .await
@@ -246,6 +258,7 @@ macro_rules! enroll_suite {
                 dry_runs_write_nothing,
                 one_bad_entry_aborts_everything,
                 base_urls_the_callback_cannot_use_are_refused,
+                targets_outside_the_egress_policy_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
             );

@@ -312,3 +312,28 @@ fn serve_checks_the_bus_settings_before_starting() {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// Outside development mode `serve` signs calls with a configured key: without one it stops
+/// before opening anything, naming the setting.
+#[test]
+fn serve_requires_a_signing_key_outside_development_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let output = run(&[
+        "serve",
+        "--database-url",
+        &url,
+        "--listen",
+        "127.0.0.1:0",
+        "--jwt-hs256-secret",
+        "an-hs256-secret-for-tests-only-0123456789",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--signing-key-file (SENTIN8_CRON_SIGNING_KEY_FILE)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("serve.db").exists());
+    assert!(!dir.path().join("serve.db-signing-key.pem").exists());
+}

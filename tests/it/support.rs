@@ -252,6 +252,12 @@ impl Drop for PgTestDb {
     }
 }
 
+/// The egress policy of development mode: loopback allowed, as the tests' targets are. Tests
+/// of the policy itself build their own.
+pub fn dev_egress() -> sentin8_cron::callback::egress::EgressPolicy {
+    sentin8_cron::callback::egress::EgressPolicy::parse(&[], None, true).expect("empty policy")
+}
+
 /// A fixed instant to build tests around.
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()

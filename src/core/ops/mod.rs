@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::store::{Store, StoreError};
-use crate::core::target::Target;
+use crate::core::target::{AnyTarget, Target, TargetPolicy};
 
 mod audit;
 mod job;
@@ -75,14 +75,30 @@ pub struct CreateSchedule {
 #[derive(Clone)]
 pub struct Ops {
     store: Arc<dyn Store>,
+    targets: Arc<dyn TargetPolicy>,
 }
 
 impl Ops {
+    /// Operations accepting any base URL (see [`Ops::with_target_policy`]).
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+        Self {
+            store,
+            targets: Arc::new(AnyTarget),
+        }
+    }
+
+    /// Refuses to create or update a schedule whose base URL `policy` refuses.
+    pub fn with_target_policy(mut self, policy: Arc<dyn TargetPolicy>) -> Self {
+        self.targets = policy;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The policy base URLs are checked against at create and update.
+    pub fn target_policy(&self) -> &dyn TargetPolicy {
+        self.targets.as_ref()
     }
 }

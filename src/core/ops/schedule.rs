@@ -11,6 +11,7 @@ use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::core::target::Target;
 
 impl Ops {
     /// Creates a schedule; its first fire is the first one strictly after now.
@@ -20,6 +21,10 @@ impl Ops {
         create: CreateSchedule,
         actor: &Actor,
     ) -> OpsResult<Schedule> {
+        create
+            .target
+            .check(self.target_policy())
+            .map_err(OpsError::Invalid)?;
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = insert_schedule(&mut *tx, &create, actor).await?;
         tx.commit().await?;
@@ -37,6 +42,15 @@ impl Ops {
         patch: SchedulePatch,
         actor: &Actor,
     ) -> OpsResult<Schedule> {
+        // A new target is checked against the egress policy before anything is opened; its
+        // structure is validated with the other touched fields.
+        if let Some(config) = &patch.target_config
+            && let Ok(target) = Target::validate(config)
+        {
+            target
+                .check(self.target_policy())
+                .map_err(OpsError::Invalid)?;
+        }
         let mut tx = self.store.tenant_begin(env).await?;
         let current = live_for_update(&mut *tx, id).await?;
         let (updated, event) = patch::apply(&current, patch, actor)?;

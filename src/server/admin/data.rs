@@ -465,10 +465,14 @@ pub async fn preview(
             .map_err(|e| errors.push(FieldError::new("on_dst_repeat", e.to_string())))
             .ok()
     });
-    if let Some(raw) = given(query.base_url)
-        && let Err(problem) = BaseUrl::parse(&raw)
-    {
-        errors.push(FieldError::new(BASE_URL_FIELD, problem.to_string()));
+    // The same checks as creating a schedule: the parser, then the egress policy.
+    if let Some(raw) = given(query.base_url) {
+        let checked = BaseUrl::parse(&raw)
+            .map_err(|e| e.to_string())
+            .and_then(|url| state.ops.target_policy().check(&url));
+        if let Err(problem) = checked {
+            errors.push(FieldError::new(BASE_URL_FIELD, problem));
+        }
     }
     // The same validation as a new schedule's timing; the type is a placeholder.
     let decl = ScheduleDecl {

@@ -205,6 +205,70 @@ pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
     assert_eq!(t.schedules().await.len(), 3);
 }
 
+/// Enroll applies the egress policy `serve` does: with no allow list, the platform domain's
+/// services only; an allow list replaces that default.
+pub async fn targets_outside_the_egress_policy_are_refused(db: Db) {
+    let t = Enroll::new(db);
+    let good = t.write("good.yaml", THREE);
+    let platform_only = [("SENTIN8_CRON_TARGET_ALLOW", "")];
+    for base_url in [
+        "https://169.254.169.254",
+        "https://10.0.0.1:6379",
+        "https://0x0a000001",
+        "https://attacker.example",
+    ] {
+        let env = t.env.to_string();
+        let args = [
+            "enroll",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--file",
+            &good,
+            "--base-url",
+            base_url,
+            "--output",
+            "json",
+        ];
+        let run = t.run_with(&args, &platform_only).await.failed();
+        let problems = run.json()["problems"].clone();
+        assert_eq!(
+            problems[0]["field"], "target_config.baseUrl",
+            "{base_url}: {problems}"
+        );
+    }
+    assert!(t.schedules().await.is_empty());
+    // The platform domain's own services pass without an allow list...
+    let env = t.env.to_string();
+    let args = [
+        "enroll",
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--file",
+        &good,
+        "--platform-domain",
+        "apps.example.test",
+    ];
+    t.run_with(&args, &platform_only).await.ok();
+    assert_eq!(t.schedules().await.len(), 3);
+    // ...and an allow list that does not name them refuses them.
+    let run = t
+        .run_with(
+            &args,
+            &[("SENTIN8_CRON_TARGET_ALLOW", "https://billing.internal")],
+        )
+        .await
+        .failed();
+    assert!(
+        run.stderr.contains("target_config.baseUrl: "),
+        "{}",
+        run.stderr
+    );
+}
+
 /// Makes the database refuse the outbox event of `billing.poison`, as a stand-in for any
 /// failure in the middle of an enrollment.
 async fn poison_events(owner_url: &str) {
