@@ -83,11 +83,17 @@ impl Enroll {
 
     /// Runs the binary with these arguments.
     pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[]).await
+    }
+
+    /// Runs the binary with these arguments and extra environment variables.
+    pub async fn run_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
             .args(args)
             .env("SENTIN8_CRON_DATABASE_URL", &self.url)
             .env("USER", "tester")
             .env("RUST_LOG", "error")
+            .envs(vars.iter().copied())
             .current_dir(self.dir.path())
             .output()
             .await
