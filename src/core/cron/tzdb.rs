@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
-use chrono::{DateTime, FixedOffset, Utc};
+use chrono::{DateTime, FixedOffset, Offset, Utc};
 use jiff::tz::TimeZone;
 
 use super::transitions::ZoneTable;
@@ -228,8 +228,9 @@ impl Zone {
 
     /// `at` on this zone's wall clock.
     pub fn local_time(self, at: DateTime<Utc>) -> DateTime<FixedOffset> {
-        let offset = FixedOffset::east_opt(self.offset_seconds(at.timestamp()))
-            .unwrap_or_else(|| FixedOffset::east_opt(0).expect("zero is a valid offset"));
+        // TZif offsets stay within a day, which is all FixedOffset refuses.
+        let offset =
+            FixedOffset::east_opt(self.offset_seconds(at.timestamp())).unwrap_or_else(|| Utc.fix());
         at.with_timezone(&offset)
     }
 
