@@ -52,12 +52,6 @@ pub fn install(choice: &str) -> Result<&'static TzDatabase, TzDirError> {
         dir => (Path::new(dir), "directory"),
     };
     let database = load(path, source)?;
-    tracing::info!(
-        path = %path.display(),
-        version = database.version(),
-        zones = database.names().count(),
-        "read the time-zone database"
-    );
     tzdb::install(database).map_err(TzDirError::Install)
 }
 

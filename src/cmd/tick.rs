@@ -39,11 +39,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         },
     )
     .await?;
+    let dispatch = DispatchConfig::try_from(&args.callback)?;
+    let dispatcher = HttpDispatcher::new(&dispatch)?;
+    // Settings are checked first: a refused command writes nothing.
     if !args.dry_run {
         super::recompute_under_zone_rules(store.as_ref(), &SystemClock).await?;
     }
-    let dispatch = DispatchConfig::try_from(&args.callback)?;
-    let dispatcher = HttpDispatcher::new(&dispatch)?;
     let engine = Engine::new(
         store,
         Arc::new(dispatcher),

@@ -5,7 +5,8 @@
 //! government moved its clocks), the stored instants of future fires may be stale. At
 //! start-up, before the first tick, every active cron schedule whose next fire is still in
 //! the future is evaluated again from now; where the answer differs it is stored, each
-//! environment in one tenant transaction with the rows locked. Due schedules are left to the
+//! environment in one tenant transaction with the rows locked, with an audit entry per moved
+//! fire (`schedule.rezone`). Due schedules are left to the
 //! ticker, so nothing is skipped or fired twice. Schedules in UTC cannot change and are not
 //! read.
 
@@ -13,10 +14,15 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use serde_json::json;
+
 use crate::core::clock::Clock;
-use crate::core::cron::parse_timezone;
+use crate::core::cron::{parse_timezone, tzdb};
 use crate::core::model::{EnvId, ScheduleId};
-use crate::core::store::{Channel, ScheduleSetNextRun, Store, StoreResult};
+use crate::core::store::{Channel, NewAudit, ScheduleSetNextRun, Store, StoreResult};
+
+/// The actor recorded in the audit journal for a recomputed fire.
+pub const ACTOR: &str = "system:tz-database";
 
 /// A schedule whose next fire moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +85,21 @@ pub async fn recompute_next_fires(
                 if tx.schedule_set_next_run(&change).await?.is_none() {
                     continue;
                 }
+                let database = tzdb::database();
+                tx.audit_insert(&NewAudit {
+                    actor: ACTOR.to_owned(),
+                    action: "schedule.rezone".to_owned(),
+                    resource_type: "schedule".to_owned(),
+                    resource_id: schedule.id.to_string(),
+                    before: Some(json!({ "next_run_at": old })),
+                    after: Some(json!({
+                        "next_run_at": new,
+                        "tz_database": { "version": database.version(), "source": database.source() },
+                    })),
+                    correlation_id: None,
+                    now,
+                })
+                .await?;
                 // A fire may have moved earlier: running tickers recompute when to wake.
                 tx.notify_on_commit(Channel::Schedules);
                 changed.push(Rezoned {

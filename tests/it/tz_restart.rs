@@ -200,6 +200,25 @@ pub async fn only_future_fires_move(store: Arc<dyn Store>) {
         next(tx.schedule_get(right.id).await.unwrap()),
         t0() + Duration::hours(11)
     );
+    // The move is in the audit journal, with the rules it came from.
+    let audit = tx.audit_list(100).await.unwrap();
+    let entry = audit
+        .iter()
+        .find(|entry| entry.action == "schedule.rezone")
+        .expect("an audit entry");
+    assert_eq!(entry.resource_id, future.id.to_string());
+    assert_eq!(entry.actor, "system:tz-database");
+    assert_eq!(
+        entry.after.as_ref().unwrap()["tz_database"]["source"],
+        "bundled"
+    );
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|e| e.action == "schedule.rezone")
+            .count(),
+        1
+    );
     drop(tx);
     let mut tx = store.tenant_begin(other).await.unwrap();
     // A zone the database does not know is left alone.
