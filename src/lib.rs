@@ -20,6 +20,8 @@
 //! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
 //!   schedules), printed by `sentin8-cron --print-registration`.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
+//! - [`tzdir`] chooses the time-zone database at start-up: bundled, the system's or a
+//!   directory of TZif files.
 //! - [`util`] holds the small helpers several of these share (durations, capped body reads,
 //!   URL redaction, the shutdown signal, logging setup).
 //!
@@ -33,4 +35,5 @@ pub mod daemon;
 pub mod registration;
 pub mod server;
 pub mod store;
+pub mod tzdir;
 pub mod util;

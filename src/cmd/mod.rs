@@ -42,7 +42,7 @@ use crate::util::process::{LogFormat, init_logging};
     name = "sentin8-cron",
     version,
     about,
-    propagate_version = true,
+    disable_version_flag = true,
     arg_required_else_help = true,
     args_conflicts_with_subcommands = true
 )]
@@ -59,6 +59,19 @@ pub struct Cli {
         value_parser = clap::builder::PossibleValuesParser::new(crate::registration::SECTIONS)
     )]
     pub section: Option<String>,
+    /// Print the version and the time-zone database in use.
+    #[arg(short = 'V', long)]
+    pub version: bool,
+    /// Time-zone rules: bundled (built in), system (/usr/share/zoneinfo) or a directory of TZif
+    /// files, read once at start-up
+    #[arg(
+        long,
+        global = true,
+        env = "SENTIN8_CRON_TZDIR",
+        value_name = "DIR",
+        default_value = crate::core::cron::tzdb::BUNDLED_SOURCE
+    )]
+    pub tzdir: String,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -130,6 +143,24 @@ pub async fn open_store(
     Ok(store)
 }
 
+/// Recomputes the future next fires of active schedules under the time-zone rules in use
+/// (`serve` and `tick --once` do this before their first tick), logging the database.
+pub async fn recompute_under_zone_rules(
+    store: &dyn Store,
+    clock: &dyn crate::core::clock::Clock,
+) -> anyhow::Result<()> {
+    let zones = crate::core::cron::tzdb::database();
+    tracing::info!(
+        version = zones.version(),
+        source = zones.source(),
+        "time-zone database"
+    );
+    crate::core::rezone::recompute_next_fires(store, clock)
+        .await
+        .context("cannot recompute next fires under the time-zone rules in use")?;
+    Ok(())
+}
+
 /// The actor recorded for changes made from the command line.
 pub fn cli_actor() -> Actor {
     let user = std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned());
@@ -142,6 +173,18 @@ pub fn cli_actor() -> Actor {
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    // Zone rules are fixed for the life of the process, before anything evaluates a schedule.
+    let zones = crate::tzdir::install(&cli.tzdir)?;
+    if cli.version {
+        writeln!(
+            out,
+            "sentin8-cron {}\ntz database {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            zones.version(),
+            zones.source()
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let Some(command) = cli.command else {
         if cli.print_registration {
             match cli.section.as_deref() {

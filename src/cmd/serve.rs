@@ -65,6 +65,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
              application alone; connect as sentin8_cron_service in production"
         );
     }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    super::recompute_under_zone_rules(store.as_ref(), clock.as_ref()).await?;
 
     let http = reqwest::Client::builder()
         .build()

@@ -51,6 +51,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             proxy_back::build(dispatch, args.database.url(), Arc::new(SystemClock))?.dispatcher,
         )
     };
+    // Settings are checked first: a refused command writes nothing.
+    if !args.dry_run {
+        super::recompute_under_zone_rules(store.as_ref(), &SystemClock).await?;
+    }
     let engine = Engine::new(
         store,
         dispatcher,

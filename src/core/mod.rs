@@ -15,6 +15,7 @@ pub mod model;
 pub mod ops;
 pub mod relay;
 pub mod retry;
+pub mod rezone;
 pub mod snapshot;
 pub mod storable;
 pub mod store;

@@ -197,6 +197,10 @@ pub trait Store: Send + Sync + 'static {
     /// Aggregate counts across tenants.
     async fn stats_get(&self) -> StoreResult<StoreStats>;
 
+    /// The distinct (environment, zone) pairs of active cron schedules, in that order: ids and
+    /// zone names only, for the start-up recompute under new time-zone rules.
+    async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>>;
+
     /// Claims up to `limit` pending outbox events for one relay, across tenants, in `seq`
     /// order, leasing them until `lease_until`. This is the one cross-tenant read of event
     /// payloads; only the relay uses it.
@@ -279,6 +283,15 @@ pub trait TenantTx: Send {
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>>;
     /// Active schedules that have a next fire, soonest first, at most `limit`.
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>>;
+    /// Active cron schedules in the zone named `timezone`, by id, locked against concurrent
+    /// writers until this transaction ends.
+    async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>>;
+    /// Sets an active schedule's next fire and `updated_at`, nothing else. `None` when the id
+    /// names no active schedule of this environment.
+    async fn schedule_set_next_run(
+        &mut self,
+        change: &ScheduleSetNextRun,
+    ) -> StoreResult<Option<Schedule>>;
     /// Replaces a schedule's definition (the patchable fields), its status and its next fire,
     /// stamping `updated_at`/`updated_by`. `last_run_at`, `retry_count`, the domain and the
     /// creation columns are untouched. [`StoreError::NotFound`] when the id names no row.

@@ -7,9 +7,10 @@
 //! hot-looping on it.
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 
-use crate::core::cron::{CronError, CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+use crate::core::cron::{
+    CronError, CronExpr, OnDstGap, OnDstRepeat, Zone, ZonedCron, parse_timezone,
+};
 use crate::core::model::ScheduleKind;
 
 /// When a schedule runs.
@@ -67,9 +68,12 @@ impl CronTiming {
             Err(err) => Compiled::Unparseable(err),
             Ok(expr) => match parse_timezone(timezone) {
                 Ok(tz) => Compiled::Ready(ZonedCron::new(expr, tz, on_dst_gap, on_dst_repeat)),
-                Err(_) => {
-                    Compiled::UtcFallback(ZonedCron::new(expr, Tz::UTC, on_dst_gap, on_dst_repeat))
-                }
+                Err(_) => Compiled::UtcFallback(ZonedCron::new(
+                    expr,
+                    Zone::utc(),
+                    on_dst_gap,
+                    on_dst_repeat,
+                )),
             },
         };
         CronTiming {
@@ -222,7 +226,7 @@ mod tests {
         };
         let timing = Timing::from_columns(columns.clone()).unwrap();
         let zoned = timing.cron().unwrap().zoned().unwrap();
-        assert_eq!(zoned.tz, chrono_tz::Europe::Berlin);
+        assert_eq!(zoned.tz.name(), "Europe/Berlin");
         assert_eq!(zoned.on_dst_gap, OnDstGap::Skip);
         assert_eq!(timing.next_after(at(10, 1)).unwrap(), Some(at(10, 15)));
         assert_eq!(timing.columns(), columns);

@@ -32,6 +32,27 @@ pub struct Health {
     pub counts_at: Option<DateTime<Utc>>,
     /// Outbox events parked after repeated relay failures (need an operator).
     pub outbox_parked: i64,
+    /// The time-zone database schedules are evaluated with.
+    pub tz_database: TzDatabaseView,
+}
+
+/// The time-zone database in use.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TzDatabaseView {
+    /// The tz database release, e.g. `2025b`, or `unknown`.
+    pub version: String,
+    /// `bundled`, `system` or `directory`.
+    pub source: String,
+}
+
+impl TzDatabaseView {
+    fn current() -> TzDatabaseView {
+        let database = crate::core::cron::tzdb::database();
+        TzDatabaseView {
+            version: database.version().to_owned(),
+            source: database.source().to_owned(),
+        }
+    }
 }
 
 /// Whether the ticker is alive, as health and the admin overview judge it.
@@ -94,6 +115,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
             counts: counts.as_ref().map(|c| c.stats.clone()),
             counts_at: counts.map(|c| c.at),
             outbox_parked: state.metrics.events_parked.load(Ordering::Relaxed),
+            tz_database: TzDatabaseView::current(),
         }),
     )
 }
@@ -114,7 +136,15 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 /// The Prometheus text, wherever it is served.
 pub fn metrics_text(state: &AppState) -> Response {
     let counts = state.stats.counts();
-    let body = state.metrics.render(counts.as_ref().map(|c| &c.stats));
+    let mut body = state.metrics.render(counts.as_ref().map(|c| &c.stats));
+    let zones = TzDatabaseView::current();
+    body.push_str(&format!(
+        "# HELP sentin8_cron_tz_database_info The time-zone database in use.\n\
+         # TYPE sentin8_cron_tz_database_info gauge\n\
+         sentin8_cron_tz_database_info{{version=\"{}\",source=\"{}\"}} 1\n",
+        label_value(&zones.version),
+        label_value(&zones.source)
+    ));
     (
         [(
             header::CONTENT_TYPE,
@@ -123,4 +153,11 @@ pub fn metrics_text(state: &AppState) -> Response {
         body,
     )
         .into_response()
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -38,6 +38,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "outbox_relay",
         sql: include_str!("../../migrations/postgres/0002_outbox_relay.sql"),
     },
+    Migration {
+        version: 3,
+        name: "schedule_zones",
+        sql: include_str!("../../migrations/postgres/0003_schedule_zones.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -51,6 +56,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "outbox_relay",
         sql: include_str!("../../migrations/sqlite/0002_outbox_relay.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "schedule_zones",
+        sql: include_str!("../../migrations/sqlite/0003_schedule_zones.sql"),
     },
 ];
 

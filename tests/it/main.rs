@@ -23,6 +23,7 @@ mod schema_checks;
 mod signed_calls;
 mod support;
 mod tls;
+mod tz_restart;
 mod webdriver;
 
 mod store_sqlite {
@@ -53,6 +54,22 @@ mod store_sqlite {
     crate::nul_suite!(sqlite_nul, async {
         Some((crate::support::sqlite_store().await, ()))
     });
+    crate::tz_restart_suite!(
+        sqlite_tz_restart,
+        async {
+            let (store, url, dir) = crate::support::sqlite_file_store().await;
+            let owner_url = url.clone();
+            Some((
+                crate::enroll::Db {
+                    store,
+                    url,
+                    owner_url,
+                },
+                dir,
+            ))
+        },
+        async { Some((crate::support::sqlite_store().await, ())) }
+    );
 }
 
 mod store_postgres {
@@ -85,6 +102,22 @@ mod store_postgres {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });
+    crate::tz_restart_suite!(
+        postgres_tz_restart,
+        async {
+            let db = crate::support::PgTestDb::create().await?;
+            let target = crate::enroll::Db {
+                store: db.dyn_store(),
+                url: db.service_url.clone(),
+                owner_url: db.owner_url(),
+            };
+            Some((target, db))
+        },
+        async {
+            let db = crate::support::PgTestDb::create().await?;
+            Some((db.dyn_store(), db))
+        }
+    );
 }
 
 mod relay_suites {

@@ -47,9 +47,9 @@
 //!   (default): a wall time in a fold fires at its earlier instant only. [`OnDstRepeat::Twice`]:
 //!   at both, the second marked [`DstAdjustment::Repeated`].
 //!
-//! These rules apply to every offset change of a zone, not only to DST. Zone data comes from
-//! the bundled tz database, which lists transitions up to 2099; later offsets stay as the last
-//! one.
+//! These rules apply to every offset change of a zone, not only to DST. Zone rules come from
+//! the process's tz database ([`tzdb`]: the bundled copy or a directory of TZif files); after
+//! the transitions a zone's file lists, its footer rule continues them with no end year.
 //!
 //! # Evaluation
 //!
@@ -62,8 +62,11 @@ mod error;
 mod expr;
 mod parse;
 mod transitions;
+pub mod tzdb;
 mod zone;
 
+#[cfg(test)]
+mod rule_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -71,6 +74,7 @@ mod zone_tests;
 
 pub use error::{CronError, CronField, FieldProblem};
 pub use expr::CronExpr;
+pub use tzdb::{TzDatabase, TzDatabaseError, Zone};
 pub use zone::{DstAdjustment, Fire, ZonedCron, parse_timezone};
 
 use std::fmt;

@@ -418,8 +418,8 @@ fn field_errors_name_the_field_and_the_problem() {
 #[test]
 fn timezone_names_are_iana() {
     assert_eq!(
-        parse_timezone("Europe/London").unwrap(),
-        chrono_tz::Tz::Europe__London
+        parse_timezone("Europe/London").unwrap().name(),
+        "Europe/London"
     );
     assert_eq!(
         parse_timezone("Mars/Olympus").unwrap_err().to_string(),
@@ -434,7 +434,7 @@ fn extreme_instants_do_not_panic() {
     assert!(e.next_after(DateTime::<Utc>::MIN_UTC).is_some());
     let zoned = ZonedCron::new(
         e,
-        chrono_tz::Tz::America__New_York,
+        parse_timezone("America/New_York").unwrap(),
         OnDstGap::Shift,
         OnDstRepeat::Twice,
     );

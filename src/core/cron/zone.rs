@@ -6,20 +6,24 @@
 //! that never happen) or back (a fold of wall times that happen twice). The search walks the
 //! segments from `t` on and applies the policies at those edges.
 
-use chrono::{DateTime, FixedOffset, TimeZone, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::error::CronError;
 use super::expr::{CronExpr, SEARCH_HORIZON_MINUTES};
-use super::transitions::with_zone_table;
+use super::tzdb::{Zone, database};
 use super::{OnDstGap, OnDstRepeat};
 
-/// Parses an IANA time zone name such as `Europe/London`.
-pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
-    name.parse::<Tz>()
-        .map_err(|_| CronError::UnknownTimeZone(name.to_owned()))
+/// Looks up an IANA time zone name such as `Europe/London` in the process's tz database.
+pub fn parse_timezone(name: &str) -> Result<Zone, CronError> {
+    database()
+        .zone(name)
+        .ok_or_else(|| CronError::UnknownTimeZone(name.to_owned()))
 }
+
+/// How far ahead a search looks, in seconds: the wall-time search's full calendar cycle plus
+/// two days for the largest offset difference between wall time and UTC.
+const HORIZON_SECONDS: i64 = SEARCH_HORIZON_MINUTES * 60 + 2 * 86_400;
 
 /// How daylight saving changed a fire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -63,13 +67,13 @@ pub struct Fire {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZonedCron {
     pub expr: CronExpr,
-    pub tz: Tz,
+    pub tz: Zone,
     pub on_dst_gap: OnDstGap,
     pub on_dst_repeat: OnDstRepeat,
 }
 
 impl ZonedCron {
-    pub fn new(expr: CronExpr, tz: Tz, on_dst_gap: OnDstGap, on_dst_repeat: OnDstRepeat) -> Self {
+    pub fn new(expr: CronExpr, tz: Zone, on_dst_gap: OnDstGap, on_dst_repeat: OnDstRepeat) -> Self {
         ZonedCron {
             expr,
             tz,
@@ -80,7 +84,12 @@ impl ZonedCron {
 
     /// `expr` in UTC with the default policies (which never apply in UTC).
     pub fn utc(expr: CronExpr) -> Self {
-        ZonedCron::new(expr, Tz::UTC, OnDstGap::default(), OnDstRepeat::default())
+        ZonedCron::new(
+            expr,
+            Zone::utc(),
+            OnDstGap::default(),
+            OnDstRepeat::default(),
+        )
     }
 
     /// The first fire strictly after `t`.
@@ -118,62 +127,66 @@ impl ZonedCron {
     }
 
     /// The local wall time of `at` in this schedule's zone.
-    pub fn local_time(&self, at: DateTime<Utc>) -> DateTime<Tz> {
-        self.tz.from_utc_datetime(&at.naive_utc())
+    pub fn local_time(&self, at: DateTime<Utc>) -> DateTime<FixedOffset> {
+        self.tz.local_time(at)
     }
 
     /// The first fire strictly after `t` (seconds since the epoch).
     fn next_instant(&self, t: i64) -> Option<FoundFire> {
         let fixed_time = self.expr.is_fixed_time();
-        with_zone_table(self.tz, |table| {
-            let mut search = MemoSearch::new(&self.expr);
-            // Earliest instant still allowed; fires are whole seconds, so "after t" is ">= t+1".
-            let mut lower = t.checked_add(1)?;
-            let mut index = table.segment_index(lower);
-            loop {
-                let offset = table.segment_offset(index);
-                let wide_offset = i64::from(offset);
-                let transition = table.transitions.get(index);
-                // The first matching wall time from `lower` on, if it falls in this segment.
-                let in_segment = search
-                    .first_at_or_after(lower + wide_offset)
-                    .map(|wall| wall - wide_offset)
-                    .filter(|&at| transition.is_none_or(|next| at < next.at));
-                if let Some(at) = in_segment {
-                    // Second pass through a fold: the clock was set back at the start of this
-                    // segment and has not yet caught up with where it was.
-                    let repeated = table.segment_start(index).is_some_and(|start| {
-                        start.after < start.before
-                            && at < start.at + i64::from(start.before - start.after)
-                    });
-                    if !repeated {
-                        return Some(FoundFire::new(at, offset, None));
-                    }
-                    if fixed_time && self.on_dst_repeat == OnDstRepeat::Once {
-                        lower = at + 1;
-                        continue;
-                    }
-                    return Some(FoundFire::new(at, offset, Some(DstAdjustment::Repeated)));
+        let table = self.tz.table();
+        let mut search = MemoSearch::new(&self.expr);
+        // Earliest instant still allowed; fires are whole seconds, so "after t" is ">= t+1".
+        let mut lower = t.checked_add(1)?;
+        // Rules repeat for ever: past one full calendar cycle nothing new can match.
+        let horizon = lower.saturating_add(HORIZON_SECONDS);
+        let mut index = table.segment_index(lower);
+        loop {
+            let offset = table.segment_offset(index);
+            let wide_offset = i64::from(offset);
+            let transition = table.transition(index);
+            // The first matching wall time from `lower` on, if it falls in this segment.
+            let in_segment = search
+                .first_at_or_after(lower + wide_offset)
+                .map(|wall| wall - wide_offset)
+                .filter(|&at| transition.is_none_or(|next| at < next.at));
+            if let Some(at) = in_segment {
+                // Second pass through a fold: the clock was set back at the start of this
+                // segment and has not yet caught up with where it was.
+                let repeated = table.segment_start(index).is_some_and(|start| {
+                    start.after < start.before
+                        && at < start.at + i64::from(start.before - start.after)
+                });
+                if !repeated {
+                    return Some(FoundFire::new(at, offset, None));
                 }
-                let next = transition?;
-                if fixed_time && self.on_dst_gap == OnDstGap::Shift && next.after > next.before {
-                    // Wall times skipped by the jump: [at + before, at + after).
-                    let gap_end = next.at + i64::from(next.after);
-                    if search
-                        .first_at_or_after(next.at + i64::from(next.before))
-                        .is_some_and(|wall| wall < gap_end)
-                    {
-                        return Some(FoundFire::new(
-                            next.at,
-                            next.after,
-                            Some(DstAdjustment::Shifted),
-                        ));
-                    }
+                if fixed_time && self.on_dst_repeat == OnDstRepeat::Once {
+                    lower = at + 1;
+                    continue;
                 }
-                lower = next.at;
-                index += 1;
+                return Some(FoundFire::new(at, offset, Some(DstAdjustment::Repeated)));
             }
-        })
+            let next = transition?;
+            if fixed_time && self.on_dst_gap == OnDstGap::Shift && next.after > next.before {
+                // Wall times skipped by the jump: [at + before, at + after).
+                let gap_end = next.at + i64::from(next.after);
+                if search
+                    .first_at_or_after(next.at + i64::from(next.before))
+                    .is_some_and(|wall| wall < gap_end)
+                {
+                    return Some(FoundFire::new(
+                        next.at,
+                        next.after,
+                        Some(DstAdjustment::Shifted),
+                    ));
+                }
+            }
+            lower = next.at;
+            if lower > horizon {
+                return None;
+            }
+            index += 1;
+        }
     }
 }
 

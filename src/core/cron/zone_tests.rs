@@ -1,7 +1,7 @@
 //! DST behaviour in zones with 60-, 30- and 45-minute offsets and both hemispheres.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use chrono_tz::Tz;
+use std::sync::LazyLock;
 
 use super::*;
 
@@ -14,14 +14,14 @@ fn at(text: &str) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn schedule(text: &str, tz: Tz, gap: OnDstGap, repeat: OnDstRepeat) -> ZonedCron {
+fn schedule(text: &str, tz: Zone, gap: OnDstGap, repeat: OnDstRepeat) -> ZonedCron {
     ZonedCron::new(CronExpr::parse(text).unwrap(), tz, gap, repeat)
 }
 
 /// The first `count` fires after `after`: (UTC, local, DST mark).
 fn fires(
     text: &str,
-    tz: Tz,
+    tz: Zone,
     gap: OnDstGap,
     repeat: OnDstRepeat,
     after: &str,
@@ -57,16 +57,16 @@ fn utc_marks(
 use OnDstGap::{Shift, Skip};
 use OnDstRepeat::{Once, Twice};
 
-const NEW_YORK: Tz = Tz::America__New_York;
-const LONDON: Tz = Tz::Europe__London;
-const LORD_HOWE: Tz = Tz::Australia__Lord_Howe;
-const CHATHAM: Tz = Tz::Pacific__Chatham;
+static NEW_YORK: LazyLock<Zone> = LazyLock::new(|| parse_timezone("America/New_York").unwrap());
+static LONDON: LazyLock<Zone> = LazyLock::new(|| parse_timezone("Europe/London").unwrap());
+static LORD_HOWE: LazyLock<Zone> = LazyLock::new(|| parse_timezone("Australia/Lord_Howe").unwrap());
+static CHATHAM: LazyLock<Zone> = LazyLock::new(|| parse_timezone("Pacific/Chatham").unwrap());
 
 #[test]
 fn new_york_spring_gap_shift_runs_once_at_the_transition() {
     let found = fires(
         "30 2 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-03-08T12:00:00Z",
@@ -93,7 +93,7 @@ fn new_york_spring_gap_shift_runs_once_at_the_transition() {
 fn new_york_spring_gap_skip_drops_the_day() {
     let found = fires(
         "30 2 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Skip,
         Once,
         "2025-03-08T12:00:00Z",
@@ -112,7 +112,7 @@ fn new_york_spring_gap_skip_drops_the_day() {
 fn several_gap_matches_and_the_first_wall_after_the_gap_are_one_fire() {
     let found = fires(
         "0,30 2,3 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-03-09T06:00:00Z",
@@ -127,7 +127,7 @@ fn several_gap_matches_and_the_first_wall_after_the_gap_are_one_fire() {
     );
     let skipped = fires(
         "0,30 2,3 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Skip,
         Once,
         "2025-03-09T06:00:00Z",
@@ -146,7 +146,7 @@ fn several_gap_matches_and_the_first_wall_after_the_gap_are_one_fire() {
 fn new_york_fall_fold_once_and_twice() {
     let once = fires(
         "30 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-11-01T12:00:00Z",
@@ -169,7 +169,7 @@ fn new_york_fall_fold_once_and_twice() {
     );
     let twice = fires(
         "30 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Twice,
         "2025-11-01T12:00:00Z",
@@ -198,7 +198,7 @@ fn new_york_fall_fold_once_and_twice() {
     // 02:30 exists once on the fall-back day.
     let after_fold = fires(
         "30 2 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Twice,
         "2025-11-01T12:00:00Z",
@@ -212,7 +212,7 @@ fn interval_schedules_follow_elapsed_time_through_both_transitions() {
     for (gap, repeat) in [(Shift, Once), (Skip, Twice)] {
         let spring = fires(
             "*/15 * * * *",
-            NEW_YORK,
+            *NEW_YORK,
             gap,
             repeat,
             "2025-03-09T06:20:00Z",
@@ -245,7 +245,7 @@ fn interval_schedules_follow_elapsed_time_through_both_transitions() {
         );
         let fall = fires(
             "*/15 * * * *",
-            NEW_YORK,
+            *NEW_YORK,
             gap,
             repeat,
             "2025-11-02T05:40:00Z",
@@ -272,7 +272,7 @@ fn time_in_the_first_pass_of_a_fold_still_sees_the_second_pass() {
     // 05:50Z is 01:50 EDT; 01:05 EST (06:05Z) is still ahead.
     let interval = fires(
         "5 * * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-11-02T05:50:00Z",
@@ -287,7 +287,7 @@ fn time_in_the_first_pass_of_a_fold_still_sees_the_second_pass() {
     );
     let twice = fires(
         "5 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Twice,
         "2025-11-02T05:50:00Z",
@@ -296,7 +296,7 @@ fn time_in_the_first_pass_of_a_fold_still_sees_the_second_pass() {
     assert_eq!(utc_marks(&twice), [("2025-11-02T06:05:00Z", REPEATED)]);
     let once = fires(
         "5 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-11-02T05:50:00Z",
@@ -310,7 +310,7 @@ fn time_in_the_second_pass_of_a_fold() {
     // 06:50Z is 01:50 EST; 01:55 ran at 05:55Z already.
     let once = fires(
         "55 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Once,
         "2025-11-02T06:50:00Z",
@@ -319,7 +319,7 @@ fn time_in_the_second_pass_of_a_fold() {
     assert_eq!(utc_marks(&once), [("2025-11-03T06:55:00Z", None)]);
     let twice = fires(
         "55 1 * * *",
-        NEW_YORK,
+        *NEW_YORK,
         Shift,
         Twice,
         "2025-11-02T06:50:00Z",
@@ -331,7 +331,14 @@ fn time_in_the_second_pass_of_a_fold() {
 #[test]
 fn london_gap_and_fold() {
     // 2025-03-30: 01:00 GMT jumps to 02:00 BST at 01:00Z.
-    let shift = fires("30 1 * * *", LONDON, Shift, Once, "2025-03-29T12:00:00Z", 2);
+    let shift = fires(
+        "30 1 * * *",
+        *LONDON,
+        Shift,
+        Once,
+        "2025-03-29T12:00:00Z",
+        2,
+    );
     assert_eq!(
         utc_marks(&shift),
         [
@@ -340,10 +347,17 @@ fn london_gap_and_fold() {
         ]
     );
     assert_eq!(shift[0].1, "2025-03-30T02:00:00+01:00");
-    let skip = fires("30 1 * * *", LONDON, Skip, Once, "2025-03-29T12:00:00Z", 1);
+    let skip = fires("30 1 * * *", *LONDON, Skip, Once, "2025-03-29T12:00:00Z", 1);
     assert_eq!(utc_marks(&skip), [("2025-03-31T00:30:00Z", None)]);
     // 2025-10-26: 02:00 BST falls back to 01:00 GMT at 01:00Z.
-    let once = fires("30 1 * * *", LONDON, Shift, Once, "2025-10-25T12:00:00Z", 2);
+    let once = fires(
+        "30 1 * * *",
+        *LONDON,
+        Shift,
+        Once,
+        "2025-10-25T12:00:00Z",
+        2,
+    );
     assert_eq!(
         utc_marks(&once),
         [
@@ -353,7 +367,7 @@ fn london_gap_and_fold() {
     );
     let twice = fires(
         "30 1 * * *",
-        LONDON,
+        *LONDON,
         Shift,
         Twice,
         "2025-10-25T12:00:00Z",
@@ -366,7 +380,7 @@ fn london_gap_and_fold() {
             ("2025-10-26T01:30:00Z", REPEATED)
         ]
     );
-    let hourly = fires("0 * * * *", LONDON, Skip, Once, "2025-03-30T00:00:00Z", 2);
+    let hourly = fires("0 * * * *", *LONDON, Skip, Once, "2025-03-30T00:00:00Z", 2);
     assert_eq!(
         utc_marks(&hourly),
         [
@@ -381,7 +395,7 @@ fn lord_howe_half_hour_shift() {
     // 2025-10-05: 02:00 (+10:30) jumps to 02:30 (+11:00) at 2025-10-04T15:30Z.
     let shift = fires(
         "15 2 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Once,
         "2025-10-04T00:00:00Z",
@@ -404,7 +418,7 @@ fn lord_howe_half_hour_shift() {
     );
     let skip = fires(
         "15 2 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Skip,
         Once,
         "2025-10-04T00:00:00Z",
@@ -414,7 +428,7 @@ fn lord_howe_half_hour_shift() {
     // 02:30 is the first wall time after the gap: it exists and is not shifted.
     let exists = fires(
         "30 2 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Once,
         "2025-10-04T00:00:00Z",
@@ -423,7 +437,7 @@ fn lord_howe_half_hour_shift() {
     assert_eq!(utc_marks(&exists), [("2025-10-04T15:30:00Z", None)]);
     let merged = fires(
         "0,30 2 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Once,
         "2025-10-04T00:00:00Z",
@@ -439,7 +453,7 @@ fn lord_howe_half_hour_shift() {
     // 2025-04-06: 02:00 (+11:00) falls back to 01:30 (+10:30) at 2025-04-05T15:00Z.
     let twice = fires(
         "45 1 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Twice,
         "2025-04-05T00:00:00Z",
@@ -455,7 +469,7 @@ fn lord_howe_half_hour_shift() {
     );
     let once = fires(
         "45 1 * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Once,
         "2025-04-05T00:00:00Z",
@@ -470,7 +484,7 @@ fn lord_howe_half_hour_shift() {
     );
     let interval = fires(
         "*/10 * * * *",
-        LORD_HOWE,
+        *LORD_HOWE,
         Shift,
         Once,
         "2025-04-05T14:55:00Z",
@@ -492,7 +506,14 @@ fn lord_howe_half_hour_shift() {
 #[test]
 fn chatham_quarter_hour_offsets() {
     // 2025-09-28: 02:45 (+12:45) jumps to 03:45 (+13:45) at 2025-09-27T14:00Z.
-    let shift = fires("0 3 * * *", CHATHAM, Shift, Once, "2025-09-27T00:00:00Z", 2);
+    let shift = fires(
+        "0 3 * * *",
+        *CHATHAM,
+        Shift,
+        Once,
+        "2025-09-27T00:00:00Z",
+        2,
+    );
     assert_eq!(
         shift,
         [
@@ -508,11 +529,11 @@ fn chatham_quarter_hour_offsets() {
             ),
         ]
     );
-    let skip = fires("0 3 * * *", CHATHAM, Skip, Once, "2025-09-27T00:00:00Z", 1);
+    let skip = fires("0 3 * * *", *CHATHAM, Skip, Once, "2025-09-27T00:00:00Z", 1);
     assert_eq!(utc_marks(&skip), [("2025-09-28T13:15:00Z", None)]);
     let interval = fires(
         "*/30 * * * *",
-        CHATHAM,
+        *CHATHAM,
         Shift,
         Once,
         "2025-09-27T13:30:00Z",
@@ -529,7 +550,7 @@ fn chatham_quarter_hour_offsets() {
     // 2025-04-06: 03:45 (+13:45) falls back to 02:45 (+12:45) at 2025-04-05T14:00Z.
     let twice = fires(
         "0 3 * * *",
-        CHATHAM,
+        *CHATHAM,
         Shift,
         Twice,
         "2025-04-05T00:00:00Z",
@@ -550,7 +571,14 @@ fn chatham_quarter_hour_offsets() {
             ),
         ]
     );
-    let once = fires("0 3 * * *", CHATHAM, Shift, Once, "2025-04-05T00:00:00Z", 2);
+    let once = fires(
+        "0 3 * * *",
+        *CHATHAM,
+        Shift,
+        Once,
+        "2025-04-05T00:00:00Z",
+        2,
+    );
     assert_eq!(
         utc_marks(&once),
         [
@@ -562,7 +590,7 @@ fn chatham_quarter_hour_offsets() {
 
 #[test]
 fn far_fires_cross_many_transitions() {
-    let leap = schedule("0 0 29 2 *", NEW_YORK, Shift, Once);
+    let leap = schedule("0 0 29 2 *", *NEW_YORK, Shift, Once);
     assert_eq!(
         leap.next_after(at("2096-03-01T00:00:00Z")),
         Some(at("2104-02-29T05:00:00Z"))
@@ -571,7 +599,7 @@ fn far_fires_cross_many_transitions() {
         leap.next_after(at("2025-06-15T00:00:00Z")),
         Some(at("2028-02-29T05:00:00Z"))
     );
-    let never = schedule("0 0 30 2 *", NEW_YORK, Shift, Twice);
+    let never = schedule("0 0 30 2 *", *NEW_YORK, Shift, Twice);
     assert_eq!(never.next_after(at("2025-01-01T00:00:00Z")), None);
     assert_eq!(
         never.validate(at("2025-01-01T00:00:00Z")),

@@ -217,6 +217,22 @@ pub struct ScheduleSetStatus {
     pub now: DateTime<Utc>,
 }
 
+/// A new next fire for an active schedule (recomputed under new time-zone rules), stamped
+/// with `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleSetNextRun {
+    pub id: ScheduleId,
+    pub next_run_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// A time zone that active cron schedules of one environment use.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ZoneInUse {
+    pub env_id: EnvId,
+    pub timezone: String,
+}
+
 /// A soft delete of a schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleSetDeleted {

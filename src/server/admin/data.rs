@@ -63,14 +63,23 @@ pub struct FireView {
     pub dst: Option<String>,
 }
 
-const DISPLAY_FORMAT: &str = "%a %Y-%m-%d %H:%M %Z";
+const DISPLAY_FORMAT: &str = "%a %Y-%m-%d %H:%M";
+
+/// `at` on the schedule's wall clock with the zone's abbreviation: `Mon 2025-03-10 02:30 EDT`.
+fn display(zoned: &ZonedCron, at: DateTime<Utc>) -> String {
+    format!(
+        "{} {}",
+        zoned.local_time(at).format(DISPLAY_FORMAT),
+        zoned.tz.abbreviation(at)
+    )
+}
 
 impl FireView {
     fn of(zoned: &ZonedCron, fire: Fire) -> Self {
         FireView {
             at: fire.at,
             local: fire.local.to_rfc3339(),
-            display: zoned.local_time(fire.at).format(DISPLAY_FORMAT).to_string(),
+            display: display(zoned, fire.at),
             dst: fire.dst.map(|d| d.as_str().to_owned()),
         }
     }
@@ -79,7 +88,7 @@ impl FireView {
         FireView {
             at,
             local: at.to_rfc3339(),
-            display: at.format(DISPLAY_FORMAT).to_string(),
+            display: format!("{} UTC", at.format(DISPLAY_FORMAT)),
             dst: None,
         }
     }
@@ -91,8 +100,8 @@ impl FireView {
                 Some(fire) if fire.at == at => FireView::of(zoned, fire),
                 _ => FireView {
                     at,
-                    local: zoned.local_time(at).fixed_offset().to_rfc3339(),
-                    display: zoned.local_time(at).format(DISPLAY_FORMAT).to_string(),
+                    local: zoned.local_time(at).to_rfc3339(),
+                    display: display(zoned, at),
                     dst: None,
                 },
             },

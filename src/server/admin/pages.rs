@@ -290,8 +290,8 @@ fn schedules_body() -> String {
 
 fn new_schedule_body() -> String {
     let mut zones = String::new();
-    for tz in chrono_tz::TZ_VARIANTS.iter() {
-        let _ = write!(zones, "<option value=\"{}\">", escape(tz.name()));
+    for name in crate::core::cron::tzdb::database().names() {
+        let _ = write!(zones, "<option value=\"{}\">", escape(name));
     }
     format!(
         r#"<form id="new-schedule" class="stack" novalidate>

@@ -158,6 +158,10 @@ impl Store for PgStore {
         reads::stats_get(&self.pool).await
     }
 
+    async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
+        reads::schedule_zones_active(&self.pool).await
+    }
+
     async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
         outbox::claim(&self.pool, claim).await
     }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{PgCells, clamp_limit};
 use crate::core::model::EnvId;
-use crate::core::store::{DueJob, DueSchedule, StoreResult, StoreStats};
+use crate::core::store::{DueJob, DueSchedule, StoreResult, StoreStats, ZoneInUse};
 use crate::store::{db_err, rows};
 
 pub(super) async fn schedules_due(
@@ -61,4 +61,19 @@ pub(super) async fn stats_get(pool: &PgPool) -> StoreResult<StoreStats> {
         .await
         .map_err(db_err)?;
     rows::stats(&PgCells(&row, "stats"))
+}
+
+pub(super) async fn schedule_zones_active(pool: &PgPool) -> StoreResult<Vec<ZoneInUse>> {
+    let pairs: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT env_id, timezone FROM cron.schedule_zones_active()")
+            .fetch_all(pool)
+            .await
+            .map_err(db_err)?;
+    Ok(pairs
+        .into_iter()
+        .map(|(env_id, timezone)| ZoneInUse {
+            env_id: EnvId(env_id),
+            timezone,
+        })
+        .collect())
 }

@@ -164,6 +164,28 @@ impl TenantTx for PgTenantTx<'_> {
         rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
+    async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = $1 AND status = 'active' AND kind = 'cron' AND timezone = $2 \
+             ORDER BY id FOR UPDATE"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(timezone)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::map_rows(&rows, "schedules", rows::schedule)
+    }
+
+    async fn schedule_set_next_run(
+        &mut self,
+        change: &ScheduleSetNextRun,
+    ) -> StoreResult<Option<Schedule>> {
+        rows::set_schedule_guarded(self, change.id, rows::schedule_set_next_run(change)).await
+    }
+
     async fn schedule_set_definition(
         &mut self,
         change: &ScheduleSetDefinition,

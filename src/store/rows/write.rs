@@ -253,6 +253,16 @@ pub(crate) fn schedule_set_status(c: &ScheduleSetStatus) -> Transition {
     }
 }
 
+pub(crate) fn schedule_set_next_run(c: &ScheduleSetNextRun) -> Transition {
+    Transition {
+        assignments: vec![
+            ("next_run_at", Val::ts(c.next_run_at)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'active'"),
+    }
+}
+
 pub(crate) fn schedule_set_deleted(c: &ScheduleSetDeleted) -> Transition {
     Transition {
         assignments: vec![
@@ -412,6 +422,18 @@ pub(crate) async fn set_schedule<T: TenantRows>(
             id: id.to_string(),
         }),
     }
+}
+
+/// Applies a named transition to a schedule; `None` when no schedule of this environment
+/// matched its guard.
+pub(crate) async fn set_schedule_guarded<T: TenantRows>(
+    tx: &mut T,
+    id: ScheduleId,
+    change: Transition,
+) -> StoreResult<Option<Schedule>> {
+    let row = transition(tx, "schedules", SCHEDULE_COLUMNS, id.0, change).await?;
+    row.map(|row| super::schedule(&row.cells("schedules")))
+        .transpose()
 }
 
 /// Applies a named transition to a job; `None` when no job of this environment matched its

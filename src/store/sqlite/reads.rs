@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::SqliteCells;
 use crate::core::model::EnvId;
-use crate::core::store::{DueJob, DueSchedule, StoreError, StoreResult, StoreStats};
+use crate::core::store::{DueJob, DueSchedule, StoreError, StoreResult, StoreStats, ZoneInUse};
 use crate::store::db_err;
 use crate::store::rows::{self, from_micros};
 
@@ -98,4 +98,27 @@ pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
     .await
     .map_err(db_err)?;
     rows::stats(&SqliteCells(&row, "stats"))
+}
+
+pub(super) async fn schedule_zones_active(pool: &SqlitePool) -> StoreResult<Vec<ZoneInUse>> {
+    let pairs: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT env_id, timezone FROM schedules \
+         WHERE status = 'active' AND kind = 'cron' ORDER BY env_id, timezone",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    pairs
+        .into_iter()
+        .map(|(env_id, timezone)| {
+            let env_id = Uuid::parse_str(&env_id).map_err(|e| StoreError::Corrupt {
+                table: "schedules",
+                detail: format!("env_id: {e}"),
+            })?;
+            Ok(ZoneInUse {
+                env_id: EnvId(env_id),
+                timezone,
+            })
+        })
+        .collect()
 }

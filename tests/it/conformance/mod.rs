@@ -147,6 +147,8 @@ macro_rules! conformance_suite {
                 job_finish_writes_each_outcome_if_the_attempt_still_runs,
                 job_set_pending_retries_only_failed_jobs,
                 job_cancel_fails_only_pending_jobs,
+                schedule_set_next_run_writes_next_fire_and_updated_at_only,
+                zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,
             );
         }
     };

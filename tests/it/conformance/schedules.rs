@@ -320,3 +320,110 @@ pub async fn tenants_never_see_each_other(store: Arc<dyn Store>) {
     let still = tx.schedule_get(a.id).await.unwrap().unwrap();
     assert_eq!(still.status, ScheduleStatus::Active);
 }
+
+/// A cron schedule of `domain` in `zone` with `status`.
+fn zoned_schedule(schedule_type: &str, zone: &str, status: ScheduleStatus) -> NewSchedule {
+    NewSchedule {
+        timing: Timing::Cron(sentin8_cron::core::timing::CronTiming::from_stored(
+            "0 9 * * *",
+            zone,
+            OnDstGap::Shift,
+            OnDstRepeat::Once,
+        )),
+        status,
+        ..new_schedule(schedule_type, "zones")
+    }
+}
+
+pub async fn zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one(
+    store: Arc<dyn Store>,
+) {
+    let (a, b) = (EnvId::new(), EnvId::new());
+    let berlin = insert_schedule(
+        &store,
+        a,
+        zoned_schedule("a1", "Europe/Berlin", ScheduleStatus::Active),
+    )
+    .await;
+    let berlin_too = insert_schedule(
+        &store,
+        a,
+        zoned_schedule("a2", "Europe/Berlin", ScheduleStatus::Active),
+    )
+    .await;
+    insert_schedule(
+        &store,
+        a,
+        zoned_schedule("a3", "Asia/Tokyo", ScheduleStatus::Paused),
+    )
+    .await;
+    let deleted = insert_schedule(
+        &store,
+        a,
+        zoned_schedule("a4", "Asia/Tokyo", ScheduleStatus::Active),
+    )
+    .await;
+    let mut tx = store.tenant_begin(a).await.unwrap();
+    tx.schedule_set_deleted(&deleted_by_tester(deleted.id))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // A one-shot schedule carries a zone column too, but has no rules to follow.
+    let once = NewSchedule {
+        timing: Timing::Once {
+            run_at: t0() + Duration::days(1),
+        },
+        ..new_schedule("a5", "zones")
+    };
+    insert_schedule(&store, a, once).await;
+    insert_schedule(
+        &store,
+        b,
+        zoned_schedule("b1", "Europe/Berlin", ScheduleStatus::Active),
+    )
+    .await;
+    insert_schedule(
+        &store,
+        b,
+        zoned_schedule("b2", "UTC", ScheduleStatus::Active),
+    )
+    .await;
+
+    let mut expected = vec![
+        ZoneInUse {
+            env_id: a,
+            timezone: "Europe/Berlin".into(),
+        },
+        ZoneInUse {
+            env_id: b,
+            timezone: "Europe/Berlin".into(),
+        },
+        ZoneInUse {
+            env_id: b,
+            timezone: "UTC".into(),
+        },
+    ];
+    expected.sort();
+    assert_eq!(store.schedule_zones_active().await.unwrap(), expected);
+
+    let mut tx = store.tenant_begin(a).await.unwrap();
+    let ids: Vec<ScheduleId> = tx
+        .schedule_list_in_zone("Europe/Berlin")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    let mut both = vec![berlin.id, berlin_too.id];
+    both.sort();
+    assert_eq!(ids, both);
+    // Paused and deleted schedules are left out; other tenants' rows are never seen.
+    assert!(
+        tx.schedule_list_in_zone("Asia/Tokyo")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(tx.schedule_list_in_zone("UTC").await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+}

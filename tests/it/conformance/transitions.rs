@@ -434,3 +434,46 @@ pub async fn job_cancel_fails_only_pending_jobs(store: Arc<dyn Store>) {
     assert_eq!(stored_job(&store, env, running.id).await, running);
     assert_eq!(stored_job(&store, env, expected.id).await, expected);
 }
+
+pub async fn schedule_set_next_run_writes_next_fire_and_updated_at_only(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let before = worn_schedule(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let returned = tx
+        .schedule_set_next_run(&ScheduleSetNextRun {
+            id: before.id,
+            next_run_at: later(3_600),
+            now: later(7),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let after = commit_schedule(&store, env, returned, tx).await;
+    assert_eq!(
+        after,
+        Schedule {
+            next_run_at: Some(later(3_600)),
+            updated_at: later(7),
+            // A recomputed fire keeps the last human author.
+            ..before.clone()
+        }
+    );
+    // Only active schedules move; another tenant's id names nothing.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.schedule_set_status(&ScheduleSetStatus {
+        id: before.id,
+        status: ScheduleStatus::Paused,
+        now: later(8),
+    })
+    .await
+    .unwrap();
+    let change = ScheduleSetNextRun {
+        id: before.id,
+        next_run_at: later(7_200),
+        now: later(9),
+    };
+    assert_eq!(tx.schedule_set_next_run(&change).await.unwrap(), None);
+    tx.commit().await.unwrap();
+    let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
+    assert_eq!(other.schedule_set_next_run(&change).await.unwrap(), None);
+}
