@@ -1,6 +1,7 @@
 //! A restart with a newer time-zone database: stored next fires are recomputed at start-up,
 //! through the real binary, on every backend.
 
+use sentin8_cron::callback::signing::SigningKey;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Timelike, Utc};
@@ -49,6 +50,9 @@ pub async fn a_newer_tz_database_recomputes_next_fires_at_start_up(db: Db) {
     let old = tz_fixture("old");
     let new = tz_fixture("new");
     let env = enroll.env.to_string();
+    // `tick` calls out, so outside development mode (PostgreSQL) it needs a signing key.
+    let (_, pem) = SigningKey::generate_ed25519().unwrap();
+    let key = enroll.write("signing-key.pem", &pem);
     enroll
         .run_with(
             &[
@@ -75,7 +79,11 @@ pub async fn a_newer_tz_database_recomputes_next_fires_at_start_up(db: Db) {
     let same = enroll
         .run_with(
             &["tick", "--once"],
-            &[("SENTIN8_CRON_TZDIR", &old), ("RUST_LOG", "warn")],
+            &[
+                ("SENTIN8_CRON_TZDIR", &old),
+                ("SENTIN8_CRON_SIGNING_KEY_FILE", &key),
+                ("RUST_LOG", "warn"),
+            ],
         )
         .await
         .ok();
@@ -86,7 +94,11 @@ pub async fn a_newer_tz_database_recomputes_next_fires_at_start_up(db: Db) {
     let restart = enroll
         .run_with(
             &["tick", "--once"],
-            &[("SENTIN8_CRON_TZDIR", &new), ("RUST_LOG", "warn")],
+            &[
+                ("SENTIN8_CRON_TZDIR", &new),
+                ("SENTIN8_CRON_SIGNING_KEY_FILE", &key),
+                ("RUST_LOG", "warn"),
+            ],
         )
         .await
         .ok();
