@@ -216,11 +216,11 @@ async fn connections_beyond_the_cap_are_closed() {
     let url = format!("{}/v1/health", api.base);
     let mut answered = false;
     for _ in 0..500 {
-        if let Ok(response) = api.http.get(&url).send().await {
-            if response.status() == StatusCode::OK {
-                answered = true;
-                break;
-            }
+        if let Ok(response) = api.http.get(&url).send().await
+            && response.status() == StatusCode::OK
+        {
+            answered = true;
+            break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }

@@ -1,10 +1,10 @@
 //! A restart with a newer time-zone database: stored next fires are recomputed at start-up,
 //! through the real binary, on every backend.
 
-use sentin8_cron::callback::signing::SigningKey;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Timelike, Utc};
+use sentin8_cron::callback::signing::SigningKey;
 use sentin8_cron::core::clock::ManualClock;
 use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
 use sentin8_cron::core::model::{EnvId, Schedule, ScheduleId, ScheduleStatus};
