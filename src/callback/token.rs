@@ -189,7 +189,11 @@ impl OAuth2TokenSource {
             .form(&form)
             .send()
             .await
-            .map_err(|e| token_error(format!("token endpoint unreachable: {}", describe(e))))?;
+            .map_err(|e| {
+                // Tenants see the class; the socket detail is the operator's.
+                tracing::warn!(detail = %describe(e), "M2M token endpoint unreachable");
+                token_error("token endpoint unreachable")
+            })?;
 
         let status = response.status();
         let body = read_capped(&mut response, MAX_TOKEN_RESPONSE_BYTES)

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::output::{self, OutputFormat};
 use super::schedule_args::{EXIT_INVALID, utc_text};
-use super::{DatabaseArgs, StoreUse, open_store, proxy_back};
+use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
 use crate::callback::TargetAllowArgs;
 use crate::callback::config::egress_policy;
 use crate::core::clock::{Clock as _, SystemClock};
@@ -26,6 +26,7 @@ use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
 use crate::core::model::EnvId;
 use crate::core::ops::{Actor, validate_domain};
+use crate::server::auth::AuthConfig;
 use crate::util::duration::positive_duration;
 use source::Source;
 
@@ -91,6 +92,10 @@ pub struct Args {
     pub egress: TargetAllowArgs,
     #[command(flatten)]
     pub database: DatabaseArgs,
+    /// Read as `serve` reads them: with authentication configured, the embedded store is not
+    /// development mode, so loopback targets are refused as `serve` refuses them.
+    #[command(flatten)]
+    pub auth: AuthArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
 }
@@ -116,7 +121,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     // The targets written are checked against the egress policy `serve` applies: the allow
     // list, or by default https://*.{platform domain} (a malformed platform domain is
     // reported as a field problem first).
-    let dev_mode = proxy_back::dev_mode(args.database.url(), false)?;
+    let auth_configured = AuthConfig::from_args(&args.auth)?.is_some();
+    let dev_mode = proxy_back::dev_mode(args.database.url(), auth_configured)?;
     let checked = match enroll::target_config(
         &args.domain,
         args.base_url.as_deref(),

@@ -155,9 +155,14 @@ pub async fn recompute_under_zone_rules(
         source = zones.source(),
         "time-zone database"
     );
-    crate::core::rezone::recompute_next_fires(store, clock)
-        .await
-        .context("cannot recompute next fires under the time-zone rules in use")?;
+    // Not fatal: a failure (a lock conflict with another instance's claim, say) leaves the
+    // stored fires as they are, which is what a process without this step would use.
+    if let Err(err) = crate::core::rezone::recompute_next_fires(store, clock).await {
+        tracing::error!(
+            error = %err,
+            "could not recompute next fires under the time-zone rules in use; stored fires kept"
+        );
+    }
     Ok(())
 }
 

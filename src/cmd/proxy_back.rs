@@ -21,8 +21,8 @@ pub struct ProxyBack {
 }
 
 /// Whether the settings describe development mode: the embedded store and no authentication.
-/// Commands without authentication settings (`tick`, `enroll`) pass `auth_configured: false`,
-/// so on the embedded store they follow development mode too.
+/// `serve`, `tick` and `enroll` all read the authentication settings, so a deployment that
+/// authenticates its API is never development mode for any of them.
 pub fn dev_mode(database_url: &str, auth_configured: bool) -> anyhow::Result<bool> {
     Ok(Backend::from_url(database_url)?.embedded() && !auth_configured)
 }

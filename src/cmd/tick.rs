@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
-use super::{CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store, proxy_back};
+use super::{AuthArgs, CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store, proxy_back};
 use crate::callback::HttpDispatcher;
 use crate::core::clock::SystemClock;
 use crate::core::dispatch::Dispatcher;
 use crate::core::engine::Engine;
 use crate::core::metrics::Metrics;
+use crate::server::auth::AuthConfig;
 
 /// Run one tick: fire due schedules, drain due retries, print what happened.
 #[derive(Debug, clap::Args)]
@@ -28,19 +29,18 @@ pub struct Args {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub callback: CallbackArgs,
+    /// Read as `serve` reads them: with authentication configured, the embedded store is not
+    /// development mode, so `tick` applies the same egress policy and credentials as `serve`.
+    #[command(flatten)]
+    pub auth: AuthArgs,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let store = open_store(
-        &args.database,
-        StoreUse::Command {
-            migrate_embedded: true,
-        },
-    )
-    .await?;
-    let dev_mode = proxy_back::dev_mode(args.database.url(), false)?;
+    // With authentication configured (as `serve` reads it) this is not development mode.
+    let auth_configured = AuthConfig::from_args(&args.auth)?.is_some();
+    let dev_mode = proxy_back::dev_mode(args.database.url(), auth_configured)?;
     let dispatch = proxy_back::config(&args.callback, dev_mode)?;
     let job_timeout = dispatch.job_timeout;
     // A dry run calls nothing, so it needs no signing key.
@@ -51,7 +51,14 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             proxy_back::build(dispatch, args.database.url(), Arc::new(SystemClock))?.dispatcher,
         )
     };
-    // Settings are checked first: a refused command writes nothing.
+    // Settings are checked first: a refused command opens and writes nothing.
+    let store = open_store(
+        &args.database,
+        StoreUse::Command {
+            migrate_embedded: true,
+        },
+    )
+    .await?;
     if !args.dry_run {
         super::recompute_under_zone_rules(store.as_ref(), &SystemClock).await?;
     }

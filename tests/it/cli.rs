@@ -4,27 +4,30 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-fn run(args: &[&str]) -> Output {
+mod relay;
+mod zones;
+
+pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
         .args(args)
         .output()
         .expect("the binary runs")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn json_out(output: &Output) -> Value {
+pub(crate) fn json_out(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|err| panic!("not JSON ({err}): {}", stdout(output)))
 }
 
-fn example(name: &str) -> String {
+pub(crate) fn example(name: &str) -> String {
     format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -444,247 +447,4 @@ fn next_fires_errors() {
     let bad_after = run(&["next-fires", "* * * * *", "--after", "yesterday"]);
     assert_eq!(bad_after.status.code(), Some(2));
     assert!(stderr(&bad_after).contains("RFC 3339"));
-}
-
-/// A migrated SQLite database holding `schedules` schedules' creation events.
-fn seeded_database(dir: &std::path::Path, name: &str, schedules: usize) -> String {
-    use sentin8_cron::core::decl::ScheduleDecl;
-    use sentin8_cron::core::model::EnvId;
-    use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
-    use sentin8_cron::core::target::Target;
-    use sentin8_cron::store::{ConnectOptions, connect};
-
-    let url = format!("sqlite://{}", dir.join(name).display());
-    let migrate = run(&["migrate", "--database-url", &url]);
-    assert_eq!(migrate.status.code(), Some(0), "{}", stderr(&migrate));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = connect(&url, &ConnectOptions::default()).await.unwrap();
-        let ops = Ops::new(store);
-        let now = chrono::Utc::now();
-        let actor = Actor {
-            name: "cli-test".into(),
-            correlation_id: None,
-            now,
-        };
-        for i in 0..schedules {
-            let decl = ScheduleDecl {
-                schedule_type: format!("report-{i}"),
-                cron: Some("0 3 * * *".into()),
-                ..ScheduleDecl::default()
-            };
-            let create = CreateSchedule {
-                domain: "billing".into(),
-                spec: decl.validate(now).unwrap(),
-                target: Target::validate(&serde_json::json!({"baseUrl": "http://127.0.0.1:9"}))
-                    .unwrap(),
-            };
-            ops.schedule_create(EnvId::new(), create, &actor)
-                .await
-                .unwrap();
-        }
-    });
-    url
-}
-
-#[test]
-fn relay_once_drains_the_outbox_to_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = seeded_database(dir.path(), "relay.db", 3);
-
-    let output = run(&[
-        "relay",
-        "--once",
-        "--database-url",
-        &url,
-        "--bus-url",
-        "log",
-        "--output",
-        "json",
-    ]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let report = json_out(&output);
-    assert_eq!(report["bus"], "log");
-    assert_eq!(report["relayed"], 3);
-    assert_eq!(report["failed"], 0);
-    assert_eq!(report["parked"], 0);
-    // The log bus wrote each event as a structured record.
-    let logged = stderr(&output);
-    let records: Vec<Value> = logged
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|record| record["target"] == "sentin8_cron::events")
-        .collect();
-    assert_eq!(records.len(), 3, "{logged}");
-    for record in &records {
-        assert_eq!(
-            record["fields"]["event_type"],
-            "sentin8:cron:schedule:created"
-        );
-        let event: Value =
-            serde_json::from_str(record["fields"]["event"].as_str().unwrap()).unwrap();
-        assert_eq!(event["id"], record["fields"]["event_id"]);
-        assert_eq!(event["schedule_id"], record["fields"]["schedule_id"]);
-    }
-
-    let again = run(&[
-        "relay",
-        "--once",
-        "--database-url",
-        &url,
-        "--bus-url",
-        "log",
-    ]);
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    let table = stdout(&again);
-    assert!(table.contains("relayed"), "{table}");
-    assert!(table.contains("parked"), "{table}");
-}
-
-#[test]
-fn relay_once_reports_an_unreachable_bus() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = seeded_database(dir.path(), "down.db", 2);
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let bus = format!("http://{}/hook", dead.local_addr().unwrap());
-    drop(dead);
-
-    let output = run(&["relay", "--once", "--database-url", &url, "--bus-url", &bus]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let table = stdout(&output);
-    assert!(table.contains("the bus was unavailable"), "{table}");
-
-    let output = run(&[
-        "relay",
-        "--once",
-        "--database-url",
-        &url,
-        "--bus-url",
-        &bus,
-        "--output",
-        "json",
-    ]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "in backoff: {}",
-        stdout(&output)
-    );
-    assert_eq!(json_out(&output)["claimed"], 0);
-
-    let bad = run(&[
-        "relay",
-        "--once",
-        "--database-url",
-        &url,
-        "--bus-url",
-        "kafka://k:9092",
-    ]);
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(
-        stderr(&bad).contains("SENTIN8_CRON_BUS_URL"),
-        "{}",
-        stderr(&bad)
-    );
-}
-
-fn tz_fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/tz/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn first_fires(args: &[&str]) -> Vec<String> {
-    let output = run(args);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    stdout(&output).lines().map(str::to_owned).collect()
-}
-
-#[test]
-fn zone_rules_continue_after_2099() {
-    // New York is on daylight time in July 2100 by the zone's own rule.
-    let july = first_fires(&[
-        "next-fires",
-        "0 12 * 7 *",
-        "--tz",
-        "America/New_York",
-        "--after",
-        "2100-06-30T00:00:00Z",
-        "-n",
-        "1",
-        "--output",
-        "json",
-    ]);
-    let report: Value = serde_json::from_str(&july.join("\n")).unwrap();
-    assert_eq!(
-        report["fires"],
-        json!([{"utc": "2100-07-01T16:00:00Z", "local": "2100-07-01T12:00:00-04:00", "dst": null}])
-    );
-    // 02:30 on the second Sunday of March is in the gap every year, after 2099 too.
-    let skipped = run(&[
-        "next-fires",
-        "30 2 * 3 SUN#2",
-        "--tz",
-        "America/New_York",
-        "--on-dst-gap",
-        "skip",
-        "--after",
-        "2098-01-01T00:00:00Z",
-        "-n",
-        "3",
-    ]);
-    assert_eq!(skipped.status.code(), Some(0), "{}", stderr(&skipped));
-    assert!(
-        stdout(&skipped).contains("never fires"),
-        "{}",
-        stdout(&skipped)
-    );
-}
-
-#[test]
-fn tzdir_chooses_the_rules() {
-    let version = run(&["--version", "--tzdir", &tz_fixture("new")]);
-    assert!(version.status.success(), "{}", stderr(&version));
-    assert!(
-        stdout(&version).ends_with("tz database fixture-new (directory)\n"),
-        "{}",
-        stdout(&version)
-    );
-    // Noon on 20 March: standard time by the older rules, daylight time by the newer.
-    let noon = |dir: &str| {
-        first_fires(&[
-            "next-fires",
-            "0 12 20 3 *",
-            "--tz",
-            "America/New_York",
-            "--after",
-            "2030-01-01T00:00:00Z",
-            "-n",
-            "1",
-            "--output",
-            "text",
-            "--tzdir",
-            &tz_fixture(dir),
-        ])
-    };
-    assert_eq!(noon("old"), ["2030-03-20T17:00:00Z"]);
-    assert_eq!(noon("new"), ["2030-03-20T16:00:00Z"]);
-    // Only the directory's zones exist (and UTC).
-    let elsewhere = run(&[
-        "validate-expr",
-        "@daily",
-        "--tz",
-        "Europe/London",
-        "--tzdir",
-        &tz_fixture("new"),
-    ]);
-    assert_eq!(elsewhere.status.code(), Some(1), "{}", stdout(&elsewhere));
-    let missing = run(&["--version", "--tzdir", &tz_fixture("nope")]);
-    assert_eq!(missing.status.code(), Some(1));
-    assert!(
-        stderr(&missing).contains("cannot read the time-zone directory"),
-        "{}",
-        stderr(&missing)
-    );
 }

@@ -337,3 +337,28 @@ fn serve_requires_a_signing_key_outside_development_mode() {
     assert!(!dir.path().join("serve.db").exists());
     assert!(!dir.path().join("serve.db-signing-key.pem").exists());
 }
+
+/// `tick` reads the authentication settings as `serve` does: a deployment that authenticates
+/// its API is not development mode for `tick` either, so it needs the signing key `serve`
+/// publishes (and applies the same egress policy), even on the embedded store.
+#[test]
+fn tick_follows_serve_out_of_development_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tick.db").display());
+    let output = Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
+        .args(["tick", "--once", "--database-url", &url])
+        .env(
+            "SENTIN8_CRON_JWT_HS256_SECRET",
+            "an-hs256-secret-for-tests-only-0123456789",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--signing-key-file (SENTIN8_CRON_SIGNING_KEY_FILE)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("tick.db").exists());
+    assert!(!dir.path().join("tick.db-signing-key.pem").exists());
+}

@@ -215,10 +215,8 @@ async fn token_endpoint_failures_are_token_errors_without_secrets() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    assert!(
-        text.starts_with("M2M token: token endpoint unreachable: "),
-        "{text}"
-    );
+    // The class only: the socket detail goes to the operator's log, not to the tenant's job.
+    assert_eq!(text, "M2M token: token endpoint unreachable");
     assert!(!text.contains(CLIENT_SECRET), "{text}");
 
     // No target was ever called without a token.
