@@ -21,6 +21,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+const KIT: &str = include_str!("assets/admin-kit.js");
 const SCRIPT: &str = include_str!("assets/admin.js");
 const STYLE: &str = include_str!("assets/admin.css");
 
@@ -116,6 +117,7 @@ fn layout(page: &Page) -> String {
 <title>{title} · sentin8-cron admin</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="{prefix}/assets/admin.css">
+<script src="{prefix}/assets/admin-kit.js" defer></script>
 <script src="{prefix}/assets/admin.js" defer></script>
 </head>
 <body data-page="{page}">
@@ -456,6 +458,10 @@ pub fn pages() -> Router {
         .route(
             &format!("{UI_PREFIX}/"),
             get(|| async { Redirect::to(&format!("{UI_PREFIX}/overview")) }),
+        )
+        .route(
+            &format!("{UI_PREFIX}/assets/admin-kit.js"),
+            get(|| async { asset(KIT, "text/javascript; charset=utf-8") }),
         )
         .route(
             &format!("{UI_PREFIX}/assets/admin.js"),
