@@ -284,7 +284,8 @@ pub trait TenantTx: Send {
     /// Active schedules that have a next fire, soonest first, at most `limit`.
     async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>>;
     /// Active cron schedules in the zone named `timezone`, by id, locked against concurrent
-    /// writers until this transaction ends.
+    /// writers until this transaction ends. Rows another transaction holds locked are left out
+    /// (where the backend has row locks), so the call never waits on a claim in progress.
     async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>>;
     /// Sets an active schedule's next fire and `updated_at`, nothing else. `None` when the id
     /// names no active schedule of this environment.

@@ -165,10 +165,13 @@ impl TenantTx for PgTenantTx<'_> {
     }
 
     async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
+        // SKIP LOCKED: a row another instance is claiming right now is left out rather than
+        // waited for, so this never waits on (or deadlocks with) a claim; that claim moves the
+        // schedule's next fire itself.
         let sql = format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules \
              WHERE env_id = $1 AND status = 'active' AND kind = 'cron' AND timezone = $2 \
-             ORDER BY id FOR UPDATE"
+             ORDER BY id FOR UPDATE SKIP LOCKED"
         );
         let rows = sqlx::query(&sql)
             .bind(self.env_id.0)
