@@ -144,11 +144,9 @@ pub async fn open_store(
 }
 
 /// Recomputes the future next fires of active schedules under the time-zone rules in use
-/// (`serve` and `tick --once` do this before their first tick), logging the database.
-pub async fn recompute_under_zone_rules(
-    store: &dyn Store,
-    clock: &dyn crate::core::clock::Clock,
-) -> anyhow::Result<()> {
+/// (`serve` and `tick --once` do this before their first tick), logging the database. It
+/// cannot fail the command: see below.
+pub async fn recompute_under_zone_rules(store: &dyn Store, clock: &dyn crate::core::clock::Clock) {
     let zones = crate::core::cron::tzdb::database();
     tracing::info!(
         version = zones.version(),
@@ -163,7 +161,6 @@ pub async fn recompute_under_zone_rules(
             "could not recompute next fires under the time-zone rules in use; stored fires kept"
         );
     }
-    Ok(())
 }
 
 /// The actor recorded for changes made from the command line.

@@ -65,6 +65,7 @@ pub async fn recompute_next_fires(
                 .push(zone.timezone);
         }
     }
+    let database = tzdb::database();
     let mut changed = Vec::new();
     for (env_id, zones) in zones_by_env {
         let now = clock.now();
@@ -105,7 +106,6 @@ pub async fn recompute_next_fires(
                 if tx.schedule_set_next_run(&change).await?.is_none() {
                     continue;
                 }
-                let database = tzdb::database();
                 tx.audit_insert(&NewAudit {
                     actor: ACTOR.to_owned(),
                     action: "schedule.rezone".to_owned(),
