@@ -21,6 +21,7 @@ mod relay;
 mod relay_sinks;
 mod schema_checks;
 mod signed_calls;
+mod stalling_proxy;
 mod support;
 mod tls;
 mod tz_restart;
