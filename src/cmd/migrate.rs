@@ -11,6 +11,9 @@ use crate::store::{self, Backend, redact};
 
 /// Apply pending schema migrations (idempotent), or show what is applied and pending.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron migrate --database-url postgres://postgres@db/cron
+  sentin8-cron migrate --status -o json")]
 pub struct Args {
     #[command(flatten)]
     pub database: DatabaseUrlArg,
@@ -20,7 +23,8 @@ pub struct Args {
     /// Say what would be applied without applying it.
     #[arg(long, conflicts_with = "status")]
     pub dry_run: bool,
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -42,7 +46,31 @@ struct Report<'a> {
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let url = &args.database.database_url;
     let backend = Backend::from_url(url)?;
-    let (rows, notes) = if args.status {
+    // Neither --status nor --dry-run changes anything, so neither creates a missing SQLite
+    // file: everything is pending in a database that does not exist yet.
+    let missing = store::sqlite_file(url).filter(|path| !path.exists());
+    store::probe_postgres(url).await?;
+    let (rows, notes) = if let (Some(path), true) = (&missing, args.status || args.dry_run) {
+        let state = if args.status {
+            "pending"
+        } else {
+            "would apply"
+        };
+        let rows = backend
+            .migrations()
+            .iter()
+            .map(|m| Row {
+                version: m.version,
+                name: m.name.to_owned(),
+                state,
+            })
+            .collect();
+        let note = format!(
+            "no database at {} yet: `migrate` creates it and applies every migration",
+            path.display()
+        );
+        (rows, vec![note])
+    } else if args.status {
         let status = store::schema_status(url).await?;
         let mut rows: Vec<Row> = backend
             .migrations()
@@ -88,8 +116,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         notes: &notes,
     };
     match args.output {
-        OutputFormat::Json => output::write_json(out, &report)?,
-        OutputFormat::Table => {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            output::write_structured(out, args.output, &report)?
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
             writeln!(out, "{} database {}", report.backend, report.database)?;
             let mut table = output::table(["version", "name", "state"]);
             for row in &report.migrations {
