@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Subcommand;
 
-use super::output::{OutputArgs, time_text};
+use super::output::OutputArgs;
 use super::remote::{self, Kind, ServerArgs, env_query};
 use crate::core::model::{EnvId, ScheduleId};
 
@@ -71,8 +71,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let mut query = env_query(env);
     query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
     query.extend(actor.map(|a| ("actor", a)));
-    query.extend(since.map(|at| ("since", time_text(at))));
-    query.extend(before.map(|at| ("before", time_text(at))));
+    query.extend(since.map(|at| ("since", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
+    query.extend(before.map(|at| ("before", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
     let items = client.list("/v1/audit", &query, limit as usize).await?;
     remote::print_list(out, &output, Kind::Audit, &items)?;
     Ok(ExitCode::SUCCESS)

@@ -9,7 +9,7 @@ use clap::ArgGroup;
 use serde::Serialize;
 
 use crate::core::decl::{
-    DeclError, DeclFormat, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
+    DeclError, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
 };
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 

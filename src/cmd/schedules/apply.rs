@@ -246,7 +246,7 @@ async fn apply_step(
     let mut change = planned(step);
     let answer = match step {
         Step::Create { spec, .. } => {
-            let mut body = spec_fields(spec, &enroll::FIELDS.to_vec());
+            let mut body = spec_fields(spec, enroll::FIELDS);
             body.insert("target_env_id".into(), env.to_string().into());
             body.insert("domain".into(), domain.into());
             body.insert("schedule_type".into(), spec.schedule_type.clone().into());
