@@ -184,10 +184,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(checked) => checked,
         Err(err) => {
-            anyhow::bail!(
-                "{} is not a valid declaration document: {err}",
+            // Invalid input, like an invalid entry: its own exit status.
+            eprintln!(
+                "error: {} is not a valid declaration document: {err}",
                 document.origin
-            )
+            );
+            return invalid(out, json, &[], &[]);
         }
     };
     if !errors.is_empty() {

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use serde::Serialize;
 
 use super::DatabaseUrlArg;
@@ -48,7 +49,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let backend = Backend::from_url(url)?;
     // Neither --status nor --dry-run changes anything, so neither creates a missing SQLite
     // file: everything is pending in a database that does not exist yet.
-    let missing = store::sqlite_file(url).filter(|path| !path.exists());
+    let file = store::sqlite_file(url);
+    let named = file
+        .as_ref()
+        .map_or_else(|| redact(url), |path| path.display().to_string());
+    let missing = file.filter(|path| !path.exists());
     store::probe_postgres(url).await?;
     let (rows, notes) = if let (Some(path), true) = (&missing, args.status || args.dry_run) {
         let state = if args.status {
@@ -71,7 +76,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         );
         (rows, vec![note])
     } else if args.status {
-        let status = store::schema_status(url).await?;
+        let status = store::schema_status(url)
+            .await
+            .with_context(|| format!("cannot read the schema of {named}"))?;
         let mut rows: Vec<Row> = backend
             .migrations()
             .iter()
@@ -92,7 +99,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }));
         (rows, Vec::new())
     } else {
-        let outcome = store::migrate(url, args.dry_run).await?;
+        let outcome = store::migrate(url, args.dry_run)
+            .await
+            .with_context(|| format!("cannot migrate {named}"))?;
         let rows = outcome
             .migrations
             .into_iter()

@@ -141,11 +141,28 @@ async fn failed_jobs_reach_the_dlq_and_republish_from_the_cli() {
     assert_eq!(entry["last_error"], "proxy-back status 500");
     let id = entry["id"].as_str().unwrap().to_owned();
 
+    // One entry, and its job, from the database.
+    let env_text = env.to_string();
+    let (code, stdout, stderr) = cli
+        .run(&["dlq", "get", &id, "--env", &env_text, "-o", "json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let one: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(&one, entry);
+    let job_id = entry["job_id"].as_str().unwrap().to_owned();
+    let (code, stdout, stderr) = cli
+        .run(&["jobs", "get", &job_id, "--env", &env_text, "-o", "json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let job: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(job["id"], entry["job_id"]);
+    assert_eq!(job["status"], "failed");
+    assert_eq!(job["error"], "proxy-back status 500");
+
     let (code, _, stderr) = cli.run(&["dlq", "republish", &id]).await;
     assert_ne!(code, 0, "the environment is required");
     assert!(stderr.contains("--env"), "{stderr}");
 
-    let env_text = env.to_string();
     let (code, stdout, stderr) = cli
         .run(&["dlq", "republish", &id, "--env", &env_text])
         .await;

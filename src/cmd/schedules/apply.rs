@@ -76,13 +76,16 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     .map_err(|mut errors| problems.append(&mut errors))
     .ok();
     let document = read_input(&args.file)?;
-    let (specs, errors) =
-        check_declarations(&document.text, document.format, now).map_err(|err| {
-            anyhow::anyhow!(
-                "{} is not a valid declaration document: {err}",
+    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+        Ok(checked) => checked,
+        Err(err) => {
+            eprintln!(
+                "error: {} is not a valid declaration document: {err}",
                 document.origin
-            )
-        })?;
+            );
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
     for problem in &problems {
         eprintln!("error: {problem}");
     }
