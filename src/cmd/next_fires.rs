@@ -29,6 +29,9 @@ pub enum NextFiresOutput {
 
 /// List the next fires of a cron expression.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron next-fires '30 2 * * *' --tz America/New_York -n 5
+  sentin8-cron next-fires '*/15 * * * *' -n 100 -o text | head -3")]
 pub struct Args {
     /// The cron expression, e.g. "*/15 * * * *" or "@daily" (quote it).
     #[arg(value_name = "EXPR")]
@@ -48,7 +51,7 @@ pub struct Args {
     )]
     pub count: u32,
     /// Output format.
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: NextFiresOutput,
 }
 

@@ -5,6 +5,7 @@ mod admin_browser;
 mod api;
 mod architecture;
 mod cli;
+mod cli_api;
 mod cli_engine;
 mod conformance;
 mod cron_props;
@@ -35,6 +36,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::api_suite!(sqlite_api, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::cli_api_suite!(sqlite_cli_api, async {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::enroll_suite!(sqlite_enroll, async {
@@ -83,6 +87,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::api_suite!(postgres_api, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::cli_api_suite!(postgres_cli_api, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });
