@@ -65,6 +65,8 @@ fn parse_rfc3339(text: &str) -> Result<DateTime<Utc>, String> {
 struct Report<'a> {
     expression: &'a str,
     timezone: &'a str,
+    /// The schedule in words, with its zone and DST policies.
+    description: String,
     after: String,
     fires: Vec<FireRow>,
 }
@@ -105,6 +107,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
             &Report {
                 expression,
                 timezone: schedule.tz.name(),
+                description: schedule.describe(),
                 after: utc_text(after),
                 fires: fires.iter().map(FireRow::from).collect(),
             },
@@ -121,6 +124,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 schedule.tz.name(),
                 utc_text(after)
             )?;
+            writeln!(out, "{}", schedule.describe())?;
             if !fires.is_empty() {
                 let mut table = output::table(["#", "UTC", "local", "DST"]);
                 for (number, fire) in (1..).zip(&fires) {

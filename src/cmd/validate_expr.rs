@@ -60,6 +60,8 @@ struct ValidExpression<'a> {
     valid: bool,
     expression: &'a str,
     timezone: &'a str,
+    /// The schedule in words, with its zone and DST policies.
+    description: String,
     next_fire: NextFire,
 }
 
@@ -97,6 +99,7 @@ fn check_expression(
                 valid: true,
                 expression,
                 timezone,
+                description: schedule.describe(),
                 next_fire,
             },
         )?;
@@ -111,6 +114,7 @@ fn check_expression(
         "interval; follows elapsed time across DST changes".to_owned()
     };
     writeln!(out, "valid: \"{expression}\" in {timezone} ({kind})")?;
+    writeln!(out, "{}", schedule.describe())?;
     let mut table = output::table(["next fire (UTC)", "next fire (local)"]);
     table.add_row([next_fire.utc, next_fire.local]);
     writeln!(out, "{table}")?;

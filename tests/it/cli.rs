@@ -98,6 +98,13 @@ fn validate_expr_json_shape() {
     assert_eq!(report["valid"], json!(true));
     assert_eq!(report["expression"], json!("@daily"));
     assert_eq!(report["timezone"], json!("Europe/London"));
+    assert!(
+        report["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("At 00:00 (Europe/London); "),
+        "{report}"
+    );
     let utc = report["next_fire"]["utc"].as_str().unwrap();
     let local = report["next_fire"]["local"].as_str().unwrap();
     assert!(utc.ends_with('Z'), "{utc}");
@@ -342,6 +349,8 @@ fn next_fires_json_marks_dst_adjustments() {
         json!({
             "expression": "30 2 * * *",
             "timezone": "America/New_York",
+            "description": "At 02:30 (America/New_York); a time skipped when clocks go forward \
+                runs when the gap ends, and a time that repeats when clocks go back runs once",
             "after": "2025-03-08T12:00:00Z",
             "fires": [
                 {"utc": "2025-03-09T07:00:00Z", "local": "2025-03-09T03:00:00-04:00", "dst": "shifted"},
@@ -420,6 +429,12 @@ fn next_fires_text_and_table() {
     assert!(shown.contains("2025-11-02T06:00:00Z"), "{shown}");
     assert!(shown.contains("repeated"), "{shown}");
     assert!(!shown.contains("only"), "{shown}");
+    assert!(
+        shown.contains(
+            "Every 30 minutes (America/New_York); across clock changes it keeps to elapsed time"
+        ),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -62,17 +62,13 @@ impl CronExpr {
                 .collect();
             return format!("At {}", join(&times, "and"));
         }
-        let minute_part = match Shape::of(&minutes, 60) {
-            Shape::All => "Every minute".to_owned(),
-            Shape::Step { step, first: 0, .. }
-                if minutes.last().is_some_and(|&m| m + step > 59) =>
-            {
-                format!("Every {step} minutes")
-            }
-            Shape::Step { step, first, last } => {
+        let minute_part = match (Shape::of(&minutes, 60), whole_cycle_step(&minutes, 60)) {
+            (Shape::All, _) => "Every minute".to_owned(),
+            (_, Some(step)) => format!("Every {step} minutes"),
+            (Shape::Step { step, first, last }, None) => {
                 format!("Every {step} minutes from minute {first} through {last} past the hour")
             }
-            Shape::List(runs) => {
+            (Shape::List(runs), None) => {
                 let noun = if minutes.len() == 1 {
                     "minute"
                 } else {
@@ -82,15 +78,13 @@ impl CronExpr {
                 format!("At {noun} {listed} past the hour")
             }
         };
-        let hour_part = match Shape::of(&hours, 24) {
-            Shape::All => None,
-            Shape::Step { step, first: 0, .. } if hours.last().is_some_and(|&h| h + step > 23) => {
-                Some(format!("every {step} hours"))
-            }
-            Shape::Step { step, first, last } => Some(format!(
+        let hour_part = match (Shape::of(&hours, 24), whole_cycle_step(&hours, 24)) {
+            (Shape::All, _) => None,
+            (_, Some(step)) => Some(format!("every {step} hours")),
+            (Shape::Step { step, first, last }, None) => Some(format!(
                 "every {step} hours from {first:02}:00 through {last:02}:00"
             )),
-            Shape::List(_) => {
+            (Shape::List(_), None) => {
                 let parts: Vec<String> = runs_around(&hours, 0, 23)
                     .iter()
                     .map(|&(from, to)| {
@@ -215,6 +209,16 @@ impl Shape {
     }
 }
 
+/// The step of a set that is `0, step, 2 × step, …` to the end of a `cycle` that starts at 0
+/// (`*/step`), with at least two values.
+fn whole_cycle_step(set: &[u32], cycle: u32) -> Option<u32> {
+    let [0, step, ..] = *set else {
+        return None;
+    };
+    let even = step >= 2 && set.windows(2).all(|w| w[1] - w[0] == step);
+    (even && set.last().is_some_and(|&last| last + step >= cycle)).then_some(step)
+}
+
 /// Maximal runs of consecutive values in a sorted set.
 fn runs_of(set: &[u32]) -> Vec<(u32, u32)> {
     let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -271,6 +275,18 @@ fn list_runs(
         }
     }
     join(&parts, "and")
+}
+
+impl super::ZonedCron {
+    /// The schedule in English with its zone and, where clocks change, its DST policies.
+    pub fn describe(&self) -> String {
+        describe_zoned(
+            &self.expr,
+            self.tz.name(),
+            self.on_dst_gap,
+            self.on_dst_repeat,
+        )
+    }
 }
 
 /// A zoned schedule in words: the expression, its zone, and what the DST policies do.

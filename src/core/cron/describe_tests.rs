@@ -13,6 +13,8 @@ fn common_schedules_read_naturally() {
         ("30 2 * * MON-FRI", "At 02:30, Monday through Friday"),
         ("* * * * *", "Every minute"),
         ("*/15 * * * *", "Every 15 minutes"),
+        ("*/30 * * * *", "Every 30 minutes"),
+        ("0 */12 * * *", "At minute 0 past the hour, every 12 hours"),
         ("@hourly", "At minute 0 past the hour"),
         ("@daily", "At 00:00"),
         ("@weekly", "At 00:00, on Sunday"),
