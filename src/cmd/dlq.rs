@@ -1,4 +1,4 @@
-//! `sentin8-cron dlq list|republish`: the operator's view of the dead-letter queue.
+//! `sentin8-cron dlq list|republish|discard`: the operator's view of the dead-letter queue.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use crate::core::model::{DlqEntry, DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
 
-/// Inspect and republish dead-letter entries.
+/// Inspect, republish and discard dead-letter entries.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -40,6 +40,19 @@ pub enum DlqCommand {
     /// Run a dead-letter entry again: a fresh pending job, due now, and the entry removed, in
     /// one transaction.
     Republish {
+        /// The dead-letter entry.
+        id: DlqId,
+        /// Its environment (required: environments are always explicit).
+        #[arg(long)]
+        env: EnvId,
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[arg(long, value_enum, default_value_t)]
+        output: OutputFormat,
+    },
+    /// Discard a dead-letter entry: its occurrence will not run (also for entries of deleted
+    /// schedules). The event and an audit entry are written in the same transaction.
+    Discard {
         /// The dead-letter entry.
         id: DlqId,
         /// Its environment (required: environments are always explicit).
@@ -138,6 +151,30 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     out,
                     "republished {id} as job {} (pending, due now); the next tick runs it",
                     job.id
+                )?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqCommand::Discard {
+            id,
+            env,
+            database,
+            output: format,
+        } => {
+            let store = open_store(
+                &database,
+                StoreUse::Command {
+                    migrate_embedded: false,
+                },
+            )
+            .await?;
+            let entry = Ops::new(store).dlq_discard(env, id, &cli_actor()).await?;
+            match format {
+                OutputFormat::Json => output::write_json(out, &entry)?,
+                OutputFormat::Table => writeln!(
+                    out,
+                    "discarded {id} (job {} of schedule {}); it will not run",
+                    entry.job_id, entry.schedule_id
                 )?,
             }
             Ok(ExitCode::SUCCESS)

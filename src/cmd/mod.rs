@@ -5,6 +5,8 @@
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
 mod args;
+pub mod audit;
+pub mod lifecycle_args;
 pub mod dlq;
 pub mod enroll;
 pub mod jobs;
@@ -85,10 +87,12 @@ pub enum Command {
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
     Tick(tick::Args),
-    /// Inspect and republish dead-letter entries.
+    /// Inspect, republish and discard dead-letter entries.
     Dlq(dlq::Args),
     /// Inspect jobs (execution records).
     Jobs(jobs::Args),
+    /// Read the audit journal.
+    Audit(audit::Args),
     /// Create, update and (with --prune) delete one domain's schedules to match a declaration
     /// document, in one transaction.
     Enroll(enroll::Args),
@@ -209,6 +213,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
+        Command::Audit(args) => audit::run(args, out).await,
         Command::Enroll(args) => enroll::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use super::lifecycle_args::{HealthArgs, RetentionArgs};
 use super::{
     AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, LoggingArgs, StoreUse,
     open_store, proxy_back,
@@ -36,6 +37,10 @@ pub struct Args {
     pub callback: CallbackArgs,
     #[command(flatten)]
     pub bus: BusArgs,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub health: HealthArgs,
     #[command(flatten)]
     pub logging: LoggingArgs,
 }
@@ -169,6 +174,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         metrics_listener,
         target_policy,
         jwks: Some(jwks),
+        // Outside development mode, calls without a token source carry only their signature.
+        health: args.health.rules(!no_token || dev_mode),
+        retention: Some(args.retention.config()),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

@@ -139,6 +139,8 @@ impl Api {
                 .unwrap(),
             ),
             jwks: None,
+            health: Default::default(),
+            retention: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

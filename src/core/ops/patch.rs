@@ -104,10 +104,18 @@ pub(super) fn apply(
         updated.status = ScheduleStatus::Active;
     }
     if timing_touched || resumed {
-        updated.next_run_at = updated
-            .timing
-            .next_after(actor.now)
-            .map_err(|e| OpsError::Invalid(vec![FieldError::new("cron", e.to_string())]))?;
+        updated.next_run_at = match updated.timing.next_after(actor.now) {
+            Ok(next) => next,
+            // Resuming a schedule whose stored expression no longer parses: like the engine,
+            // look at it again in an hour instead of refusing (a new expression fixes it).
+            Err(_) if !timing_touched => Some(actor.now + chrono::Duration::hours(1)),
+            Err(e) => {
+                return Err(OpsError::Invalid(vec![FieldError::new(
+                    "cron",
+                    e.to_string(),
+                )]));
+            }
+        };
         if updated.status == ScheduleStatus::Active && updated.next_run_at.is_none() {
             return Err(OpsError::Invalid(vec![FieldError::new(
                 if updated.kind() == ScheduleKind::Once {
