@@ -12,6 +12,7 @@ mod dispatch;
 mod egress;
 mod engine;
 mod enroll;
+mod lifecycle;
 mod listener;
 mod nul;
 mod pg_only;
@@ -52,6 +53,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::nul_suite!(sqlite_nul, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::lifecycle_suite!(sqlite_lifecycle, async {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::tz_restart_suite!(
@@ -99,6 +103,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::nul_suite!(postgres_nul, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::lifecycle_suite!(postgres_lifecycle, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });
