@@ -6,6 +6,7 @@ mod api;
 mod architecture;
 mod cli;
 mod cli_engine;
+mod cli_lifecycle;
 mod conformance;
 mod cron_props;
 mod dispatch;
