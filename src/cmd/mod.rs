@@ -6,10 +6,10 @@
 
 mod args;
 pub mod audit;
-pub mod lifecycle_args;
 pub mod dlq;
 pub mod enroll;
 pub mod jobs;
+pub mod lifecycle_args;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;

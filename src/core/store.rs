@@ -357,8 +357,7 @@ pub trait TenantTx: Send {
     async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>>;
     /// Marks a failed job `superseded` by another job, stamping `updated_at`; `None` when the
     /// job is not failed (or does not exist).
-    async fn job_set_superseded(&mut self, change: &JobSetSuperseded)
-    -> StoreResult<Option<Job>>;
+    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
     /// The open (pending or running) job of a schedule, if any.

@@ -112,7 +112,10 @@ pub fn ticker_state(state: &AppState) -> TickerState {
 
 /// Since when the relay has found the bus unreachable (none while it is reachable).
 pub fn bus_unreachable_since(state: &AppState) -> Option<DateTime<Utc>> {
-    let since = state.metrics.bus_unreachable_since_unix.load(Ordering::Relaxed);
+    let since = state
+        .metrics
+        .bus_unreachable_since_unix
+        .load(Ordering::Relaxed);
     (since > 0)
         .then(|| DateTime::from_timestamp(since, 0))
         .flatten()
@@ -143,8 +146,7 @@ fn degraded_reasons(
     }
     if !rules.credential_source {
         reasons.push(
-            "no proxy-back credential source is configured (set the M2M token settings)"
-                .to_owned(),
+            "no proxy-back credential source is configured (set the M2M token settings)".to_owned(),
         );
     }
     if let Some(age) = backlog_age

@@ -35,9 +35,7 @@ async fn attempts_discard_and_the_audit_journal_from_the_cli() {
     let (code, _, stderr) = cli.run(&["dlq", "discard", &id]).await;
     assert_ne!(code, 0, "the environment is required");
     assert!(stderr.contains("--env"), "{stderr}");
-    let (code, stdout, stderr) = cli
-        .run(&["dlq", "discard", &id, "--env", &env_text])
-        .await;
+    let (code, stdout, stderr) = cli.run(&["dlq", "discard", &id, "--env", &env_text]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("discarded"), "{stdout}");
     let (_, stdout, _) = cli.run(&["dlq", "list"]).await;

@@ -17,6 +17,7 @@ mod audit;
 mod health;
 mod pause;
 mod retention;
+mod upgrade;
 
 pub use audit::*;
 pub use health::*;
@@ -43,7 +44,12 @@ pub async fn triggered(api: &Api, target: &RawServer, max_retries: u32) -> (Stri
     body["max_retries"] = json!(max_retries);
     body["target_config"] = json!({"baseUrl": target.url()});
     let (status, created, _) = api
-        .call(Method::POST, "/v1/schedules", Some(&api.writer()), Some(body))
+        .call(
+            Method::POST,
+            "/v1/schedules",
+            Some(&api.writer()),
+            Some(body),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
@@ -214,18 +220,31 @@ pub async fn dead_letters_of_deleted_schedules_are_discarded(store: Arc<dyn Stor
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("schedule deleted"));
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("schedule deleted")
+    );
 
     let discard = format!("/v1/dlq/{dlq_id}?target_env_id={env}");
     let (status, _, _) = api
         .call(Method::DELETE, &discard, Some(&api.token(READ)), None)
         .await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "discarding needs the write scope");
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "discarding needs the write scope"
+    );
     let elsewhere = format!("/v1/dlq/{dlq_id}?target_env_id={}", api.env_b);
     let (status, _, _) = api
         .call(Method::DELETE, &elsewhere, Some(&api.writer()), None)
         .await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "not visible from another environment");
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "not visible from another environment"
+    );
     let (status, discarded, _) = api
         .call(Method::DELETE, &discard, Some(&api.writer()), None)
         .await;
@@ -235,7 +254,12 @@ pub async fn dead_letters_of_deleted_schedules_are_discarded(store: Arc<dyn Stor
         .call(Method::DELETE, &discard, Some(&api.writer()), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(get(&api, &format!("/v1/dlq/{dlq_id}?target_env_id={env}")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        get(&api, &format!("/v1/dlq/{dlq_id}?target_env_id={env}"))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
     assert_eq!(
         event_types(&api).await.last().map(String::as_str),
         Some("sentin8:cron:dlq:discarded")

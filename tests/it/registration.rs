@@ -96,7 +96,10 @@ async fn registered_routes_are_the_served_openapi_operations() {
             "{method} {path} is registered with {scope}"
         );
     }
-    for event in ["sentin8:cron:dlq:discarded", "sentin8:cron:schedule:triggered"] {
+    for event in [
+        "sentin8:cron:dlq:discarded",
+        "sentin8:cron:schedule:triggered",
+    ] {
         assert!(
             printed["events"]
                 .as_array()

@@ -47,14 +47,17 @@ impl Ops {
             .with_job(&retried)
             .by(&actor.name);
         tx.outbox_insert(&event.into_event(&schedule)).await?;
-        tx.audit_insert(&actor.audit(
-            "job.retry",
-            "job",
-            id.to_string(),
-            snapshot(&job),
-            snapshot(&retried),
+        tx.audit_insert(
+            &actor
+                .audit(
+                    "job.retry",
+                    "job",
+                    id.to_string(),
+                    snapshot(&job),
+                    snapshot(&retried),
+                )
+                .on_schedule(schedule.id),
         )
-        .on_schedule(schedule.id))
         .await?;
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
@@ -99,14 +102,17 @@ impl Ops {
             .with_dlq(&entry)
             .by(&actor.name);
         tx.outbox_insert(&event.into_event(&schedule)).await?;
-        tx.audit_insert(&actor.audit(
-            "dlq.republish",
-            "dlq",
-            id.to_string(),
-            snapshot(&entry),
-            snapshot(&job),
+        tx.audit_insert(
+            &actor
+                .audit(
+                    "dlq.republish",
+                    "dlq",
+                    id.to_string(),
+                    snapshot(&entry),
+                    snapshot(&job),
+                )
+                .on_schedule(schedule.id),
         )
-        .on_schedule(schedule.id))
         .await?;
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
@@ -138,13 +144,7 @@ impl Ops {
         tx.outbox_insert(&event.into_event(&schedule)).await?;
         tx.audit_insert(
             &actor
-                .audit(
-                    "dlq.discard",
-                    "dlq",
-                    id.to_string(),
-                    snapshot(&entry),
-                    None,
-                )
+                .audit("dlq.discard", "dlq", id.to_string(), snapshot(&entry), None)
                 .on_schedule(schedule.id),
         )
         .await?;
@@ -162,8 +162,7 @@ fn retryable(job: &Job) -> OpsResult<()> {
              retrying it would deliver the occurrence twice"
         ))),
         (JobStatus::Succeeded, _) => Err(OpsError::Conflict(
-            "this job already succeeded; retrying it would deliver the occurrence twice"
-                .to_owned(),
+            "this job already succeeded; retrying it would deliver the occurrence twice".to_owned(),
         )),
         (status, _) => Err(OpsError::Conflict(format!(
             "only failed jobs can be retried; this one is {status}"

@@ -344,6 +344,32 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_expression_that_no_longer_parses_can_be_paused_and_resumed() {
+        let current = stored(berlin("61 * * * *"));
+        let pause = SchedulePatch {
+            status: Some(ScheduleStatus::Paused),
+            payload: Some(json!({"n": 1})),
+            ..SchedulePatch::default()
+        };
+        let (paused, event) = apply(&current, pause, &actor()).unwrap();
+        assert_eq!(paused.status, ScheduleStatus::Paused);
+        assert_eq!(event, Some(events::SCHEDULE_PAUSED));
+        let resume = SchedulePatch {
+            status: Some(ScheduleStatus::Active),
+            ..SchedulePatch::default()
+        };
+        let (resumed, event) = apply(&paused, resume, &actor()).unwrap();
+        assert_eq!(resumed.next_run_at, Some(now() + Duration::hours(1)));
+        assert_eq!(event, Some(events::SCHEDULE_RESUMED));
+        // A new expression that does not parse either is still refused, naming the field.
+        let broken = SchedulePatch {
+            cron: Some("61 * * * *".into()),
+            ..SchedulePatch::default()
+        };
+        assert_eq!(fields(apply(&paused, broken, &actor())), ["cron"]);
+    }
+
+    #[test]
     fn every_touched_field_problem_is_reported_together() {
         let current = stored(berlin("0 6 * * *"));
         let patch = SchedulePatch {

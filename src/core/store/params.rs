@@ -548,3 +548,39 @@ pub struct OutboxPurge {
     /// At most this many per call, oldest first.
     pub limit: u32,
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn an_excerpt_is_at_most_512_bytes_and_cut_at_a_character_boundary() {
+        assert_eq!(AttemptDetail::excerpt(""), None);
+        assert_eq!(AttemptDetail::excerpt("short").as_deref(), Some("short"));
+        // 511 ASCII bytes then a two-byte character: the character would end at byte 513.
+        let text = format!("{}é and more", "a".repeat(511));
+        let cut = AttemptDetail::excerpt(&text).unwrap();
+        assert_eq!(cut.len(), 511);
+        assert!(text.starts_with(&cut));
+        assert_eq!(
+            AttemptDetail::excerpt(&"b".repeat(2000)).unwrap().len(),
+            RESPONSE_EXCERPT_BYTES
+        );
+    }
+
+    #[test]
+    fn an_attempt_s_duration_is_known_only_from_its_start() {
+        let start = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+        let detail = AttemptDetail {
+            started_at: Some(start),
+            ..AttemptDetail::default()
+        };
+        assert_eq!(
+            detail.duration_ms(start + chrono::Duration::milliseconds(1250)),
+            Some(1250)
+        );
+        assert_eq!(AttemptDetail::default().duration_ms(start), None);
+    }
+}

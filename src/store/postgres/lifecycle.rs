@@ -12,10 +12,7 @@ use crate::store::rows::{self, ATTEMPT_COLUMNS, AUDIT_COLUMNS};
 
 impl PgTenantTx<'_> {
     /// One ledger row per written outcome, in one statement.
-    pub(super) async fn attempts_insert(
-        &mut self,
-        finishes: &[&JobFinish],
-    ) -> StoreResult<()> {
+    pub(super) async fn attempts_insert(&mut self, finishes: &[&JobFinish]) -> StoreResult<()> {
         if finishes.is_empty() {
             return Ok(());
         }
@@ -35,7 +32,12 @@ impl PgTenantTx<'_> {
         .bind(self.env_id.0)
         .bind(finishes.iter().map(|f| f.id.0).collect::<Vec<_>>())
         .bind(finishes.iter().map(|f| f.attempt).collect::<Vec<_>>())
-        .bind(finishes.iter().map(|f| f.detail.started_at).collect::<Vec<_>>())
+        .bind(
+            finishes
+                .iter()
+                .map(|f| f.detail.started_at)
+                .collect::<Vec<_>>(),
+        )
         .bind(finishes.iter().map(|f| f.now).collect::<Vec<_>>())
         .bind(
             finishes

@@ -60,9 +60,9 @@ pub(super) async fn stats_get(pool: &PgPool) -> StoreResult<StoreStats> {
         "SELECT s.*, o.*, cron.outbox_oldest_unrelayed() AS outbox_oldest_unrelayed_at \
          FROM cron.stats() s CROSS JOIN cron.outbox_stats() o",
     )
-        .fetch_one(pool)
-        .await
-        .map_err(db_err)?;
+    .fetch_one(pool)
+    .await
+    .map_err(db_err)?;
     rows::stats(&PgCells(&row, "stats"))
 }
 

@@ -106,10 +106,7 @@ pub(super) async fn audit_purge(pool: &SqlitePool, purge: &RetentionPurge) -> St
 }
 
 /// Deletes one batch of long-deleted schedules nothing references.
-pub(super) async fn schedules_purge(
-    pool: &SqlitePool,
-    purge: &RetentionPurge,
-) -> StoreResult<u64> {
+pub(super) async fn schedules_purge(pool: &SqlitePool, purge: &RetentionPurge) -> StoreResult<u64> {
     batch(
         pool,
         "DELETE FROM schedules WHERE id IN ( \

@@ -276,10 +276,7 @@ impl TenantTx for SqliteTenantTx {
         self.attempts_list(job_id).await
     }
 
-    async fn job_set_superseded(
-        &mut self,
-        change: &JobSetSuperseded,
-    ) -> StoreResult<Option<Job>> {
+    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>> {
         rows::set_job(self, change.id, rows::job_set_superseded(change)).await
     }
 

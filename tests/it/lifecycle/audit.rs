@@ -32,7 +32,12 @@ pub async fn the_audit_journal_is_readable_and_paged(store: Arc<dyn Store>) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["action"].as_str().unwrap(), e["schedule_id"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["schedule_id"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         actions,
@@ -81,7 +86,12 @@ pub async fn the_audit_journal_is_readable_and_paged(store: Arc<dyn Store>) {
             _ => break,
         }
     }
-    let all: Vec<_> = page["items"].as_array().unwrap().iter().map(|e| e["id"].clone()).collect();
+    let all: Vec<_> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect();
     assert_eq!(seen, all);
 
     // The same tenant rules as every read.
@@ -89,12 +99,21 @@ pub async fn the_audit_journal_is_readable_and_paged(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::BAD_REQUEST, "target_env_id is required");
     let other = Api::sign(&api.claims(READ, &[api.env_b]));
     let (status, _, _) = api
-        .call(Method::GET, &format!("/v1/audit?target_env_id={env}"), Some(&other), None)
+        .call(
+            Method::GET,
+            &format!("/v1/audit?target_env_id={env}"),
+            Some(&other),
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (_, elsewhere) = get(&api, &format!("/v1/audit?target_env_id={}", api.env_b)).await;
     assert_eq!(elsewhere["items"], json!([]));
-    let (status, problem) = get(&api, &format!("/v1/audit?target_env_id={env}&since=yesterday")).await;
+    let (status, problem) = get(
+        &api,
+        &format!("/v1/audit?target_env_id={env}&since=yesterday"),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(problem.to_string().contains("since"));
 }

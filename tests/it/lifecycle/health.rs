@@ -51,7 +51,10 @@ pub async fn health_says_degraded_with_its_reasons(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::OK, "degraded is still 200");
     assert_eq!(body["status"], "degraded");
     let reasons = body["reasons"].to_string();
-    assert!(reasons.contains("bus has been unreachable for 90 s"), "{reasons}");
+    assert!(
+        reasons.contains("bus has been unreachable for 90 s"),
+        "{reasons}"
+    );
     api.metrics
         .bus_unreachable_since_unix
         .store(0, Ordering::Relaxed);

@@ -55,14 +55,25 @@ pub async fn a_paused_schedule_s_retries_wait_until_resumed(store: Arc<dyn Store
     let mut tx = store.tenant_begin(env).await.unwrap();
     let job = tx.job_get(job_id).await.unwrap().unwrap();
     assert_eq!(job.status, JobStatus::Pending);
-    assert!(tx.dlq_list(&DlqQuery { limit: 10, ..DlqQuery::default() }).await.unwrap().is_empty());
+    assert!(
+        tx.dlq_list(&DlqQuery {
+            limit: 10,
+            ..DlqQuery::default()
+        })
+        .await
+        .unwrap()
+        .is_empty()
+    );
     drop(tx);
 
     ops.schedule_resume(env, schedule_id, &actor(&api))
         .await
         .unwrap();
     let summary = api.engine().tick().await.unwrap();
-    assert_eq!(summary.retried_attempts, 1, "resume re-arms the retry: {summary:?}");
+    assert_eq!(
+        summary.retried_attempts, 1,
+        "resume re-arms the retry: {summary:?}"
+    );
     assert_eq!(target.requests().len(), 2);
 }
 

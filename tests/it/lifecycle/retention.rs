@@ -127,7 +127,10 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
     pending.now = old;
     let open = tx.job_insert(&pending).await.unwrap();
     // A schedule deleted long ago that nothing references, and one whose job is recent.
-    let gone = tx.schedule_insert(&new_schedule("gone", "billing")).await.unwrap();
+    let gone = tx
+        .schedule_insert(&new_schedule("gone", "billing"))
+        .await
+        .unwrap();
     tx.schedule_set_deleted(&ScheduleSetDeleted {
         id: gone.id,
         actor: "tester".into(),
@@ -195,7 +198,11 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
     assert!(tx.schedule_get(gone.id).await.unwrap().is_none());
     assert!(tx.schedule_get(referenced.id).await.unwrap().is_some());
     assert!(tx.schedule_get(schedule.id).await.unwrap().is_some());
-    assert_eq!(tx.audit_list(10).await.unwrap().len(), 2, "the journal keeps a year");
+    assert_eq!(
+        tx.audit_list(10).await.unwrap().len(),
+        2,
+        "the journal keeps a year"
+    );
     drop(tx);
 
     // Nothing more to do at the same instant; a year on the old audit entry goes too, and
