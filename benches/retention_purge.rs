@@ -107,7 +107,8 @@ async fn seed_schedules(store: &Arc<dyn Store>, env: EnvId, count: u64, start: D
 }
 
 /// `count` succeeded jobs of one (paused) schedule, finished 60 days before `now`, loaded by
-/// the schema owner in chunks of a million.
+/// the schema owner in chunks of a million. Their ids ascend (as time-ordered ids do), so the
+/// load appends to the indexes.
 async fn load_old_jobs(
     owner: &str,
     store: &Arc<dyn Store>,
@@ -146,7 +147,8 @@ async fn load_old_jobs(
             "INSERT INTO cron.jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
                                     started_at, finished_at, result, idempotency_key, \
                                     created_at, updated_at) \
-             SELECT gen_random_uuid(), $1, $2, 'succeeded', 1, t, t, t, '{\"ok\": true}', \
+             SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, $1, $2, \
+                    'succeeded', 1, t, t, t, '{\"ok\": true}', \
                     'schedule:' || $1 || ':' || g, t, t \
                FROM (SELECT g, $3 - g * interval '1 millisecond' AS t \
                        FROM generate_series($4::bigint, $5::bigint) g) s",
