@@ -1,5 +1,5 @@
 //! `sentin8-cron audit list`: who changed what, from the audit journal, through a running
-//! service's API.
+//! service's API (`--server`) or straight from the database (`--database-url`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,9 +7,13 @@ use std::process::ExitCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Subcommand;
 
-use super::output::OutputArgs;
-use super::remote::{self, Kind, ServerArgs, env_query};
+use super::jobs::Source;
+use super::remote::{self, Kind, env_query};
+use super::{StoreUse, open_store};
 use crate::core::model::{EnvId, ScheduleId};
+use crate::core::ops::Ops;
+use crate::core::store::AuditQuery;
+use crate::server::api::views::AuditView;
 
 /// Read the audit journal.
 #[derive(Debug, clap::Args)]
@@ -37,16 +41,11 @@ pub enum AuditCommand {
         /// Only entries at or after this RFC 3339 time.
         #[arg(long, value_name = "RFC3339", value_parser = rfc3339)]
         since: Option<DateTime<Utc>>,
-        /// Only entries before this RFC 3339 time.
-        #[arg(long, value_name = "RFC3339", value_parser = rfc3339)]
-        before: Option<DateTime<Utc>>,
         /// At most this many entries (pages are followed).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         limit: u32,
         #[command(flatten)]
-        server: ServerArgs,
-        #[command(flatten)]
-        output: OutputArgs,
+        source: Source,
     },
 }
 
@@ -62,18 +61,35 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         schedule,
         actor,
         since,
-        before,
         limit,
-        server,
-        output,
+        source,
     } = args.command;
-    let client = server.require()?;
-    let mut query = env_query(env);
-    query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
-    query.extend(actor.map(|a| ("actor", a)));
-    query.extend(since.map(|at| ("since", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
-    query.extend(before.map(|at| ("before", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
-    let items = client.list("/v1/audit", &query, limit as usize).await?;
-    remote::print_list(out, &output, Kind::Audit, &items)?;
+    let items = match source.server.client()? {
+        Some(client) => {
+            let mut query = env_query(env);
+            query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
+            query.extend(actor.map(|a| ("actor", a)));
+            query
+                .extend(since.map(|at| ("since", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
+            client.list("/v1/audit", &query, limit as usize).await?
+        }
+        None => {
+            let store = open_store(&source.database, StoreUse::read_only()).await?;
+            let query = AuditQuery {
+                schedule_id: schedule,
+                actor,
+                since,
+                before: None,
+                limit,
+            };
+            Ops::new(store)
+                .audit_list(env, &query)
+                .await?
+                .into_iter()
+                .map(|entry| serde_json::to_value(AuditView::from(entry)))
+                .collect::<Result<_, _>>()?
+        }
+    };
+    remote::print_list(out, &source.output, Kind::Audit, &items)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! `sentin8-cron dlq list|get|republish|discard`: the operator's view of the dead-letter
 //! queue, through a running service's API (`--server`) or straight from the database
-//! (`--database-url`; discard goes through the API).
+//! (`--database-url`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -15,6 +15,7 @@ use super::{StoreUse, cli_actor, open_store};
 use crate::core::model::{DlqEntry, DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
+use crate::server::api::views::{DlqView, JobView};
 
 /// Inspect, republish and discard dead-letter entries.
 #[derive(Debug, clap::Args)]
@@ -63,7 +64,8 @@ pub enum DlqCommand {
     /// Run a dead-letter entry again: a fresh pending job, due now, and the entry removed, in
     /// one transaction.
     Republish(Entry),
-    /// Drop a dead-letter entry without running it again (through the API).
+    /// Drop a dead-letter entry without running it again (also one of a deleted schedule); the
+    /// event and an audit entry are written in the same transaction.
     Discard(Entry),
 }
 
@@ -101,8 +103,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                         entries.extend(ops.dlq_list(env, &query).await?);
                     }
                     entries
-                        .iter()
-                        .map(serde_json::to_value)
+                        .into_iter()
+                        .map(|entry| serde_json::to_value(DlqView::from(entry)))
                         .collect::<Result<_, _>>()?
                 }
             };
@@ -117,7 +119,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 }
                 None => {
                     let store = open_store(&entry.source.database, StoreUse::read_only()).await?;
-                    serde_json::to_value(Ops::new(store).dlq_get(entry.env, entry.id).await?)?
+                    let found = Ops::new(store).dlq_get(entry.env, entry.id).await?;
+                    serde_json::to_value(DlqView::from(found))?
                 }
             };
             remote::print_one(out, &entry.source.output, Kind::Dlq, &record)?;
@@ -145,7 +148,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let job = Ops::new(store)
                         .dlq_republish(entry.env, entry.id, &cli_actor())
                         .await?;
-                    serde_json::to_value(job)?
+                    serde_json::to_value(JobView::from(job))?
                 }
             };
             let message = format!(
@@ -156,20 +159,31 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             remote::print_action(out, &entry.source.output, &job, &message)?;
         }
         DlqCommand::Discard(entry) => {
-            let Some(client) = entry.source.server.client()? else {
-                anyhow::bail!(
-                    "dlq discard works through the API: pass --server URL (or set \
-                     SENTIN8_CRON_SERVER) and --token"
-                );
+            let answer = match entry.source.server.client()? {
+                Some(client) => {
+                    client
+                        .call(
+                            Method::DELETE,
+                            &format!("/v1/dlq/{}", entry.id),
+                            &env_query(entry.env),
+                            None,
+                        )
+                        .await?
+                }
+                None => {
+                    let store = open_store(
+                        &entry.source.database,
+                        StoreUse::Command {
+                            migrate_embedded: false,
+                        },
+                    )
+                    .await?;
+                    let discarded = Ops::new(store)
+                        .dlq_discard(entry.env, entry.id, &cli_actor())
+                        .await?;
+                    serde_json::to_value(DlqView::from(discarded))?
+                }
             };
-            let answer = client
-                .call(
-                    Method::DELETE,
-                    &format!("/v1/dlq/{}", entry.id),
-                    &env_query(entry.env),
-                    None,
-                )
-                .await?;
             let message = format!("discarded dead-letter entry {}", entry.id);
             remote::print_action(out, &entry.source.output, &answer, &message)?;
         }

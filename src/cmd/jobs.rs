@@ -13,6 +13,7 @@ use super::{DatabaseArgs, StoreUse, open_store};
 use crate::core::model::{EnvId, JobId, JobStatus, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::JobQuery;
+use crate::server::api::views::JobView;
 
 /// Inspect jobs (execution records).
 #[derive(Debug, clap::Args)]
@@ -97,8 +98,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             },
                         )
                         .await?;
-                    jobs.iter()
-                        .map(serde_json::to_value)
+                    jobs.into_iter()
+                        .map(|job| serde_json::to_value(JobView::from(job)))
                         .collect::<Result<_, _>>()?
                 }
             };
@@ -113,10 +114,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 }
                 None => {
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
-                    serde_json::to_value(Ops::new(store).job_get(env, id).await?)?
+                    let (job, attempts) = Ops::new(store).job_get_with_attempts(env, id).await?;
+                    serde_json::to_value(JobView::with_attempts(job, attempts))?
                 }
             };
             remote::print_one(out, &source.output, Kind::Job, &record)?;
+            remote::print_attempts(out, &source.output, &record)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ pub mod completions;
 pub mod dlq;
 pub mod enroll;
 pub mod jobs;
+pub mod lifecycle_args;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
@@ -102,10 +103,12 @@ pub enum Command {
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
     Tick(tick::Args),
-    /// Inspect and republish dead-letter entries.
+    /// Inspect, republish and discard dead-letter entries.
     Dlq(dlq::Args),
     /// Inspect jobs (execution records).
     Jobs(jobs::Args),
+    /// Read the audit journal.
+    Audit(audit::Args),
     /// Create, update and (with --prune) delete one domain's schedules to match a declaration
     /// document, in one transaction.
     Enroll(enroll::Args),
@@ -117,8 +120,6 @@ pub enum Command {
     Relay(relay::Args),
     /// Manage schedules through a running service's API.
     Schedules(schedules::Args),
-    /// Read the audit journal through a running service's API.
-    Audit(audit::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
     /// Print the manual page (roff).
@@ -262,12 +263,12 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
+        Command::Audit(args) => audit::run(args, out).await,
         Command::Enroll(args) => enroll::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
         Command::Relay(args) => relay::run(args, out).await,
         Command::Schedules(args) => schedules::run(args, out).await,
-        Command::Audit(args) => audit::run(args, out).await,
         Command::Completions(args) => completions::run(args, out),
         Command::Man(args) => completions::run_man(args, out),
     }

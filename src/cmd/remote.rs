@@ -103,7 +103,7 @@ impl Kind {
             ),
             Kind::Audit => (
                 &["at", "actor", "action", "schedule_id"],
-                &["id", "request_id", "detail"],
+                &["id", "resource_type", "resource_id", "correlation_id"],
             ),
         };
         let mut columns = narrow.to_vec();
@@ -133,10 +133,6 @@ impl Kind {
                     cell(&error, wide)
                 }
             }
-            (Kind::Audit, "detail") => match record.get("detail") {
-                None | Some(Value::Null) => "-".to_owned(),
-                Some(detail) => detail.to_string(),
-            },
             (_, column)
                 if column.ends_with("_at") || column == "at" || column == "scheduled_for" =>
             {
@@ -217,6 +213,48 @@ fn print_table(
     for record in items {
         table.add_row(columns.iter().map(|column| kind.cell(record, column, wide)));
     }
+    output::write_table(out, &table)
+}
+
+/// Prints a job's attempts (the ledger) under its table; structured output already holds them.
+pub fn print_attempts(
+    out: &mut (dyn Write + Send),
+    output: &OutputArgs,
+    job: &Value,
+) -> anyhow::Result<()> {
+    let Some(attempts) = job.get("attempts").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    if output.format.is_structured() || attempts.is_empty() {
+        return Ok(());
+    }
+    let wide = output.format == OutputFormat::Wide;
+    let mut columns = vec![
+        "attempt",
+        "started_at",
+        "duration_ms",
+        "outcome",
+        "http_status",
+        "error_class",
+    ];
+    if wide {
+        columns.push("response_excerpt");
+    }
+    let mut table = output::table(&columns);
+    if output.no_headers {
+        table.without_headers();
+    }
+    for attempt in attempts {
+        table.add_row(columns.iter().map(|column| match *column {
+            "started_at" => time(attempt, column),
+            "response_excerpt" => text(attempt, column).replace(['\n', '\r', '\t'], " "),
+            _ => match text(attempt, column) {
+                t if t.is_empty() => "-".to_owned(),
+                t => t,
+            },
+        }));
+    }
+    writeln!(out)?;
     output::write_table(out, &table)
 }
 

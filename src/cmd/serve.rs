@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use super::lifecycle_args::{HealthArgs, RetentionArgs};
 use super::{
     AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, StoreUse, open_store,
     proxy_back,
@@ -42,6 +43,10 @@ pub struct Args {
     pub callback: CallbackArgs,
     #[command(flatten)]
     pub bus: BusArgs,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub health: HealthArgs,
 }
 
 /// How often the counts health and metrics report are recomputed (at most once per tick
@@ -171,6 +176,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         metrics_listener,
         target_policy,
         jwks: Some(jwks),
+        // Outside development mode, calls without a token source carry only their signature.
+        health: args.health.rules(!no_token || dev_mode),
+        retention: Some(args.retention.config()),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

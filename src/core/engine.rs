@@ -541,10 +541,14 @@ impl Engine {
         let claimed = async {
             let mut tx = lock.tenant_begin(due.env_id).await?;
             let now = self.clock.now();
-            let Some(job) = tx.job_claim(&JobClaim { id: due.id, now }).await? else {
+            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
                 return Ok(None);
             };
-            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
+            // A paused schedule's retries wait for its resume (paused after selection).
+            if schedule.status == ScheduleStatus::Paused {
+                return Ok(None);
+            }
+            let Some(job) = tx.job_claim(&JobClaim { id: due.id, now }).await? else {
                 return Ok(None);
             };
             tx.commit().await?;

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod model;
 pub mod ops;
 pub mod relay;
+pub mod retention;
 pub mod retry;
 pub mod rezone;
 pub mod snapshot;

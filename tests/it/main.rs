@@ -7,12 +7,14 @@ mod architecture;
 mod cli;
 mod cli_api;
 mod cli_engine;
+mod cli_lifecycle;
 mod conformance;
 mod cron_props;
 mod dispatch;
 mod egress;
 mod engine;
 mod enroll;
+mod lifecycle;
 mod listener;
 mod nul;
 mod pg_only;
@@ -57,6 +59,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::nul_suite!(sqlite_nul, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::lifecycle_suite!(sqlite_lifecycle, async {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::tz_restart_suite!(
@@ -108,6 +113,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::nul_suite!(postgres_nul, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::lifecycle_suite!(postgres_lifecycle, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });

@@ -54,7 +54,14 @@ async fn the_service_role_is_not_privileged() {
     let names: Vec<_> = tables.iter().map(|t| t.0.as_str()).collect();
     assert_eq!(
         names,
-        ["audit_journal", "dlq", "jobs", "outbox", "schedules"]
+        [
+            "audit_journal",
+            "dlq",
+            "job_attempts",
+            "jobs",
+            "outbox",
+            "schedules"
+        ]
     );
     assert!(
         tables
@@ -525,6 +532,7 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
             "outbox_claim",
             "outbox_mark_failed",
             "outbox_mark_relayed",
+            "outbox_oldest_unrelayed",
             "outbox_purge",
             "outbox_release",
             "outbox_stats"
@@ -636,5 +644,5 @@ async fn health_answers_503_at_once_when_the_database_stops_answering() {
     proxy.stall(false);
     let (status, health, _) = answered.expect("health answered before the pool's 10 s timeout");
     assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE, "{health}");
-    assert_eq!(health["status"], "degraded");
+    assert_eq!(health["status"], "unavailable");
 }

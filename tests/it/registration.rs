@@ -87,6 +87,41 @@ async fn registered_routes_are_the_served_openapi_operations() {
         Some("sentin8:cron:write".to_owned())
     )));
     assert!(routes.contains(&("GET".to_owned(), "/v1/health".to_owned(), None)));
+    for (method, path, scope) in [
+        ("DELETE", "/v1/dlq/{id}", "sentin8:cron:write"),
+        ("GET", "/v1/audit", "sentin8:cron:read"),
+    ] {
+        assert!(
+            routes.contains(&(method.to_owned(), path.to_owned(), Some(scope.to_owned()))),
+            "{method} {path} is registered with {scope}"
+        );
+    }
+    for event in [
+        "sentin8:cron:dlq:discarded",
+        "sentin8:cron:schedule:triggered",
+    ] {
+        assert!(
+            printed["events"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(event)),
+            "{event} is registered"
+        );
+    }
+    let variables: Vec<&str> = printed["configuration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|var| var["name"].as_str())
+        .collect();
+    for name in [
+        "SENTIN8_CRON_JOB_RETENTION",
+        "SENTIN8_CRON_AUDIT_RETENTION",
+        "SENTIN8_CRON_HEALTH_BUS_UNREACHABLE_AFTER",
+        "SENTIN8_CRON_HEALTH_OUTBOX_BACKLOG_AGE",
+    ] {
+        assert!(variables.contains(&name), "{name} is registered");
+    }
 }
 
 #[test]

@@ -216,6 +216,7 @@ impl Engine {
         result: Result<Value, Failure>,
         now: DateTime<Utc>,
     ) -> (JobFinish, AttemptResult) {
+        let detail = attempt_detail(job, &result);
         let (outcome, result) = match result {
             Ok(answer) => (
                 JobOutcome::Succeeded { result: answer },
@@ -232,6 +233,15 @@ impl Engine {
                     _ if schedule.status == ScheduleStatus::Deleted => {
                         (JobOutcome::Failed { error }, AttemptResult::Failed)
                     }
+                    // A schedule paused while this attempt ran: the job waits for the resume
+                    // (the due selection skips it) instead of landing in the DLQ meanwhile.
+                    _ if schedule.status == ScheduleStatus::Paused => (
+                        JobOutcome::RetryPending {
+                            next_attempt_at: now,
+                            error,
+                        },
+                        AttemptResult::Retry,
+                    ),
                     // Retrying cannot cure a misconfiguration: dead-letter it now.
                     _ if failure.class == FailureClass::Configuration => {
                         (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
@@ -254,8 +264,31 @@ impl Engine {
             attempt: job.attempt,
             outcome,
             now,
+            detail,
         };
         (finish, result)
+    }
+}
+
+/// What the attempt ledger records of a call beyond its outcome: when it started, the status
+/// and an excerpt of the answer (the stored result on success), and the failure's kind.
+fn attempt_detail(job: &Job, result: &Result<Value, Failure>) -> AttemptDetail {
+    match result {
+        Ok(answer) => AttemptDetail {
+            started_at: job.started_at,
+            http_status: None,
+            error_class: None,
+            response_excerpt: match answer {
+                Value::Null => None,
+                other => AttemptDetail::excerpt(&other.to_string()),
+            },
+        },
+        Err(failure) => AttemptDetail {
+            started_at: job.started_at,
+            http_status: failure.http_status,
+            error_class: Some(failure.kind.to_owned()),
+            response_excerpt: failure.excerpt.as_deref().and_then(AttemptDetail::excerpt),
+        },
     }
 }
 
@@ -266,6 +299,12 @@ pub(super) struct Failure {
     /// What the job and a DLQ entry record; a configuration failure starts with
     /// `configuration: `.
     pub message: String,
+    /// The attempt ledger's error class (see [`DispatchError::kind`]).
+    pub kind: &'static str,
+    /// The status the service answered with, if it answered.
+    pub http_status: Option<u16>,
+    /// The start of the answer's body, if it answered with one.
+    pub excerpt: Option<String>,
 }
 
 impl Failure {
@@ -275,7 +314,17 @@ impl Failure {
             FailureClass::Configuration => format!("{}: {err}", FailureClass::CONFIGURATION),
             FailureClass::Retryable => err.to_string(),
         };
-        Failure { class, message }
+        let (http_status, excerpt) = match err {
+            DispatchError::Status(code, excerpt) => (Some(*code), Some(excerpt.clone())),
+            _ => (None, None),
+        };
+        Failure {
+            class,
+            message,
+            kind: err.kind(),
+            http_status,
+            excerpt,
+        }
     }
 
     /// A failure worth retrying (an abandoned attempt).
@@ -283,6 +332,9 @@ impl Failure {
         Failure {
             class: FailureClass::Retryable,
             message,
+            kind: "abandoned",
+            http_status: None,
+            excerpt: None,
         }
     }
 }
