@@ -6,6 +6,7 @@
 
 mod args;
 pub mod dlq;
+pub mod echo_target;
 pub mod enroll;
 pub mod jobs;
 pub mod migrate;
@@ -98,6 +99,8 @@ pub enum Command {
     NextFires(next_fires::Args),
     /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
     Relay(relay::Args),
+    /// Run a local target that prints every call it receives (for trying sentin8-cron out).
+    EchoTarget(echo_target::Args),
 }
 
 /// How a command uses the store.
@@ -213,5 +216,6 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
         Command::Relay(args) => relay::run(args, out).await,
+        Command::EchoTarget(args) => echo_target::run(args, out).await,
     }
 }

@@ -122,6 +122,8 @@ pub struct ScheduleListQuery {
     pub domain: Option<String>,
     /// `active`, `paused` or `completed` (deleted schedules are never listed).
     pub status: Option<String>,
+    /// Only schedules whose type contains this text (ASCII case-insensitively).
+    pub type_contains: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
@@ -253,6 +255,7 @@ pub async fn list_schedules(
                 domain: query.domain,
                 status,
                 include_deleted: false,
+                type_contains: query.type_contains.filter(|text| !text.is_empty()),
                 after: cursor(query.cursor.as_deref())?.map(ScheduleId),
                 limit,
             },

@@ -43,6 +43,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "schedule_zones",
         sql: include_str!("../../migrations/postgres/0003_schedule_zones.sql"),
     },
+    Migration {
+        version: 6,
+        name: "admin_reads",
+        sql: include_str!("../../migrations/postgres/0006_admin_reads.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -61,6 +66,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "schedule_zones",
         sql: include_str!("../../migrations/sqlite/0003_schedule_zones.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "admin_reads",
+        sql: include_str!("../../migrations/sqlite/0006_admin_reads.sql"),
     },
 ];
 

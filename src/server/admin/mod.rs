@@ -13,6 +13,7 @@
 
 pub mod data;
 pub mod pages;
+pub mod runs;
 
 pub use pages::pages;
 
