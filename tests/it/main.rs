@@ -16,6 +16,7 @@ mod listener;
 mod nul;
 mod pg_only;
 mod raw_http;
+mod readme_tour;
 mod registration;
 mod relay;
 mod relay_sinks;
