@@ -8,6 +8,7 @@ mod args;
 pub mod audit;
 pub mod completions;
 pub mod dlq;
+pub mod echo_target;
 pub mod enroll;
 pub mod jobs;
 pub mod lifecycle_args;
@@ -124,6 +125,8 @@ pub enum Command {
     Completions(completions::Args),
     /// Print the manual page (roff).
     Man(completions::ManArgs),
+    /// Run a local target that prints every call it receives (for trying sentin8-cron out).
+    EchoTarget(echo_target::Args),
 }
 
 /// How a command uses the store.
@@ -271,5 +274,6 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Schedules(args) => schedules::run(args, out).await,
         Command::Completions(args) => completions::run(args, out),
         Command::Man(args) => completions::run_man(args, out),
+        Command::EchoTarget(args) => echo_target::run(args, out).await,
     }
 }

@@ -12,7 +12,7 @@ use super::{
     proxy_back,
 };
 use crate::bus::RelayConfig;
-use crate::callback::TokenSettings;
+use crate::callback::{Secret, TokenSettings};
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::metrics::Metrics;
 use crate::core::snapshot::StatsSnapshot;
@@ -47,6 +47,10 @@ pub struct Args {
     pub retention: RetentionArgs,
     #[command(flatten)]
     pub health: HealthArgs,
+    /// Development mode only: accept this admin token (at least 32 characters) instead of a
+    /// random one per process, so a restart does not force re-pasting it
+    #[arg(long, env = "SENTIN8_CRON_DEV_TOKEN", value_name = "TOKEN", hide_env_values = true, value_parser = Secret::parse)]
+    pub dev_token: Option<Secret>,
 }
 
 /// How often the counts health and metrics report are recomputed (at most once per tick
@@ -58,6 +62,17 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let auth_config = AuthConfig::from_args(&args.auth)?;
     let dev_mode = proxy_back::dev_mode(args.database.url(), auth_config.is_some())?;
     let dispatch = proxy_back::config(&args.callback, dev_mode)?;
+    let fixed_dev = match Secret::given(&args.dev_token) {
+        Some(_) if !dev_mode => anyhow::bail!(
+            "--dev-token (SENTIN8_CRON_DEV_TOKEN) is for development mode only (the embedded \
+             store without authentication)"
+        ),
+        Some(token) => Some(
+            DevTokenAuthenticator::fixed(token.expose())
+                .context("--dev-token (SENTIN8_CRON_DEV_TOKEN)")?,
+        ),
+        None => None,
+    };
     let relay = RelayConfig::try_from(&args.bus)?;
     let listen = args.listener.listen.clone();
     let url = args.database.url().to_owned();
@@ -91,9 +106,23 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let http = reqwest::Client::builder()
         .build()
         .context("cannot build the HTTP client for the JWKS")?;
-    let auth: Arc<dyn Authenticator> = match auth_config {
-        Some(config) => auth::build(&config, http, clock.clone()),
-        None if capabilities.embedded => {
+    let auth: Arc<dyn Authenticator> = match (auth_config, fixed_dev) {
+        (Some(config), _) => auth::build(&config, http, clock.clone()),
+        (None, Some(dev)) if capabilities.embedded => {
+            tracing::warn!(
+                "DEV MODE: no authentication is configured; the admin token is the one in \
+                 SENTIN8_CRON_DEV_TOKEN. Configure --jwks-url (SENTIN8_CRON_JWKS_URL) or \
+                 --jwt-hs256-secret (SENTIN8_CRON_JWT_HS256_SECRET) before exposing this server"
+            );
+            writeln!(out, "DEV MODE: no authentication configured.")?;
+            writeln!(
+                out,
+                "Admin token: the one in SENTIN8_CRON_DEV_TOKEN (--dev-token)."
+            )?;
+            out.flush()?;
+            Arc::new(dev)
+        }
+        (None, None) if capabilities.embedded => {
             let (dev, token) = DevTokenAuthenticator::generate();
             tracing::warn!(
                 "DEV MODE: no authentication is configured; a one-time admin token was generated \
@@ -113,7 +142,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             out.flush()?;
             Arc::new(dev)
         }
-        None => anyhow::bail!(
+        (None, _) => anyhow::bail!(
             "no authentication configured: set --jwks-url (SENTIN8_CRON_JWKS_URL, with \
              SENTIN8_CRON_JWT_ISSUER and SENTIN8_CRON_JWT_AUDIENCE) or --jwt-hs256-secret \
              (SENTIN8_CRON_JWT_HS256_SECRET); dev mode is only available on the embedded SQLite \

@@ -510,6 +510,7 @@ async fn live_schedules(tx: &mut dyn TenantTx, domain: &str) -> Result<Vec<Sched
                 domain: Some(domain.to_owned()),
                 status: None,
                 include_deleted: false,
+                type_contains: None,
                 after,
                 limit: LIST_PAGE,
             })

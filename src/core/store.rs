@@ -201,6 +201,10 @@ pub trait Store: Send + Sync + 'static {
     /// zone names only, for the start-up recompute under new time-zone rules.
     async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>>;
 
+    /// The environments that hold schedules (deleted or not), in id order, at most `limit`:
+    /// ids and counts only, for an admin's environment picker.
+    async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>>;
+
     /// Claims up to `limit` pending outbox events for one relay, across tenants, in `seq`
     /// order, leasing them until `lease_until`. This is the one cross-tenant read of event
     /// payloads; only the relay uses it.
@@ -388,6 +392,10 @@ pub trait TenantTx: Send {
     /// This environment's schedules (deleted ones left out), jobs and dead letters, counted by
     /// status.
     async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
+
+    /// This environment's jobs scheduled in a window, summed up per hour in the store (one row
+    /// per hour that had jobs, so the answer is bounded by the window's length).
+    async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours>;
 
     /// Appends events to the outbox, in the order given.
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()>;

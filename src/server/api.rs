@@ -124,6 +124,8 @@ pub struct ScheduleListQuery {
     /// `active`, `paused`, `completed` or `deleted` (deleted schedules are listed only when
     /// asked for by this filter).
     pub status: Option<String>,
+    /// Only schedules whose type contains this text (ASCII case-insensitively).
+    pub type_contains: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
@@ -259,6 +261,7 @@ pub async fn list_schedules(
                 domain: query.domain,
                 status,
                 include_deleted: status == Some(ScheduleStatus::Deleted),
+                type_contains: query.type_contains.filter(|text| !text.is_empty()),
                 after: cursor(query.cursor.as_deref())?.map(ScheduleId),
                 limit,
             },

@@ -48,6 +48,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "lifecycle",
         sql: include_str!("../../migrations/postgres/0005_lifecycle.sql"),
     },
+    Migration {
+        version: 6,
+        name: "admin_reads",
+        sql: include_str!("../../migrations/postgres/0006_admin_reads.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -71,6 +76,11 @@ pub const SQLITE: &[Migration] = &[
         version: 5,
         name: "lifecycle",
         sql: include_str!("../../migrations/sqlite/0005_lifecycle.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "admin_reads",
+        sql: include_str!("../../migrations/sqlite/0006_admin_reads.sql"),
     },
 ];
 

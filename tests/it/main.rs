@@ -2,6 +2,7 @@
 
 mod admin;
 mod admin_browser;
+mod admin_pages;
 mod api;
 mod architecture;
 mod cli;
@@ -19,6 +20,7 @@ mod listener;
 mod nul;
 mod pg_only;
 mod raw_http;
+mod readme_tour;
 mod registration;
 mod relay;
 mod relay_sinks;

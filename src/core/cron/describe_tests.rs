@@ -179,7 +179,7 @@ fn day_named(text: &str, day: u32) -> bool {
             _ => None,
         };
         match step {
-            Some(step) => a <= day && day <= b && (day - a) % step == 0,
+            Some(step) => a <= day && day <= b && (day - a).is_multiple_of(step),
             None => a <= day && day <= b,
         }
     })

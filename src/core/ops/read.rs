@@ -31,7 +31,8 @@ impl Ops {
         env: EnvId,
         query: &ScheduleQuery,
     ) -> OpsResult<Vec<Schedule>> {
-        storable_filter(query.domain.as_deref())?;
+        storable_filter("domain", query.domain.as_deref())?;
+        storable_filter("type_contains", query.type_contains.as_deref())?;
         let mut tx = self.store.tenant_begin(env).await?;
         Ok(tx.schedule_list(query).await?)
     }
@@ -84,9 +85,20 @@ impl Ops {
 
     /// A page of dead-letter entries, newest first.
     pub async fn dlq_list(&self, env: EnvId, query: &DlqQuery) -> OpsResult<Vec<DlqEntry>> {
-        storable_filter(query.domain.as_deref())?;
+        storable_filter("domain", query.domain.as_deref())?;
         let mut tx = self.store.tenant_begin(env).await?;
         Ok(tx.dlq_list(query).await?)
+    }
+
+    /// One environment's jobs in a window, summed up per hour (optionally one schedule's).
+    pub async fn job_hours(&self, env: EnvId, query: &JobHoursQuery) -> OpsResult<JobHours> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.job_hours(query).await?)
+    }
+
+    /// The environments that hold schedules, ids and counts only (at most `limit`).
+    pub async fn envs_with_data(&self, limit: u32) -> OpsResult<Vec<EnvSummary>> {
+        Ok(self.store.envs_with_data(limit).await?)
     }
 
     /// What the operator's overview shows of one environment, read in one transaction: counts
@@ -142,9 +154,9 @@ pub struct EnvOverview {
     pub upcoming: Vec<Schedule>,
 }
 
-/// A `domain` filter is compared with stored text, so it must be text every store can hold.
-fn storable_filter(domain: Option<&str>) -> OpsResult<()> {
-    match domain.map(|domain| crate::core::storable::check_text("domain", domain)) {
+/// A text filter is compared with stored text, so it must be text every store can hold.
+fn storable_filter(field: &str, text: Option<&str>) -> OpsResult<()> {
+    match text.map(|text| crate::core::storable::check_text(field, text)) {
         Some(Err(problem)) => Err(OpsError::Invalid(vec![problem])),
         _ => Ok(()),
     }

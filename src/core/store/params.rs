@@ -146,6 +146,8 @@ pub struct ScheduleQuery {
     pub status: Option<ScheduleStatus>,
     /// Deleted schedules are left out unless asked for.
     pub include_deleted: bool,
+    /// Only schedules whose type contains this text (ASCII case-insensitively).
+    pub type_contains: Option<String>,
     /// Only ids greater than this one (the previous page's last id).
     pub after: Option<ScheduleId>,
     pub limit: u32,
@@ -547,6 +549,50 @@ pub struct OutboxPurge {
     pub relayed_before: DateTime<Utc>,
     /// At most this many per call, oldest first.
     pub limit: u32,
+}
+
+/// An environment that holds schedules, as an operator's environment picker lists it: its id
+/// and counts, nothing of its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvSummary {
+    pub env_id: EnvId,
+    /// Schedules that are not deleted.
+    pub schedules: i64,
+}
+
+/// The window of an hourly job summary: whole hours `[from, to)`, optionally one schedule's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobHoursQuery {
+    pub schedule_id: Option<ScheduleId>,
+    /// The first hour (its start; the caller truncates to the hour).
+    pub from: DateTime<Utc>,
+    /// The end of the last hour, exclusive.
+    pub to: DateTime<Utc>,
+}
+
+/// What the jobs scheduled in one hour came to. Lateness is how long after its scheduled
+/// instant a job's first attempt started, over the jobs that ran exactly once (a retried job
+/// keeps only its latest start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobHour {
+    /// The hour's start.
+    pub hour: DateTime<Utc>,
+    /// Jobs scheduled in the hour, in any state.
+    pub fires: i64,
+    pub failures: i64,
+    pub skips: i64,
+    /// Nearest-rank median and 99th percentile of the lateness, in milliseconds.
+    pub late_p50_ms: Option<i64>,
+    pub late_p99_ms: Option<i64>,
+}
+
+/// An hourly job summary: the hours that had jobs (others are absent), and the lateness
+/// percentiles over the whole window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobHours {
+    pub hours: Vec<JobHour>,
+    pub late_p50_ms: Option<i64>,
+    pub late_p99_ms: Option<i64>,
 }
 
 #[cfg(test)]

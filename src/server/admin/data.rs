@@ -42,7 +42,7 @@ const NO_SCOPE: &str = "missing scope sentin8:cron:read (or write, or admin)";
 /// The environment an admin read addresses: the caller must hold a relevant scope at all
 /// (checked first, so a caller without one learns nothing more), name the environment
 /// explicitly, and be allowed to read it.
-fn read_env(caller: &Caller, target_env_id: Option<Uuid>) -> Result<EnvId, ApiError> {
+pub(super) fn read_env(caller: &Caller, target_env_id: Option<Uuid>) -> Result<EnvId, ApiError> {
     if !policy::has_any_scope(&caller.0) {
         return Err(ApiError::Forbidden(NO_SCOPE.to_owned()));
     }
@@ -161,7 +161,21 @@ pub struct EnvsView {
     pub envs: Vec<Uuid>,
     /// The token may change things (write or admin scope).
     pub can_write: bool,
+    /// When `all` is true: the environments that hold schedules, with how many (not deleted)
+    /// each has, to pick from (at most [`MAX_PICKER_ENVS`]; any other one can still be named
+    /// by its id).
+    pub with_data: Vec<EnvWithData>,
 }
+
+/// An environment that holds schedules: its id and a count, nothing of its content.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnvWithData {
+    pub env_id: Uuid,
+    pub schedules: i64,
+}
+
+/// Most environments the picker lists.
+pub const MAX_PICKER_ENVS: u32 = 200;
 
 /// The environments the caller's token grants (all of them for admins).
 #[utoipa::path(
@@ -173,7 +187,7 @@ pub struct EnvsView {
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
-pub async fn envs(caller: Caller) -> ApiResult<Json<EnvsView>> {
+pub async fn envs(State(state): State<Arc<AppState>>, caller: Caller) -> ApiResult<Json<EnvsView>> {
     let principal = &caller.0;
     if !policy::has_any_scope(principal) {
         return Err(ApiError::Forbidden(NO_SCOPE.to_owned()));
@@ -182,12 +196,28 @@ pub async fn envs(caller: Caller) -> ApiResult<Json<EnvsView>> {
         EnvGrant::All => (true, Vec::new()),
         EnvGrant::Some(envs) => (false, envs.into_iter().map(|e| e.0).collect()),
     };
+    // Only a token that may address every environment learns which ones hold data.
+    let with_data = if all {
+        state
+            .ops
+            .envs_with_data(MAX_PICKER_ENVS)
+            .await?
+            .into_iter()
+            .map(|e| EnvWithData {
+                env_id: e.env_id.0,
+                schedules: e.schedules,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Json(EnvsView {
         subject: principal.subject.clone(),
         dev: principal.dev,
         all,
         envs,
         can_write: policy::allows(principal, Access::Write),
+        with_data,
     }))
 }
 
@@ -337,6 +367,8 @@ pub struct AdminScheduleQuery {
     pub domain: Option<String>,
     /// `active`, `paused` or `completed`.
     pub status: Option<String>,
+    /// Only schedules whose type contains this text (ASCII case-insensitively).
+    pub type_contains: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
@@ -372,6 +404,7 @@ pub async fn schedules(
         target_env_id: query.target_env_id,
         domain: query.domain,
         status: query.status,
+        type_contains: query.type_contains,
         cursor: query.cursor,
         limit: query.limit,
     };

@@ -12,7 +12,9 @@
 //! except `envs` requires `target_env_id` and any of the read, write or admin scopes on it.
 
 pub mod data;
+mod detail;
 pub mod pages;
+pub mod runs;
 
 pub use pages::pages;
 

@@ -22,6 +22,8 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 const KIT: &str = include_str!("assets/admin-kit.js");
+const CHART: &str = include_str!("assets/admin-chart.js");
+const VIEWS: &str = include_str!("assets/admin-views.js");
 const SCRIPT: &str = include_str!("assets/admin.js");
 const STYLE: &str = include_str!("assets/admin.css");
 
@@ -78,10 +80,22 @@ const PAGES: &[Page] = &[
         body: new_schedule_body,
     },
     Page {
+        slug: "schedules/view",
+        title: "Schedule",
+        nav: "schedules",
+        body: super::detail::schedule_body,
+    },
+    Page {
         slug: "jobs",
         title: "Jobs",
         nav: "jobs",
         body: jobs_body,
+    },
+    Page {
+        slug: "jobs/view",
+        title: "Job",
+        nav: "jobs",
+        body: super::detail::job_body,
     },
     Page {
         slug: "dlq",
@@ -118,6 +132,8 @@ fn layout(page: &Page) -> String {
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="{prefix}/assets/admin.css">
 <script src="{prefix}/assets/admin-kit.js" defer></script>
+<script src="{prefix}/assets/admin-chart.js" defer></script>
+<script src="{prefix}/assets/admin-views.js" defer></script>
 <script src="{prefix}/assets/admin.js" defer></script>
 </head>
 <body data-page="{page}">
@@ -170,7 +186,7 @@ fn layout(page: &Page) -> String {
 }
 
 /// A table with a caption, column headers and an empty body the script fills.
-fn table(id: &str, caption: &str, columns: &[&str]) -> String {
+pub(super) fn table(id: &str, caption: &str, columns: &[&str]) -> String {
     let mut head = String::new();
     for column in columns {
         let _ = write!(head, "<th scope=\"col\">{}</th>", escape(column));
@@ -185,7 +201,7 @@ fn table(id: &str, caption: &str, columns: &[&str]) -> String {
     )
 }
 
-fn count_list(prefix: &str, items: &[(&str, &str)]) -> String {
+pub(super) fn count_list(prefix: &str, items: &[(&str, &str)]) -> String {
     let mut out = String::from("<dl class=\"counts\">");
     for (key, label) in items {
         let _ = write!(
@@ -202,14 +218,25 @@ fn count_list(prefix: &str, items: &[(&str, &str)]) -> String {
 
 fn overview_body() -> String {
     format!(
-        r#"<section aria-labelledby="glance-title">
+        r#"<div class="live" role="group" aria-label="Updates">
+<div class="field inline"><label for="ov-window">Window</label>
+<select id="ov-window"><option value="24">Last 24 hours</option><option value="168">Last 7 days</option></select></div>
+<button type="button" id="ov-pause" class="secondary" aria-pressed="false">Pause updates</button>
+<span class="muted" id="ov-updated" aria-live="off"></span>
+</div>
+<section aria-labelledby="glance-title">
 <h2 id="glance-title">At a glance</h2>
 <div class="cards">
 <article class="card"><h3>Schedules</h3>{schedules}<p><a href="{prefix}/schedules">All schedules</a></p></article>
-<article class="card"><h3>Jobs</h3>{jobs}<p><a href="{prefix}/jobs?status=failed">Failed jobs</a></p></article>
+<article class="card"><h3>Jobs now</h3>{jobs}<p><a href="{prefix}/jobs?status=failed">Failed jobs</a></p></article>
+<article class="card"><h3 id="win-title">Last 24 hours</h3>{window}</article>
 <article class="card"><h3>Dead-letter queue</h3><p class="big" id="c-dlq">–</p><p><a href="{prefix}/dlq">Open the queue</a></p></article>
 <article class="card"><h3>Ticker</h3><p class="big" id="ticker-status">–</p><p id="ticker-detail"></p></article>
 </div>
+</section>
+<section aria-labelledby="runs-title">
+<h2 id="runs-title">Runs per hour</h2>
+<div id="ov-chart" class="chart-slot"></div>
 </section>
 <section aria-labelledby="next-title">
 <h2 id="next-title">Next fires</h2>
@@ -228,14 +255,15 @@ fn overview_body() -> String {
                 ("completed", "Completed")
             ]
         ),
-        jobs = count_list(
-            "jobs",
+        jobs = count_list("jobs", &[("pending", "Pending"), ("running", "Running")]),
+        window = count_list(
+            "win",
             &[
-                ("pending", "Pending"),
-                ("running", "Running"),
-                ("succeeded", "Succeeded"),
-                ("failed", "Failed"),
-                ("skipped", "Skipped"),
+                ("fires", "Fires"),
+                ("failures", "Failures"),
+                ("skips", "Skips"),
+                ("p50", "Late, median"),
+                ("p99", "Late, 99th pct."),
             ]
         ),
         next = table(
@@ -463,6 +491,14 @@ pub fn pages() -> Router {
         .route(
             &format!("{UI_PREFIX}/assets/admin-kit.js"),
             get(|| async { asset(KIT, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            &format!("{UI_PREFIX}/assets/admin-chart.js"),
+            get(|| async { asset(CHART, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            &format!("{UI_PREFIX}/assets/admin-views.js"),
+            get(|| async { asset(VIEWS, "text/javascript; charset=utf-8") }),
         )
         .route(
             &format!("{UI_PREFIX}/assets/admin.js"),

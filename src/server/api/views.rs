@@ -6,8 +6,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::cron::{CronExpr, OnDstGap, OnDstRepeat, describe_zoned};
 use crate::core::model::*;
+use crate::core::timing::Timing;
 use crate::server::error::ApiError;
 
 /// Largest page a list returns.
@@ -25,6 +26,9 @@ pub struct ScheduleView {
     pub kind: String,
     /// The cron expression (cron schedules).
     pub cron: Option<String>,
+    /// When it runs, in words: `At 02:30, Monday through Friday (America/New_York); ...`
+    /// with what the DST policies do (absent for a stored expression that no longer parses).
+    pub description: Option<String>,
     /// The instant of a one-shot schedule.
     pub run_at: Option<DateTime<Utc>>,
     pub timezone: String,
@@ -51,6 +55,15 @@ pub struct ScheduleView {
 impl From<Schedule> for ScheduleView {
     fn from(s: Schedule) -> Self {
         let timing = s.timing.columns();
+        let description = match &s.timing {
+            Timing::Cron(cron) => CronExpr::parse(&cron.expression).ok().map(|expr| {
+                describe_zoned(&expr, &cron.timezone, cron.on_dst_gap, cron.on_dst_repeat)
+            }),
+            Timing::Once { run_at } => Some(format!(
+                "Once, at {}",
+                run_at.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+        };
         Self {
             id: s.id.0,
             env_id: s.env_id.0,
@@ -58,6 +71,7 @@ impl From<Schedule> for ScheduleView {
             schedule_type: s.schedule_type,
             kind: timing.kind.to_string(),
             cron: timing.cron_expr,
+            description,
             run_at: timing.run_at,
             timezone: timing.timezone,
             on_dst_gap: timing.on_dst_gap,

@@ -1,4 +1,5 @@
-//! The development token: one random token per process, accepted as an admin.
+//! The development token, accepted as an admin: random per process, or one the operator
+//! fixed (`SENTIN8_CRON_DEV_TOKEN`) so a restart does not force re-pasting it.
 
 use std::fmt;
 
@@ -51,6 +52,20 @@ impl DevTokenAuthenticator {
         ))
     }
 
+    /// Accepts `token`, chosen by the operator: at least [`MIN_FIXED_TOKEN_LEN`] printable
+    /// ASCII characters without spaces (it goes into an `Authorization` header).
+    pub fn fixed(token: &str) -> Result<Self, DevTokenError> {
+        if token.len() < MIN_FIXED_TOKEN_LEN {
+            return Err(DevTokenError::TooShort);
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(DevTokenError::NotPrintable);
+        }
+        Ok(Self {
+            token: token.to_owned(),
+        })
+    }
+
     /// The principal every accepted request gets.
     pub fn principal() -> Principal {
         Principal {
@@ -63,6 +78,18 @@ impl DevTokenAuthenticator {
             dev: true,
         }
     }
+}
+
+/// Shortest development token an operator may fix.
+pub const MIN_FIXED_TOKEN_LEN: usize = 32;
+
+/// Why a fixed development token is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DevTokenError {
+    #[error("must be at least {MIN_FIXED_TOKEN_LEN} characters")]
+    TooShort,
+    #[error("must be printable ASCII without spaces")]
+    NotPrintable,
 }
 
 #[async_trait]

@@ -45,7 +45,7 @@ pub use config::{
     AuthArgs, AuthConfig, AuthConfigError, ClaimRules, ENV_AUDIENCE, ENV_ENVS_CLAIM,
     ENV_HS256_SECRET, ENV_ISSUER, ENV_JWKS_URL, ENV_LEEWAY, ENV_SCOPE_CLAIM, Hs256Key, KeySource,
 };
-pub use dev::DevTokenAuthenticator;
+pub use dev::{DevTokenAuthenticator, DevTokenError, MIN_FIXED_TOKEN_LEN};
 pub use hs256::SharedSecretAuthenticator;
 pub use jwks::{JwksAuthenticator, JwksError};
 

@@ -163,6 +163,10 @@ impl Store for PgStore {
         reads::schedule_zones_active(&self.pool).await
     }
 
+    async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>> {
+        reads::envs_with_data(&self.pool, limit).await
+    }
+
     async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
         outbox::claim(&self.pool, claim).await
     }

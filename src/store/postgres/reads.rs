@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{PgCells, clamp_limit};
 use crate::core::model::EnvId;
-use crate::core::store::{DueJob, DueSchedule, StoreResult, StoreStats, ZoneInUse};
+use crate::core::store::{DueJob, DueSchedule, EnvSummary, StoreResult, StoreStats, ZoneInUse};
 use crate::store::{db_err, rows};
 
 pub(super) async fn schedules_due(
@@ -77,6 +77,22 @@ pub(super) async fn schedule_zones_active(pool: &PgPool) -> StoreResult<Vec<Zone
         .map(|(env_id, timezone)| ZoneInUse {
             env_id: EnvId(env_id),
             timezone,
+        })
+        .collect())
+}
+
+pub(super) async fn envs_with_data(pool: &PgPool, limit: u32) -> StoreResult<Vec<EnvSummary>> {
+    let rows: Vec<(Uuid, i64)> =
+        sqlx::query_as("SELECT env_id, schedules FROM cron.envs_with_data($1)")
+            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .fetch_all(pool)
+            .await
+            .map_err(db_err)?;
+    Ok(rows
+        .into_iter()
+        .map(|(env_id, schedules)| EnvSummary {
+            env_id: EnvId(env_id),
+            schedules,
         })
         .collect())
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::{PgCells, placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
 use crate::store::rows::{
     self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql, prefixed,
 };
@@ -134,6 +135,7 @@ impl TenantTx for PgTenantTx<'_> {
                AND ($3::text IS NULL OR status = $3) \
                AND ($4 OR status <> 'deleted') \
                AND ($5::uuid IS NULL OR id > $5) \
+               AND ($7::text IS NULL OR strpos(lower(schedule_type), lower($7)) > 0) \
              ORDER BY id LIMIT $6"
         );
         let rows = sqlx::query(&sql)
@@ -143,6 +145,7 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(query.include_deleted)
             .bind(query.after.map(|id| id.0))
             .bind(i64::from(query.limit))
+            .bind(&query.type_contains)
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -473,6 +476,32 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::env_counts(&PgCells(&row, "counts"))
+    }
+
+    async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
+        const DIALECT: HoursDialect = HoursDialect {
+            hour: "floor(extract(epoch FROM scheduled_for) / 3600)::bigint",
+            late: "CASE WHEN attempt = 1 AND started_at IS NOT NULL \
+                   THEN (extract(epoch FROM started_at - scheduled_for) * 1000)::bigint END",
+            env: "$1",
+            from: "$2",
+            to: "$3",
+            schedule: "$4::uuid",
+        };
+        let mut rows = Vec::with_capacity(2);
+        for by_hour in [true, false] {
+            let found: Vec<HourRow> = sqlx::query_as(&job_hours_sql(&DIALECT, by_hour))
+                .bind(self.env_id.0)
+                .bind(query.from)
+                .bind(query.to)
+                .bind(query.schedule_id.map(|id| id.0))
+                .fetch_all(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+            rows.push(found);
+        }
+        let window = rows.pop().and_then(|mut w| w.pop());
+        hours::job_hours(rows.pop().unwrap_or_default(), window)
     }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {

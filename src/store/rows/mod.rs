@@ -7,6 +7,7 @@
 //! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
 //! as integer microseconds and JSON as checked text.
 
+pub(crate) mod hours;
 mod write;
 
 pub(crate) use write::*;

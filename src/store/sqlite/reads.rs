@@ -6,7 +6,9 @@ use uuid::Uuid;
 
 use super::SqliteCells;
 use crate::core::model::EnvId;
-use crate::core::store::{DueJob, DueSchedule, StoreError, StoreResult, StoreStats, ZoneInUse};
+use crate::core::store::{
+    DueJob, DueSchedule, EnvSummary, StoreError, StoreResult, StoreStats, ZoneInUse,
+};
 use crate::store::db_err;
 use crate::store::rows::{self, from_micros};
 
@@ -124,6 +126,29 @@ pub(super) async fn schedule_zones_active(pool: &SqlitePool) -> StoreResult<Vec<
             Ok(ZoneInUse {
                 env_id: EnvId(env_id),
                 timezone,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn envs_with_data(pool: &SqlitePool, limit: u32) -> StoreResult<Vec<EnvSummary>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT env_id, SUM(CASE WHEN status <> 'deleted' THEN 1 ELSE 0 END) FROM schedules \
+         GROUP BY env_id ORDER BY env_id LIMIT ?1",
+    )
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    rows.into_iter()
+        .map(|(env_id, schedules)| {
+            let env_id = Uuid::parse_str(&env_id).map_err(|e| StoreError::Corrupt {
+                table: "schedules",
+                detail: format!("env_id: {e}"),
+            })?;
+            Ok(EnvSummary {
+                env_id: EnvId(env_id),
+                schedules,
             })
         })
         .collect()

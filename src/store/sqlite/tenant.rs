@@ -9,6 +9,7 @@ use sqlx::{Sqlite, Transaction};
 use super::{SqliteCells, placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
+use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
 use crate::store::rows::{
     self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
     TenantRows, Val,
@@ -124,6 +125,7 @@ impl TenantTx for SqliteTenantTx {
                AND (?3 IS NULL OR status = ?3) \
                AND (?4 OR status <> 'deleted') \
                AND (?5 IS NULL OR id > ?5) \
+               AND (?7 IS NULL OR instr(lower(schedule_type), lower(?7)) > 0) \
              ORDER BY id LIMIT ?6"
         );
         let rows = sqlx::query(&sql)
@@ -133,6 +135,7 @@ impl TenantTx for SqliteTenantTx {
             .bind(query.include_deleted)
             .bind(query.after.map(|id| id.0.to_string()))
             .bind(i64::from(query.limit))
+            .bind(&query.type_contains)
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -395,6 +398,32 @@ impl TenantTx for SqliteTenantTx {
             .await
             .map_err(db_err)?;
         rows::env_counts(&SqliteCells(&row, "counts"))
+    }
+
+    async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
+        const DIALECT: HoursDialect = HoursDialect {
+            hour: "scheduled_for / 3600000000",
+            late: "CASE WHEN attempt = 1 AND started_at IS NOT NULL \
+                   THEN (started_at - scheduled_for) / 1000 END",
+            env: "?1",
+            from: "?2",
+            to: "?3",
+            schedule: "?4",
+        };
+        let mut rows = Vec::with_capacity(2);
+        for by_hour in [true, false] {
+            let found: Vec<HourRow> = sqlx::query_as(&job_hours_sql(&DIALECT, by_hour))
+                .bind(self.env())
+                .bind(query.from.timestamp_micros())
+                .bind(query.to.timestamp_micros())
+                .bind(query.schedule_id.map(|id| id.0.to_string()))
+                .fetch_all(&mut *self.tx)
+                .await
+                .map_err(db_err)?;
+            rows.push(found);
+        }
+        let window = rows.pop().and_then(|mut w| w.pop());
+        hours::job_hours(rows.pop().unwrap_or_default(), window)
     }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {

@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 use crate::api::{ADMIN, Api, READ};
 
 mod pages;
+mod runs;
 mod views;
 
 pub use pages::*;
+pub use runs::*;
 pub use views::*;
 
 pub(crate) fn fields(problem: &Value) -> Vec<String> {
@@ -182,6 +184,9 @@ macro_rules! admin_suite {
                 schedules_show_their_next_fires_in_their_zone,
                 preview_validates_like_creation_and_names_the_field,
                 pages_are_public_shells_with_a_strict_policy,
+                runs_sum_a_window_hour_by_hour,
+                admins_are_offered_the_environments_that_hold_data,
+                schedules_are_searched_by_type_and_described_in_words,
             );
         }
     };

@@ -99,6 +99,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("GET", "/v1/admin/envs"),
         ("GET", "/v1/admin/overview"),
         ("GET", "/v1/admin/preview"),
+        ("GET", "/v1/admin/runs"),
         ("GET", "/v1/admin/schedules"),
         ("GET", "/v1/audit"),
         ("GET", "/v1/dlq"),

@@ -13,12 +13,14 @@ use serde_json::json;
 
 use crate::support::t0;
 
+mod admin_reads;
 mod engine;
 mod jobs;
 mod outbox;
 mod schedules;
 mod transitions;
 
+pub use admin_reads::*;
 pub use engine::*;
 pub use jobs::*;
 pub use outbox::*;
@@ -149,6 +151,9 @@ macro_rules! conformance_suite {
                 job_cancel_fails_only_pending_jobs,
                 schedule_set_next_run_writes_next_fire_and_updated_at_only,
                 zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,
+                job_hours_sum_each_hour_and_rank_lateness,
+                envs_with_data_list_ids_and_live_counts,
+                schedule_type_search_is_case_insensitive_and_pages,
             );
         }
     };

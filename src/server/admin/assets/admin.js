@@ -1,5 +1,7 @@
-// sentin8-cron admin pages, built on admin-kit.js (loaded first). No dependencies and no inline
-// code (the pages' Content-Security-Policy only allows these two files). Every piece of data is
+// sentin8-cron admin pages: the session, the lists and the new-schedule form, built on
+// admin-kit.js; admin-views.js (loaded before this file, which boots) adds the overview and the
+// pages of one record. No dependencies and no inline code (the pages' Content-Security-Policy
+// only allows this origin's files). Every piece of data is
 // written with textContent or as text nodes, never parsed as markup. The bearer token and the
 // chosen environment live in this tab's sessionStorage only.
 'use strict';
@@ -107,34 +109,55 @@
     $('content').hidden = true;
     $('pick-env').hidden = false;
     $('pick-env-text').textContent = grant.all
-      ? 'This token may use every environment: type or paste the id (a UUID) of the one to work in, then press “Use”.'
+      ? 'This token may use every environment: choose one that holds schedules above, or “Another environment” to paste the id (a UUID) of any other, then press “Use”.'
       : grant.envs.length
         ? 'Choose one of the environments this token grants.'
         : 'This token grants no environment.';
   }
 
-  function setupEnvPicker() {
+  const OTHER_ENV = 'other';
+
+  /** The environments to offer: those granted, or for an admin those that hold schedules. */
+  function knownEnvs() {
     const grant = session.grant;
-    const list = !grant.all;
+    if (!grant.all) return grant.envs.map((id) => ({ id, text: id }));
+    return (grant.with_data || []).map((e) => ({
+      id: e.env_id,
+      text: `${e.env_id} · ${e.schedules} schedule${e.schedules === 1 ? '' : 's'}`,
+    }));
+  }
+
+  function setupEnvPicker(typing) {
+    const grant = session.grant;
+    const known = knownEnvs();
     const select = $('env-select');
-    $('env-select-label').hidden = !list;
-    select.hidden = !list;
-    $('env-input-label').hidden = list;
-    $('env-input').hidden = list;
-    $('env-use').hidden = list;
-    if (list) {
-      select.replaceChildren(
-        h('option', { value: '' }, grant.envs.length ? 'Choose…' : 'None granted'),
-        ...grant.envs.map((env) => h('option', { value: env }, env)));
-      select.value = granted(session.env) ? session.env : '';
-    } else {
-      $('env-input').value = session.env || '';
+    const options = [h('option', { value: '' }, known.length || grant.all ? 'Choose…' : 'None granted'),
+      ...known.map((env) => h('option', { value: env.id }, env.text))];
+    if (grant.all) options.push(h('option', { value: OTHER_ENV }, 'Another environment (type its id)…'));
+    select.replaceChildren(...options);
+    const listed = known.some((env) => env.id === session.env);
+    const typed = grant.all && (typing || (session.env && !listed));
+    select.value = listed ? session.env : (typed ? OTHER_ENV : '');
+    $('env-input-label').hidden = !typed;
+    $('env-input').hidden = !typed;
+    $('env-use').hidden = !typed;
+    if (typed && !typing) $('env-input').value = session.env || '';
+  }
+
+  function onEnvSelect() {
+    const value = $('env-select').value;
+    if (value === OTHER_ENV) {
+      setupEnvPicker(true);
+      $('env-input').focus();
+    } else if (value) {
+      chooseEnv(value);
     }
   }
 
   function onEnvSubmit(event) {
     event.preventDefault();
-    const value = (session.grant && session.grant.all ? $('env-input').value : $('env-select').value).trim();
+    const typed = !$('env-input').hidden;
+    const value = (typed ? $('env-input').value : $('env-select').value).trim();
     if (!UUID.test(value)) {
       say('An environment id is a UUID, e.g. 0191b6c2-7d1e-7c3a-9a52-3f0c2a9d4e10.', 'error');
       $('env-input').focus();
@@ -165,47 +188,6 @@
   }
 
   // ---------------------------------------------------------------------------------------
-  // Overview
-  // ---------------------------------------------------------------------------------------
-
-  async function overviewPage() {
-    const o = await api('GET', '/v1/admin/overview');
-    const counts = o.counts;
-    for (const key of ['active', 'paused', 'completed']) {
-      $(`c-schedules-${key}`).textContent = counts[`schedules_${key}`];
-    }
-    for (const key of ['pending', 'running', 'succeeded', 'failed', 'skipped']) {
-      $(`c-jobs-${key}`).textContent = counts[`jobs_${key}`];
-    }
-    $('c-dlq').textContent = counts.dlq_entries;
-    const ticking = o.ticker.status === 'ok';
-    $('ticker-status').textContent = ticking ? 'Ticking' : 'Stalled';
-    $('ticker-status').className = `big ${ticking ? 'good' : 'bad'}`;
-    $('ticker-detail').textContent = o.ticker.last_tick_at
-      ? `Last tick ${relative(o.ticker.last_tick_at, o.now)}; every ${o.ticker.tick_interval_seconds} s at most.`
-      : `No tick yet; every ${o.ticker.tick_interval_seconds} s at most.`;
-
-    fill('next-table', o.next_fires.map((next) => h('tr', {},
-      cell('Schedule', label(next.domain, next.schedule_type),
-        h('div', { class: 'muted mono' }, next.cron ? `${next.cron} · ${next.timezone}` : 'once')),
-      cell('Fires at', fireEl(next.fire)),
-      cell('In', relative(next.fire.at, o.now)))));
-
-    fill('failures-table', o.recent_failures.map((job) => h('tr', {},
-      cell('Schedule', label(job.domain, job.schedule_type)),
-      cell('Scheduled for', timeEl(job.scheduled_for)),
-      cell('Attempts', job.attempt),
-      cell('Error', job.error ? h('span', { class: 'error-text' }, job.error) : h('span', { class: 'muted' }, '—')),
-      cell('Actions', h('div', { class: 'actions' },
-        h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(job.schedule_id)}` }, 'Jobs'),
-        canWrite() ? actionButton('Retry', `Retry job ${short(job.id)} of ${job.schedule_type || 'its schedule'}`, async () => {
-          await api('POST', `/v1/jobs/${encodeURIComponent(job.id)}/retry`);
-          say(`Job ${short(job.id)} will be retried now.`, 'ok');
-          await overviewPage();
-        }) : null)))));
-  }
-
-  // ---------------------------------------------------------------------------------------
   // Schedules
   // ---------------------------------------------------------------------------------------
 
@@ -216,6 +198,7 @@
       const params = new URLSearchParams(window.location.search);
       if (params.get('status')) $('f-status').value = params.get('status');
       if (params.get('domain')) $('f-domain').value = params.get('domain');
+      if (params.get('type')) $('f-search').value = params.get('type');
       $('filters').addEventListener('submit', (event) => {
         event.preventDefault();
         loadSchedules(false).catch(report);
@@ -229,14 +212,13 @@
     const query = {
       status: $('f-status').value,
       domain: $('f-domain').value.trim(),
+      type_contains: $('f-search').value.trim(),
       fires: 3,
       limit: 50,
     };
     if (more && scheduleCursor) query.cursor = scheduleCursor;
     const result = await api('GET', '/v1/admin/schedules', { query });
-    const search = $('f-search').value.trim().toLowerCase();
-    const items = result.items.filter((s) => !search || s.schedule_type.toLowerCase().includes(search));
-    fill('schedules-table', items.map((s) => scheduleRow(s, result.now)), more);
+    fill('schedules-table', result.items.map((s) => scheduleRow(s, result.now)), more);
     scheduleCursor = result.next_cursor;
     $('more').hidden = !scheduleCursor;
   }
@@ -244,7 +226,8 @@
   function scheduleRow(s, now) {
     const name = `${s.domain}/${s.schedule_type}`;
     const timing = s.kind === 'cron'
-      ? [h('code', {}, s.cron), h('div', { class: 'muted' }, s.timezone)]
+      ? [h('code', {}, s.cron), h('div', { class: 'muted' }, s.timezone),
+        s.description ? h('div', { class: 'words small' }, s.description) : null]
       : [h('span', {}, 'once at '), timeEl(s.run_at)];
     const fires = s.upcoming.length
       ? h('ol', { class: 'fires' }, s.upcoming.map((fire) =>
@@ -266,7 +249,8 @@
     }
     actions.append(h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(s.id)}` }, 'Jobs'));
     return h('tr', { 'data-schedule': s.id, 'data-type': s.schedule_type },
-      cell('Schedule', label(s.domain, s.schedule_type), h('div', { class: 'muted mono', title: s.id }, short(s.id))),
+      cell('Schedule', h('a', { href: `${UI}/schedules/view?id=${encodeURIComponent(s.id)}` }, label(s.domain, s.schedule_type)),
+        h('div', { class: 'muted mono', title: s.id }, short(s.id))),
       cell('Timing', ...timing),
       cell('Status', badge(s.status)),
       cell('Next fires', s.status === 'paused' && s.upcoming.length
@@ -522,7 +506,7 @@
     }
     return h('tr', { 'data-job': job.id },
       cell('Schedule', s ? label(s.domain, s.schedule_type) : h('span', { class: 'muted' }, name),
-        h('div', { class: 'muted mono', title: job.id }, `job ${short(job.id)}`)),
+        h('div', { class: 'mono', title: job.id }, h('a', { href: `${UI}/jobs/view?id=${encodeURIComponent(job.id)}` }, `job ${short(job.id)}`))),
       cell('Status', badge(job.status)),
       cell('Scheduled for', timeEl(job.scheduled_for)),
       cell('Attempts', job.attempt),
@@ -580,7 +564,7 @@
   // ---------------------------------------------------------------------------------------
 
   const PAGES = {
-    overview: () => overviewPage(),
+    ...sentin8AdminViews,
     schedules: schedulesPage,
     'schedules/new': newSchedulePage,
     jobs: jobsPage,
@@ -591,9 +575,7 @@
     $('sign-in-form').addEventListener('submit', onSignIn);
     $('sign-out').addEventListener('click', () => signOut('Signed out.', 'info'));
     $('env-form').addEventListener('submit', onEnvSubmit);
-    $('env-select').addEventListener('change', () => {
-      if ($('env-select').value) chooseEnv($('env-select').value);
-    });
+    $('env-select').addEventListener('change', onEnvSelect);
     const flash = storage.get(FLASH_KEY);
     if (flash) {
       storage.remove(FLASH_KEY);

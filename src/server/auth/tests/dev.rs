@@ -60,3 +60,41 @@ fn dev_tokens_are_random_and_long() {
     assert!(bearer_token(Some(&format!("Bearer {token_a}"))).is_ok());
     assert!(!format!("{a:?}").contains(random));
 }
+
+#[tokio::test]
+async fn a_fixed_dev_token_is_accepted_and_nothing_else() {
+    let token = "s8c_dev_kept-across-restarts-0123456789";
+    let auth = DevTokenAuthenticator::fixed(token).unwrap();
+    let principal = auth
+        .authenticate(Some(&format!("Bearer {token}")))
+        .await
+        .unwrap();
+    assert_eq!(principal, DevTokenAuthenticator::principal());
+    for other in [
+        &token[..token.len() - 1],
+        "s8c_dev_kept-across-restarts-0123456788",
+    ] {
+        let err = auth
+            .authenticate(Some(&format!("Bearer {other}")))
+            .await
+            .unwrap_err();
+        assert_eq!(err, AuthError::Unrecognised);
+    }
+}
+
+#[test]
+fn a_fixed_dev_token_must_be_long_and_printable() {
+    assert_eq!(
+        DevTokenAuthenticator::fixed("short").unwrap_err(),
+        DevTokenError::TooShort
+    );
+    assert_eq!(
+        DevTokenAuthenticator::fixed(&"x".repeat(MIN_FIXED_TOKEN_LEN - 1)).unwrap_err(),
+        DevTokenError::TooShort
+    );
+    assert_eq!(
+        DevTokenAuthenticator::fixed("a token with spaces in it, long enough").unwrap_err(),
+        DevTokenError::NotPrintable
+    );
+    assert!(DevTokenAuthenticator::fixed(&"x".repeat(MIN_FIXED_TOKEN_LEN)).is_ok());
+}

@@ -1,0 +1,171 @@
+//! `sentin8-cron echo-target`: a tiny local target for trying sentin8-cron out. It answers
+//! every call with a chosen status and prints what arrived: the request line, the headers a
+//! target reads, whether the `Sentin8-Signature` verifies against the service's published keys
+//! (fetched per call, so a restarted service's new key is picked up), and the body.
+//!
+//! A subcommand rather than a separate example program: the tour then needs nothing but the
+//! one binary (no second build, no source tree), and the tour's own test runs exactly it.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::callback::signing::{SIGNATURE_HEADER, body_sha256};
+use crate::util::process::shutdown_signal;
+
+/// Print every call a local target receives (and check its signature).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (the schedule's baseUrl is http://this-address)
+    #[arg(long, default_value = "127.0.0.1:9000", value_name = "ADDR")]
+    pub listen: String,
+    /// Where sentin8-cron publishes the keys calls are signed with
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080/.well-known/jwks.json",
+        value_name = "URL"
+    )]
+    pub jwks_url: String,
+    /// Status to answer with (2xx is a success; try 500 to watch retries and the DLQ)
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(100..=599))]
+    pub status: u16,
+}
+
+struct Target {
+    status: StatusCode,
+    jwks_url: String,
+    origin: String,
+    http: reqwest::Client,
+    calls: mpsc::UnboundedSender<String>,
+}
+
+pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    let status = StatusCode::from_u16(args.status).context("--status")?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address: SocketAddr = listener.local_addr()?;
+    let origin = format!("http://{address}");
+    let (calls, mut printed) = mpsc::unbounded_channel();
+    let target = std::sync::Arc::new(Target {
+        status,
+        jwks_url: args.jwks_url,
+        origin: origin.clone(),
+        http: reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(5))
+            .build()
+            .context("cannot build the HTTP client for the key set")?,
+        calls,
+    });
+    let app = Router::new().fallback(receive).with_state(target);
+    writeln!(
+        out,
+        "echo target listening on {origin}: use it as a schedule's baseUrl; every call is printed here"
+    )?;
+    out.flush()?;
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+    let mut server = std::pin::pin!(server.into_future());
+    loop {
+        tokio::select! {
+            done = &mut server => {
+                done.context("the echo target stopped")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(call) = printed.recv() => {
+                writeln!(out, "{call}")?;
+                out.flush()?;
+            }
+        }
+    }
+}
+
+async fn receive(
+    State(target): State<std::sync::Arc<Target>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    let mut text = format!(
+        "── {method} {uri} at {}\n",
+        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    for name in ["idempotency-key", "x-correlation-id", "content-type"] {
+        let value = headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("(none)");
+        text.push_str(&format!("{name}: {value}\n"));
+    }
+    let bearer = if headers.contains_key("authorization") {
+        "(a bearer token, not shown)"
+    } else {
+        "(none)"
+    };
+    text.push_str(&format!("authorization: {bearer}\n"));
+    let signature = match headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(token) => match verify(&target, token, &body).await {
+            Ok(claims) => format!(
+                "valid (aud {}, job {}, body_sha256 matches)",
+                claims.get("aud").and_then(Value::as_str).unwrap_or("?"),
+                claims.get("job_id").and_then(Value::as_str).unwrap_or("?"),
+            ),
+            Err(why) => format!("NOT VALID: {why}"),
+        },
+        None => "missing".to_owned(),
+    };
+    text.push_str(&format!("signature: {signature}\n"));
+    let shown = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|json| serde_json::to_string_pretty(&json).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+    text.push_str(&format!("body:\n{shown}\n"));
+    text.push_str(&format!("answered {}", target.status.as_u16()));
+    // The printer ends only when the process does.
+    let _ = target.calls.send(text);
+    (target.status, "{\"received\": true}")
+}
+
+/// Checks the signature against the published keys, the audience against this target's
+/// origin, the expiry, and the body's hash.
+async fn verify(target: &Target, token: &str, body: &[u8]) -> Result<Map<String, Value>, String> {
+    let header = jsonwebtoken::decode_header(token).map_err(|e| format!("unreadable ({e})"))?;
+    let keys: JwkSet = target
+        .http
+        .get(&target.jwks_url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| format!("cannot fetch {} ({e})", target.jwks_url))?
+        .json()
+        .await
+        .map_err(|e| format!("{} is not a key set ({e})", target.jwks_url))?;
+    let kid = header
+        .kid
+        .as_deref()
+        .ok_or("the token names no key (kid)")?;
+    let jwk = keys
+        .find(kid)
+        .ok_or_else(|| format!("key {kid} is not published at {}", target.jwks_url))?;
+    let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {kid} is unusable ({e})"))?;
+    let mut validation = Validation::new(header.alg);
+    validation.set_audience(&[&target.origin]);
+    validation.set_required_spec_claims(&["exp", "aud", "iat"]);
+    let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        .map_err(|e| e.to_string())?
+        .claims;
+    if claims.get("body_sha256").and_then(Value::as_str) != Some(body_sha256(body).as_str()) {
+        return Err("the body does not match body_sha256".to_owned());
+    }
+    Ok(claims)
+}

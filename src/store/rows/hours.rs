@@ -1,0 +1,87 @@
+//! The hourly job summary of both backends: one statement shape, written once, with each
+//! backend's expressions for "the hour of `scheduled_for`" and "the lateness in milliseconds".
+//! The sums and the nearest-rank percentiles are computed in SQL (window functions), so a
+//! window's answer is one row per hour, however many jobs it holds.
+
+use chrono::{DateTime, Utc};
+
+use crate::core::store::{JobHour, JobHours, StoreError, StoreResult};
+
+/// A backend's spelling of the parts that differ.
+pub(crate) struct HoursDialect {
+    /// The hour number (hours since the Unix epoch) of `scheduled_for`.
+    pub hour: &'static str,
+    /// The lateness in milliseconds of a job that ran exactly once; NULL otherwise.
+    pub late: &'static str,
+    /// Placeholders: environment, window start, window end, and the schedule filter
+    /// (`NULL` means every schedule).
+    pub env: &'static str,
+    pub from: &'static str,
+    pub to: &'static str,
+    pub schedule: &'static str,
+}
+
+/// One row per hour with jobs (`by_hour`), or one row for the whole window, with the columns
+/// `h, fires, failures, skips, p50, p99`.
+pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
+    let (rank_by, count_by, group) = if by_hour {
+        ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
+    } else {
+        ("late IS NULL", "", "")
+    };
+    let hour_out = if by_hour { "h" } else { "CAST(0 AS BIGINT)" };
+    format!(
+        "WITH j AS (SELECT {hour} AS h, status, {late} AS late FROM jobs \
+                     WHERE env_id = {env} AND scheduled_for >= {from} AND scheduled_for < {to} \
+                       AND ({schedule} IS NULL OR schedule_id = {schedule})), \
+              r AS (SELECT h, status, late, \
+                           ROW_NUMBER() OVER (PARTITION BY {rank_by} ORDER BY late) AS n, \
+                           COUNT(late) OVER ({count_by}) AS total \
+                      FROM j) \
+         SELECT {hour_out} AS h, COUNT(*) AS fires, \
+                COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failures, \
+                COALESCE(SUM(CASE WHEN status = 'skipped' THEN 1 ELSE 0 END), 0) AS skips, \
+                MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 50 THEN late END) AS p50, \
+                MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 99 THEN late END) AS p99 \
+           FROM r {group}",
+        hour = d.hour,
+        late = d.late,
+        env = d.env,
+        from = d.from,
+        to = d.to,
+        schedule = d.schedule,
+    )
+}
+
+/// A row of [`job_hours_sql`]: `(h, fires, failures, skips, p50, p99)`.
+pub(crate) type HourRow = (i64, i64, i64, i64, Option<i64>, Option<i64>);
+
+/// The summary from the per-hour rows and the whole-window row.
+pub(crate) fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreResult<JobHours> {
+    let hours = hours
+        .into_iter()
+        .map(|(h, fires, failures, skips, p50, p99)| {
+            let hour = h
+                .checked_mul(3600)
+                .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0))
+                .ok_or_else(|| StoreError::Corrupt {
+                    table: "jobs",
+                    detail: format!("hour {h} is out of range"),
+                })?;
+            Ok(JobHour {
+                hour,
+                fires,
+                failures,
+                skips,
+                late_p50_ms: p50,
+                late_p99_ms: p99,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let (late_p50_ms, late_p99_ms) = window.map_or((None, None), |row| (row.4, row.5));
+    Ok(JobHours {
+        hours,
+        late_p50_ms,
+        late_p99_ms,
+    })
+}

@@ -1,0 +1,312 @@
+//! The pages about one record and the live overview, in headless Chromium: a schedule's page
+//! (timing in words, next fires, callback, payload, run charts read with the keyboard, recent
+//! jobs, audit trail, Edit), a job's page (attempts, next retry, Retry), the server-side type
+//! search, and an overview that follows changes made through the API without a reload (its
+//! ticker turning red, its window and pause controls). Screenshots land in
+//! `test-artifacts/admin/`. Skips without chromium and chromedriver unless
+//! `SENTIN8_CRON_REQUIRE_BROWSER=1`.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::admin_browser::artifacts;
+use crate::api::Api;
+use crate::raw_http::{RawServer, Recorded, Reply};
+use crate::support::sqlite_store;
+use crate::webdriver::Browser;
+
+const OVERALL: Duration = Duration::from_secs(240);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_and_job_pages_charts_and_a_live_overview() {
+    let scenario = async {
+        let Some(browser) = Browser::launch().await else {
+            return;
+        };
+        scenario(&browser).await;
+        let console = browser.console().await;
+        browser.quit().await;
+        let violations: Vec<&String> = console
+            .iter()
+            .filter(|line| {
+                line.contains("Content Security Policy")
+                    || line.contains("Uncaught")
+                    || (line.contains("SEVERE") && !line.contains("Failed to load resource"))
+            })
+            .collect();
+        assert!(violations.is_empty(), "browser console: {violations:#?}");
+    };
+    tokio::time::timeout(OVERALL, scenario)
+        .await
+        .expect("the browser scenario took too long");
+}
+
+async fn create(api: &Api, token: &str, body: Value) -> String {
+    let (status, created, _) = api
+        .call(Method::POST, "/v1/schedules", Some(token), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+async fn count(browser: &Browser, css: &str, expected: usize) {
+    browser
+        .wait(&format!("{expected} × {css}"), || async {
+            Ok((browser.find_all(css).await?.len() == expected).then_some(()))
+        })
+        .await;
+}
+
+async fn scenario(browser: &Browser) {
+    let shots = artifacts();
+    let api = Api::start(sqlite_store().await).await;
+    let env = api.env_a.to_string();
+    let ui = format!("{}/v1/admin/ui", api.base);
+    let token = api.writer();
+
+    let mut nightly = api.new_schedule(api.env_a, "nightly-report");
+    nightly["cron"] = json!("30 2 * * *");
+    nightly["max_retries"] = json!(3);
+    let nightly = create(&api, &token, nightly).await;
+    let failing =
+        RawServer::start(|_: &Recorded| Reply::json(503, json!({"error": "database down"}))).await;
+    let mut doomed = api.new_schedule(api.env_a, "doomed-sync");
+    doomed["max_retries"] = json!(0);
+    doomed["target_config"] = json!({"baseUrl": failing.url()});
+    let doomed = create(&api, &token, doomed).await;
+    for id in [&nightly, &doomed] {
+        let (status, _, _) = api
+            .call(
+                Method::POST,
+                &format!("/v1/schedules/{id}/trigger?target_env_id={env}"),
+                Some(&token),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+    let summary = api.engine().tick().await.unwrap();
+    assert_eq!(summary.dead_lettered, 1, "{summary:?}");
+
+    // Sign in and pick the environment.
+    browser.goto(&format!("{ui}/overview")).await.unwrap();
+    let field = browser.wait_visible("#token").await;
+    browser.type_text(&field, &token).await.unwrap();
+    let submit = browser
+        .find("#sign-in-form button[type=submit]")
+        .await
+        .unwrap();
+    browser.click(&submit).await.unwrap();
+    let option = browser
+        .wait_visible(&format!("#env-select option[value=\"{env}\"]"))
+        .await;
+    browser.click(&option).await.unwrap();
+    browser.wait_visible("#content").await;
+
+    // The schedule's page: what it does, in words, and how it has been running.
+    browser
+        .goto(&format!("{ui}/schedules/view?id={nightly}"))
+        .await
+        .unwrap();
+    browser
+        .wait_text("#s-words", "At 02:30 (Europe/London)")
+        .await;
+    browser
+        .wait_text("#s-callback", "/billing/v1/internal/schedules/run")
+        .await;
+    browser
+        .wait_text("#s-payload", "\"report\": \"nightly\"")
+        .await;
+    browser
+        .wait_text("#s-fires li", "Tue 2030-01-01 02:30 GMT")
+        .await;
+    browser
+        .wait_text("#s-jobs-table tbody tr", "succeeded")
+        .await;
+    count(browser, "#s-runs-day .hour", 24).await;
+    count(browser, "#s-runs-week .hour", 168).await;
+    count(browser, "#s-chart-day figure[data-fires=\"1\"]", 1).await;
+    count(browser, "#s-runs-day .bar.ok", 1).await;
+    let audit = browser.find("#s-audit").await.unwrap();
+    browser
+        .wait("the audit trail (or its absence) shown", || async {
+            let text = browser.text(&audit).await?;
+            Ok((text != "–" && !text.is_empty()).then_some(()))
+        })
+        .await;
+    // The whole page, for the docs.
+    browser.resize(1280, 1700).await.unwrap();
+    browser
+        .script("window.scrollTo(0, 0); return true;", json!([]))
+        .await
+        .unwrap();
+    browser
+        .screenshot(&shots.join("schedule.png"))
+        .await
+        .unwrap();
+    browser.resize(1280, 900).await.unwrap();
+    // The chart reads with the keyboard: the focused hour is read out.
+    browser
+        .script(
+            "const hours = document.querySelectorAll('#s-runs-day .hour'); \
+             hours[hours.length - 1].focus(); return document.activeElement.dataset.hour;",
+            json!([]),
+        )
+        .await
+        .unwrap();
+    browser
+        .wait_text(
+            "#s-runs-day-readout",
+            "00:00 UTC: 1 fire, 0 failures, 0 skips",
+        )
+        .await;
+
+    // Edit: a bad zone is named under its field; a good change is saved through the API.
+    let edit = browser
+        .wait_visible("button[aria-label=\"Edit billing/nightly-report\"]")
+        .await;
+    browser.click(&edit).await.unwrap();
+    let zone = browser.wait_visible("#e-timezone").await;
+    browser.clear(&zone).await.unwrap();
+    browser.type_text(&zone, "Mars/Olympus").await.unwrap();
+    let retries = browser.find("#e-max_retries").await.unwrap();
+    browser.clear(&retries).await.unwrap();
+    browser.type_text(&retries, "5").await.unwrap();
+    let save = browser.find("#e-save").await.unwrap();
+    browser.click(&save).await.unwrap();
+    browser
+        .wait_text("#e-timezone-error", "unknown time zone")
+        .await;
+    browser.clear(&zone).await.unwrap();
+    browser.type_text(&zone, "Europe/Paris").await.unwrap();
+    browser.click(&save).await.unwrap();
+    browser
+        .wait_text("#status", "Saved billing/nightly-report.")
+        .await;
+    browser.wait_text("#s-words", "(Europe/Paris)").await;
+    let (_, fetched, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{nightly}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(fetched["max_retries"], 5);
+    assert_eq!(fetched["timezone"], "Europe/Paris");
+    assert_eq!(fetched["payload"], json!({"report": "nightly"}));
+
+    // A job's page, from the schedule's recent jobs.
+    let link = browser.wait_visible("#s-jobs-table tbody tr a").await;
+    browser.click(&link).await.unwrap();
+    browser.wait_text("#j-title", "nightly-report").await;
+    browser.wait_text("#j-title", "succeeded").await;
+    browser.wait_text("#j-attempts-table tbody tr", "2xx").await;
+
+    // The failed job: its attempt's status and response, then a retry with its next attempt.
+    let (_, failed, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/jobs?target_env_id={env}&schedule_id={doomed}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    let failed_id = failed["items"][0]["id"].as_str().unwrap().to_owned();
+    browser
+        .goto(&format!("{ui}/jobs/view?id={failed_id}"))
+        .await
+        .unwrap();
+    browser.wait_text("#j-attempts-table tbody tr", "503").await;
+    browser
+        .wait_text("#j-attempts-table tbody tr", "database down")
+        .await;
+    browser.screenshot(&shots.join("job.png")).await.unwrap();
+    let retry = browser
+        .wait_visible("#j-actions button[aria-label^=\"Retry job\"]")
+        .await;
+    browser.click(&retry).await.unwrap();
+    browser.wait_text("#status", "will be retried now").await;
+    browser.wait_text("#j-title", "pending").await;
+    browser.wait_text("#j-next-retry", "2030-01-01").await;
+
+    // The type search runs on the server: only matching schedules come back.
+    browser.goto(&format!("{ui}/schedules")).await.unwrap();
+    browser
+        .wait_text("tr[data-type=\"doomed-sync\"]", "doomed")
+        .await;
+    let search = browser.find("#f-search").await.unwrap();
+    browser.type_text(&search, "REPORT").await.unwrap();
+    let apply = browser.find("#filters button[type=submit]").await.unwrap();
+    browser.click(&apply).await.unwrap();
+    browser.wait_gone("tr[data-type=\"doomed-sync\"]").await;
+    browser
+        .wait_text("tr[data-type=\"nightly-report\"]", "At 02:30")
+        .await;
+
+    // The overview keeps itself current: a change through the API shows without a reload.
+    browser.goto(&format!("{ui}/overview")).await.unwrap();
+    browser.wait_text("#c-schedules-active", "2").await;
+    browser.wait_text("#c-win-fires", "2").await;
+    browser.wait_text("#c-win-failures", "0").await;
+    browser.wait_text("#ticker-status", "Ticking").await;
+    count(browser, "#ov-runs .hour", 24).await;
+    browser
+        .script("window.sentin8NoReload = true; return true;", json!([]))
+        .await
+        .unwrap();
+    create(&api, &token, api.new_schedule(api.env_a, "weekly-digest")).await;
+    browser.wait_text("#c-schedules-active", "3").await;
+    // The ticker stalls (the clock runs past three tick intervals with no tick): red.
+    api.clock.advance(chrono::Duration::minutes(10));
+    browser.wait_text("#ticker-status", "Stalled").await;
+    let ticker = browser.find("#ticker-status").await.unwrap();
+    let class = browser.attribute(&ticker, "class").await.unwrap();
+    assert!(class.is_some_and(|c| c.contains("bad")));
+    let kept = browser
+        .script("return window.sentin8NoReload === true;", json!([]))
+        .await
+        .unwrap();
+    assert_eq!(kept, json!(true), "the page was reloaded");
+
+    // A week's window, then pause and resume.
+    browser
+        .script(
+            "const w = document.getElementById('ov-window'); w.value = '168'; \
+             w.dispatchEvent(new Event('change')); return true;",
+            json!([]),
+        )
+        .await
+        .unwrap();
+    count(browser, "#ov-runs .hour", 168).await;
+    // (Shown upper-cased by the style sheet.)
+    browser.wait_text("#win-title", "LAST 7 DAYS").await;
+    browser
+        .screenshot(&shots.join("overview-live.png"))
+        .await
+        .unwrap();
+    let pause = browser.find("#ov-pause").await.unwrap();
+    browser.click(&pause).await.unwrap();
+    browser.wait_text("#ov-updated", "Updates paused.").await;
+    assert_eq!(
+        browser.attribute(&pause, "aria-pressed").await.unwrap(),
+        Some("true".into())
+    );
+    browser.click(&pause).await.unwrap();
+    browser.wait_text("#ov-updated", "refreshes every").await;
+
+    // Phone width: the schedule's page stacks, the charts scale.
+    browser.resize(390, 844).await.unwrap();
+    browser
+        .goto(&format!("{ui}/schedules/view?id={nightly}"))
+        .await
+        .unwrap();
+    count(browser, "#s-runs-day .hour", 24).await;
+    browser
+        .screenshot(&shots.join("schedule-phone.png"))
+        .await
+        .unwrap();
+    browser.resize(1280, 900).await.unwrap();
+}
