@@ -144,7 +144,19 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
-    match runtime.block_on(run(&args)) {
+    // Ctrl-C drops the run: serve and the target are killed (`kill_on_drop`), the pg_cron
+    // cluster is stopped and temporary directories are removed; a scenario's database stays.
+    let interrupted = async {
+        let _ = tokio::signal::ctrl_c().await;
+        anyhow::bail!("interrupted; drop the s8cbench_* databases it leaves")
+    };
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run(&args) => outcome,
+            outcome = interrupted => outcome,
+        }
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("dispatch_latency: {err:#}");
