@@ -1,0 +1,173 @@
+//! The scenarios, by name. Sizes are multiplied by `BENCH_SCALE`; the measured minutes can be
+//! overridden with `BENCH_MINUTES`.
+
+use crate::target::Kind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// When the seeded schedules fall due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// `* * * * *`: every schedule at every minute boundary.
+    EveryMinute,
+    /// One-shots (`run_at`) spread evenly over the first measured minute.
+    SpreadOverMinute,
+}
+
+/// Schedules of a kind spread over their own environments.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: &'static str,
+    pub envs: usize,
+    pub schedules: usize,
+    pub target: Kind,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub backend: Backend,
+    pub instances: usize,
+    pub groups: Vec<Group>,
+    pub due: Due,
+    pub minutes: u32,
+    /// Flags added to `serve` (besides the database, listener and log format).
+    pub serve_args: Vec<&'static str>,
+    /// Part of the default set (which is kept under about 15 minutes).
+    pub default: bool,
+    /// The group whose lateness the summary reports.
+    pub headline: &'static str,
+}
+
+fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Group {
+    Group {
+        name,
+        envs,
+        schedules,
+        target,
+    }
+}
+
+fn scenario(
+    name: &'static str,
+    about: &'static str,
+    backend: Backend,
+    instances: usize,
+    groups: Vec<Group>,
+) -> Scenario {
+    Scenario {
+        name,
+        about,
+        backend,
+        instances,
+        groups,
+        due: Due::EveryMinute,
+        minutes: 1,
+        serve_args: Vec::new(),
+        default: true,
+        headline: "all",
+    }
+}
+
+pub fn all() -> Vec<Scenario> {
+    use Backend::*;
+    use Kind::*;
+    vec![
+        scenario(
+            "pg-5k",
+            "5,000 `* * * * *` over 10 environments, one serve on PostgreSQL",
+            Postgres,
+            1,
+            vec![group("all", 10, 5_000, Fast)],
+        ),
+        Scenario {
+            default: false,
+            ..scenario(
+                "pg-20k",
+                "20,000 `* * * * *` over 10 environments, one serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 20_000, Fast)],
+            )
+        },
+        scenario(
+            "sqlite-5k",
+            "5,000 `* * * * *` over 10 environments, one serve on the embedded SQLite",
+            Sqlite,
+            1,
+            vec![group("all", 10, 5_000, Fast)],
+        ),
+        scenario(
+            "pg-5k-x2",
+            "5,000 `* * * * *` over 10 environments, two serve on one PostgreSQL",
+            Postgres,
+            2,
+            vec![group("all", 10, 5_000, Fast)],
+        ),
+        scenario(
+            "slow-500-x3",
+            "500 `* * * * *` over 100 environments, target answering in 1 s, three serve",
+            Postgres,
+            3,
+            vec![group("all", 100, 500, Slow)],
+        ),
+        Scenario {
+            minutes: 3,
+            default: false,
+            ..scenario(
+                "pg-10k-x3",
+                "10,000 `* * * * *` over 10 environments, three serve, 3 minutes \
+                 (duplicates, missing records, every instance working)",
+                Postgres,
+                3,
+                vec![group("all", 10, 10_000, Fast)],
+            )
+        },
+        Scenario {
+            minutes: 2,
+            serve_args: vec!["--job-timeout", "5s"],
+            headline: "B",
+            ..scenario(
+                "noisy",
+                "noisy neighbour: environment A, 300 `* * * * *` at a never-answering target; \
+                 environment B, 5 at the fast target; job timeout 5 s, one serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("A", 1, 300, Hang), group("B", 1, 5, Fast)],
+            )
+        },
+        Scenario {
+            due: Due::SpreadOverMinute,
+            default: false,
+            ..scenario(
+                "steady-500",
+                "steady 500 fires/s: 30,000 one-shots (`run_at`) spread evenly over one minute, \
+                 10 environments, one serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 30_000, Fast)],
+            )
+        },
+    ]
+}
+
+/// Applies `BENCH_SCALE` to the schedule counts (never below one, and never fewer schedules
+/// than environments) and `BENCH_MINUTES` to the measured minutes.
+pub fn scaled(mut s: Scenario, scale: f64, minutes: Option<u32>) -> Scenario {
+    for g in &mut s.groups {
+        g.schedules = ((g.schedules as f64 * scale).round() as usize).max(1);
+        g.envs = g.envs.min(g.schedules);
+    }
+    if let Some(m) = minutes {
+        s.minutes = m.max(1);
+    }
+    if s.due == Due::SpreadOverMinute {
+        s.minutes = 1;
+    }
+    s
+}
