@@ -48,15 +48,20 @@ fn range_tables(columns: &[(String, String)]) -> Vec<(String, String, String)> {
     tables.dedup();
     tables
         .into_iter()
-        .filter(|t| *t != "jobs")
         .filter_map(|t| {
             let cols: Vec<&str> = columns
                 .iter()
                 .filter(|(table, _)| table == t)
                 .map(|(_, c)| c.as_str())
                 .collect();
-            let first = cols.iter().find(|c| c.starts_with("first"))?;
-            let last = cols.iter().find(|c| c.starts_with("last"))?;
+            // `first…`/`…_first` and `last…`/`…_last`: the jobs table's `missed_first` and
+            // `missed_last` (a run of missed occurrences) among them.
+            let first = cols
+                .iter()
+                .find(|c| c.starts_with("first") || c.ends_with("_first"))?;
+            let last = cols
+                .iter()
+                .find(|c| c.starts_with("last") || c.ends_with("_last"))?;
             cols.contains(&"schedule_id")
                 .then(|| (t.to_owned(), first.to_string(), last.to_string()))
         })
