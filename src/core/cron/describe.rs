@@ -107,8 +107,14 @@ impl CronExpr {
     /// The day-of-month and day-of-week fields, joined as cron joins them: "or" when both are
     /// restricted (neither written with `*`), "and" otherwise.
     fn describe_days(&self) -> Option<String> {
-        let mut by_dom = Vec::new();
         let days = values(u64::from(self.days), 1, 31);
+        let either = self.flags & (DOM_STAR | DOW_STAR) == 0;
+        // Under the "or" rule a field that allows every day makes every day match, whatever
+        // the other field says (`0 0 1-31 * MON` runs daily).
+        if either && (days.len() == 31 || self.weekdays == ALL_WEEKDAYS) {
+            return None;
+        }
+        let mut by_dom = Vec::new();
         match Shape::of(&days, 31) {
             Shape::All => {}
             Shape::List(runs) if runs.is_empty() => {}
@@ -160,7 +166,6 @@ impl CronExpr {
 
         let dom = (!by_dom.is_empty()).then(|| join(&by_dom, "and"));
         let dow = (!by_dow.is_empty()).then(|| join(&by_dow, "and"));
-        let either = self.flags & (DOM_STAR | DOW_STAR) == 0;
         match (dom, dow) {
             (Some(dom), Some(dow)) if either => Some(format!("{dom}, or {dow}")),
             (Some(dom), Some(dow)) => Some(format!("{dom}, if it is also {dow}")),

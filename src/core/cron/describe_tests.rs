@@ -62,6 +62,8 @@ fn common_schedules_read_naturally() {
             "0 12 * JAN-MAR,DEC *",
             "At 12:00, in January through March and December",
         ),
+        ("0 0 1-31 * MON", "At 00:00"),
+        ("0 12 15 * 0-6", "At 12:00"),
         (
             "0 0 1 * MON",
             "At 00:00, on the 1st of the month, or on Monday",
