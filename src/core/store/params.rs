@@ -351,11 +351,12 @@ impl AttemptDetail {
     }
 }
 
-/// Marks a failed job superseded by the job that replaces it (a republished dead letter).
+/// Marks a failed job superseded, for good: by the job that replaces it (a republished dead
+/// letter), or by none (a discarded dead letter: the occurrence is given up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobSetSuperseded {
     pub id: JobId,
-    pub superseded_by: JobId,
+    pub superseded_by: Option<JobId>,
     pub now: DateTime<Utc>,
 }
 
