@@ -13,6 +13,10 @@ use chrono::{DateTime, Utc};
 use crate::core::clock::Clock;
 use crate::core::store::{RetentionPurge, Store, StoreResult};
 
+/// The shortest retention there is: one day. The settings refuse less, and PostgreSQL's purge
+/// functions (cross-tenant, SECURITY DEFINER) never remove a row younger than this by the
+/// database's own clock, whatever cut-off they are given.
+pub const RETENTION_FLOOR: Duration = Duration::from_secs(24 * 3600);
 /// Default job retention: 30 days.
 pub const DEFAULT_JOB_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Default audit retention: 365 days.
