@@ -4,7 +4,12 @@
 --   tenants, so whatever cut-off the caller passes, they never remove a row younger than one
 --   day by the database's own clock (`purge_audit('infinity', ...)` cannot erase the journal).
 --   The settings refuse a retention under one day, so the floor only binds a caller that
---   bypasses them. CREATE OR REPLACE keeps each function's owner and grants.
+--   bypasses them.
+-- * The outbox backlog's age leaves parked events out: they are never relayed or purged, so
+--   one parked event would otherwise keep health degraded for ever (parked events are counted
+--   on their own, `outbox_parked`).
+--
+-- CREATE OR REPLACE keeps each function's owner and grants.
 
 CREATE OR REPLACE FUNCTION cron.purge_jobs(p_before timestamptz, p_limit integer) RETURNS bigint
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -80,4 +85,14 @@ BEGIN
         INTO deleted USING p_before;
     RETURN deleted;
 END
+$$;
+
+-- When the oldest event waiting to be relayed (not relayed, not parked) was written.
+CREATE OR REPLACE FUNCTION cron.outbox_oldest_unrelayed() RETURNS timestamptz
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT o.created_at FROM cron.outbox o
+     WHERE o.relayed_at IS NULL AND o.parked_at IS NULL
+     ORDER BY o.seq LIMIT 1
 $$;

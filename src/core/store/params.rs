@@ -43,7 +43,8 @@ pub struct StoreStats {
     pub outbox_unrelayed: i64,
     /// Events the relay gave up on (see [`Store::outbox_mark_failed`]); an operator must look.
     pub outbox_parked: i64,
-    /// When the oldest event not relayed yet was written (the backlog's age).
+    /// When the oldest event waiting to be relayed was written (the backlog's age). Parked
+    /// events are left out: they never leave, and are counted in `outbox_parked`.
     #[serde(default)]
     pub outbox_oldest_unrelayed_at: Option<DateTime<Utc>>,
 }
