@@ -283,7 +283,7 @@ async fn main() {
     // The purge, back to back, on its own clock: everything finished 30 days before `start`.
     let purge_clock = Arc::new(ManualClock::new(start));
     let config = RetentionConfig {
-        max_batches: u32::MAX,
+        budget: Duration::MAX,
         pause: Duration::ZERO,
         ..RetentionConfig::default()
     };
