@@ -157,6 +157,11 @@ pub async fn republish_supersedes_and_retry_is_refused(store: Arc<dyn Store>) {
         problem["detail"].as_str().unwrap().contains(&successor),
         "the conflict names the successor: {problem}"
     );
+    assert_eq!(
+        problem["successor_job_id"],
+        json!(successor),
+        "and says it as an extension member: {problem}"
+    );
     let (status, problem, _) = api
         .call(
             Method::POST,
@@ -313,6 +318,7 @@ pub async fn a_discarded_dead_letter_s_job_is_never_retried(store: Arc<dyn Store
         problem["detail"].as_str().unwrap().contains("discarded"),
         "{problem}"
     );
+    assert!(problem.get("successor_job_id").is_none(), "{problem}");
     api.clock.advance(chrono::Duration::seconds(1));
     let report = api.engine().tick().await.unwrap();
     assert_eq!(report.retried_attempts, 0, "{report:?}");

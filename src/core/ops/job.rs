@@ -168,10 +168,7 @@ impl Ops {
 fn retryable(job: &Job) -> OpsResult<()> {
     match (job.status, job.superseded_by) {
         (JobStatus::Failed, _) => Ok(()),
-        (JobStatus::Superseded, Some(successor)) => Err(OpsError::Conflict(format!(
-            "this job was superseded by job {successor} (its dead letter was republished); \
-             retrying it would deliver the occurrence twice"
-        ))),
+        (JobStatus::Superseded, Some(successor)) => Err(OpsError::Superseded { successor }),
         (JobStatus::Superseded, None) => Err(OpsError::Conflict(
             "this job's dead letter was discarded; the occurrence was given up and will not run"
                 .to_owned(),
