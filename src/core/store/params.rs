@@ -61,6 +61,8 @@ pub struct EnvCounts {
     pub jobs_succeeded: i64,
     pub jobs_failed: i64,
     pub jobs_skipped: i64,
+    /// Failed jobs whose dead letter was republished or discarded.
+    pub jobs_superseded: i64,
     pub dlq_entries: i64,
 }
 
