@@ -353,6 +353,7 @@ macro_rules! lifecycle_suite {
                 the_audit_journal_is_readable_and_paged,
                 retention_removes_only_what_it_may,
                 health_says_degraded_with_its_reasons,
+                health_follows_the_relay_s_view_of_the_bus,
             );
         }
     };
