@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::core::retention::RetentionConfig;
+use crate::core::retention::{RETENTION_FLOOR, RetentionConfig};
 use crate::server::system::HealthRules;
-use crate::util::duration::positive_duration;
+use crate::util::duration::{parse_duration, positive_duration};
 
 /// How long finished work and the audit journal are kept.
 #[derive(Debug, Clone, clap::Args)]
@@ -13,11 +13,11 @@ use crate::util::duration::positive_duration;
 pub struct RetentionArgs {
     /// Finished jobs (with their attempts) are removed this long after they finished; so are
     /// deleted schedules nothing references any more. Open jobs and jobs a dead letter
-    /// references are kept.
-    #[arg(long, env = "SENTIN8_CRON_JOB_RETENTION", value_name = "DURATION", default_value = "30d", value_parser = positive_duration)]
+    /// references are kept. At least one day.
+    #[arg(long, env = "SENTIN8_CRON_JOB_RETENTION", value_name = "DURATION", default_value = "30d", value_parser = retention_duration)]
     pub job_retention: Duration,
-    /// Audit entries are removed this long after they were written.
-    #[arg(long, env = "SENTIN8_CRON_AUDIT_RETENTION", value_name = "DURATION", default_value = "365d", value_parser = positive_duration)]
+    /// Audit entries are removed this long after they were written. At least one day.
+    #[arg(long, env = "SENTIN8_CRON_AUDIT_RETENTION", value_name = "DURATION", default_value = "365d", value_parser = retention_duration)]
     pub audit_retention: Duration,
 }
 
@@ -29,6 +29,18 @@ impl RetentionArgs {
             audit: self.audit_retention,
             ..RetentionConfig::default()
         }
+    }
+}
+
+/// A clap value parser: a retention of at least one day, the floor below which the database
+/// keeps rows anyway (so a shorter setting would silently not do what it says).
+fn retention_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text) {
+        Some(d) if d >= RETENTION_FLOOR => Ok(d),
+        Some(_) => Err("must be at least one day (1d)".to_owned()),
+        None => Err(format!(
+            "{text:?} is not a duration (examples: 1d, 30d, 36h)"
+        )),
     }
 }
 
@@ -52,5 +64,26 @@ impl HealthArgs {
             bus_unreachable_after: self.health_bus_unreachable_after,
             outbox_backlog_age: self.health_outbox_backlog_age,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retention_under_one_day_is_refused() {
+        assert_eq!(
+            retention_duration("23h59m59s"),
+            Err("must be at least one day (1d)".to_owned())
+        );
+        assert!(retention_duration("0").is_err());
+        assert!(retention_duration("soon").is_err());
+        assert_eq!(retention_duration("1d"), Ok(RETENTION_FLOOR));
+        assert_eq!(retention_duration("24h"), Ok(RETENTION_FLOOR));
+        assert_eq!(
+            retention_duration("30d"),
+            Ok(Duration::from_secs(30 * 86_400))
+        );
     }
 }

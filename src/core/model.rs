@@ -163,8 +163,9 @@ text_enum!(
         Failed => "failed",
         /// A regular fire that was not run because another job of the schedule was open.
         Skipped => "skipped",
-        /// A failed job whose dead letter was republished: `superseded_by` names the job that
-        /// runs the occurrence instead, so this one can never run it again.
+        /// A failed job whose dead letter was republished (`superseded_by` names the job that
+        /// runs the occurrence instead) or discarded (no successor: the occurrence is given
+        /// up). Terminal either way: this job can never run the occurrence again.
         Superseded => "superseded",
     }
 );
@@ -281,7 +282,8 @@ pub struct Job {
     pub idempotency_key: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// The job that replaced this one (a republished dead letter), when it is `superseded`.
+    /// The job that replaced this one (a republished dead letter), when it is `superseded`;
+    /// none when its dead letter was discarded instead.
     #[serde(default)]
     pub superseded_by: Option<JobId>,
 }

@@ -482,12 +482,13 @@ pub async fn get_job(
 }
 
 /// Retries a failed job now (failed → pending); its DLQ entry, if any, is removed. A job
-/// that succeeded or was superseded (its dead letter republished) answers 409 naming its
-/// successor: retrying it would deliver the occurrence twice.
+/// that succeeded, was superseded (its dead letter republished: the 409 names the successor
+/// in the `successor_job_id` extension member) or whose dead letter was discarded answers
+/// 409: retrying it would deliver the occurrence twice, or one given up.
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/retry", tag = "jobs",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 202, body = JobView), (status = 409, body = Problem), (status = 404, body = Problem), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
+    responses((status = 202, body = JobView), (status = 409, description = "Not retryable; a superseded job's problem names its successor in `successor_job_id`", body = Problem), (status = 404, body = Problem), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn retry_job(

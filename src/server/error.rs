@@ -7,6 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 use crate::core::decl::FieldError;
 use crate::core::ops::OpsError;
@@ -30,6 +31,8 @@ pub enum ApiError {
     NotFound(String),
     /// 409: conflicts with the current state.
     Conflict(String),
+    /// 409: the job was superseded; the problem names its successor (`successor_job_id`).
+    Superseded { detail: String, successor: Uuid },
     /// 413: the request body is over the limit.
     TooLarge(String),
     /// 503: not ready to serve.
@@ -53,6 +56,10 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
     pub errors: Vec<FieldError>,
+    /// An extension member of a 409 refusing to retry a superseded job: the job that runs
+    /// its occurrence instead (its republished dead letter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub successor_job_id: Option<Uuid>,
 }
 
 impl ApiError {
@@ -88,7 +95,7 @@ impl ApiError {
             ),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Not allowed"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
-            ApiError::Conflict(_) => (
+            ApiError::Conflict(_) | ApiError::Superseded { .. } => (
                 StatusCode::CONFLICT,
                 "conflict",
                 "Conflict with the current state",
@@ -126,6 +133,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, slug, title) = self.parts();
         let mut challenge = None;
+        let mut successor_job_id = None;
         let (detail, errors) = match self {
             ApiError::Invalid { detail, errors } => (detail, errors),
             ApiError::Unauthorized(err) => {
@@ -136,6 +144,10 @@ impl IntoResponse for ApiError {
                         .to_owned(),
                     Vec::new(),
                 )
+            }
+            ApiError::Superseded { detail, successor } => {
+                successor_job_id = Some(successor);
+                (detail, Vec::new())
             }
             ApiError::Forbidden(detail)
             | ApiError::NotFound(detail)
@@ -157,6 +169,7 @@ impl IntoResponse for ApiError {
             status: status.as_u16(),
             detail,
             errors,
+            successor_job_id,
         };
         let mut response = (status, Json(problem)).into_response();
         response.headers_mut().insert(
@@ -178,6 +191,10 @@ impl From<OpsError> for ApiError {
             OpsError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             OpsError::Invalid(errors) => ApiError::fields(errors),
             OpsError::Conflict(detail) => ApiError::Conflict(detail),
+            err @ OpsError::Superseded { successor } => ApiError::Superseded {
+                detail: err.to_string(),
+                successor: successor.0,
+            },
             OpsError::Store(err) => ApiError::from(err),
         }
     }

@@ -53,6 +53,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "admin_reads",
         sql: include_str!("../../migrations/postgres/0006_admin_reads.sql"),
     },
+    Migration {
+        version: 7,
+        name: "lifecycle_fixes",
+        sql: include_str!("../../migrations/postgres/0007_lifecycle_fixes.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -81,6 +86,11 @@ pub const SQLITE: &[Migration] = &[
         version: 6,
         name: "admin_reads",
         sql: include_str!("../../migrations/sqlite/0006_admin_reads.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "lifecycle_fixes",
+        sql: include_str!("../../migrations/sqlite/0007_lifecycle_fixes.sql"),
     },
 ];
 

@@ -157,6 +157,11 @@ pub async fn republish_supersedes_and_retry_is_refused(store: Arc<dyn Store>) {
         problem["detail"].as_str().unwrap().contains(&successor),
         "the conflict names the successor: {problem}"
     );
+    assert_eq!(
+        problem["successor_job_id"],
+        json!(successor),
+        "and says it as an extension member: {problem}"
+    );
     let (status, problem, _) = api
         .call(
             Method::POST,
@@ -273,6 +278,56 @@ pub async fn dead_letters_of_deleted_schedules_are_discarded(store: Arc<dyn Stor
     assert_eq!(journal["items"][0]["resource_id"], json!(dlq_id));
 }
 
+/// Discarding a dead letter ends its occurrence: the original job becomes `superseded` with no
+/// successor in the same transaction, a retry of it answers 409 ("discarded") and nothing is
+/// delivered again, and the overview no longer lists it among the failures.
+pub async fn a_discarded_dead_letter_s_job_is_never_retried(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let env = api.env_a;
+    let failing = switchable_target(Arc::new(AtomicBool::new(true))).await;
+    let (_, original) = triggered(&api, &failing, 0).await;
+    api.clock.advance(chrono::Duration::seconds(1));
+    assert_eq!(api.engine().tick().await.unwrap().dead_lettered, 1);
+    assert_eq!(api.engine_overview().await.recent_failures.len(), 1);
+    let (_, dlq) = get(&api, &format!("/v1/dlq?target_env_id={env}")).await;
+    let dlq_id = dlq["items"][0]["id"].as_str().unwrap().to_owned();
+
+    let (status, discarded, _) = api
+        .call(
+            Method::DELETE,
+            &format!("/v1/dlq/{dlq_id}?target_env_id={env}"),
+            Some(&api.writer()),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{discarded}");
+    let (_, job) = get(&api, &format!("/v1/jobs/{original}?target_env_id={env}")).await;
+    assert_eq!(job["status"], "superseded", "{job}");
+    assert_eq!(job["superseded_by"], Value::Null, "{job}");
+
+    let (status, problem, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/jobs/{original}/retry?target_env_id={env}"),
+            Some(&api.writer()),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("discarded"),
+        "{problem}"
+    );
+    assert!(problem.get("successor_job_id").is_none(), "{problem}");
+    api.clock.advance(chrono::Duration::seconds(1));
+    let report = api.engine().tick().await.unwrap();
+    assert_eq!(report.retried_attempts, 0, "{report:?}");
+    assert_eq!(failing.requests().len(), 1, "delivered once, never again");
+    let overview = api.engine_overview().await;
+    assert!(overview.recent_failures.is_empty(), "{overview:?}");
+    assert_eq!(overview.counts.jobs_failed, 0, "{overview:?}");
+}
+
 impl Api {
     /// The admin overview's read model of env A.
     pub async fn engine_overview(&self) -> sentin8_cron::core::ops::EnvOverview {
@@ -291,12 +346,14 @@ macro_rules! lifecycle_suite {
             $crate::lifecycle_suite!(@tests $make;
                 republish_supersedes_and_retry_is_refused,
                 dead_letters_of_deleted_schedules_are_discarded,
+                a_discarded_dead_letter_s_job_is_never_retried,
                 the_attempt_ledger_is_written_with_the_outcome,
                 a_paused_schedule_s_retries_wait_until_resumed,
                 a_broken_stored_expression_can_be_paused_resumed_patched_and_deleted,
                 the_audit_journal_is_readable_and_paged,
                 retention_removes_only_what_it_may,
                 health_says_degraded_with_its_reasons,
+                health_follows_the_relay_s_view_of_the_bus,
             );
         }
     };

@@ -19,6 +19,7 @@ mod lifecycle;
 mod listener;
 mod nul;
 mod pg_only;
+mod pg_purge_floor;
 mod raw_http;
 mod readme_tour;
 mod registration;

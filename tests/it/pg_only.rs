@@ -514,12 +514,13 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
     let err = conn.execute("DELETE FROM outbox").await.unwrap_err();
     assert!(err.to_string().contains("permission denied"), "{err}");
 
-    // The relay functions are SECURITY DEFINER with a pinned search_path, and nobody but the
-    // service role may execute them.
+    // The relay and retention functions are SECURITY DEFINER with a pinned search_path, and
+    // nobody but the service role may execute them.
     let functions: Vec<(String, bool, String, String)> = sqlx::query_as(
         "SELECT proname::text, prosecdef, array_to_string(proconfig, ','), \
                 array_to_string(proacl, ',') \
-           FROM pg_proc WHERE pronamespace = 'cron'::regnamespace AND proname LIKE 'outbox_%' \
+           FROM pg_proc WHERE pronamespace = 'cron'::regnamespace \
+            AND (proname LIKE 'outbox_%' OR proname LIKE 'purge_%') \
           ORDER BY proname",
     )
     .fetch_all(&mut conn)
@@ -535,7 +536,10 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
             "outbox_oldest_unrelayed",
             "outbox_purge",
             "outbox_release",
-            "outbox_stats"
+            "outbox_stats",
+            "purge_audit",
+            "purge_jobs",
+            "purge_schedules"
         ]
     );
     for (name, definer, config, acl) in &functions {

@@ -1,6 +1,6 @@
 //! Job and dead-letter operations: retrying a failed job, republishing a DLQ entry (which
 //! supersedes the original job, so one occurrence is never delivered twice) and discarding
-//! one.
+//! one (which supersedes the original with no successor: the occurrence never runs).
 
 use chrono::{DateTime, Utc};
 
@@ -13,9 +13,10 @@ use crate::core::store::*;
 
 impl Ops {
     /// Retries a failed job now. Its dead-letter entry, if any, is removed in the same
-    /// transaction (it has been dealt with). A job that succeeded, or whose occurrence a
-    /// republished dead letter runs instead (superseded), is refused: retrying it would
-    /// deliver the occurrence twice.
+    /// transaction (it has been dealt with). A job that succeeded, whose occurrence a
+    /// republished dead letter runs instead, or whose dead letter was discarded (superseded
+    /// either way), is refused: retrying it would deliver the occurrence twice, or one the
+    /// operator gave up.
     pub async fn job_retry(&self, env: EnvId, id: JobId, actor: &Actor) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let job = tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))?;
@@ -93,7 +94,7 @@ impl Ops {
         // failed and there is nothing to supersede).
         tx.job_set_superseded(&JobSetSuperseded {
             id: entry.job_id,
-            superseded_by: job.id,
+            superseded_by: Some(job.id),
             now: actor.now,
         })
         .await?;
@@ -119,8 +120,10 @@ impl Ops {
         Ok(job)
     }
 
-    /// Discards a dead-letter entry: its occurrence will not run. Entries of deleted schedules
-    /// can be discarded too. The event and the audit entry commit with the removal.
+    /// Discards a dead-letter entry: its original job is marked superseded with no successor
+    /// in the same transaction, so the occurrence will not run (a retry of that job is
+    /// refused). Entries of deleted schedules can be discarded too. The event and the audit
+    /// entry commit with the removal.
     pub async fn dlq_discard(&self, env: EnvId, id: DlqId, actor: &Actor) -> OpsResult<DlqEntry> {
         let mut tx = self.store.tenant_begin(env).await?;
         let entry = tx
@@ -135,6 +138,14 @@ impl Ops {
         if !tx.dlq_delete(id).await? {
             return Err(OpsError::NotFound("dead-letter entry"));
         }
+        // The original may have been retried by hand since it landed (then it is open or
+        // finished again, not failed, and the guard leaves it alone) or removed by retention.
+        tx.job_set_superseded(&JobSetSuperseded {
+            id: entry.job_id,
+            superseded_by: None,
+            now: actor.now,
+        })
+        .await?;
         let mut event = EventPayload::for_schedule(events::DLQ_DISCARDED, &schedule, actor.now)
             .with_dlq(&entry)
             .by(&actor.name);
@@ -157,10 +168,11 @@ impl Ops {
 fn retryable(job: &Job) -> OpsResult<()> {
     match (job.status, job.superseded_by) {
         (JobStatus::Failed, _) => Ok(()),
-        (JobStatus::Superseded, Some(successor)) => Err(OpsError::Conflict(format!(
-            "this job was superseded by job {successor} (its dead letter was republished); \
-             retrying it would deliver the occurrence twice"
-        ))),
+        (JobStatus::Superseded, Some(successor)) => Err(OpsError::Superseded { successor }),
+        (JobStatus::Superseded, None) => Err(OpsError::Conflict(
+            "this job's dead letter was discarded; the occurrence was given up and will not run"
+                .to_owned(),
+        )),
         (JobStatus::Succeeded, _) => Err(OpsError::Conflict(
             "this job already succeeded; retrying it would deliver the occurrence twice".to_owned(),
         )),

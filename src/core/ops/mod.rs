@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::core::decl::{FieldError, ScheduleSpec};
+use crate::core::model::JobId;
 use crate::core::store::{Store, StoreError};
 use crate::core::target::{AnyTarget, Target, TargetPolicy};
 
@@ -39,6 +40,13 @@ pub enum OpsError {
     /// The change conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// A retry of a job another job replaced (its dead letter was republished): a conflict
+    /// that names the successor, so a caller can follow it without reading prose.
+    #[error(
+        "this job was superseded by job {successor} (its dead letter was republished); \
+         retrying it would deliver the occurrence twice"
+    )]
+    Superseded { successor: JobId },
     #[error(transparent)]
     Store(StoreError),
 }

@@ -43,7 +43,8 @@ pub struct StoreStats {
     pub outbox_unrelayed: i64,
     /// Events the relay gave up on (see [`Store::outbox_mark_failed`]); an operator must look.
     pub outbox_parked: i64,
-    /// When the oldest event not relayed yet was written (the backlog's age).
+    /// When the oldest event waiting to be relayed was written (the backlog's age). Parked
+    /// events are left out: they never leave, and are counted in `outbox_parked`.
     #[serde(default)]
     pub outbox_oldest_unrelayed_at: Option<DateTime<Utc>>,
 }
@@ -60,6 +61,8 @@ pub struct EnvCounts {
     pub jobs_succeeded: i64,
     pub jobs_failed: i64,
     pub jobs_skipped: i64,
+    /// Failed jobs whose dead letter was republished or discarded.
+    pub jobs_superseded: i64,
     pub dlq_entries: i64,
 }
 
@@ -351,11 +354,12 @@ impl AttemptDetail {
     }
 }
 
-/// Marks a failed job superseded by the job that replaces it (a republished dead letter).
+/// Marks a failed job superseded, for good: by the job that replaces it (a republished dead
+/// letter), or by none (a discarded dead letter: the occurrence is given up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobSetSuperseded {
     pub id: JobId,
-    pub superseded_by: JobId,
+    pub superseded_by: Option<JobId>,
     pub now: DateTime<Utc>,
 }
 

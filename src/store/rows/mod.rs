@@ -289,6 +289,7 @@ pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
         jobs_succeeded: c.i64("jobs_succeeded")?,
         jobs_failed: c.i64("jobs_failed")?,
         jobs_skipped: c.i64("jobs_skipped")?,
+        jobs_superseded: c.i64("jobs_superseded")?,
         dlq_entries: c.i64("dlq_entries")?,
     })
 }
@@ -319,6 +320,7 @@ pub(crate) fn env_counts_sql(env: &str) -> String {
         ("jobs_succeeded", count("jobs", Some("succeeded"))),
         ("jobs_failed", count("jobs", Some("failed"))),
         ("jobs_skipped", count("jobs", Some("skipped"))),
+        ("jobs_superseded", count("jobs", Some("superseded"))),
         ("dlq_entries", count("dlq", None)),
     ];
     let select: Vec<String> = columns

@@ -308,7 +308,7 @@ pub(crate) fn job_set_superseded(c: &JobSetSuperseded) -> Transition {
     Transition {
         assignments: vec![
             ("status", Val::text(JobStatus::Superseded.as_str())),
-            ("superseded_by", Val::uuid(c.superseded_by.0)),
+            ("superseded_by", Val::Uuid(c.superseded_by.map(|id| id.0))),
             ("updated_at", Val::ts(c.now)),
         ],
         guard: Some("status = 'failed'"),

@@ -99,7 +99,7 @@ pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
                 (SELECT count(*) FROM outbox WHERE relayed_at IS NULL) AS outbox_unrelayed, \
                 (SELECT count(*) FROM outbox \
                   WHERE parked_at IS NOT NULL AND relayed_at IS NULL) AS outbox_parked, \
-                (SELECT created_at FROM outbox WHERE relayed_at IS NULL \
+                (SELECT created_at FROM outbox WHERE relayed_at IS NULL AND parked_at IS NULL \
                   ORDER BY seq LIMIT 1) AS outbox_oldest_unrelayed_at",
     )
     .fetch_one(pool)

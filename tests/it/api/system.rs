@@ -123,6 +123,11 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         .map(|(m, p)| (m.as_str(), p.as_str()))
         .collect();
     assert_eq!(got, expected);
+    // A refused retry of a superseded job names its successor as a problem extension member.
+    let retry_conflict = &doc["paths"]["/v1/jobs/{id}/retry"]["post"]["responses"]["409"];
+    assert!(retry_conflict.is_object(), "{retry_conflict}");
+    let member = &doc["components"]["schemas"]["Problem"]["properties"]["successor_job_id"];
+    assert_eq!(member["format"], "uuid", "{member}");
     // Every documented operation is really routed: without a token it answers 401 (or, for the
     // public ones, 200), never the 404/405 of an unknown route.
     for (method, path) in &operations {

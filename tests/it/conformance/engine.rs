@@ -174,7 +174,12 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
     tx.job_insert(&new_job(sooner.id, JobStatus::Pending))
         .await
         .unwrap();
-    for status in [JobStatus::Succeeded, JobStatus::Failed, JobStatus::Failed] {
+    for status in [
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Failed,
+        JobStatus::Superseded,
+    ] {
         tx.job_insert(&new_job(later.id, status)).await.unwrap();
     }
     let failed = new_job(later.id, JobStatus::Failed);
@@ -212,6 +217,7 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
             jobs_succeeded: 1,
             jobs_failed: 3,
             jobs_skipped: 0,
+            jobs_superseded: 1,
             dlq_entries: 1,
         }
     );

@@ -329,6 +329,10 @@ pub async fn outbox_failures_back_off_and_park(store: Arc<dyn Store>) {
         now: at,
     };
     assert_eq!(store.outbox_mark_relayed(&mark).await.unwrap(), 2);
+    // Only the parked event is left unrelayed: it is no backlog (it would never age out).
+    let stats = store.stats_get().await.unwrap();
+    assert_eq!(stats.outbox_oldest_unrelayed_at, None, "{stats:?}");
+    assert_eq!(stats.outbox_parked, before.outbox_parked + 1);
     assert!(
         store
             .outbox_claim(&claim("r1", later, 10))

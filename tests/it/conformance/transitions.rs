@@ -397,6 +397,106 @@ pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
     assert_eq!(stored_job(&store, env, expected.id).await, expected);
 }
 
+pub async fn job_set_superseded_ends_only_failed_jobs(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let running = running_job(&store, env).await;
+    let successor = JobId::new();
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let change = JobSetSuperseded {
+        id: running.id,
+        superseded_by: Some(successor),
+        now: later(10),
+    };
+    assert_eq!(
+        tx.job_set_superseded(&change).await.unwrap(),
+        None,
+        "running"
+    );
+    let failed = tx
+        .job_finish_many(&[JobFinish {
+            id: running.id,
+            attempt: running.attempt,
+            outcome: JobOutcome::Failed {
+                error: "HTTP 400".into(),
+            },
+            now: later(5),
+            detail: AttemptDetail::default(),
+        }])
+        .await
+        .unwrap()
+        .remove(0);
+    let returned = tx.job_set_superseded(&change).await.unwrap().unwrap();
+    let expected = Job {
+        status: JobStatus::Superseded,
+        superseded_by: Some(successor),
+        updated_at: later(10),
+        // attempt, error, finished_at and result are kept.
+        ..failed
+    };
+    assert_eq!(returned, expected);
+    // Terminal: neither superseded again (by another or by none) nor retried.
+    let again = JobSetSuperseded {
+        superseded_by: None,
+        now: later(20),
+        ..change
+    };
+    assert_eq!(tx.job_set_superseded(&again).await.unwrap(), None);
+    let retry = JobSetPending {
+        id: running.id,
+        next_attempt_at: later(20),
+        now: later(20),
+    };
+    assert_eq!(tx.job_set_pending(&retry).await.unwrap(), None);
+    tx.commit().await.unwrap();
+    assert_eq!(stored_job(&store, env, running.id).await, expected);
+
+    // A succeeded job is never superseded; a failed one may be, with no successor (discarded).
+    let done = running_job(&store, env).await;
+    let lost = running_job(&store, env).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    for (job, outcome) in [
+        (&done, JobOutcome::Succeeded { result: json!({}) }),
+        (
+            &lost,
+            JobOutcome::Failed {
+                error: "gone".into(),
+            },
+        ),
+    ] {
+        tx.job_finish_many(&[JobFinish {
+            id: job.id,
+            attempt: job.attempt,
+            outcome,
+            now: later(5),
+            detail: AttemptDetail::default(),
+        }])
+        .await
+        .unwrap();
+    }
+    let discard = |id| JobSetSuperseded {
+        id,
+        superseded_by: None,
+        now: later(30),
+    };
+    assert_eq!(
+        tx.job_set_superseded(&discard(done.id)).await.unwrap(),
+        None
+    );
+    let discarded = tx
+        .job_set_superseded(&discard(lost.id))
+        .await
+        .unwrap()
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(discarded.status, JobStatus::Superseded);
+    assert_eq!(discarded.superseded_by, None);
+    assert_eq!(stored_job(&store, env, lost.id).await, discarded);
+    assert_eq!(
+        stored_job(&store, env, done.id).await.status,
+        JobStatus::Succeeded
+    );
+}
+
 pub async fn job_cancel_fails_only_pending_jobs(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let s = insert_schedule(&store, env, new_schedule("cancel", "billing")).await;

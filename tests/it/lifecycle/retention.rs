@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, TimeZone, Utc};
 use sentin8_cron::core::clock::ManualClock;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::retention::{Retention, RetentionConfig, RetentionSummary};
@@ -98,7 +98,9 @@ pub async fn the_attempt_ledger_is_written_with_the_outcome(store: Arc<dyn Store
 
 pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
     let env = EnvId::new();
-    let old = t0();
+    // Long past by the database's own clock too: PostgreSQL's purge functions never remove a
+    // row younger than a day by it, whatever the injected clock says.
+    let old = Utc.with_ymd_and_hms(2020, 1, 1, 0, 0, 0).unwrap();
     let schedule = insert_schedule(&store, env, new_schedule("kept", "billing")).await;
     let expired = finished_job(&store, env, schedule.id, old, ok()).await;
     let failed = JobOutcome::Failed {
@@ -168,22 +170,23 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
     let referencing =
         finished_job(&store, env, referenced.id, old + Duration::days(20), ok()).await;
 
-    // 31 days later, with batches of one (bounded work, repeated while full).
+    // 31 days later, with batches of one (repeated while full, within the pass's budget).
     let clock = Arc::new(ManualClock::new(old + Duration::days(31)));
     let config = RetentionConfig {
         batch: 1,
-        max_batches: 10,
+        budget: StdDuration::from_secs(600),
         pause: StdDuration::ZERO,
         ..RetentionConfig::default()
     };
     let retention = Retention::new(store.clone(), clock.clone(), config);
-    let done = retention.pass().await.unwrap();
+    let done = retention.pass().await;
     assert_eq!(
         done,
         RetentionSummary {
             jobs: 2,
             audit: 0,
-            schedules: 1
+            schedules: 1,
+            errors: 0
         }
     );
     let mut tx = store.tenant_begin(env).await.unwrap();
@@ -207,15 +210,16 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
 
     // Nothing more to do at the same instant; a year on the old audit entry goes too, and
     // the referenced schedule once its job has gone.
-    assert_eq!(retention.pass().await.unwrap(), RetentionSummary::default());
+    assert_eq!(retention.pass().await, RetentionSummary::default());
     clock.set(old + Duration::days(400));
-    let done = retention.pass().await.unwrap();
+    let done = retention.pass().await;
     assert_eq!(
         done,
         RetentionSummary {
             jobs: 2,
             audit: 1,
-            schedules: 1
+            schedules: 1,
+            errors: 0
         }
     );
     let mut tx = store.tenant_begin(env).await.unwrap();
@@ -223,4 +227,96 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
     assert!(journal.iter().all(|e| e.action != "old"));
     assert!(tx.job_get(dead_letter.id).await.unwrap().is_some());
     assert!(tx.job_get(open.id).await.unwrap().is_some());
+}
+
+/// Old rows of every kind, the jobs' purge made to fail by a trigger (`refuse_job_deletes`):
+/// the schedules and the audit journal are still purged, and the failure is counted.
+async fn a_failing_kind_leaves_the_others_to_run(
+    store: Arc<dyn Store>,
+    refuse_job_deletes: impl std::future::Future<Output = ()>,
+) {
+    let env = EnvId::new();
+    let old = Utc.with_ymd_and_hms(2020, 1, 1, 0, 0, 0).unwrap();
+    let schedule = insert_schedule(&store, env, new_schedule("kept", "billing")).await;
+    let job = finished_job(&store, env, schedule.id, old, ok()).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let gone = tx
+        .schedule_insert(&new_schedule("gone", "billing"))
+        .await
+        .unwrap();
+    tx.schedule_set_deleted(&ScheduleSetDeleted {
+        id: gone.id,
+        actor: "tester".into(),
+        now: old,
+    })
+    .await
+    .unwrap();
+    tx.audit_insert(&NewAudit {
+        actor: "tester".into(),
+        action: "old".into(),
+        resource_type: "schedule".into(),
+        resource_id: schedule.id.to_string(),
+        before: None,
+        after: None,
+        correlation_id: None,
+        now: old,
+        schedule_id: Some(schedule.id),
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    refuse_job_deletes.await;
+
+    let clock = Arc::new(ManualClock::new(old + Duration::days(400)));
+    let retention = Retention::new(store.clone(), clock, RetentionConfig::default());
+    assert_eq!(
+        retention.pass().await,
+        RetentionSummary {
+            jobs: 0,
+            audit: 1,
+            schedules: 1,
+            errors: 1
+        }
+    );
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert!(tx.job_get(job.id).await.unwrap().is_some());
+    assert!(tx.schedule_get(gone.id).await.unwrap().is_none());
+    assert!(tx.audit_list(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_a_failing_retention_kind_leaves_the_others_to_run() {
+    let (store, url, _dir) = crate::support::sqlite_file_store().await;
+    a_failing_kind_leaves_the_others_to_run(store, async {
+        use sqlx::{Connection, Executor};
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        conn.execute(
+            "CREATE TRIGGER jobs_kept BEFORE DELETE ON jobs \
+             BEGIN SELECT RAISE(ABORT, 'jobs are kept'); END",
+        )
+        .await
+        .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_a_failing_retention_kind_leaves_the_others_to_run() {
+    let Some(db) = crate::support::PgTestDb::create().await else {
+        return;
+    };
+    let owner = db.owner_url();
+    a_failing_kind_leaves_the_others_to_run(db.dyn_store(), async {
+        use sqlx::{Connection, Executor};
+        let mut conn = sqlx::PgConnection::connect(&owner).await.unwrap();
+        conn.execute(
+            "CREATE FUNCTION cron.jobs_kept() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'jobs are kept'; END $$; \
+             CREATE TRIGGER jobs_kept BEFORE DELETE ON cron.jobs \
+             FOR EACH ROW EXECUTE FUNCTION cron.jobs_kept()",
+        )
+        .await
+        .unwrap();
+    })
+    .await;
 }
