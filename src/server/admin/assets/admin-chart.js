@@ -1,8 +1,9 @@
 // sentin8-cron admin pages: run charts drawn as inline SVG by this script (no library, no
 // CDN; the page's Content-Security-Policy allows nothing else). Colours come from the style
 // sheet through classes, never from style attributes. Each hour is a focusable group with a
-// text title, its numbers are read out as it gets focus, and a table under the chart holds
-// every non-empty hour, so the chart reads with a keyboard and a screen reader too.
+// text title (one tab stop per chart, arrow keys between hours), its numbers are read out as
+// it gets focus, and a table under the chart holds every non-empty hour, so the chart reads
+// with a keyboard and a screen reader too.
 'use strict';
 
 const sentin8AdminChart = (() => {
@@ -98,7 +99,8 @@ const sentin8AdminChart = (() => {
       const w = Math.max(step - gap, 0.5);
       const scale = (n) => (n / maxFires) * barsHeight;
       const ok = hour.fires - hour.failures - hour.skips;
-      const group = svg('g', { class: 'hour', tabindex: 0, 'data-hour': hour.hour, role: 'img', 'aria-label': hourText(hour, week) },
+      // One tab stop per chart (the latest hour); arrow keys move between hours.
+      const group = svg('g', { class: 'hour', tabindex: i === hours.length - 1 ? 0 : -1, 'data-hour': hour.hour, role: 'img', 'aria-label': hourText(hour, week) },
         svg('title', {}, hourText(hour, week)));
       // An invisible full-height target, so a thin hour is still easy to hover.
       group.append(svg('rect', { x, y: barsTop, width: w, height: barsHeight, class: 'hit' }));
@@ -125,9 +127,21 @@ const sentin8AdminChart = (() => {
     for (let t = 0; t <= ticks; t += 1) {
       const i = Math.min(Math.round((t * hours.length) / ticks), hours.length - 1);
       if (i < 0) break;
-      const x = Math.min(i * step + 2, width - 40);
-      chart.append(svg('text', { x, y: axis + 2, class: 'tick' }, hourLabel(hours[i].hour, week)));
+      const x = Math.min(i * step + 2, width - (week ? 96 : 56));
+      // Every other tick is hidden on a phone, where the labels are drawn larger.
+      chart.append(svg('text', { x, y: axis + 2, class: t % 2 ? 'tick odd' : 'tick' }, hourLabel(hours[i].hour, week)));
     }
+    chart.addEventListener('keydown', (event) => {
+      const groups = [...chart.querySelectorAll('.hour')];
+      const at = groups.indexOf(document.activeElement);
+      if (at < 0) return;
+      const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: groups.length - 1 }[event.key];
+      if (to === undefined || to < 0 || to >= groups.length) return;
+      event.preventDefault();
+      groups[at].setAttribute('tabindex', '-1');
+      groups[to].setAttribute('tabindex', '0');
+      groups[to].focus();
+    });
     chart.addEventListener('mouseleave', () => { readout.textContent = summary; });
     chart.addEventListener('focusout', (event) => {
       if (!chart.contains(event.relatedTarget)) readout.textContent = summary;
