@@ -178,6 +178,14 @@ pub async fn envs_with_data_list_ids_and_live_counts(store: Arc<dyn Store>) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    // An environment whose every schedule is deleted is not offered.
+    let emptied = EnvId::new();
+    let only = insert_schedule(&store, emptied, new_schedule("one", "billing")).await;
+    let mut tx = store.tenant_begin(emptied).await.unwrap();
+    tx.schedule_set_deleted(&deleted_by_tester(only.id))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
 
     let listed = store.envs_with_data(100).await.unwrap();
     let mut expected = vec![
@@ -245,4 +253,31 @@ pub async fn schedule_type_search_is_case_insensitive_and_pages(store: Arc<dyn S
     assert_eq!(types(&first), ["Nightly-Report"]);
     assert_eq!(types(&rest), ["weekly-report"]);
     assert!(literal.is_empty());
+}
+
+/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms.
+pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
+    let report = insert_schedule(&store, env, new_schedule("report", "billing")).await;
+    let at = hour + Duration::minutes(5);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&NewJob {
+        started_at: Some(at + Duration::microseconds(1_700)),
+        ..ran(report.id, JobStatus::Succeeded, at, 0)
+    })
+    .await
+    .unwrap();
+    let found = tx
+        .job_hours(&JobHoursQuery {
+            schedule_id: None,
+            from: hour,
+            to: hour + Duration::hours(1),
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(found.hours.len(), 1);
+    assert_eq!(found.hours[0].late_p50_ms, Some(1));
+    assert_eq!(found.late_p99_ms, Some(1));
 }
