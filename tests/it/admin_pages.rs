@@ -71,7 +71,10 @@ async fn scenario(browser: &Browser) {
     nightly["max_retries"] = json!(3);
     // A key besides baseUrl, which an edit of the base URL must keep.
     nightly["target_config"]["region"] = json!("eu-west");
-    let target_url = nightly["target_config"]["baseUrl"].as_str().unwrap().to_owned();
+    let target_url = nightly["target_config"]["baseUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let nightly = create(&api, &token, nightly).await;
     let failing =
         RawServer::start(|_: &Recorded| Reply::json(503, json!({"error": "database down"}))).await;
@@ -179,7 +182,10 @@ async fn scenario(browser: &Browser) {
         .await;
     count(browser, "#s-runs-day .hour[tabindex=\"0\"]", 1).await;
     let moved = browser
-        .script("return document.activeElement.getAttribute('tabindex');", json!([]))
+        .script(
+            "return document.activeElement.getAttribute('tabindex');",
+            json!([]),
+        )
         .await
         .unwrap();
     assert_eq!(moved, json!("0"), "focus follows the roving tab stop");
@@ -412,7 +418,12 @@ async fn scenario(browser: &Browser) {
     let field = browser.wait_visible("#token").await;
     browser.type_text(&field, &token).await.unwrap();
     browser
-        .click(&browser.find("#sign-in-form button[type=submit]").await.unwrap())
+        .click(
+            &browser
+                .find("#sign-in-form button[type=submit]")
+                .await
+                .unwrap(),
+        )
         .await
         .unwrap();
     let option = browser
