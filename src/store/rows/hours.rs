@@ -22,7 +22,8 @@ pub(crate) struct HoursDialect {
 }
 
 /// One row per hour with jobs (`by_hour`), or one row for the whole window, with the columns
-/// `h, fires, failures, skips, p50, p99`.
+/// `h, fires, failures, skips, p50, p99`. A superseded job is left out: the job that replaced
+/// it (a republished dead letter keeps its `scheduled_for`) stands for the same occurrence.
 pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     let (rank_by, count_by, group) = if by_hour {
         ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
@@ -33,6 +34,7 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     format!(
         "WITH j AS (SELECT {hour} AS h, status, {late} AS late FROM jobs \
                      WHERE env_id = {env} AND scheduled_for >= {from} AND scheduled_for < {to} \
+                       AND status <> 'superseded' \
                        AND ({schedule} IS NULL OR schedule_id = {schedule})), \
               r AS (SELECT h, status, late, \
                            ROW_NUMBER() OVER (PARTITION BY {rank_by} ORDER BY late) AS n, \

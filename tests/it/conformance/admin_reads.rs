@@ -255,7 +255,8 @@ pub async fn schedule_type_search_is_case_insensitive_and_pages(store: Arc<dyn S
     assert!(literal.is_empty());
 }
 
-/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms.
+/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms; a superseded
+/// job is not counted.
 pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
@@ -268,6 +269,10 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
     })
     .await
     .unwrap();
+    // A superseded job (its replacement stands for the occurrence) is not a fire.
+    tx.job_insert(&ran(report.id, JobStatus::Superseded, at, 5_000))
+        .await
+        .unwrap();
     let found = tx
         .job_hours(&JobHoursQuery {
             schedule_id: None,
@@ -278,6 +283,7 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(found.hours.len(), 1);
+    assert_eq!(found.hours[0].fires, 1);
     assert_eq!(found.hours[0].late_p50_ms, Some(1));
     assert_eq!(found.late_p99_ms, Some(1));
 }
