@@ -481,8 +481,7 @@ impl TenantTx for PgTenantTx<'_> {
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
         const DIALECT: HoursDialect = HoursDialect {
             hour: "floor(extract(epoch FROM scheduled_for) / 3600)::bigint",
-            late: "CASE WHEN attempt = 1 AND started_at IS NOT NULL \
-                   THEN floor(extract(epoch FROM started_at - scheduled_for) * 1000)::bigint END",
+            late: "floor(extract(epoch FROM {first} - scheduled_for) * 1000)::bigint",
             env: "$1",
             from: "$2",
             to: "$3",

@@ -11,7 +11,7 @@ use crate::core::store::{JobHour, JobHours, StoreError, StoreResult};
 pub(crate) struct HoursDialect {
     /// The hour number (hours since the Unix epoch) of `scheduled_for`.
     pub hour: &'static str,
-    /// The lateness in milliseconds of a job that ran exactly once; NULL otherwise.
+    /// The lateness in milliseconds of the instant `{first}` (see [`FIRST_START`]).
     pub late: &'static str,
     /// Placeholders: environment, window start, window end, and the schedule filter
     /// (`NULL` means every schedule).
@@ -20,6 +20,13 @@ pub(crate) struct HoursDialect {
     pub to: &'static str,
     pub schedule: &'static str,
 }
+
+/// When a job's first attempt started: the attempt ledger's first row (it keeps the first
+/// start after a retry has moved the job's own `started_at`), or, for a job without ledger rows,
+/// its own start when it has run once.
+const FIRST_START: &str = "COALESCE((SELECT a.started_at FROM job_attempts a \
+       WHERE a.env_id = jobs.env_id AND a.job_id = jobs.id AND a.attempt = 1), \
+     CASE WHEN jobs.attempt = 1 THEN jobs.started_at END)";
 
 /// One row per hour with jobs (`by_hour`), or one row for the whole window, with the columns
 /// `h, fires, failures, skips, p50, p99`. A superseded job is left out: the job that replaced
@@ -47,7 +54,7 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
                 MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 99 THEN late END) AS p99 \
            FROM r {group}",
         hour = d.hour,
-        late = d.late,
+        late = d.late.replace("{first}", FIRST_START),
         env = d.env,
         from = d.from,
         to = d.to,

@@ -287,3 +287,70 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
     assert_eq!(found.hours[0].late_p50_ms, Some(1));
     assert_eq!(found.late_p99_ms, Some(1));
 }
+
+/// A retried job's lateness is its first attempt's, from the attempt ledger.
+pub async fn job_hours_take_a_retried_jobs_first_attempt(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
+    let report = insert_schedule(&store, env, new_schedule("report", "billing")).await;
+    let at = hour + Duration::minutes(5);
+    let job = NewJob {
+        status: JobStatus::Running,
+        finished_at: None,
+        ..ran(report.id, JobStatus::Running, at, 2_000)
+    };
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let job = tx.job_insert(&job).await.unwrap();
+    let finish = |attempt, outcome, now, started| JobFinish {
+        id: job.id,
+        attempt,
+        outcome,
+        now,
+        detail: AttemptDetail {
+            started_at: Some(started),
+            ..AttemptDetail::default()
+        },
+    };
+    tx.job_finish_many(&[finish(
+        1,
+        JobOutcome::RetryPending {
+            next_attempt_at: at + Duration::seconds(30),
+            error: "503".into(),
+        },
+        at + Duration::seconds(3),
+        at + Duration::seconds(2),
+    )])
+    .await
+    .unwrap();
+    let claimed = tx
+        .job_claim(&JobClaim {
+            id: job.id,
+            now: at + Duration::seconds(30),
+        })
+        .await
+        .unwrap()
+        .expect("the retry is claimed");
+    assert_eq!(claimed.attempt, 2);
+    tx.job_finish_many(&[finish(
+        2,
+        JobOutcome::Succeeded {
+            result: serde_json::json!({}),
+        },
+        at + Duration::seconds(31),
+        at + Duration::seconds(30),
+    )])
+    .await
+    .unwrap();
+    let found = tx
+        .job_hours(&JobHoursQuery {
+            schedule_id: None,
+            from: hour,
+            to: hour + Duration::hours(1),
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(found.hours.len(), 1);
+    assert_eq!(found.hours[0].late_p50_ms, Some(2_000));
+    assert_eq!(found.late_p99_ms, Some(2_000));
+}
