@@ -118,6 +118,7 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             JobHour {
                 hour,
                 fires: 6,
+                succeeded: 5,
                 failures: 1,
                 skips: 0,
                 // Sorted: 1, 2, 3, 4, 5, 100 s; rank ceil(0.5 × 6) = 3, ceil(0.99 × 6) = 6.
@@ -127,6 +128,7 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             JobHour {
                 hour: hour + Duration::hours(1),
                 fires: 2,
+                succeeded: 0,
                 failures: 1,
                 skips: 1,
                 late_p50_ms: None,
@@ -269,6 +271,13 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
     })
     .await
     .unwrap();
+    // A running job is a fire but has not succeeded.
+    tx.job_insert(&NewJob {
+        finished_at: None,
+        ..ran(report.id, JobStatus::Running, at, 1)
+    })
+    .await
+    .unwrap();
     // A superseded job (its replacement stands for the occurrence) is not a fire.
     tx.job_insert(&ran(report.id, JobStatus::Superseded, at, 5_000))
         .await
@@ -283,7 +292,7 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(found.hours.len(), 1);
-    assert_eq!(found.hours[0].fires, 1);
+    assert_eq!((found.hours[0].fires, found.hours[0].succeeded), (2, 1));
     assert_eq!(found.hours[0].late_p50_ms, Some(1));
     assert_eq!(found.late_p99_ms, Some(1));
 }

@@ -58,7 +58,8 @@ const sentin8AdminChart = (() => {
 
   /**
    * A runs chart for `runs` (the answer of /v1/admin/runs): stacked bars of fires per hour
-   * (succeeded or running, failed, skipped) over a band of lateness (p99 light, median dark).
+   * (succeeded, failed, skipped; pending and running jobs are counted, not drawn) over a band
+   * of lateness (p99 light, median dark).
    */
   function runsChart(runs, options) {
     const { id, title } = options;
@@ -98,7 +99,8 @@ const sentin8AdminChart = (() => {
       const x = i * step + gap / 2;
       const w = Math.max(step - gap, 0.5);
       const scale = (n) => (n / maxFires) * barsHeight;
-      const ok = hour.fires - hour.failures - hour.skips;
+      // Only succeeded jobs are drawn as "ran": pending and running ones are not yet.
+      const ok = hour.succeeded;
       // One tab stop per chart (the latest hour); arrow keys move between hours.
       const group = svg('g', { class: 'hour', tabindex: i === hours.length - 1 ? 0 : -1, 'data-hour': hour.hour, role: 'img', 'aria-label': hourText(hour, week) },
         svg('title', {}, hourText(hour, week)));
@@ -156,7 +158,7 @@ const sentin8AdminChart = (() => {
         h('td', {}, hourLabel(x.hour, true)), h('td', {}, x.fires), h('td', {}, x.failures),
         h('td', {}, x.skips), h('td', {}, duration(x.late_p50_ms)), h('td', {}, duration(x.late_p99_ms))))));
     const legend = h('p', { class: 'legend' },
-      h('span', { class: 'key ok' }, 'ran'), h('span', { class: 'key failed' }, 'failed'),
+      h('span', { class: 'key ok' }, 'succeeded'), h('span', { class: 'key failed' }, 'failed'),
       h('span', { class: 'key skipped' }, 'skipped'), h('span', { class: 'key p99' }, 'late p99'),
       h('span', { class: 'key p50' }, 'late median'));
     return h('figure', { class: 'chart', 'data-fires': runs.fires },
