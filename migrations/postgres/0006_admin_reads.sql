@@ -8,8 +8,10 @@
 -- (env_id, scheduled_for) keeps that read to the window's rows.
 
 CREATE INDEX sentin8_cron_jobs_by_env_scheduled ON cron.jobs (env_id, scheduled_for);
+-- A schedule's own charts read its jobs alone.
+CREATE INDEX sentin8_cron_jobs_by_env_schedule_scheduled ON cron.jobs (env_id, schedule_id, scheduled_for);
 
--- (env_id, schedules not deleted) of every environment with a schedule row, in id order.
+-- (env_id, schedules not deleted) of every environment with a schedule not deleted, in id order.
 CREATE FUNCTION cron.envs_with_data(max_rows integer)
     RETURNS TABLE (env_id uuid, schedules bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -18,6 +20,7 @@ CREATE FUNCTION cron.envs_with_data(max_rows integer)
     SELECT s.env_id, count(*) FILTER (WHERE s.status <> 'deleted')
       FROM cron.schedules s
      GROUP BY s.env_id
+    HAVING count(*) FILTER (WHERE s.status <> 'deleted') > 0
      ORDER BY s.env_id
      LIMIT max_rows
 $$;

@@ -5,3 +5,5 @@
 -- to step around.
 
 CREATE INDEX sentin8_cron_jobs_by_env_scheduled ON jobs (env_id, scheduled_for);
+-- A schedule's own charts read its jobs alone.
+CREATE INDEX sentin8_cron_jobs_by_env_schedule_scheduled ON jobs (env_id, schedule_id, scheduled_for);

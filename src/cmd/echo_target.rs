@@ -16,10 +16,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use crate::callback::config::DEFAULT_SIGNING_ISSUER;
 use crate::callback::signing::{SIGNATURE_HEADER, body_sha256};
 use crate::util::process::shutdown_signal;
 
@@ -36,6 +37,9 @@ pub struct Args {
         value_name = "URL"
     )]
     pub jwks_url: String,
+    /// The issuer (`iss`) sentin8-cron signs calls as (its --signing-issuer)
+    #[arg(long, default_value = DEFAULT_SIGNING_ISSUER, value_name = "ISSUER")]
+    pub issuer: String,
     /// Status to answer with (2xx is a success; try 500 to watch retries and the DLQ)
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(100..=599))]
     pub status: u16,
@@ -44,6 +48,7 @@ pub struct Args {
 struct Target {
     status: StatusCode,
     jwks_url: String,
+    issuer: String,
     origin: String,
     http: reqwest::Client,
     calls: mpsc::UnboundedSender<String>,
@@ -60,6 +65,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let target = std::sync::Arc::new(Target {
         status,
         jwks_url: args.jwks_url,
+        issuer: args.issuer,
         origin: origin.clone(),
         http: reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(5))
@@ -136,10 +142,8 @@ async fn receive(
     (target.status, "{\"received\": true}")
 }
 
-/// Checks the signature against the published keys, the audience against this target's
-/// origin, the expiry, and the body's hash.
+/// Fetches the published keys and checks the call's signature with them.
 async fn verify(target: &Target, token: &str, body: &[u8]) -> Result<Map<String, Value>, String> {
-    let header = jsonwebtoken::decode_header(token).map_err(|e| format!("unreadable ({e})"))?;
     let keys: JwkSet = target
         .http
         .get(&target.jwks_url)
@@ -150,17 +154,43 @@ async fn verify(target: &Target, token: &str, body: &[u8]) -> Result<Map<String,
         .json()
         .await
         .map_err(|e| format!("{} is not a key set ({e})", target.jwks_url))?;
+    check(&keys, &target.issuer, &target.origin, token, body)
+}
+
+/// Checks the signature against `keys` with the algorithm the key is published for (never the
+/// one the token's header names), the issuer, the audience against this target's origin, the
+/// expiry, and the body's hash.
+fn check(
+    keys: &JwkSet,
+    issuer: &str,
+    origin: &str,
+    token: &str,
+    body: &[u8],
+) -> Result<Map<String, Value>, String> {
+    let header = jsonwebtoken::decode_header(token).map_err(|e| format!("unreadable ({e})"))?;
     let kid = header
         .kid
         .as_deref()
         .ok_or("the token names no key (kid)")?;
     let jwk = keys
         .find(kid)
-        .ok_or_else(|| format!("key {kid} is not published at {}", target.jwks_url))?;
+        .ok_or_else(|| format!("key {kid} is not published"))?;
+    let alg = jwk
+        .common
+        .key_algorithm
+        .and_then(|alg| alg.to_string().parse::<Algorithm>().ok())
+        .ok_or_else(|| format!("key {kid} is published without a signing algorithm"))?;
+    if header.alg != alg {
+        return Err(format!(
+            "signed with {:?}, but key {kid} is for {alg:?}",
+            header.alg
+        ));
+    }
     let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {kid} is unusable ({e})"))?;
-    let mut validation = Validation::new(header.alg);
-    validation.set_audience(&[&target.origin]);
-    validation.set_required_spec_claims(&["exp", "aud", "iat"]);
+    let mut validation = Validation::new(alg);
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&[origin]);
+    validation.set_required_spec_claims(&["exp", "aud", "iat", "iss"]);
     let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
         .map_err(|e| e.to_string())?
         .claims;
@@ -168,4 +198,46 @@ async fn verify(target: &Target, token: &str, body: &[u8]) -> Result<Map<String,
         return Err("the body does not match body_sha256".to_owned());
     }
     Ok(claims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callback::signing::{CallClaims, CallSigner};
+
+    const ORIGIN: &str = "http://127.0.0.1:9000";
+
+    fn signed(issuer: &str, body: &[u8]) -> (JwkSet, String) {
+        let signer = CallSigner::generate_dev(issuer).unwrap();
+        let id = uuid::Uuid::now_v7();
+        let iat = chrono::Utc::now().timestamp();
+        let url = url::Url::parse(&format!("{ORIGIN}/v1/internal/schedules/run")).unwrap();
+        let claims = CallClaims::for_call(&url, id, id, id, "idem", body, iat).unwrap();
+        let keys = serde_json::from_value(signer.jwks()).unwrap();
+        (keys, signer.sign(&claims).unwrap())
+    }
+
+    #[test]
+    fn a_call_from_the_expected_issuer_verifies() {
+        let (keys, token) = signed(DEFAULT_SIGNING_ISSUER, b"{}");
+        let claims = check(&keys, DEFAULT_SIGNING_ISSUER, ORIGIN, &token, b"{}").unwrap();
+        assert_eq!(claims["iss"], DEFAULT_SIGNING_ISSUER);
+    }
+
+    #[test]
+    fn a_call_from_another_issuer_is_refused() {
+        let (keys, token) = signed("someone-else", b"{}");
+        let err = check(&keys, DEFAULT_SIGNING_ISSUER, ORIGIN, &token, b"{}").unwrap_err();
+        assert!(err.to_lowercase().contains("issuer"), "{err}");
+    }
+
+    #[test]
+    fn a_key_published_without_its_algorithm_is_refused() {
+        let (mut keys, token) = signed(DEFAULT_SIGNING_ISSUER, b"{}");
+        for key in &mut keys.keys {
+            key.common.key_algorithm = None;
+        }
+        let err = check(&keys, DEFAULT_SIGNING_ISSUER, ORIGIN, &token, b"{}").unwrap_err();
+        assert!(err.contains("without a signing algorithm"), "{err}");
+    }
 }

@@ -86,6 +86,10 @@ async fn scenario(browser: &Browser) {
         .wait_visible(&format!("#env-select option[value=\"{env}\"]"))
         .await;
     browser.click(&option).await.unwrap();
+    browser
+        .click(&browser.find("#env-use").await.unwrap())
+        .await
+        .unwrap();
     browser.wait_visible("#content").await;
     browser.wait_text("#c-schedules-active", "0").await;
     browser.wait_text("#ticker-status", "Ticking").await;

@@ -61,7 +61,7 @@ async fn count(browser: &Browser, css: &str, expected: usize) {
 
 async fn scenario(browser: &Browser) {
     let shots = artifacts();
-    let api = Api::start(sqlite_store().await).await;
+    let mut api = Api::start(sqlite_store().await).await;
     let env = api.env_a.to_string();
     let ui = format!("{}/v1/admin/ui", api.base);
     let token = api.writer();
@@ -69,6 +69,12 @@ async fn scenario(browser: &Browser) {
     let mut nightly = api.new_schedule(api.env_a, "nightly-report");
     nightly["cron"] = json!("30 2 * * *");
     nightly["max_retries"] = json!(3);
+    // A key besides baseUrl, which an edit of the base URL must keep.
+    nightly["target_config"]["region"] = json!("eu-west");
+    let target_url = nightly["target_config"]["baseUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let nightly = create(&api, &token, nightly).await;
     let failing =
         RawServer::start(|_: &Recorded| Reply::json(503, json!({"error": "database down"}))).await;
@@ -103,6 +109,20 @@ async fn scenario(browser: &Browser) {
         .wait_visible(&format!("#env-select option[value=\"{env}\"]"))
         .await;
     browser.click(&option).await.unwrap();
+    // Choosing in the list does not switch yet (arrowing through it must not): "Use" does.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        browser
+            .find_all("#content:not([hidden])")
+            .await
+            .unwrap()
+            .is_empty(),
+        "the environment switched before Use was pressed"
+    );
+    browser
+        .click(&browser.find("#env-use").await.unwrap())
+        .await
+        .unwrap();
     browser.wait_visible("#content").await;
 
     // The schedule's page: what it does, in words, and how it has been running.
@@ -147,15 +167,33 @@ async fn scenario(browser: &Browser) {
         .await
         .unwrap();
     browser.resize(1280, 900).await.unwrap();
-    // The chart reads with the keyboard: the focused hour is read out.
+    // The chart reads with the keyboard: one tab stop (the latest hour), arrow keys between
+    // hours, the focused hour read out.
+    count(browser, "#s-runs-day .hour[tabindex=\"0\"]", 1).await;
+    count(browser, "#s-runs-day .hour[tabindex=\"-1\"]", 23).await;
+    let latest = browser
+        .find("#s-runs-day .hour[tabindex=\"0\"]")
+        .await
+        .unwrap();
+    // Arrow left, then right (WebDriver's key codes), sent to the chart's one tab stop.
+    browser.type_text(&latest, "\u{E012}").await.unwrap();
     browser
+        .wait_text("#s-runs-day-readout", "23:00 UTC: 0 fires")
+        .await;
+    count(browser, "#s-runs-day .hour[tabindex=\"0\"]", 1).await;
+    let moved = browser
         .script(
-            "const hours = document.querySelectorAll('#s-runs-day .hour'); \
-             hours[hours.length - 1].focus(); return document.activeElement.dataset.hour;",
+            "return document.activeElement.getAttribute('tabindex');",
             json!([]),
         )
         .await
         .unwrap();
+    assert_eq!(moved, json!("0"), "focus follows the roving tab stop");
+    let focused = browser
+        .find("#s-runs-day .hour[tabindex=\"0\"]")
+        .await
+        .unwrap();
+    browser.type_text(&focused, "\u{E014}").await.unwrap();
     browser
         .wait_text(
             "#s-runs-day-readout",
@@ -197,6 +235,36 @@ async fn scenario(browser: &Browser) {
     assert_eq!(fetched["max_retries"], 5);
     assert_eq!(fetched["timezone"], "Europe/Paris");
     assert_eq!(fetched["payload"], json!({"report": "nightly"}));
+    assert_eq!(
+        fetched["target_config"],
+        json!({"baseUrl": target_url, "region": "eu-west"})
+    );
+
+    // Editing the base URL keeps the target's other keys.
+    let edit = browser
+        .wait_visible("button[aria-label=\"Edit billing/nightly-report\"]")
+        .await;
+    browser.click(&edit).await.unwrap();
+    let base = browser.wait_visible("#e-base_url").await;
+    browser.clear(&base).await.unwrap();
+    let moved_url = format!("{target_url}/v2");
+    browser.type_text(&base, &moved_url).await.unwrap();
+    browser.click(&save).await.unwrap();
+    browser
+        .wait_text("#s-callback", "/billing/v2/v1/internal")
+        .await;
+    let (_, fetched, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{nightly}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(
+        fetched["target_config"],
+        json!({"baseUrl": moved_url, "region": "eu-west"})
+    );
 
     // A job's page, from the schedule's recent jobs.
     let link = browser.wait_visible("#s-jobs-table tbody tr a").await;
@@ -294,8 +362,15 @@ async fn scenario(browser: &Browser) {
         browser.attribute(&pause, "aria-pressed").await.unwrap(),
         Some("true".into())
     );
+    // While paused, a change through the API stays off the page (past one refresh period);
+    // on resume it shows.
+    create(&api, &token, api.new_schedule(api.env_a, "paused-digest")).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let active = browser.find("#c-schedules-active").await.unwrap();
+    assert_eq!(browser.text(&active).await.unwrap(), "3");
     browser.click(&pause).await.unwrap();
     browser.wait_text("#ov-updated", "refreshes every").await;
+    browser.wait_text("#c-schedules-active", "4").await;
 
     // Phone width: the schedule's page stacks, the charts scale.
     browser.resize(390, 844).await.unwrap();
@@ -304,9 +379,68 @@ async fn scenario(browser: &Browser) {
         .await
         .unwrap();
     count(browser, "#s-runs-day .hour", 24).await;
+    // The tick labels are drawn at least 9 CSS pixels high, every other one hidden.
+    let smallest = browser
+        .script(
+            "const ticks = [...document.querySelectorAll('#s-runs-day .tick')] \
+               .filter((t) => getComputedStyle(t).display !== 'none'); \
+             return ticks.length ? Math.min(...ticks.map((t) => t.getBoundingClientRect().height)) : 0;",
+            json!([]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        smallest.as_f64().unwrap() >= 9.0,
+        "tick labels {smallest} px high on a phone"
+    );
     browser
         .screenshot(&shots.join("schedule-phone.png"))
         .await
         .unwrap();
     browser.resize(1280, 900).await.unwrap();
+
+    // Signing out stops the overview's refresh: no read is made after it.
+    browser.goto(&format!("{ui}/overview")).await.unwrap();
+    browser.wait_text("#ov-updated", "refreshes every").await;
+    browser
+        .click(&browser.find("#sign-out").await.unwrap())
+        .await
+        .unwrap();
+    browser.wait_visible("#token").await;
+    let reads = "return performance.getEntriesByType('resource') \
+                 .filter((e) => e.name.includes('/v1/admin/overview')).length;";
+    let before = browser.script(reads, json!([])).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(browser.script(reads, json!([])).await.unwrap(), before);
+    browser.wait_text("#status", "Signed out.").await;
+
+    // A server that stops answering: the ticker turns unknown, not "Ticking".
+    let field = browser.wait_visible("#token").await;
+    browser.type_text(&field, &token).await.unwrap();
+    browser
+        .click(
+            &browser
+                .find("#sign-in-form button[type=submit]")
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let option = browser
+        .wait_visible(&format!("#env-select option[value=\"{env}\"]"))
+        .await;
+    browser.click(&option).await.unwrap();
+    browser
+        .click(&browser.find("#env-use").await.unwrap())
+        .await
+        .unwrap();
+    browser.wait_text("#ov-updated", "refreshes every").await;
+    api.stop().await.unwrap();
+    browser.wait_text("#ticker-status", "Unknown").await;
+    browser
+        .wait_text("#ticker-detail", "No answer from the server")
+        .await;
+    let ticker = browser.find("#ticker-status").await.unwrap();
+    let class = browser.attribute(&ticker, "class").await.unwrap();
+    assert!(class.is_some_and(|c| c.contains("bad")));
 }

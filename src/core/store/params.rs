@@ -581,8 +581,10 @@ pub struct JobHoursQuery {
 pub struct JobHour {
     /// The hour's start.
     pub hour: DateTime<Utc>,
-    /// Jobs scheduled in the hour, in any state.
+    /// Jobs scheduled in the hour, in any state but superseded.
     pub fires: i64,
+    /// Of those, the ones that succeeded (the rest are pending, running, failed or skipped).
+    pub succeeded: i64,
     pub failures: i64,
     pub skips: i64,
     /// Nearest-rank median and 99th percentile of the lateness, in milliseconds.

@@ -40,8 +40,10 @@ pub struct RunsQuery {
 pub struct RunHourView {
     /// The hour's start (UTC).
     pub hour: DateTime<Utc>,
-    /// Jobs scheduled in the hour, in any state.
+    /// Jobs scheduled in the hour, in any state but superseded.
     pub fires: i64,
+    /// Of those, the ones that succeeded.
+    pub succeeded: i64,
     pub failures: i64,
     pub skips: i64,
     /// Median and 99th percentile of how late first attempts started, in milliseconds.
@@ -59,6 +61,7 @@ pub struct RunsView {
     /// Every hour of the window, oldest first.
     pub hours: Vec<RunHourView>,
     pub fires: i64,
+    pub succeeded: i64,
     pub failures: i64,
     pub skips: i64,
     /// Lateness percentiles over the whole window, in milliseconds.
@@ -75,6 +78,7 @@ fn every_hour(from: DateTime<Utc>, count: u32, found: &[JobHour]) -> Vec<RunHour
                 Some(row) => RunHourView {
                     hour,
                     fires: row.fires,
+                    succeeded: row.succeeded,
                     failures: row.failures,
                     skips: row.skips,
                     late_p50_ms: row.late_p50_ms,
@@ -83,6 +87,7 @@ fn every_hour(from: DateTime<Utc>, count: u32, found: &[JobHour]) -> Vec<RunHour
                 None => RunHourView {
                     hour,
                     fires: 0,
+                    succeeded: 0,
                     failures: 0,
                     skips: 0,
                     late_p50_ms: None,
@@ -140,6 +145,7 @@ pub async fn runs(
         to,
         now,
         fires: hours.iter().map(|h| h.fires).sum(),
+        succeeded: hours.iter().map(|h| h.succeeded).sum(),
         failures: hours.iter().map(|h| h.failures).sum(),
         skips: hours.iter().map(|h| h.skips).sum(),
         hours,
@@ -160,6 +166,7 @@ mod tests {
         let row = JobHour {
             hour: from + Duration::hours(2),
             fires: 3,
+            succeeded: 1,
             failures: 1,
             skips: 1,
             late_p50_ms: Some(40),

@@ -135,7 +135,7 @@ impl TenantTx for PgTenantTx<'_> {
                AND ($3::text IS NULL OR status = $3) \
                AND ($4 OR status <> 'deleted') \
                AND ($5::uuid IS NULL OR id > $5) \
-               AND ($7::text IS NULL OR strpos(lower(schedule_type), lower($7)) > 0) \
+               AND ($7::text IS NULL OR strpos(lower(schedule_type COLLATE \"C\"), lower($7::text COLLATE \"C\")) > 0) \
              ORDER BY id LIMIT $6"
         );
         let rows = sqlx::query(&sql)
@@ -481,8 +481,7 @@ impl TenantTx for PgTenantTx<'_> {
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
         const DIALECT: HoursDialect = HoursDialect {
             hour: "floor(extract(epoch FROM scheduled_for) / 3600)::bigint",
-            late: "CASE WHEN attempt = 1 AND started_at IS NOT NULL \
-                   THEN (extract(epoch FROM started_at - scheduled_for) * 1000)::bigint END",
+            late: "floor(extract(epoch FROM {first} - scheduled_for) * 1000)::bigint",
             env: "$1",
             from: "$2",
             to: "$3",

@@ -11,7 +11,7 @@ use crate::core::store::{JobHour, JobHours, StoreError, StoreResult};
 pub(crate) struct HoursDialect {
     /// The hour number (hours since the Unix epoch) of `scheduled_for`.
     pub hour: &'static str,
-    /// The lateness in milliseconds of a job that ran exactly once; NULL otherwise.
+    /// The lateness in milliseconds of the instant `{first}` (see [`FIRST_START`]).
     pub late: &'static str,
     /// Placeholders: environment, window start, window end, and the schedule filter
     /// (`NULL` means every schedule).
@@ -21,8 +21,16 @@ pub(crate) struct HoursDialect {
     pub schedule: &'static str,
 }
 
+/// When a job's first attempt started: the attempt ledger's first row (it keeps the first
+/// start after a retry has moved the job's own `started_at`), or, for a job without ledger rows,
+/// its own start when it has run once.
+const FIRST_START: &str = "COALESCE((SELECT a.started_at FROM job_attempts a \
+       WHERE a.env_id = jobs.env_id AND a.job_id = jobs.id AND a.attempt = 1), \
+     CASE WHEN jobs.attempt = 1 THEN jobs.started_at END)";
+
 /// One row per hour with jobs (`by_hour`), or one row for the whole window, with the columns
-/// `h, fires, failures, skips, p50, p99`.
+/// `h, fires, succeeded, failures, skips, p50, p99`. A superseded job is left out: the job that replaced
+/// it (a republished dead letter keeps its `scheduled_for`) stands for the same occurrence.
 pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     let (rank_by, count_by, group) = if by_hour {
         ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
@@ -33,19 +41,21 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     format!(
         "WITH j AS (SELECT {hour} AS h, status, {late} AS late FROM jobs \
                      WHERE env_id = {env} AND scheduled_for >= {from} AND scheduled_for < {to} \
+                       AND status <> 'superseded' \
                        AND ({schedule} IS NULL OR schedule_id = {schedule})), \
               r AS (SELECT h, status, late, \
                            ROW_NUMBER() OVER (PARTITION BY {rank_by} ORDER BY late) AS n, \
                            COUNT(late) OVER ({count_by}) AS total \
                       FROM j) \
          SELECT {hour_out} AS h, COUNT(*) AS fires, \
+                COALESCE(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END), 0) AS succeeded, \
                 COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failures, \
                 COALESCE(SUM(CASE WHEN status = 'skipped' THEN 1 ELSE 0 END), 0) AS skips, \
                 MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 50 THEN late END) AS p50, \
                 MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 99 THEN late END) AS p99 \
            FROM r {group}",
         hour = d.hour,
-        late = d.late,
+        late = d.late.replace("{first}", FIRST_START),
         env = d.env,
         from = d.from,
         to = d.to,
@@ -53,14 +63,14 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     )
 }
 
-/// A row of [`job_hours_sql`]: `(h, fires, failures, skips, p50, p99)`.
-pub(crate) type HourRow = (i64, i64, i64, i64, Option<i64>, Option<i64>);
+/// A row of [`job_hours_sql`]: `(h, fires, succeeded, failures, skips, p50, p99)`.
+pub(crate) type HourRow = (i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
 
 /// The summary from the per-hour rows and the whole-window row.
 pub(crate) fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreResult<JobHours> {
     let hours = hours
         .into_iter()
-        .map(|(h, fires, failures, skips, p50, p99)| {
+        .map(|(h, fires, succeeded, failures, skips, p50, p99)| {
             let hour = h
                 .checked_mul(3600)
                 .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0))
@@ -71,6 +81,7 @@ pub(crate) fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreRe
             Ok(JobHour {
                 hour,
                 fires,
+                succeeded,
                 failures,
                 skips,
                 late_p50_ms: p50,
@@ -78,7 +89,7 @@ pub(crate) fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreRe
             })
         })
         .collect::<StoreResult<Vec<_>>>()?;
-    let (late_p50_ms, late_p99_ms) = window.map_or((None, None), |row| (row.4, row.5));
+    let (late_p50_ms, late_p99_ms) = window.map_or((None, None), |row| (row.5, row.6));
     Ok(JobHours {
         hours,
         late_p50_ms,

@@ -134,7 +134,8 @@ pub(super) async fn schedule_zones_active(pool: &SqlitePool) -> StoreResult<Vec<
 pub(super) async fn envs_with_data(pool: &SqlitePool, limit: u32) -> StoreResult<Vec<EnvSummary>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT env_id, SUM(CASE WHEN status <> 'deleted' THEN 1 ELSE 0 END) FROM schedules \
-         GROUP BY env_id ORDER BY env_id LIMIT ?1",
+         GROUP BY env_id HAVING SUM(CASE WHEN status <> 'deleted' THEN 1 ELSE 0 END) > 0 \
+         ORDER BY env_id LIMIT ?1",
     )
     .bind(i64::from(limit))
     .fetch_all(pool)

@@ -403,8 +403,7 @@ impl TenantTx for SqliteTenantTx {
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
         const DIALECT: HoursDialect = HoursDialect {
             hour: "scheduled_for / 3600000000",
-            late: "CASE WHEN attempt = 1 AND started_at IS NOT NULL \
-                   THEN (started_at - scheduled_for) / 1000 END",
+            late: "({first} - scheduled_for) / 1000",
             env: "?1",
             from: "?2",
             to: "?3",

@@ -118,6 +118,7 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             JobHour {
                 hour,
                 fires: 6,
+                succeeded: 5,
                 failures: 1,
                 skips: 0,
                 // Sorted: 1, 2, 3, 4, 5, 100 s; rank ceil(0.5 × 6) = 3, ceil(0.99 × 6) = 6.
@@ -127,6 +128,7 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             JobHour {
                 hour: hour + Duration::hours(1),
                 fires: 2,
+                succeeded: 0,
                 failures: 1,
                 skips: 1,
                 late_p50_ms: None,
@@ -175,6 +177,14 @@ pub async fn envs_with_data_list_ids_and_live_counts(store: Arc<dyn Store>) {
     insert_schedule(&store, b, new_schedule("one", "billing")).await;
     let mut tx = store.tenant_begin(a).await.unwrap();
     tx.schedule_set_deleted(&deleted_by_tester(gone.id))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // An environment whose every schedule is deleted is not offered.
+    let emptied = EnvId::new();
+    let only = insert_schedule(&store, emptied, new_schedule("one", "billing")).await;
+    let mut tx = store.tenant_begin(emptied).await.unwrap();
+    tx.schedule_set_deleted(&deleted_by_tester(only.id))
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -245,4 +255,111 @@ pub async fn schedule_type_search_is_case_insensitive_and_pages(store: Arc<dyn S
     assert_eq!(types(&first), ["Nightly-Report"]);
     assert_eq!(types(&rest), ["weekly-report"]);
     assert!(literal.is_empty());
+}
+
+/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms; a superseded
+/// job is not counted.
+pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
+    let report = insert_schedule(&store, env, new_schedule("report", "billing")).await;
+    let at = hour + Duration::minutes(5);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&NewJob {
+        started_at: Some(at + Duration::microseconds(1_700)),
+        ..ran(report.id, JobStatus::Succeeded, at, 0)
+    })
+    .await
+    .unwrap();
+    // A running job is a fire but has not succeeded.
+    tx.job_insert(&NewJob {
+        finished_at: None,
+        ..ran(report.id, JobStatus::Running, at, 1)
+    })
+    .await
+    .unwrap();
+    // A superseded job (its replacement stands for the occurrence) is not a fire.
+    tx.job_insert(&ran(report.id, JobStatus::Superseded, at, 5_000))
+        .await
+        .unwrap();
+    let found = tx
+        .job_hours(&JobHoursQuery {
+            schedule_id: None,
+            from: hour,
+            to: hour + Duration::hours(1),
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(found.hours.len(), 1);
+    assert_eq!((found.hours[0].fires, found.hours[0].succeeded), (2, 1));
+    assert_eq!(found.hours[0].late_p50_ms, Some(1));
+    assert_eq!(found.late_p99_ms, Some(1));
+}
+
+/// A retried job's lateness is its first attempt's, from the attempt ledger.
+pub async fn job_hours_take_a_retried_jobs_first_attempt(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
+    let report = insert_schedule(&store, env, new_schedule("report", "billing")).await;
+    let at = hour + Duration::minutes(5);
+    let job = NewJob {
+        status: JobStatus::Running,
+        finished_at: None,
+        ..ran(report.id, JobStatus::Running, at, 2_000)
+    };
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let job = tx.job_insert(&job).await.unwrap();
+    let finish = |attempt, outcome, now, started| JobFinish {
+        id: job.id,
+        attempt,
+        outcome,
+        now,
+        detail: AttemptDetail {
+            started_at: Some(started),
+            ..AttemptDetail::default()
+        },
+    };
+    tx.job_finish_many(&[finish(
+        1,
+        JobOutcome::RetryPending {
+            next_attempt_at: at + Duration::seconds(30),
+            error: "503".into(),
+        },
+        at + Duration::seconds(3),
+        at + Duration::seconds(2),
+    )])
+    .await
+    .unwrap();
+    let claimed = tx
+        .job_claim(&JobClaim {
+            id: job.id,
+            now: at + Duration::seconds(30),
+        })
+        .await
+        .unwrap()
+        .expect("the retry is claimed");
+    assert_eq!(claimed.attempt, 2);
+    tx.job_finish_many(&[finish(
+        2,
+        JobOutcome::Succeeded {
+            result: serde_json::json!({}),
+        },
+        at + Duration::seconds(31),
+        at + Duration::seconds(30),
+    )])
+    .await
+    .unwrap();
+    let found = tx
+        .job_hours(&JobHoursQuery {
+            schedule_id: None,
+            from: hour,
+            to: hour + Duration::hours(1),
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(found.hours.len(), 1);
+    assert_eq!(found.hours[0].late_p50_ms, Some(2_000));
+    assert_eq!(found.late_p99_ms, Some(2_000));
 }

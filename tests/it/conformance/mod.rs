@@ -153,6 +153,8 @@ macro_rules! conformance_suite {
                 schedule_set_next_run_writes_next_fire_and_updated_at_only,
                 zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,
                 job_hours_sum_each_hour_and_rank_lateness,
+                job_hours_round_sub_millisecond_lateness_down,
+                job_hours_take_a_retried_jobs_first_attempt,
                 envs_with_data_list_ids_and_live_counts,
                 schedule_type_search_is_case_insensitive_and_pages,
             );

@@ -1,8 +1,9 @@
 // sentin8-cron admin pages: run charts drawn as inline SVG by this script (no library, no
 // CDN; the page's Content-Security-Policy allows nothing else). Colours come from the style
 // sheet through classes, never from style attributes. Each hour is a focusable group with a
-// text title, its numbers are read out as it gets focus, and a table under the chart holds
-// every non-empty hour, so the chart reads with a keyboard and a screen reader too.
+// text title (one tab stop per chart, arrow keys between hours), its numbers are read out as
+// it gets focus, and a table under the chart holds every non-empty hour, so the chart reads
+// with a keyboard and a screen reader too.
 'use strict';
 
 const sentin8AdminChart = (() => {
@@ -57,7 +58,8 @@ const sentin8AdminChart = (() => {
 
   /**
    * A runs chart for `runs` (the answer of /v1/admin/runs): stacked bars of fires per hour
-   * (succeeded or running, failed, skipped) over a band of lateness (p99 light, median dark).
+   * (succeeded, failed, skipped; pending and running jobs are counted, not drawn) over a band
+   * of lateness (p99 light, median dark).
    */
   function runsChart(runs, options) {
     const { id, title } = options;
@@ -97,8 +99,10 @@ const sentin8AdminChart = (() => {
       const x = i * step + gap / 2;
       const w = Math.max(step - gap, 0.5);
       const scale = (n) => (n / maxFires) * barsHeight;
-      const ok = hour.fires - hour.failures - hour.skips;
-      const group = svg('g', { class: 'hour', tabindex: 0, 'data-hour': hour.hour, role: 'img', 'aria-label': hourText(hour, week) },
+      // Only succeeded jobs are drawn as "ran": pending and running ones are not yet.
+      const ok = hour.succeeded;
+      // One tab stop per chart (the latest hour); arrow keys move between hours.
+      const group = svg('g', { class: 'hour', tabindex: i === hours.length - 1 ? 0 : -1, 'data-hour': hour.hour, role: 'img', 'aria-label': hourText(hour, week) },
         svg('title', {}, hourText(hour, week)));
       // An invisible full-height target, so a thin hour is still easy to hover.
       group.append(svg('rect', { x, y: barsTop, width: w, height: barsHeight, class: 'hit' }));
@@ -125,9 +129,21 @@ const sentin8AdminChart = (() => {
     for (let t = 0; t <= ticks; t += 1) {
       const i = Math.min(Math.round((t * hours.length) / ticks), hours.length - 1);
       if (i < 0) break;
-      const x = Math.min(i * step + 2, width - 40);
-      chart.append(svg('text', { x, y: axis + 2, class: 'tick' }, hourLabel(hours[i].hour, week)));
+      const x = Math.min(i * step + 2, width - (week ? 96 : 56));
+      // Every other tick is hidden on a phone, where the labels are drawn larger.
+      chart.append(svg('text', { x, y: axis + 2, class: t % 2 ? 'tick odd' : 'tick' }, hourLabel(hours[i].hour, week)));
     }
+    chart.addEventListener('keydown', (event) => {
+      const groups = [...chart.querySelectorAll('.hour')];
+      const at = groups.indexOf(document.activeElement);
+      if (at < 0) return;
+      const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: groups.length - 1 }[event.key];
+      if (to === undefined || to < 0 || to >= groups.length) return;
+      event.preventDefault();
+      groups[at].setAttribute('tabindex', '-1');
+      groups[to].setAttribute('tabindex', '0');
+      groups[to].focus();
+    });
     chart.addEventListener('mouseleave', () => { readout.textContent = summary; });
     chart.addEventListener('focusout', (event) => {
       if (!chart.contains(event.relatedTarget)) readout.textContent = summary;
@@ -142,7 +158,7 @@ const sentin8AdminChart = (() => {
         h('td', {}, hourLabel(x.hour, true)), h('td', {}, x.fires), h('td', {}, x.failures),
         h('td', {}, x.skips), h('td', {}, duration(x.late_p50_ms)), h('td', {}, duration(x.late_p99_ms))))));
     const legend = h('p', { class: 'legend' },
-      h('span', { class: 'key ok' }, 'ran'), h('span', { class: 'key failed' }, 'failed'),
+      h('span', { class: 'key ok' }, 'succeeded'), h('span', { class: 'key failed' }, 'failed'),
       h('span', { class: 'key skipped' }, 'skipped'), h('span', { class: 'key p99' }, 'late p99'),
       h('span', { class: 'key p50' }, 'late median'));
     return h('figure', { class: 'chart', 'data-fires': runs.fires },

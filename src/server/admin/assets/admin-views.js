@@ -11,8 +11,9 @@ const sentin8AdminViews = (() => {
   } = sentin8AdminKit;
   const { runsChart, duration } = sentin8AdminChart;
 
-  /** How often the overview refreshes itself. */
+  /** How often the overview's counts refresh themselves, and its chart (a heavier read). */
   const REFRESH_MS = 5000;
+  const CHART_MS = 60000;
 
   const errorText = (text) => (text
     ? h('span', { class: 'error-text' }, text) : h('span', { class: 'muted' }, '—'));
@@ -28,7 +29,15 @@ const sentin8AdminViews = (() => {
   // Overview
   // ---------------------------------------------------------------------------------------
 
-  const live = { timer: null, paused: false, seq: 0 };
+  // runs: the last chart answer, with its window and when it was read; okAt: the last answer.
+  const live = { timer: null, paused: false, seq: 0, runs: null, okAt: null, shown: {} };
+
+  /** Stops refreshing (on sign-out); the next overview page starts again. */
+  function stopOverview() {
+    clearTimeout(live.timer);
+    live.timer = null;
+    live.seq += 1;
+  }
 
   async function overviewPage(first) {
     if (first) {
@@ -44,30 +53,68 @@ const sentin8AdminViews = (() => {
         }
       });
       $('ov-window').addEventListener('change', () => refreshOverview().catch(report));
+      // A hidden tab stops asking; it catches up as soon as it is shown again.
+      document.addEventListener('visibilitychange', () => {
+        if (!document.hidden && !live.paused && session.token && $('ov-pause')) {
+          refreshOverview().catch(report);
+        }
+      });
     }
+    live.runs = null;
+    live.shown = {};
     await refreshOverview();
   }
 
-  /** Reads and shows the overview, then plans the next refresh unless paused. */
+  /**
+   * Reads and shows the overview, then plans the next refresh unless paused, hidden or signed
+   * out. The counts are read every REFRESH_MS, the chart every CHART_MS (or when the window
+   * changes). A failed read marks the ticker unknown: the page cannot tell it is ticking.
+   */
   async function refreshOverview() {
     clearTimeout(live.timer);
+    if (!session.token) return;
     const seq = ++live.seq;
     try {
       const hours = Number($('ov-window').value) || 24;
+      const stale = !live.runs || live.runs.hours !== hours || Date.now() - live.runs.at >= CHART_MS;
       const [o, runs] = await Promise.all([
         api('GET', '/v1/admin/overview'),
-        api('GET', '/v1/admin/runs', { query: { hours } }),
+        stale ? api('GET', '/v1/admin/runs', { query: { hours } }) : Promise.resolve(live.runs.answer),
       ]);
       if (seq !== live.seq) return;
+      if (stale) live.runs = { hours, at: Date.now(), answer: runs };
+      live.okAt = new Date().toISOString(); // the browser's clock, which the age is read on
       showOverview(o, runs, hours);
       $('ov-updated').textContent = live.paused
         ? 'Updates paused.'
-        : `Updated ${utc(o.now)}; refreshes every ${REFRESH_MS / 1000} s.`;
+        : `Updated ${utc(o.now)}; refreshes every ${REFRESH_MS / 1000} s (the chart every ${CHART_MS / 60000} min).`;
+    } catch (err) {
+      if (seq === live.seq) tickerUnknown();
+      throw err;
     } finally {
-      if (seq === live.seq && !live.paused && session.token) {
+      if (seq === live.seq && !live.paused && session.token && !document.hidden) {
         live.timer = setTimeout(() => refreshOverview().catch(report), REFRESH_MS);
       }
     }
+  }
+
+  function tickerUnknown() {
+    $('ticker-status').textContent = 'Unknown';
+    $('ticker-status').className = 'big bad';
+    $('ticker-detail').textContent = live.okAt
+      ? `No answer from the server; last update ${relative(live.okAt, new Date().toISOString())}.`
+      : 'No answer from the server.';
+  }
+
+  /** Whether keyboard focus is inside the element with this id (rebuilding it would lose it). */
+  const focusIn = (id) => $(id).contains(document.activeElement);
+
+  /** Replaces an area only when its data changed and focus is not inside it. */
+  function update(id, data, build) {
+    const key = JSON.stringify(data);
+    if (live.shown[id] === key || focusIn(id)) return;
+    live.shown[id] = key;
+    build();
   }
 
   function showOverview(o, runs, hours) {
@@ -90,15 +137,21 @@ const sentin8AdminViews = (() => {
     $('ticker-detail').textContent = o.ticker.last_tick_at
       ? `Last tick ${relative(o.ticker.last_tick_at, o.now)}; every ${o.ticker.tick_interval_seconds} s at most.`
       : `No tick yet; every ${o.ticker.tick_interval_seconds} s at most.`;
-    $('ov-chart').replaceChildren(runsChart(runs, { id: 'ov-runs', title: `Runs per hour, ${windowName.toLowerCase()}` }));
+    update('ov-chart', runs, () => {
+      const open = $('ov-chart').querySelector('details[open]') !== null;
+      $('ov-chart').replaceChildren(runsChart(runs, { id: 'ov-runs', title: `Runs per hour, ${windowName.toLowerCase()}` }));
+      const details = $('ov-chart').querySelector('details');
+      if (open && details) details.open = true;
+    });
 
-    fill('next-table', o.next_fires.map((next) => h('tr', {},
+    // The minute is part of the key: the "In" column counts down.
+    update('next-table', [o.next_fires, o.now.slice(0, 16)], () => fill('next-table', o.next_fires.map((next) => h('tr', {},
       cell('Schedule', scheduleLink(next.schedule_id, label(next.domain, next.schedule_type)),
         h('div', { class: 'muted mono' }, next.cron ? `${next.cron} · ${next.timezone}` : 'once')),
       cell('Fires at', fireEl(next.fire)),
-      cell('In', relative(next.fire.at, o.now)))));
+      cell('In', relative(next.fire.at, o.now))))));
 
-    fill('failures-table', o.recent_failures.map((job) => h('tr', {},
+    update('failures-table', o.recent_failures, () => fill('failures-table', o.recent_failures.map((job) => h('tr', {},
       cell('Schedule', label(job.domain, job.schedule_type), h('div', {}, jobLink(job.id))),
       cell('Scheduled for', timeEl(job.scheduled_for)),
       cell('Attempts', job.attempt),
@@ -109,7 +162,7 @@ const sentin8AdminViews = (() => {
           await api('POST', `/v1/jobs/${encodeURIComponent(job.id)}/retry`);
           say(`Job ${short(job.id)} will be retried now.`, 'ok');
           await refreshOverview();
-        }) : null)))));
+        }) : null))))));
   }
 
   // ---------------------------------------------------------------------------------------
@@ -255,7 +308,8 @@ const sentin8AdminViews = (() => {
       if ($('e-timezone').value.trim() !== s.timezone) body.timezone = $('e-timezone').value.trim();
     }
     const baseUrl = $('e-base_url').value.trim();
-    if (baseUrl !== ((s.target_config && s.target_config.baseUrl) || '')) body.target_config = { baseUrl };
+    // The other keys of target_config are kept: a PATCH replaces the whole object.
+    if (baseUrl !== ((s.target_config && s.target_config.baseUrl) || '')) body.target_config = { ...s.target_config, baseUrl };
     const retries = Number($('e-max_retries').value);
     if (!Number.isInteger(retries) || retries < 0) {
       editError('max_retries', 'must be a whole number from 0 to 100');
@@ -420,6 +474,7 @@ const sentin8AdminViews = (() => {
   }
 
   return {
+    stopOverview,
     overview: overviewPage,
     'schedules/view': schedulePage,
     'jobs/view': jobPage,

@@ -52,6 +52,7 @@
   }
 
   function signOut(message, kind) {
+    stopOverview();
     storage.remove(TOKEN_KEY);
     storage.remove(ENV_KEY);
     session.token = null;
@@ -140,18 +141,16 @@
     select.value = listed ? session.env : (typed ? OTHER_ENV : '');
     $('env-input-label').hidden = !typed;
     $('env-input').hidden = !typed;
-    $('env-use').hidden = !typed;
+    // The environment changes only on "Use": arrowing through the list must not switch it.
+    $('env-use').hidden = false;
     if (typed && !typing) $('env-input').value = session.env || '';
   }
 
+  /** Shows the id field for "Another environment"; choosing happens on "Use". */
   function onEnvSelect() {
-    const value = $('env-select').value;
-    if (value === OTHER_ENV) {
-      setupEnvPicker(true);
-      $('env-input').focus();
-    } else if (value) {
-      chooseEnv(value);
-    }
+    const other = $('env-select').value === OTHER_ENV;
+    $('env-input-label').hidden = !other;
+    $('env-input').hidden = !other;
   }
 
   function onEnvSubmit(event) {
@@ -563,8 +562,9 @@
 
   // ---------------------------------------------------------------------------------------
 
+  const { stopOverview, ...views } = sentin8AdminViews;
   const PAGES = {
-    ...sentin8AdminViews,
+    ...views,
     schedules: schedulesPage,
     'schedules/new': newSchedulePage,
     jobs: jobsPage,
