@@ -155,6 +155,10 @@ fn read_only_commands_never_create_a_database() {
     let dlq = in_dir(&["dlq", "list"]);
     assert_eq!(dlq.status.code(), Some(1));
     assert!(!db.exists());
+    let dry_run = in_dir(&["tick", "--once", "--dry-run"]);
+    assert_eq!(dry_run.status.code(), Some(1), "{}", stderr(&dry_run));
+    assert!(stderr(&dry_run).contains("no database at"), "{}", stderr(&dry_run));
+    assert!(!db.exists(), "tick --dry-run creates nothing");
     let status = in_dir(&["migrate", "--status", "-o", "json"]);
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
     let report: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
