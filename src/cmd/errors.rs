@@ -1,6 +1,7 @@
 //! How a failed command ends: one line naming what failed and why (each cause once), and an
-//! exit status that tells a runtime failure (1) from invalid input (3). A closed standard
-//! output (`... | head -1`) is not a failure at all.
+//! exit status that tells a runtime failure (1) from a usage error (2) and from invalid input
+//! (3). A missing or unreadable file is a runtime failure, wherever it is read. A closed
+//! standard output (`... | head -1`) is not a failure at all.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,20 @@ use super::schedule_args::EXIT_INVALID;
 
 /// Exit status of a runtime failure.
 pub const EXIT_RUNTIME: u8 = 1;
+/// Exit status of a command line that cannot be run as given (as clap's own usage errors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A command line that cannot be run as given: a flag it needs is missing, or the flags it
+/// has ask for nothing. Ends the process with status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Input that is not valid: a document that does not parse, or is not the shape asked for.
+/// Ends the process with status 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidInput(pub String);
 
 /// The error as one line: the outermost message, then each cause that does not repeat what
 /// was already said (database errors carry their cause in their own text too).
@@ -45,12 +60,28 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     if is_broken_pipe(err) {
         return ExitCode::SUCCESS;
     }
-    let invalid = err.chain().any(|cause| {
-        cause
-            .downcast_ref::<ClientError>()
-            .is_some_and(ClientError::is_invalid_input)
+    ExitCode::from(status(err))
+}
+
+/// The status number of an error: usage (2), invalid input (3), else a runtime failure (1).
+fn status(err: &anyhow::Error) -> u8 {
+    let usage = err.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || matches!(
+                cause.downcast_ref::<ClientError>(),
+                Some(ClientError::NoServer)
+            )
     });
-    ExitCode::from(if invalid { EXIT_INVALID } else { EXIT_RUNTIME })
+    if usage {
+        return EXIT_USAGE;
+    }
+    let invalid = err.chain().any(|cause| {
+        cause.is::<InvalidInput>()
+            || cause
+                .downcast_ref::<ClientError>()
+                .is_some_and(ClientError::is_invalid_input)
+    });
+    if invalid { EXIT_INVALID } else { EXIT_RUNTIME }
 }
 
 #[cfg(test)]
@@ -89,5 +120,18 @@ mod tests {
             detail: "not found".into(),
         });
         assert_eq!(exit_code(&missing), ExitCode::from(EXIT_RUNTIME));
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_invalid_documents_exit_3_however_wrapped() {
+        let no_server = anyhow::Error::new(ClientError::NoServer).context("listing schedules");
+        assert_eq!(status(&no_server), EXIT_USAGE);
+        let usage = anyhow::Error::new(UsageError("nothing to change".into())).context("patch");
+        assert_eq!(status(&usage), EXIT_USAGE);
+        let invalid = anyhow::Error::new(InvalidInput("f.json is not valid JSON".into()));
+        assert_eq!(status(&invalid), EXIT_INVALID);
+        let missing = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::NotFound))
+            .context("cannot read /nonexistent");
+        assert_eq!(status(&missing), EXIT_RUNTIME);
     }
 }

@@ -30,7 +30,7 @@ pub use args::{
 };
 
 mod errors;
-pub use errors::{EXIT_RUNTIME, exit_code, message};
+pub use errors::{EXIT_RUNTIME, EXIT_USAGE, InvalidInput, UsageError, exit_code, message};
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -149,12 +149,11 @@ fn check_file(
     for problem in &problems {
         eprintln!("error: {problem}");
     }
-    let checked = super::enroll::source::read_input(path)
-        .map_err(|err| super::message(&err))
-        .and_then(|document| {
-            check_declarations(&document.text, document.format, now)
-                .map_err(|err: DeclError| format!("{}: {err}", document.origin))
-        });
+    // A file that cannot be read is a runtime failure (1), as everywhere a file is read; one
+    // that does not parse is invalid input (3), with its report.
+    let document = super::enroll::source::read_input(path)?;
+    let checked = check_declarations(&document.text, document.format, now)
+        .map_err(|err: DeclError| format!("{}: {err}", document.origin));
     let (specs, errors) = match checked {
         Ok(report) => report,
         Err(message) => {

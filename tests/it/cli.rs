@@ -324,8 +324,9 @@ fn validate_expr_reports_unreadable_files() {
         "{report}"
     );
 
+    // A missing file is a runtime failure (1) here as wherever a file is read.
     let missing = run(&["validate-expr", "--file", "/nonexistent/schedules.yaml"]);
-    assert_eq!(missing.status.code(), Some(3));
+    assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("cannot read /nonexistent/schedules.yaml"));
 }
 

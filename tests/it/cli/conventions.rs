@@ -104,6 +104,79 @@ fn exit_statuses_tell_usage_runtime_and_invalid_input_apart() {
 }
 
 #[test]
+fn usage_errors_of_the_api_commands_exit_2_and_bad_documents_3() {
+    let status = |args: &[&str]| {
+        let output = binary()
+            .args(args)
+            .env_remove("SENTIN8_CRON_SERVER")
+            .env_remove("SENTIN8_CRON_API_TOKEN")
+            .output()
+            .unwrap();
+        (output.status.code(), stderr(&output))
+    };
+    let env = uuid::Uuid::now_v7().to_string();
+    let id = uuid::Uuid::now_v7().to_string();
+    // Nothing below reaches a server: each is refused before any request.
+    let server = "http://127.0.0.1:1";
+    let (code, err) = status(&["schedules", "list", "--env", &env]);
+    assert_eq!(code, Some(2), "no --server: {err}");
+    assert!(err.contains("pass --server URL"), "{err}");
+    let (code, err) = status(&["schedules", "patch", &id, "--env", &env, "--server", server]);
+    assert_eq!(code, Some(2), "nothing to change: {err}");
+    assert!(err.contains("nothing to change"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("fields.json");
+    std::fs::write(&bad, "{\"cron\": ").unwrap();
+    let bad = bad.display().to_string();
+    let (code, err) = status(&[
+        "schedules",
+        "create",
+        "--env",
+        &env,
+        "--server",
+        server,
+        "-f",
+        &bad,
+    ]);
+    assert_eq!(code, Some(3), "a document that does not parse: {err}");
+    assert!(err.contains("is not valid JSON"), "{err}");
+    let (code, err) = status(&[
+        "schedules",
+        "patch",
+        &id,
+        "--env",
+        &env,
+        "--server",
+        server,
+        "-f",
+        &bad,
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+
+    // A missing file is a runtime failure wherever it is read.
+    let (code, err) = status(&[
+        "schedules",
+        "apply",
+        "-f",
+        "/nonexistent/schedules.yaml",
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--base-url",
+        "https://billing.internal",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("cannot read /nonexistent/schedules.yaml"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_file_of_dash_is_standard_input() {
     let mut child = binary()
         .args(["validate-expr", "--file", "-", "-o", "json"])
@@ -157,7 +230,11 @@ fn read_only_commands_never_create_a_database() {
     assert!(!db.exists());
     let dry_run = in_dir(&["tick", "--once", "--dry-run"]);
     assert_eq!(dry_run.status.code(), Some(1), "{}", stderr(&dry_run));
-    assert!(stderr(&dry_run).contains("no database at"), "{}", stderr(&dry_run));
+    assert!(
+        stderr(&dry_run).contains("no database at"),
+        "{}",
+        stderr(&dry_run)
+    );
     assert!(!db.exists(), "tick --dry-run creates nothing");
     let status = in_dir(&["migrate", "--status", "-o", "json"]);
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
