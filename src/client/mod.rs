@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use url::Url;
 
+use crate::callback::Secret;
+
 /// How long connecting to the server may take: a closed port is reported at once anyway.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one request may take, its answer included.
@@ -91,27 +93,36 @@ pub fn parse_server_url(text: &str) -> Result<Url, String> {
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(hint());
     }
+    // A password in the URL would be printed with every message naming the server; the token
+    // has its own setting.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "the server URL must not carry a user name or password ({}://user:password@...); \
+             give the token with --token or SENTIN8_CRON_API_TOKEN",
+            url.scheme()
+        ));
+    }
     Ok(url)
 }
 
-/// A client of one server, with one token.
+/// A client of one server, with one token (redacted in `Debug`).
 #[derive(Debug, Clone)]
 pub struct ApiClient {
     base: Url,
-    token: Option<String>,
+    token: Option<Secret>,
     http: reqwest::Client,
 }
 
 impl ApiClient {
     /// A client of the server at `base`, sending `token` as its bearer token.
-    pub fn new(base: Url, token: Option<String>) -> Result<Self, ClientError> {
+    pub fn new(base: Url, token: Option<Secret>) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("sentin8-cron-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| ClientError::Unreachable {
-                server: base.to_string(),
+                server: base.origin().ascii_serialization(),
                 cause: deepest_cause(&err),
             })?;
         Ok(Self { base, token, http })
@@ -140,7 +151,7 @@ impl ApiClient {
         let what = format!("{method} {path}");
         let mut request = self.http.request(method, self.url(path)).query(query);
         if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
+            request = request.bearer_auth(token.expose());
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -263,5 +274,38 @@ fn deepest_cause(err: &reqwest::Error) -> String {
     match text.split_once(" (os error") {
         Some((reason, _)) => reason.to_lowercase(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let base = parse_server_url("http://127.0.0.1:8080").unwrap();
+        let client = ApiClient::new(base, Some(Secret::new("tok-not-for-logs"))).unwrap();
+        let shown = format!("{client:?}");
+        assert!(!shown.contains("tok-not-for-logs"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn a_server_url_with_a_user_or_password_is_refused_without_echoing_it() {
+        for text in [
+            "http://user:pw-not-shown@127.0.0.1:8080",
+            "https://user@cron.example.com",
+        ] {
+            let err = parse_server_url(text).unwrap_err();
+            assert!(
+                err.contains("must not carry a user name or password"),
+                "{err}"
+            );
+            assert!(
+                !err.contains("pw-not-shown") && !err.contains("user@"),
+                "{err}"
+            );
+        }
+        assert!(parse_server_url("https://cron.example.com/base").is_ok());
     }
 }
