@@ -478,3 +478,39 @@ fn next_fires_errors() {
     assert_eq!(bad_after.status.code(), Some(2));
     assert!(stderr(&bad_after).contains("RFC 3339"));
 }
+
+#[test]
+fn logging_flags_work_before_and_after_the_subcommand() {
+    for args in [
+        &["-v", "validate-expr", "@daily"][..],
+        &["validate-expr", "@daily", "-v"],
+        &["--log-format", "json", "-vv", "validate-expr", "@daily"],
+        &["validate-expr", "--log-format", "json", "@daily"],
+    ] {
+        let output = run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    for args in [
+        &["--version", "validate-expr", "@daily"][..],
+        &["--print-registration", "validate-expr", "@daily"],
+    ] {
+        let output = run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("take no subcommand"),
+            "{}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "");
+    }
+}
