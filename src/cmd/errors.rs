@@ -1,7 +1,8 @@
 //! How a failed command ends: one line naming what failed and why (each cause once), and an
 //! exit status that tells a runtime failure (1) from a usage error (2) and from invalid input
 //! (3). A missing or unreadable file is a runtime failure, wherever it is read. A closed
-//! standard output (`... | head -1`) is not a failure at all.
+//! standard output (`... | head -1`) never gets here: the writer commands are given drops what
+//! follows (`output::ClosedPipeIsDone`), so any broken pipe seen here is a real failure.
 
 use std::process::ExitCode;
 
@@ -43,23 +44,8 @@ pub fn message(err: &anyhow::Error) -> String {
     text
 }
 
-/// True when the error is a write to a closed pipe: the reader has what it wanted.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    let pipe = Some(std::io::ErrorKind::BrokenPipe);
-    err.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().map(|io| io.kind()) == pipe
-            || cause
-                .downcast_ref::<serde_json::Error>()
-                .and_then(serde_json::Error::io_error_kind)
-                == pipe
-    })
-}
-
 /// The exit status an error ends the process with.
 pub fn exit_code(err: &anyhow::Error) -> ExitCode {
-    if is_broken_pipe(err) {
-        return ExitCode::SUCCESS;
-    }
     ExitCode::from(status(err))
 }
 
@@ -103,11 +89,12 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_pipe_ends_quietly_and_invalid_input_has_its_own_status() {
+    fn a_broken_pipe_that_reaches_here_is_a_failure_and_invalid_input_has_its_own_status() {
+        // Standard output's closed pipe is absorbed by its writer; any other (a child's
+        // standard input, say) is a real failure.
         let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("writing");
-        assert!(is_broken_pipe(&pipe));
-        assert_eq!(exit_code(&pipe), ExitCode::SUCCESS);
+        assert_eq!(exit_code(&pipe), ExitCode::from(EXIT_RUNTIME));
         let invalid = anyhow::Error::new(ClientError::Rejected {
             server: "http://127.0.0.1:1".into(),
             status: 400,

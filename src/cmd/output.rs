@@ -212,6 +212,60 @@ pub fn write_structured<T: Serialize + ?Sized>(
     }
 }
 
+/// Standard output as commands write to it: once the reader has gone (`... | head -1`), the
+/// rest of the output is dropped instead of failing the write. A command then goes on to end
+/// with the status its work earned (a refused `apply` step still exits non-zero), and `serve`
+/// keeps serving. Any other write error is passed on.
+#[derive(Debug)]
+pub struct ClosedPipeIsDone<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> ClosedPipeIsDone<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            closed: false,
+        }
+    }
+
+    /// True once a write found the pipe closed.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    fn absorb(&mut self, result: std::io::Result<()>) -> std::io::Result<()> {
+        match result {
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+impl<W: Write> Write for ClosedPipeIsDone<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Ok(written) => Ok(written),
+            Err(err) => self.absorb(Err(err)).map(|()| buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let flushed = self.inner.flush();
+        self.absorb(flushed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,5 +302,42 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(time_text(at), "2030-01-01T00:03:04Z");
         assert_eq!(opt_time_text(None), "-");
+    }
+
+    /// A writer whose reader has gone.
+    struct Closed(usize);
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            self.0 += 1;
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_drops_the_rest_of_the_output_and_other_errors_pass() {
+        let mut out = ClosedPipeIsDone::new(Closed(0));
+        assert!(!out.closed());
+        writeln!(out, "first").unwrap();
+        writeln!(out, "second").unwrap();
+        out.flush().unwrap();
+        assert!(out.closed());
+        assert_eq!(out.inner.0, 1, "nothing is written after the pipe closed");
+
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut out = ClosedPipeIsDone::new(Full);
+        assert!(writeln!(out, "x").is_err());
+        assert!(!out.closed());
     }
 }

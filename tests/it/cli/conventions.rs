@@ -51,6 +51,48 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
 }
 
 #[test]
+fn a_closed_pipe_does_not_hide_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedules.yaml");
+    let mut text = String::from("schedules:\n");
+    // Enough output that it cannot all fit in the pipe before the reader closes it.
+    for n in 0..2000 {
+        text.push_str(&format!(
+            "  - schedule_type: bad.n{n}\n    cron: \"61 * * * *\"\n"
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    // Standard error goes to a file: its 2000 lines would fill a pipe nobody reads yet.
+    let errors = dir.path().join("stderr");
+    let mut child = binary()
+        .args([
+            "validate-expr",
+            "--file",
+            &file.display().to_string(),
+            "-o",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    drop(reader);
+    let code = child.wait().unwrap().code();
+    let err = std::fs::read_to_string(&errors).unwrap();
+    assert_eq!(line, "{\n");
+    assert_eq!(
+        code,
+        Some(3),
+        "the invalid file's status survives the closed pipe: {err}"
+    );
+    assert!(err.contains("bad.n0"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}
+
+#[test]
 fn piped_tables_are_plain_aligned_columns_with_utc_seconds() {
     let output = run(&[
         "next-fires",
