@@ -26,8 +26,12 @@ pub enum ClientError {
     /// The server could not be reached (refused, unresolvable, timed out, TLS failed).
     #[error("cannot reach {server}: {cause}")]
     Unreachable { server: String, cause: String },
-    /// The server answered with an error (a problem document, or a bare status).
-    #[error("{server} refused the request ({status}): {detail}")]
+    /// The server answered with an error (a problem document, or a bare status): a 4xx is a
+    /// refusal of the request, a 5xx the server's own failure.
+    #[error(
+        "{server} {} ({status}): {detail}",
+        if *status >= 500 { "failed with a server error" } else { "refused the request" }
+    )]
     Rejected {
         server: String,
         status: u16,
@@ -307,5 +311,26 @@ mod tests {
             );
         }
         assert!(parse_server_url("https://cron.example.com/base").is_ok());
+    }
+
+    #[test]
+    fn a_server_error_is_not_called_a_refusal() {
+        let rejected = |status| ClientError::Rejected {
+            server: "http://127.0.0.1:8080".into(),
+            status,
+            detail: "detail".into(),
+        };
+        assert_eq!(
+            rejected(500).to_string(),
+            "http://127.0.0.1:8080 failed with a server error (500): detail"
+        );
+        assert_eq!(
+            rejected(503).to_string(),
+            "http://127.0.0.1:8080 failed with a server error (503): detail"
+        );
+        assert_eq!(
+            rejected(404).to_string(),
+            "http://127.0.0.1:8080 refused the request (404): detail"
+        );
     }
 }
