@@ -16,8 +16,8 @@ use std::time::Duration;
 use clap::ArgGroup;
 use serde::Serialize;
 
-use super::output::{self, OutputFormat};
-use super::schedule_args::{EXIT_INVALID, utc_text};
+use super::output::{self, OutputFormat, time_text};
+use super::schedule_args::EXIT_INVALID;
 use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
 use crate::callback::TargetAllowArgs;
 use crate::callback::config::egress_policy;
@@ -298,7 +298,7 @@ pub(crate) fn write_report(
                 } else {
                     change.changed_fields.join(",")
                 },
-                change.next_run_at.map_or_else(|| "-".to_owned(), utc_text),
+                change.next_run_at.map_or_else(|| "-".to_owned(), time_text),
             ]);
         }
         writeln!(out, "{table}")?;

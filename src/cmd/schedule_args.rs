@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone};
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 use serde::Serialize;
@@ -83,11 +83,6 @@ impl ValueEnum for OnDstRepeat {
             OnDstRepeat::Twice => PossibleValue::new("twice").help("run at both occurrences"),
         })
     }
-}
-
-/// `2025-03-09T07:00:00Z`
-pub fn utc_text(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// `2025-03-09T03:00:00-04:00`

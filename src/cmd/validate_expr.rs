@@ -13,10 +13,8 @@ use crate::core::decl::{
 };
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 
-use super::output::{self, OutputFormat};
-use super::schedule_args::{
-    EXIT_INVALID, ScheduleArgs, is_json, local_text, report_invalid, utc_text,
-};
+use super::output::{self, OutputFormat, time_text};
+use super::schedule_args::{EXIT_INVALID, ScheduleArgs, is_json, local_text, report_invalid};
 
 /// Check a cron expression, or a schedule declaration file.
 #[derive(Debug, clap::Args)]
@@ -89,7 +87,7 @@ fn check_expression(
     let expression = expression.trim();
     let timezone = schedule.tz.name();
     let next_fire = NextFire {
-        utc: utc_text(fire.at),
+        utc: time_text(fire.at),
         local: local_text(&fire.local),
     };
     if json {
@@ -226,11 +224,11 @@ fn write_valid_table(
     for spec in specs {
         let timing = match &spec.timing {
             Timing::Cron(cron) => format!("cron \"{}\" in {}", cron.expression, cron.timezone),
-            Timing::Once { run_at } => format!("once at {}", utc_text(*run_at)),
+            Timing::Once { run_at } => format!("once at {}", time_text(*run_at)),
         };
         let next = spec
             .first_fire_after(now)
-            .map_or_else(|| "-".to_owned(), utc_text);
+            .map_or_else(|| "-".to_owned(), time_text);
         table.add_row([spec.schedule_type.clone(), timing, next]);
     }
     writeln!(out, "{table}")?;
