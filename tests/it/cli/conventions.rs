@@ -304,15 +304,19 @@ fn a_refused_connection_is_reported_at_once_with_host_and_cause() {
     drop(closed);
     let env = uuid::Uuid::now_v7().to_string();
     let url = format!("postgres://nouser@127.0.0.1:{port}/cron");
-    let started = std::time::Instant::now();
     let output = run(&["jobs", "list", "--env", &env, "--database-url", &url]);
     assert_eq!(output.status.code(), Some(1));
+    // The refusal itself ended the command, not a pool's acquire timeout: the one line names
+    // the refused connection and no timeout.
     assert_eq!(
         stderr(&output).trim(),
         format!("error: cannot connect to PostgreSQL at 127.0.0.1:{port}: connection refused")
     );
-    // Not after a pool's 10 s acquire timeout (a bound, not a measurement).
-    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+    assert!(
+        !stderr(&output).contains("timed out"),
+        "{}",
+        stderr(&output)
+    );
     let server = format!("http://127.0.0.1:{port}");
     let output = run(&[
         "schedules",
