@@ -333,4 +333,49 @@ mod tests {
             "http://127.0.0.1:8080 refused the request (404): detail"
         );
     }
+
+    /// A list endpoint of `total` numbered items served in pages, as the API serves them.
+    async fn paged_server(total: u32) -> (Url, std::sync::Arc<std::sync::Mutex<Vec<u32>>>) {
+        use axum::extract::Query;
+        use std::collections::HashMap;
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let app = axum::Router::new().route(
+            "/v1/schedules",
+            axum::routing::get(move |Query(q): Query<HashMap<String, String>>| {
+                let seen = seen.clone();
+                async move {
+                    let limit: u32 = q["limit"].parse().unwrap();
+                    seen.lock().unwrap().push(limit);
+                    let from: u32 = q.get("cursor").map_or(0, |c| c.parse().unwrap());
+                    let to = (from + limit.min(PAGE)).min(total);
+                    let next = (to < total).then(|| to.to_string());
+                    axum::Json(serde_json::json!({
+                        "items": (from..to).map(|n| serde_json::json!({"n": n})).collect::<Vec<_>>(),
+                        "next_cursor": next,
+                    }))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (base, asked)
+    }
+
+    #[tokio::test]
+    async fn lists_follow_every_page_to_the_end_or_the_limit() {
+        let (base, asked) = paged_server(250).await;
+        let client = ApiClient::new(base, None).unwrap();
+        let all = client.list("/v1/schedules", &[], usize::MAX).await.unwrap();
+        let numbers: Vec<u64> = all.iter().map(|item| item["n"].as_u64().unwrap()).collect();
+        assert_eq!(numbers, (0..250).collect::<Vec<u64>>());
+        assert_eq!(*asked.lock().unwrap(), vec![PAGE, PAGE, PAGE]);
+
+        asked.lock().unwrap().clear();
+        let some = client.list("/v1/schedules", &[], 150).await.unwrap();
+        assert_eq!(some.len(), 150);
+        assert_eq!(some[149]["n"], 149);
+        assert_eq!(*asked.lock().unwrap(), vec![PAGE, 50]);
+    }
 }
