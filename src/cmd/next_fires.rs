@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::core::cron::{DstAdjustment, Fire};
 
-use super::output::{self, time_text};
+use super::output::{self, OutputFormat, time_text};
 use super::schedule_args::{ScheduleArgs, local_text, report_invalid};
 
 /// Most fires one call lists.
@@ -92,7 +92,14 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
     let json = args.output == NextFiresOutput::Json;
     let schedule = match args.schedule.compile(&args.expr) {
         Ok(schedule) => schedule,
-        Err(errors) => return report_invalid(out, json, &errors),
+        Err(errors) => {
+            let format = if json {
+                OutputFormat::Json
+            } else {
+                OutputFormat::Table
+            };
+            return report_invalid(out, format, &errors);
+        }
     };
     let after = args.after.unwrap_or_else(Utc::now);
     let fires: Vec<Fire> = schedule

@@ -100,18 +100,19 @@ struct InvalidReport<'a> {
 }
 
 /// Reports field errors: always on stderr, and as `{"valid": false, "errors": [...]}` on `out`
-/// in JSON mode. Returns the exit code for an invalid input.
+/// in JSON or YAML mode. Returns the exit code for an invalid input.
 pub fn report_invalid(
     out: &mut (dyn Write + Send),
-    json: bool,
+    format: OutputFormat,
     errors: &[FieldError],
 ) -> anyhow::Result<ExitCode> {
     for error in errors {
         eprintln!("error: {error}");
     }
-    if json {
-        output::write_json(
+    if format.is_structured() {
+        output::write_structured(
             out,
+            format,
             &InvalidReport {
                 valid: false,
                 errors,

@@ -76,13 +76,14 @@ fn check_expression(
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ExitCode> {
     let json = is_json(args.output);
+    let format = args.output;
     let schedule = match args.schedule.compile(expression) {
         Ok(schedule) => schedule,
-        Err(errors) => return report_invalid(out, json, &errors),
+        Err(errors) => return report_invalid(out, args.output, &errors),
     };
     let Some(fire) = schedule.next_fire_after(now) else {
         let errors = [crate::core::decl::FieldError::new("cron", "no future fire")];
-        return report_invalid(out, json, &errors);
+        return report_invalid(out, args.output, &errors);
     };
     let expression = expression.trim();
     let timezone = schedule.tz.name();
@@ -91,8 +92,9 @@ fn check_expression(
         local: local_text(&fire.local),
     };
     if json {
-        output::write_json(
+        output::write_structured(
             out,
+            format,
             &ValidExpression {
                 valid: true,
                 expression,
@@ -157,8 +159,9 @@ fn check_file(
         Err(message) => {
             eprintln!("error: {message}");
             if json {
-                output::write_json(
+                output::write_structured(
                     out,
+                    format,
                     &FileReport {
                         valid: false,
                         schedules: 0,
@@ -184,8 +187,9 @@ fn check_file(
         );
     }
     if json {
-        output::write_json(
+        output::write_structured(
             out,
+            format,
             &FileReport {
                 valid: errors.is_empty() && problems.is_empty(),
                 schedules: specs.len(),

@@ -514,3 +514,26 @@ fn logging_flags_work_before_and_after_the_subcommand() {
         assert_eq!(stdout(&output), "");
     }
 }
+
+#[test]
+fn validate_expr_speaks_yaml_when_asked() {
+    let valid = run(&["validate-expr", "@daily", "-o", "yaml"]);
+    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
+    assert!(
+        stdout(&valid).starts_with("valid: true\n"),
+        "{}",
+        stdout(&valid)
+    );
+    let invalid = run(&["validate-expr", "61 * * * *", "-o", "yaml"]);
+    assert_eq!(invalid.status.code(), Some(3));
+    assert!(
+        stdout(&invalid).starts_with("valid: false\n"),
+        "{}",
+        stdout(&invalid)
+    );
+    assert!(
+        stdout(&invalid).contains("field: cron"),
+        "{}",
+        stdout(&invalid)
+    );
+}
