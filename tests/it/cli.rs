@@ -537,3 +537,49 @@ fn validate_expr_speaks_yaml_when_asked() {
         stdout(&invalid)
     );
 }
+
+#[test]
+fn enroll_says_why_an_unparseable_document_is_invalid_in_json_and_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedules.json");
+    std::fs::write(&file, "{\"schedules\": [").unwrap();
+    let file = file.display().to_string();
+    let db = format!("sqlite://{}", dir.path().join("none.db").display());
+    let env = uuid::Uuid::now_v7().to_string();
+    let enroll = |format: &str| {
+        run(&[
+            "enroll",
+            "--file",
+            &file,
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--database-url",
+            &db,
+            "-o",
+            format,
+        ])
+    };
+    let output = enroll("json");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], json!(false));
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not a valid declaration document"),
+        "{report}"
+    );
+    let output = enroll("yaml");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("valid: false\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(stdout(&output).contains("error: "), "{}", stdout(&output));
+}
