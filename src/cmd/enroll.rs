@@ -251,7 +251,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-fn invalid(
+/// Prints the invalid report in JSON or YAML mode (nothing for tables: the reasons are on
+/// standard error); the exit code of invalid input.
+pub(crate) fn invalid(
     out: &mut (dyn Write + Send),
     format: OutputFormat,
     error: Option<String>,

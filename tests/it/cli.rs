@@ -583,3 +583,40 @@ fn enroll_says_why_an_unparseable_document_is_invalid_in_json_and_yaml() {
     );
     assert!(stdout(&output).contains("error: "), "{}", stdout(&output));
 }
+
+#[test]
+fn apply_prints_its_invalid_report_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedules.yaml");
+    std::fs::write(
+        &file,
+        "schedules:\n  - schedule_type: bad.cron\n    cron: \"61 * * * *\"\n",
+    )
+    .unwrap();
+    let env = uuid::Uuid::now_v7().to_string();
+    // Invalid input is refused before any request: the server is never reached.
+    let output = run(&[
+        "schedules",
+        "apply",
+        "-f",
+        &file.display().to_string(),
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--server",
+        "http://127.0.0.1:1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], json!(false));
+    assert_eq!(
+        report["errors"][0]["schedule_type"],
+        json!("bad.cron"),
+        "{report}"
+    );
+}

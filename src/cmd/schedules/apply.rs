@@ -15,7 +15,7 @@ use clap::ArgGroup;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::super::enroll::{source::read_input, write_report};
+use super::super::enroll::{self as cli_enroll, source::read_input, write_report};
 use super::super::output::{self, OutputArgs};
 use super::super::remote::{ServerArgs, env_query};
 use super::super::schedule_args::EXIT_INVALID;
@@ -79,11 +79,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(checked) => checked,
         Err(err) => {
-            eprintln!(
-                "error: {} is not a valid declaration document: {err}",
+            let reason = format!(
+                "{} is not a valid declaration document: {err}",
                 document.origin
             );
-            return Ok(ExitCode::from(EXIT_INVALID));
+            eprintln!("error: {reason}");
+            return cli_enroll::invalid(out, args.output.format, Some(reason), &problems, &[]);
         }
     };
     for problem in &problems {
@@ -101,7 +102,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 document.origin
             );
         }
-        return Ok(ExitCode::from(EXIT_INVALID));
+        return cli_enroll::invalid(out, args.output.format, None, &problems, &errors);
     };
 
     let client = args.server.require()?;
@@ -112,7 +113,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            return Ok(ExitCode::from(EXIT_INVALID));
+            return cli_enroll::invalid(out, args.output.format, None, &problems, &[]);
         }
         Err(err) => return Err(err.into()),
     };
