@@ -64,6 +64,21 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
+/// The report of a run, with where it stopped when a step was refused.
+#[derive(serde::Serialize)]
+struct Applied<'a> {
+    #[serde(flatten)]
+    report: &'a EnrollReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<Stopped>,
+}
+
+/// Why a run stopped before its last change (the changes listed were applied).
+#[derive(serde::Serialize)]
+struct Stopped {
+    error: String,
+}
+
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
     // The request and the document first: nothing is asked of the server for invalid input.
@@ -138,7 +153,18 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }
     }
     if args.output.format.is_structured() {
-        output::write_structured(out, args.output.format, &report)?;
+        // A partial run says where it stopped, so a script does not read it as complete.
+        let stopped = failure.as_ref().map(|err| Stopped {
+            error: err.to_string(),
+        });
+        output::write_structured(
+            out,
+            args.output.format,
+            &Applied {
+                report: &report,
+                stopped,
+            },
+        )?;
     } else {
         write_report(out, &report, args.prune)?;
     }
