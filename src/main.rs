@@ -19,16 +19,14 @@ fn main() -> ExitCode {
             return ExitCode::from(cmd::EXIT_RUNTIME);
         }
     };
-    let mut stdout = std::io::stdout();
+    // A closed pipe (`... | head -1`) is the reader being done, not an error: the rest of the
+    // output is dropped and the command ends with the status its work earned.
+    let mut stdout = cmd::output::ClosedPipeIsDone::new(std::io::stdout());
     match runtime.block_on(cmd::run(cli, &mut stdout)) {
         Ok(code) => code,
         Err(err) => {
-            let code = cmd::exit_code(&err);
-            // A closed pipe (`... | head -1`) is the reader being done, not an error.
-            if code != ExitCode::SUCCESS {
-                eprintln!("error: {}", cmd::message(&err));
-            }
-            code
+            eprintln!("error: {}", cmd::message(&err));
+            cmd::exit_code(&err)
         }
     }
 }

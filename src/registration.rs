@@ -77,12 +77,16 @@ pub fn configuration() -> Vec<ConfigVar> {
     vars
 }
 
+/// Settings of the operator commands (which server to call, with which token): they configure
+/// the client, not the service, so they are not part of its registration.
+pub const CLIENT_SETTINGS: [&str; 2] = ["SENTIN8_CRON_SERVER", "SENTIN8_CRON_API_TOKEN"];
+
 fn collect(command: &clap::Command, vars: &mut Vec<ConfigVar>) {
     for arg in command.get_arguments() {
         let Some(name) = arg.get_env().and_then(|name| name.to_str()) else {
             continue;
         };
-        if vars.iter().any(|var| var.name == name) {
+        if CLIENT_SETTINGS.contains(&name) || vars.iter().any(|var| var.name == name) {
             continue;
         }
         let defaults: Vec<String> = arg

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use url::Url;
 
+use crate::callback::Secret;
+
 /// How long connecting to the server may take: a closed port is reported at once anyway.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one request may take, its answer included.
@@ -24,8 +26,12 @@ pub enum ClientError {
     /// The server could not be reached (refused, unresolvable, timed out, TLS failed).
     #[error("cannot reach {server}: {cause}")]
     Unreachable { server: String, cause: String },
-    /// The server answered with an error (a problem document, or a bare status).
-    #[error("{server} refused the request ({status}): {detail}")]
+    /// The server answered with an error (a problem document, or a bare status): a 4xx is a
+    /// refusal of the request, a 5xx the server's own failure.
+    #[error(
+        "{server} {} ({status}): {detail}",
+        if *status >= 500 { "failed with a server error" } else { "refused the request" }
+    )]
     Rejected {
         server: String,
         status: u16,
@@ -91,27 +97,36 @@ pub fn parse_server_url(text: &str) -> Result<Url, String> {
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(hint());
     }
+    // A password in the URL would be printed with every message naming the server; the token
+    // has its own setting.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "the server URL must not carry a user name or password ({}://user:password@...); \
+             give the token with --token or SENTIN8_CRON_API_TOKEN",
+            url.scheme()
+        ));
+    }
     Ok(url)
 }
 
-/// A client of one server, with one token.
+/// A client of one server, with one token (redacted in `Debug`).
 #[derive(Debug, Clone)]
 pub struct ApiClient {
     base: Url,
-    token: Option<String>,
+    token: Option<Secret>,
     http: reqwest::Client,
 }
 
 impl ApiClient {
     /// A client of the server at `base`, sending `token` as its bearer token.
-    pub fn new(base: Url, token: Option<String>) -> Result<Self, ClientError> {
+    pub fn new(base: Url, token: Option<Secret>) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("sentin8-cron-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| ClientError::Unreachable {
-                server: base.to_string(),
+                server: base.origin().ascii_serialization(),
                 cause: deepest_cause(&err),
             })?;
         Ok(Self { base, token, http })
@@ -140,7 +155,7 @@ impl ApiClient {
         let what = format!("{method} {path}");
         let mut request = self.http.request(method, self.url(path)).query(query);
         if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
+            request = request.bearer_auth(token.expose());
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -263,5 +278,104 @@ fn deepest_cause(err: &reqwest::Error) -> String {
     match text.split_once(" (os error") {
         Some((reason, _)) => reason.to_lowercase(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let base = parse_server_url("http://127.0.0.1:8080").unwrap();
+        let client = ApiClient::new(base, Some(Secret::new("tok-not-for-logs"))).unwrap();
+        let shown = format!("{client:?}");
+        assert!(!shown.contains("tok-not-for-logs"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn a_server_url_with_a_user_or_password_is_refused_without_echoing_it() {
+        for text in [
+            "http://user:pw-not-shown@127.0.0.1:8080",
+            "https://user@cron.example.com",
+        ] {
+            let err = parse_server_url(text).unwrap_err();
+            assert!(
+                err.contains("must not carry a user name or password"),
+                "{err}"
+            );
+            assert!(
+                !err.contains("pw-not-shown") && !err.contains("user@"),
+                "{err}"
+            );
+        }
+        assert!(parse_server_url("https://cron.example.com/base").is_ok());
+    }
+
+    #[test]
+    fn a_server_error_is_not_called_a_refusal() {
+        let rejected = |status| ClientError::Rejected {
+            server: "http://127.0.0.1:8080".into(),
+            status,
+            detail: "detail".into(),
+        };
+        assert_eq!(
+            rejected(500).to_string(),
+            "http://127.0.0.1:8080 failed with a server error (500): detail"
+        );
+        assert_eq!(
+            rejected(503).to_string(),
+            "http://127.0.0.1:8080 failed with a server error (503): detail"
+        );
+        assert_eq!(
+            rejected(404).to_string(),
+            "http://127.0.0.1:8080 refused the request (404): detail"
+        );
+    }
+
+    /// A list endpoint of `total` numbered items served in pages, as the API serves them.
+    async fn paged_server(total: u32) -> (Url, std::sync::Arc<std::sync::Mutex<Vec<u32>>>) {
+        use axum::extract::Query;
+        use std::collections::HashMap;
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let app = axum::Router::new().route(
+            "/v1/schedules",
+            axum::routing::get(move |Query(q): Query<HashMap<String, String>>| {
+                let seen = seen.clone();
+                async move {
+                    let limit: u32 = q["limit"].parse().unwrap();
+                    seen.lock().unwrap().push(limit);
+                    let from: u32 = q.get("cursor").map_or(0, |c| c.parse().unwrap());
+                    let to = (from + limit.min(PAGE)).min(total);
+                    let next = (to < total).then(|| to.to_string());
+                    axum::Json(serde_json::json!({
+                        "items": (from..to).map(|n| serde_json::json!({"n": n})).collect::<Vec<_>>(),
+                        "next_cursor": next,
+                    }))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (base, asked)
+    }
+
+    #[tokio::test]
+    async fn lists_follow_every_page_to_the_end_or_the_limit() {
+        let (base, asked) = paged_server(250).await;
+        let client = ApiClient::new(base, None).unwrap();
+        let all = client.list("/v1/schedules", &[], usize::MAX).await.unwrap();
+        let numbers: Vec<u64> = all.iter().map(|item| item["n"].as_u64().unwrap()).collect();
+        assert_eq!(numbers, (0..250).collect::<Vec<u64>>());
+        assert_eq!(*asked.lock().unwrap(), vec![PAGE, PAGE, PAGE]);
+
+        asked.lock().unwrap().clear();
+        let some = client.list("/v1/schedules", &[], 150).await.unwrap();
+        assert_eq!(some.len(), 150);
+        assert_eq!(some[149]["n"], 149);
+        assert_eq!(*asked.lock().unwrap(), vec![PAGE, 50]);
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::jobs::Source;
 use super::remote::{self, Kind, env_query, text};
-use super::{StoreUse, cli_actor, open_store};
+use super::{StoreUse, UsageError, cli_actor, open_store};
 use crate::core::model::{DlqEntry, DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
@@ -80,7 +80,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             let items: Vec<Value> = match source.server.client()? {
                 Some(client) => {
                     let Some(env) = env else {
-                        anyhow::bail!("give --env: the API lists one environment at a time");
+                        return Err(UsageError(
+                            "give --env: the API lists one environment at a time".into(),
+                        )
+                        .into());
                     };
                     let mut query = env_query(env);
                     query.extend(domain.map(|d| ("domain", d)));

@@ -16,8 +16,8 @@ use std::time::Duration;
 use clap::ArgGroup;
 use serde::Serialize;
 
-use super::output::{self, OutputFormat};
-use super::schedule_args::{EXIT_INVALID, utc_text};
+use super::output::{self, OutputFormat, time_text};
+use super::schedule_args::EXIT_INVALID;
 use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
 use crate::callback::TargetAllowArgs;
 use crate::callback::config::egress_policy;
@@ -109,6 +109,9 @@ pub struct Args {
 #[derive(Serialize)]
 struct InvalidReport<'a> {
     valid: bool,
+    /// Why the document as a whole could not be read as declarations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     problems: &'a [FieldError],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -166,7 +169,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         for problem in &problems {
             eprintln!("error: {problem}");
         }
-        return invalid(out, json, &problems, &[]);
+        return invalid(out, args.output, None, &problems, &[]);
     };
 
     // Then the document, every entry of it, before the database is opened.
@@ -185,11 +188,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         Ok(checked) => checked,
         Err(err) => {
             // Invalid input, like an invalid entry: its own exit status.
-            eprintln!(
-                "error: {} is not a valid declaration document: {err}",
+            let reason = format!(
+                "{} is not a valid declaration document: {err}",
                 document.origin
             );
-            return invalid(out, json, &[], &[]);
+            eprintln!("error: {reason}");
+            return invalid(out, args.output, Some(reason), &[], &[]);
         }
     };
     if !errors.is_empty() {
@@ -202,7 +206,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             errors.len() + specs.len(),
             document.origin
         );
-        return invalid(out, json, &[], &errors);
+        return invalid(out, args.output, None, &[], &errors);
     }
 
     // A dry run writes nothing, not even the embedded database's schema.
@@ -233,7 +237,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            return invalid(out, json, &problems, &[]);
+            return invalid(out, args.output, None, &problems, &[]);
         }
         Err(err) => {
             return Err(anyhow::Error::new(err).context("enrollment failed; nothing was written"));
@@ -247,17 +251,22 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-fn invalid(
+/// Prints the invalid report in JSON or YAML mode (nothing for tables: the reasons are on
+/// standard error); the exit code of invalid input.
+pub(crate) fn invalid(
     out: &mut (dyn Write + Send),
-    json: bool,
+    format: OutputFormat,
+    error: Option<String>,
     problems: &[FieldError],
     errors: &[EntryError],
 ) -> anyhow::Result<ExitCode> {
-    if json {
-        output::write_json(
+    if format.is_structured() {
+        output::write_structured(
             out,
+            format,
             &InvalidReport {
                 valid: false,
+                error,
                 problems,
                 errors,
             },
@@ -298,7 +307,7 @@ pub(crate) fn write_report(
                 } else {
                     change.changed_fields.join(",")
                 },
-                change.next_run_at.map_or_else(|| "-".to_owned(), utc_text),
+                change.next_run_at.map_or_else(|| "-".to_owned(), time_text),
             ]);
         }
         writeln!(out, "{table}")?;

@@ -30,7 +30,7 @@ pub use args::{
 };
 
 mod errors;
-pub use errors::{EXIT_RUNTIME, exit_code, message};
+pub use errors::{EXIT_RUNTIME, EXIT_USAGE, InvalidInput, UsageError, exit_code, message};
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -53,7 +53,6 @@ use crate::util::process::{init_logging, init_nested_json_logging};
     about,
     disable_version_flag = true,
     arg_required_else_help = true,
-    args_conflicts_with_subcommands = true,
     after_help = "Exit status: 0 ok, 1 runtime error, 2 usage error, 3 invalid input or failed \
 jobs. Logs go to standard error, filtered by -v or RUST_LOG (e.g. RUST_LOG=sentin8_cron=debug).
 
@@ -227,6 +226,14 @@ pub fn cli_actor() -> Actor {
 
 /// Runs the parsed command line, writing its output to `out`.
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    // Checked here rather than by clap: clap's own way (args_conflicts_with_subcommands) would
+    // also refuse the global flags (-v, --log-format, --tzdir) before the subcommand.
+    if cli.command.is_some() && (cli.version || cli.print_registration) {
+        return Err(UsageError(
+            "--version and --print-registration take no subcommand; give them alone".into(),
+        )
+        .into());
+    }
     // Zone rules are fixed for the life of the process, before anything evaluates a schedule.
     let zones = crate::tzdir::install(&cli.tzdir)?;
     if cli.version {

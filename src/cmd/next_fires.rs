@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::core::cron::{DstAdjustment, Fire};
 
-use super::output;
-use super::schedule_args::{ScheduleArgs, local_text, report_invalid, utc_text};
+use super::output::{self, OutputFormat, time_text};
+use super::schedule_args::{ScheduleArgs, local_text, report_invalid};
 
 /// Most fires one call lists.
 pub const MAX_COUNT: u32 = 10_000;
@@ -81,7 +81,7 @@ struct FireRow {
 impl From<&Fire> for FireRow {
     fn from(fire: &Fire) -> Self {
         FireRow {
-            utc: utc_text(fire.at),
+            utc: time_text(fire.at),
             local: local_text(&fire.local),
             dst: fire.dst,
         }
@@ -92,7 +92,14 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
     let json = args.output == NextFiresOutput::Json;
     let schedule = match args.schedule.compile(&args.expr) {
         Ok(schedule) => schedule,
-        Err(errors) => return report_invalid(out, json, &errors),
+        Err(errors) => {
+            let format = if json {
+                OutputFormat::Json
+            } else {
+                OutputFormat::Table
+            };
+            return report_invalid(out, format, &errors);
+        }
     };
     let after = args.after.unwrap_or_else(Utc::now);
     let fires: Vec<Fire> = schedule
@@ -108,13 +115,13 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 expression,
                 timezone: schedule.tz.name(),
                 description: schedule.describe(),
-                after: utc_text(after),
+                after: time_text(after),
                 fires: fires.iter().map(FireRow::from).collect(),
             },
         )?,
         NextFiresOutput::Text => {
             for fire in &fires {
-                writeln!(out, "{}", utc_text(fire.at))?;
+                writeln!(out, "{}", time_text(fire.at))?;
             }
         }
         NextFiresOutput::Table => {
@@ -122,7 +129,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 out,
                 "next fires of \"{expression}\" in {} after {}",
                 schedule.tz.name(),
-                utc_text(after)
+                time_text(after)
             )?;
             writeln!(out, "{}", schedule.describe())?;
             if !fires.is_empty() {
@@ -135,7 +142,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                     };
                     table.add_row([
                         number.to_string(),
-                        utc_text(fire.at),
+                        time_text(fire.at),
                         local_text(&fire.local),
                         dst.to_owned(),
                     ]);
@@ -147,13 +154,13 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 None => writeln!(
                     out,
                     "no fires: the expression never fires after {}",
-                    utc_text(after)
+                    time_text(after)
                 )?,
                 Some(last) if fires.len() < asked => writeln!(
                     out,
                     "only {} of the {asked} requested fires exist: none after {}",
                     fires.len(),
-                    utc_text(last.at)
+                    time_text(last.at)
                 )?,
                 Some(_) => {}
             }

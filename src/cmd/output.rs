@@ -3,7 +3,8 @@
 //!
 //! Tables are plain columns separated by spaces, never box drawing and never wrapped: they
 //! read the same on a terminal of any width (or one that reports none) as piped into `awk`
-//! or `cut`. A cell's line breaks become spaces so each record stays on one line.
+//! or `cut`. A cell's line breaks become spaces so each record stays on one line. Columns are
+//! aligned by terminal width (wide CJK characters take two columns, combining marks none).
 
 use std::fmt;
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::io::Write;
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::ValueEnum;
 use serde::Serialize;
+use unicode_width::{UnicodeWidthChar as _, UnicodeWidthStr as _};
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -124,7 +126,7 @@ impl fmt::Display for Table {
         let mut widths = vec![0usize; columns];
         for line in &lines {
             for (width, cell) in widths.iter_mut().zip(line.iter()) {
-                *width = (*width).max(cell.chars().count());
+                *width = (*width).max(cell.width());
             }
         }
         for (number, line) in lines.iter().enumerate() {
@@ -138,7 +140,7 @@ impl fmt::Display for Table {
                 }
                 text.push_str(cell);
                 if index + 1 < line.len() {
-                    let pad = widths[index] - cell.chars().count();
+                    let pad = widths[index] - cell.width();
                     text.extend(std::iter::repeat_n(' ', pad));
                 }
             }
@@ -157,12 +159,21 @@ pub fn write_table(out: &mut (dyn Write + Send), table: &Table) -> anyhow::Resul
     Ok(())
 }
 
-/// Cuts `text` to [`NARROW_CELL`] characters (with an ellipsis) unless `wide`.
+/// Cuts `text` to [`NARROW_CELL`] terminal columns (with an ellipsis) unless `wide`.
 pub fn cell(text: &str, wide: bool) -> String {
-    if wide || text.chars().count() <= NARROW_CELL {
+    if wide || text.width() <= NARROW_CELL {
         return text.to_owned();
     }
-    let mut cut: String = text.chars().take(NARROW_CELL - 1).collect();
+    let mut cut = String::new();
+    let mut used = 0;
+    for ch in text.chars() {
+        let columns = ch.width().unwrap_or(0);
+        if used + columns > NARROW_CELL - 1 {
+            break;
+        }
+        used += columns;
+        cut.push(ch);
+    }
     cut.push('…');
     cut
 }
@@ -212,6 +223,60 @@ pub fn write_structured<T: Serialize + ?Sized>(
     }
 }
 
+/// Standard output as commands write to it: once the reader has gone (`... | head -1`), the
+/// rest of the output is dropped instead of failing the write. A command then goes on to end
+/// with the status its work earned (a refused `apply` step still exits non-zero), and `serve`
+/// keeps serving. Any other write error is passed on.
+#[derive(Debug)]
+pub struct ClosedPipeIsDone<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> ClosedPipeIsDone<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            closed: false,
+        }
+    }
+
+    /// True once a write found the pipe closed.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    fn absorb(&mut self, result: std::io::Result<()>) -> std::io::Result<()> {
+        match result {
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+impl<W: Write> Write for ClosedPipeIsDone<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Ok(written) => Ok(written),
+            Err(err) => self.absorb(Err(err)).map(|()| buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let flushed = self.inner.flush();
+        self.absorb(flushed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +304,26 @@ mod tests {
         let cut = cell(&long, false);
         assert_eq!(cut.chars().count(), NARROW_CELL);
         assert!(cut.ends_with('…'));
+        // Wide characters count for two columns: the cut cell fits the same columns.
+        let cut = cell(&"日".repeat(NARROW_CELL), false);
+        assert!(cut.width() <= NARROW_CELL, "{cut}");
+        assert_eq!(cut.chars().count(), (NARROW_CELL - 1) / 2 + 1, "{cut}");
+    }
+
+    #[test]
+    fn wide_and_combining_characters_keep_columns_aligned() {
+        let mut t = table(["name", "status"]);
+        // "日本" is four columns wide; "e\u{301}" (e and a combining acute) is one.
+        t.add_row(["日本", "ok"]).add_row(["e\u{301}", "failed"]);
+        let text = t.to_string();
+        let starts: Vec<usize> = text
+            .lines()
+            .map(|line| {
+                let at = line.rfind("   ").unwrap() + 3;
+                line[..at].width()
+            })
+            .collect();
+        assert_eq!(starts, vec![7, 7, 7], "{text}");
     }
 
     #[test]
@@ -248,5 +333,42 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(time_text(at), "2030-01-01T00:03:04Z");
         assert_eq!(opt_time_text(None), "-");
+    }
+
+    /// A writer whose reader has gone.
+    struct Closed(usize);
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            self.0 += 1;
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_drops_the_rest_of_the_output_and_other_errors_pass() {
+        let mut out = ClosedPipeIsDone::new(Closed(0));
+        assert!(!out.closed());
+        writeln!(out, "first").unwrap();
+        writeln!(out, "second").unwrap();
+        out.flush().unwrap();
+        assert!(out.closed());
+        assert_eq!(out.inner.0, 1, "nothing is written after the pipe closed");
+
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut out = ClosedPipeIsDone::new(Full);
+        assert!(writeln!(out, "x").is_err());
+        assert!(!out.closed());
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::output::{self, OutputArgs, OutputFormat, cell, opt_time_text};
+use crate::callback::Secret;
 use crate::client::{ApiClient, ClientError, parse_server_url};
 use crate::core::model::EnvId;
 
@@ -25,9 +26,10 @@ pub struct ServerArgs {
         long,
         env = "SENTIN8_CRON_API_TOKEN",
         value_name = "TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = Secret::parse
     )]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
 }
 
 impl ServerArgs {
@@ -280,5 +282,29 @@ impl Kind {
             Kind::Dlq => "dead-letter entries",
             Kind::Audit => "audit entries",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Probe {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let args = Probe::try_parse_from(["probe", "--token", "tok-not-for-logs"]).unwrap();
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("tok-not-for-logs"), "{shown}");
+        assert_eq!(
+            args.server.token.as_ref().map(Secret::expose),
+            Some("tok-not-for-logs")
+        );
     }
 }

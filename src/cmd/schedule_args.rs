@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone};
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 use serde::Serialize;
@@ -85,11 +85,6 @@ impl ValueEnum for OnDstRepeat {
     }
 }
 
-/// `2025-03-09T07:00:00Z`
-pub fn utc_text(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 /// `2025-03-09T03:00:00-04:00`
 pub fn local_text<Tz: TimeZone>(local: &DateTime<Tz>) -> String
 where
@@ -105,18 +100,19 @@ struct InvalidReport<'a> {
 }
 
 /// Reports field errors: always on stderr, and as `{"valid": false, "errors": [...]}` on `out`
-/// in JSON mode. Returns the exit code for an invalid input.
+/// in JSON or YAML mode. Returns the exit code for an invalid input.
 pub fn report_invalid(
     out: &mut (dyn Write + Send),
-    json: bool,
+    format: OutputFormat,
     errors: &[FieldError],
 ) -> anyhow::Result<ExitCode> {
     for error in errors {
         eprintln!("error: {error}");
     }
-    if json {
-        output::write_json(
+    if format.is_structured() {
+        output::write_structured(
             out,
+            format,
             &InvalidReport {
                 valid: false,
                 errors,

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
@@ -15,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::enroll::source::read_input;
 use super::output::OutputArgs;
 use super::remote::{self, Kind, ServerArgs, env_query, text};
+use super::{InvalidInput, UsageError};
 use crate::client::ApiClient;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::DeclFormat;
@@ -277,7 +277,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             };
             body.extend(fields.body());
             if body.is_empty() {
-                anyhow::bail!("nothing to change: give a field flag (see --help) or -f FILE");
+                return Err(UsageError(
+                    "nothing to change: give a field flag (see --help) or -f FILE".into(),
+                )
+                .into());
             }
             let record = client
                 .call(
@@ -352,14 +355,14 @@ async fn action(
 /// A JSON or YAML document that must be an object (a request body).
 fn document_object(path: &std::path::Path) -> anyhow::Result<Map<String, Value>> {
     let document = read_input(path)?;
-    let value: Value = match document.format {
+    let parsed = match document.format {
         DeclFormat::Json => serde_json::from_str(&document.text)
-            .with_context(|| format!("{} is not valid JSON", document.origin))?,
+            .map_err(|err| format!("{} is not valid JSON: {err}", document.origin)),
         DeclFormat::Yaml => serde_saphyr::from_str(&document.text)
-            .with_context(|| format!("{} is not valid YAML", document.origin))?,
+            .map_err(|err| format!("{} is not valid YAML: {err}", document.origin)),
     };
-    match value {
+    match parsed.map_err(InvalidInput)? {
         Value::Object(map) => Ok(map),
-        _ => anyhow::bail!("{} must hold an object of fields", document.origin),
+        _ => Err(InvalidInput(format!("{} must hold an object of fields", document.origin)).into()),
     }
 }

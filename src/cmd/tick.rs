@@ -62,11 +62,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             proxy_back::build(dispatch, args.database.url(), Arc::new(SystemClock))?.dispatcher,
         )
     };
-    // Settings are checked first: a refused command opens and writes nothing.
+    // Settings are checked first: a refused command opens and writes nothing. A dry run
+    // changes nothing, so it never creates or migrates the embedded database either.
     let store = open_store(
         &args.database,
         StoreUse::Command {
-            migrate_embedded: true,
+            migrate_embedded: !args.dry_run,
         },
     )
     .await?;

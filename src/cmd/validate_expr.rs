@@ -13,10 +13,8 @@ use crate::core::decl::{
 };
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 
-use super::output::{self, OutputFormat};
-use super::schedule_args::{
-    EXIT_INVALID, ScheduleArgs, is_json, local_text, report_invalid, utc_text,
-};
+use super::output::{self, OutputFormat, time_text};
+use super::schedule_args::{EXIT_INVALID, ScheduleArgs, is_json, local_text, report_invalid};
 
 /// Check a cron expression, or a schedule declaration file.
 #[derive(Debug, clap::Args)]
@@ -78,23 +76,25 @@ fn check_expression(
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ExitCode> {
     let json = is_json(args.output);
+    let format = args.output;
     let schedule = match args.schedule.compile(expression) {
         Ok(schedule) => schedule,
-        Err(errors) => return report_invalid(out, json, &errors),
+        Err(errors) => return report_invalid(out, args.output, &errors),
     };
     let Some(fire) = schedule.next_fire_after(now) else {
         let errors = [crate::core::decl::FieldError::new("cron", "no future fire")];
-        return report_invalid(out, json, &errors);
+        return report_invalid(out, args.output, &errors);
     };
     let expression = expression.trim();
     let timezone = schedule.tz.name();
     let next_fire = NextFire {
-        utc: utc_text(fire.at),
+        utc: time_text(fire.at),
         local: local_text(&fire.local),
     };
     if json {
-        output::write_json(
+        output::write_structured(
             out,
+            format,
             &ValidExpression {
                 valid: true,
                 expression,
@@ -149,19 +149,19 @@ fn check_file(
     for problem in &problems {
         eprintln!("error: {problem}");
     }
-    let checked = super::enroll::source::read_input(path)
-        .map_err(|err| super::message(&err))
-        .and_then(|document| {
-            check_declarations(&document.text, document.format, now)
-                .map_err(|err: DeclError| format!("{}: {err}", document.origin))
-        });
+    // A file that cannot be read is a runtime failure (1), as everywhere a file is read; one
+    // that does not parse is invalid input (3), with its report.
+    let document = super::enroll::source::read_input(path)?;
+    let checked = check_declarations(&document.text, document.format, now)
+        .map_err(|err: DeclError| format!("{}: {err}", document.origin));
     let (specs, errors) = match checked {
         Ok(report) => report,
         Err(message) => {
             eprintln!("error: {message}");
             if json {
-                output::write_json(
+                output::write_structured(
                     out,
+                    format,
                     &FileReport {
                         valid: false,
                         schedules: 0,
@@ -187,8 +187,9 @@ fn check_file(
         );
     }
     if json {
-        output::write_json(
+        output::write_structured(
             out,
+            format,
             &FileReport {
                 valid: errors.is_empty() && problems.is_empty(),
                 schedules: specs.len(),
@@ -227,11 +228,11 @@ fn write_valid_table(
     for spec in specs {
         let timing = match &spec.timing {
             Timing::Cron(cron) => format!("cron \"{}\" in {}", cron.expression, cron.timezone),
-            Timing::Once { run_at } => format!("once at {}", utc_text(*run_at)),
+            Timing::Once { run_at } => format!("once at {}", time_text(*run_at)),
         };
         let next = spec
             .first_fire_after(now)
-            .map_or_else(|| "-".to_owned(), utc_text);
+            .map_or_else(|| "-".to_owned(), time_text);
         table.add_row([spec.schedule_type.clone(), timing, next]);
     }
     writeln!(out, "{table}")?;

@@ -55,7 +55,8 @@ fn init(style: Style, default_filter: &str) {
 }
 
 /// Whether log lines may carry colour: only when standard error is a terminal, and never when
-/// `NO_COLOR` is set to anything (<https://no-color.org>).
+/// `NO_COLOR` is set to a non-empty value (an empty one counts as unset, as
+/// <https://no-color.org> asks).
 pub fn colour_wanted() -> bool {
     use std::io::IsTerminal as _;
     std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())

@@ -324,8 +324,9 @@ fn validate_expr_reports_unreadable_files() {
         "{report}"
     );
 
+    // A missing file is a runtime failure (1) here as wherever a file is read.
     let missing = run(&["validate-expr", "--file", "/nonexistent/schedules.yaml"]);
-    assert_eq!(missing.status.code(), Some(3));
+    assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("cannot read /nonexistent/schedules.yaml"));
 }
 
@@ -476,4 +477,146 @@ fn next_fires_errors() {
     let bad_after = run(&["next-fires", "* * * * *", "--after", "yesterday"]);
     assert_eq!(bad_after.status.code(), Some(2));
     assert!(stderr(&bad_after).contains("RFC 3339"));
+}
+
+#[test]
+fn logging_flags_work_before_and_after_the_subcommand() {
+    for args in [
+        &["-v", "validate-expr", "@daily"][..],
+        &["validate-expr", "@daily", "-v"],
+        &["--log-format", "json", "-vv", "validate-expr", "@daily"],
+        &["validate-expr", "--log-format", "json", "@daily"],
+    ] {
+        let output = run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    for args in [
+        &["--version", "validate-expr", "@daily"][..],
+        &["--print-registration", "validate-expr", "@daily"],
+    ] {
+        let output = run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("take no subcommand"),
+            "{}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "");
+    }
+}
+
+#[test]
+fn validate_expr_speaks_yaml_when_asked() {
+    let valid = run(&["validate-expr", "@daily", "-o", "yaml"]);
+    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
+    assert!(
+        stdout(&valid).starts_with("valid: true\n"),
+        "{}",
+        stdout(&valid)
+    );
+    let invalid = run(&["validate-expr", "61 * * * *", "-o", "yaml"]);
+    assert_eq!(invalid.status.code(), Some(3));
+    assert!(
+        stdout(&invalid).starts_with("valid: false\n"),
+        "{}",
+        stdout(&invalid)
+    );
+    assert!(
+        stdout(&invalid).contains("field: cron"),
+        "{}",
+        stdout(&invalid)
+    );
+}
+
+#[test]
+fn enroll_says_why_an_unparseable_document_is_invalid_in_json_and_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedules.json");
+    std::fs::write(&file, "{\"schedules\": [").unwrap();
+    let file = file.display().to_string();
+    let db = format!("sqlite://{}", dir.path().join("none.db").display());
+    let env = uuid::Uuid::now_v7().to_string();
+    let enroll = |format: &str| {
+        run(&[
+            "enroll",
+            "--file",
+            &file,
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--database-url",
+            &db,
+            "-o",
+            format,
+        ])
+    };
+    let output = enroll("json");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], json!(false));
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not a valid declaration document"),
+        "{report}"
+    );
+    let output = enroll("yaml");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("valid: false\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(stdout(&output).contains("error: "), "{}", stdout(&output));
+}
+
+#[test]
+fn apply_prints_its_invalid_report_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedules.yaml");
+    std::fs::write(
+        &file,
+        "schedules:\n  - schedule_type: bad.cron\n    cron: \"61 * * * *\"\n",
+    )
+    .unwrap();
+    let env = uuid::Uuid::now_v7().to_string();
+    // Invalid input is refused before any request: the server is never reached.
+    let output = run(&[
+        "schedules",
+        "apply",
+        "-f",
+        &file.display().to_string(),
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--server",
+        "http://127.0.0.1:1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], json!(false));
+    assert_eq!(
+        report["errors"][0]["schedule_type"],
+        json!("bad.cron"),
+        "{report}"
+    );
 }

@@ -66,13 +66,14 @@ pub fn read_input(path: &Path) -> anyhow::Result<Document> {
     };
     read.with_context(|| format!("cannot read {origin}"))?;
     if bytes.len() > MAX_DOCUMENT_BYTES {
-        bail!(
+        return Err(crate::cmd::InvalidInput(format!(
             "{origin} is larger than {} MiB",
             MAX_DOCUMENT_BYTES / (1024 * 1024)
-        );
+        ))
+        .into());
     }
-    let text =
-        String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{origin} is not UTF-8 text"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| crate::cmd::InvalidInput(format!("{origin} is not UTF-8 text")))?;
     Ok(Document {
         format: DeclFormat::detect((!stdin).then_some(path), &text),
         text,

@@ -15,7 +15,7 @@ use clap::ArgGroup;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::super::enroll::{source::read_input, write_report};
+use super::super::enroll::{self as cli_enroll, source::read_input, write_report};
 use super::super::output::{self, OutputArgs};
 use super::super::remote::{ServerArgs, env_query};
 use super::super::schedule_args::EXIT_INVALID;
@@ -64,6 +64,21 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
+/// The report of a run, with where it stopped when a step was refused.
+#[derive(serde::Serialize)]
+struct Applied<'a> {
+    #[serde(flatten)]
+    report: &'a EnrollReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<Stopped>,
+}
+
+/// Why a run stopped before its last change (the changes listed were applied).
+#[derive(serde::Serialize)]
+struct Stopped {
+    error: String,
+}
+
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
     // The request and the document first: nothing is asked of the server for invalid input.
@@ -79,11 +94,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(checked) => checked,
         Err(err) => {
-            eprintln!(
-                "error: {} is not a valid declaration document: {err}",
+            let reason = format!(
+                "{} is not a valid declaration document: {err}",
                 document.origin
             );
-            return Ok(ExitCode::from(EXIT_INVALID));
+            eprintln!("error: {reason}");
+            return cli_enroll::invalid(out, args.output.format, Some(reason), &problems, &[]);
         }
     };
     for problem in &problems {
@@ -101,7 +117,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 document.origin
             );
         }
-        return Ok(ExitCode::from(EXIT_INVALID));
+        return cli_enroll::invalid(out, args.output.format, None, &problems, &errors);
     };
 
     let client = args.server.require()?;
@@ -112,7 +128,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            return Ok(ExitCode::from(EXIT_INVALID));
+            return cli_enroll::invalid(out, args.output.format, None, &problems, &[]);
         }
         Err(err) => return Err(err.into()),
     };
@@ -137,7 +153,18 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }
     }
     if args.output.format.is_structured() {
-        output::write_structured(out, args.output.format, &report)?;
+        // A partial run says where it stopped, so a script does not read it as complete.
+        let stopped = failure.as_ref().map(|err| Stopped {
+            error: err.to_string(),
+        });
+        output::write_structured(
+            out,
+            args.output.format,
+            &Applied {
+                report: &report,
+                stopped,
+            },
+        )?;
     } else {
         write_report(out, &report, args.prune)?;
     }

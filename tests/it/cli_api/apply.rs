@@ -191,4 +191,25 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
         "{}",
         invalid.stderr
     );
+
+    // A refused step stops the run, and the JSON report says so (exit 1, not a success).
+    let reader = api.token(crate::api::READ);
+    let args = apply(&["-f", "-", "-o", "json"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = cli(
+        &api,
+        &reader,
+        &refs,
+        Some("schedules:\n  - schedule_type: billing.new-one\n    cron: \"0 3 * * *\"\n"),
+    )
+    .await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let report: Value = serde_json::from_str(&refused.stdout).unwrap();
+    assert!(
+        report["stopped"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("(403)"),
+        "{report}"
+    );
 }

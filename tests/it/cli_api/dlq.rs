@@ -141,6 +141,6 @@ pub async fn jobs_and_the_dlq_through_the_api_from_the_command_line(store: Arc<d
 
     // The API lists one environment at a time.
     let run = cli(&api, &token, &["dlq", "list"], None).await;
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2, "a usage error: {}", run.stderr);
     assert!(run.stderr.contains("give --env"), "{}", run.stderr);
 }
