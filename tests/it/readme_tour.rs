@@ -36,7 +36,13 @@ fn the_readme_tour_fires_a_call_at_the_echo_target() {
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        assert!(found, "the tour uses {tool}; install it");
+        if !found {
+            crate::support::skip(
+                crate::support::Needs::TourTools,
+                &format!("the tour uses {tool}, which is not installed"),
+            );
+            return;
+        }
     }
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();

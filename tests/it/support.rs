@@ -24,6 +24,8 @@ pub enum Needs {
     Postgres,
     Nats,
     Browser,
+    /// The shell tools the README tour runs: bash, curl, jq and openssl.
+    TourTools,
 }
 
 impl Needs {
@@ -32,6 +34,7 @@ impl Needs {
             Needs::Postgres => 0,
             Needs::Nats => 1,
             Needs::Browser => 2,
+            Needs::TourTools => 3,
         }
     }
 
@@ -44,6 +47,7 @@ impl Needs {
             }
             Needs::Nats => "the NATS JetStream relay tests",
             Needs::Browser => "the admin pages browser test",
+            Needs::TourTools => "the README tour test",
         }
     }
 
@@ -53,6 +57,7 @@ impl Needs {
             Needs::Postgres => "SENTIN8_CRON_REQUIRE_POSTGRES",
             Needs::Nats => "SENTIN8_CRON_REQUIRE_NATS",
             Needs::Browser => "SENTIN8_CRON_REQUIRE_BROWSER",
+            Needs::TourTools => "SENTIN8_CRON_REQUIRE_TOUR_TOOLS",
         }
     }
 
@@ -63,10 +68,15 @@ impl Needs {
 }
 
 /// Why each service's tests are being skipped, once known.
-static UNAVAILABLE: [OnceLock<String>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+static UNAVAILABLE: [OnceLock<String>; 4] = [
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+];
 
 /// How many tests skipped for each service so far.
-static SKIPPED: Mutex<[usize; 3]> = Mutex::new([0; 3]);
+static SKIPPED: Mutex<[usize; 4]> = Mutex::new([0; 4]);
 
 /// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
 pub fn unavailable(needs: Needs) -> Option<&'static str> {
