@@ -43,6 +43,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "schedule_zones",
         sql: include_str!("../../migrations/postgres/0003_schedule_zones.sql"),
     },
+    Migration {
+        version: 4,
+        name: "dispatch_fairness",
+        sql: include_str!("../../migrations/postgres/0004_dispatch_fairness.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -61,6 +66,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "schedule_zones",
         sql: include_str!("../../migrations/sqlite/0003_schedule_zones.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "dispatch_fairness",
+        sql: include_str!("../../migrations/sqlite/0004_dispatch_fairness.sql"),
     },
 ];
 

@@ -6,61 +6,50 @@
 //! retrying: it goes to the DLQ on the first attempt, recorded as `configuration: ...`.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
-use crate::core::dispatch::{DispatchError, FailureClass, RunRequest};
+use crate::core::breaker::CallHealth;
+use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
-use crate::core::metrics::inc;
+use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
 use crate::core::retry::RetryDecision;
 use crate::core::store::*;
 
+/// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task),
+/// with what it says about the target origin's health.
+pub(super) async fn call_alone(
+    dispatcher: &dyn Dispatcher,
+    metrics: &Metrics,
+    job_timeout: Duration,
+    schedule: &Schedule,
+    job: &Job,
+) -> (Result<Value, Failure>, CallHealth) {
+    let request = run_request(schedule, job);
+    let err = match tokio::time::timeout(job_timeout, dispatcher.run(&request)).await {
+        Ok(Ok(answer)) => {
+            inc(&metrics.successes);
+            return (Ok(answer), CallHealth::Answered);
+        }
+        Ok(Err(err)) => err,
+        Err(_) => DispatchError::Timeout(job_timeout),
+    };
+    inc(&metrics.failures);
+    let health = match &err {
+        DispatchError::Timeout(_) | DispatchError::Transport(_) => CallHealth::Unreachable,
+        DispatchError::Status(..) | DispatchError::Decode(_) => CallHealth::Answered,
+        _ => CallHealth::Neutral,
+    };
+    let failure = Failure::of(&err);
+    tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
+    (Err(failure), health)
+}
+
 impl Engine {
-    /// Steps 2 and 3 for one attempt: call the owning service, then record the outcome.
-    pub(super) async fn attempt(&self, schedule: &Schedule, job: Job) -> Outcome {
-        let result = self.call(schedule, &job).await;
-        self.record_one(schedule, job, result).await
-    }
-
-    pub(super) async fn record_one(
-        &self,
-        schedule: &Schedule,
-        job: Job,
-        result: Result<Value, Failure>,
-    ) -> Outcome {
-        let attempt = Attempt {
-            schedule: schedule.clone(),
-            job,
-            result,
-        };
-        self.record(schedule.env_id, vec![attempt])
-            .await
-            .pop()
-            .unwrap_or(Outcome::Error)
-    }
-
-    /// Step 2: the proxy-back call, bounded by the job timeout.
-    pub(super) async fn call(&self, schedule: &Schedule, job: &Job) -> Result<Value, Failure> {
-        let request = run_request(schedule, job);
-        let called =
-            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
-        let err = match called {
-            Ok(Ok(answer)) => {
-                inc(&self.metrics.successes);
-                return Ok(answer);
-            }
-            Ok(Err(err)) => err,
-            Err(_) => DispatchError::Timeout(self.config.job_timeout),
-        };
-        inc(&self.metrics.failures);
-        let failure = Failure::of(&err);
-        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
-        Err(failure)
-    }
-
     /// Step 3 for attempts of one environment: their outcomes in one transaction.
     pub(super) async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
         let count = attempts.len();
@@ -238,7 +227,13 @@ impl Engine {
                     }
                     RetryDecision::Retry { delay, .. } => (
                         JobOutcome::RetryPending {
-                            next_attempt_at: now + chrono_duration(delay),
+                            // An attempt lost with its instance never reached a verdict:
+                            // it is tried again at once.
+                            next_attempt_at: if failure.retry_now {
+                                now
+                            } else {
+                                now + chrono_duration(delay)
+                            },
                             error,
                         },
                         AttemptResult::Retry,
@@ -266,6 +261,8 @@ pub(super) struct Failure {
     /// What the job and a DLQ entry record; a configuration failure starts with
     /// `configuration: `.
     pub message: String,
+    /// Retry at once rather than after the backoff (the attempt was lost, not refused).
+    pub retry_now: bool,
 }
 
 impl Failure {
@@ -275,14 +272,10 @@ impl Failure {
             FailureClass::Configuration => format!("{}: {err}", FailureClass::CONFIGURATION),
             FailureClass::Retryable => err.to_string(),
         };
-        Failure { class, message }
-    }
-
-    /// A failure worth retrying (an abandoned attempt).
-    pub(super) fn retryable(message: String) -> Failure {
         Failure {
-            class: FailureClass::Retryable,
+            class,
             message,
+            retry_now: false,
         }
     }
 }

@@ -1,45 +1,113 @@
-//! The wake-up loop of `serve`: ticks, then sleeps until the earliest due instant, a change
-//! signal or the safety interval.
+//! The continuous loop of `serve`: claim rounds while there is due work and free slots, then
+//! a sleep until the earliest due instant, a change signal (from this or, through the store,
+//! another instance), a freed slot when work was deferred, or the safety interval. Beside it
+//! the recorder records outcomes as they complete, and the lease keeper renews the leases of
+//! this instance's running attempts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Engine;
+use super::pipeline::{InFlight, Round};
 
 impl Engine {
-    /// Loops ticks until `shutdown` resolves: waking at the earliest due instant, on a change
-    /// signal, or at the safety interval, whichever comes first. An in-flight tick finishes
-    /// before the loop returns.
+    /// Runs the pipeline until `shutdown` resolves. Claiming stops at once; calls in flight
+    /// finish (each bounded by the job timeout) and are recorded before this returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        let (pipeline, recorder) = self.pipeline();
+        let inflight = pipeline.inflight.clone();
+        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
+        let claiming = async move {
+            self.claim_loop(&pipeline, shutdown).await;
+            // Dropping the pipeline closes the recorder's channel once the calls are done.
+            drop(pipeline);
+        };
+        let recording = async move {
+            recorder.run().await;
+            let _ = stop_leases.send(true);
+        };
+        tokio::join!(
+            claiming,
+            recording,
+            self.keep_leases(&inflight, leases_stopped)
+        );
+    }
+
+    async fn claim_loop(
+        &self,
+        pipeline: &super::pipeline::Pipeline<'_>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let signals = self.store.signals();
         loop {
-            let summary = self.tick().await;
-            let made_progress = summary
-                .as_ref()
-                .is_ok_and(|s| s.fired + s.retried_attempts + s.skipped > 0);
-            let wait = match self.store.wakeup_next().await {
-                Ok(Some(at)) => {
-                    let until = (at - self.clock.now()).to_std().unwrap_or_default();
-                    // Work that is already due but could not be taken (another ticker holds it)
-                    // must not spin this loop.
-                    let floor = if made_progress {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(100)
-                    };
-                    until.max(floor).min(self.config.tick_interval)
+            let started = Instant::now();
+            let round = pipeline.round().await;
+            self.observe_round(started, &round);
+            let round = round.unwrap_or_default();
+            let freed = &pipeline.inflight.freed;
+            // More is due and there are slots for it: go on at once.
+            if round.progress && round.full && pipeline.room() > 0 {
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => return,
+                    () = tokio::task::yield_now() => continue,
                 }
-                Ok(None) => self.config.tick_interval,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
-                    Duration::from_secs(1).min(self.config.tick_interval)
-                }
-            };
+            }
+            let wait = self.wait_after(&round).await;
             tokio::select! {
                 biased;
                 () = &mut shutdown => return,
                 () = signals.schedules.notified() => {}
+                // Work waits for a slot: a finished call frees one.
+                () = freed.notified(), if round.deferred => {}
                 () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// How long to sleep after a round: until the earliest due instant, within the safety
+    /// interval, and never spinning on work that is due but cannot be taken now.
+    async fn wait_after(&self, round: &Round) -> Duration {
+        match self.store.wakeup_next().await {
+            Ok(Some(at)) => {
+                let until = (at - self.clock.now()).to_std().unwrap_or_default();
+                // Work that is already due but could not be taken (another instance holds it,
+                // or it waits for a slot) must not spin this loop.
+                let floor = if round.progress && !round.deferred {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(100)
+                };
+                until.max(floor).min(self.config.tick_interval)
+            }
+            Ok(None) => self.config.tick_interval,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
+                Duration::from_secs(1).min(self.config.tick_interval)
+            }
+        }
+    }
+
+    /// Renews the leases of this instance's unrecorded attempts a few times per lease, until
+    /// the recorder is done.
+    async fn keep_leases(
+        &self,
+        inflight: &InFlight,
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            let jobs = inflight.jobs();
+            if jobs.is_empty() {
+                continue;
+            }
+            let until = self.clock.now() + super::chrono_duration(self.config.lease);
+            if let Err(err) = self.store.jobs_lease_renew(&jobs, until).await {
+                tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed");
             }
         }
     }

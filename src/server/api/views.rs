@@ -96,6 +96,17 @@ pub struct JobView {
     pub idempotency_key: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// On a skipped job that records occurrences nobody fired (an outage, an overload): the
+    /// first and last of them and how many.
+    pub missed: Option<MissedView>,
+}
+
+/// A run of missed occurrences, recorded as one skipped job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MissedView {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    pub count: u32,
 }
 
 impl From<Job> for JobView {
@@ -115,6 +126,11 @@ impl From<Job> for JobView {
             idempotency_key: j.idempotency_key,
             created_at: j.created_at,
             updated_at: j.updated_at,
+            missed: j.missed.map(|m| MissedView {
+                first: m.first,
+                last: m.last,
+                count: m.count,
+            }),
         }
     }
 }

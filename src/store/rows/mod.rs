@@ -27,7 +27,7 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
     last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
-    updated_at";
+    updated_at, missed_first, missed_last, missed_count";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
 pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
@@ -177,7 +177,24 @@ pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
         idempotency_key: c.text("idempotency_key")?,
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
+        missed: missed(c)?,
     })
+}
+
+/// A skipped record's missed occurrences: a count above zero with both instants.
+fn missed(c: &impl Cells) -> StoreResult<Option<MissedOccurrences>> {
+    let count = c.i32("missed_count")?;
+    if count <= 0 {
+        return Ok(None);
+    }
+    let (Some(first), Some(last)) = (c.opt_ts("missed_first")?, c.opt_ts("missed_last")?) else {
+        return Err(c.corrupt("missed_first", "a missed count without its instants"));
+    };
+    Ok(Some(MissedOccurrences {
+        first,
+        last,
+        count: u32::try_from(count).unwrap_or_default(),
+    }))
 }
 
 pub(crate) fn dlq(c: &impl Cells) -> StoreResult<DlqEntry> {

@@ -175,6 +175,16 @@ pub(crate) fn job_insert(env: EnvId, new: &NewJob) -> Vec<(&'static str, Val)> {
         ),
         ("created_at", Val::ts(new.now)),
         ("updated_at", Val::ts(new.now)),
+        ("lease_until", Val::Ts(new.lease_until)),
+        ("missed_first", Val::Ts(new.missed.map(|m| m.first))),
+        ("missed_last", Val::Ts(new.missed.map(|m| m.last))),
+        (
+            "missed_count",
+            Val::I32(
+                new.missed
+                    .map_or(0, |m| i32::try_from(m.count).unwrap_or(i32::MAX)),
+            ),
+        ),
     ]
 }
 

@@ -190,6 +190,7 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
     let early = JobClaim {
         id: pending.id,
         now: t0(),
+        lease_until: t0() + Duration::seconds(35),
     };
     assert_eq!(tx.job_claim(&early).await.unwrap(), None, "not due yet");
     let on_time = JobClaim {

@@ -58,6 +58,8 @@ pub fn new_job(schedule_id: ScheduleId, status: JobStatus) -> NewJob {
         started_at: running.then(t0),
         finished_at: None,
         error: None,
+        lease_until: None,
+        missed: None,
         now: t0(),
     }
 }
@@ -129,6 +131,9 @@ macro_rules! conformance_suite {
                 outbox_and_audit_keep_order_and_content,
                 due_selection_is_ordered_and_limited,
                 due_jobs_cover_retries_and_stale_attempts,
+                leased_attempts_are_due_when_the_lease_runs_out,
+                due_selection_is_round_robin_across_environments,
+                same_instant_ties_are_ordered_by_seed,
                 stats_count_across_tenants,
                 env_counts_and_upcoming_stay_in_their_tenant,
                 schedule_locks_exclude_each_other,

@@ -1,0 +1,475 @@
+//! The dispatch pipeline: claiming, calling and recording run side by side.
+//!
+//! Claiming keeps going while calls are in flight, bounded by slots: one global limit
+//! (`concurrency`) and caps per environment and per target origin, so a slow or hanging
+//! target holds its own slots, never the next claim. Each call runs on its own task, so its
+//! timeout measures the call alone, never the engine's database work. Finished attempts go
+//! through a channel to the recorder, which writes whatever is ready in one tenant
+//! transaction per environment. Running attempts hold a lease the pipeline renews while they
+//! are in flight or waiting to be recorded.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use futures_util::stream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+
+use super::outcome::{Attempt, Failure, call_alone};
+use super::{Engine, EngineError, Outcome, TickSummary};
+use crate::core::breaker::{Admission, CIRCUIT_OPEN};
+use crate::core::dispatch::FailureClass;
+use crate::core::metrics::inc;
+use crate::core::model::*;
+use crate::core::store::*;
+
+/// Environment groups claimed (or retries drained) at once.
+const CLAIMS_AT_ONCE: usize = 4;
+
+/// What is in flight: counts per environment and origin, and the jobs whose leases to renew.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    state: Mutex<Counts>,
+    /// Rung whenever a slot is freed.
+    pub freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    envs: HashMap<EnvId, usize>,
+    origins: HashMap<String, usize>,
+    jobs: HashSet<JobId>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The running attempts not recorded yet.
+    pub(super) fn jobs(&self) -> Vec<JobId> {
+        self.lock().jobs.iter().copied().collect()
+    }
+
+    fn forget_job(&self, id: JobId) {
+        self.lock().jobs.remove(&id);
+    }
+}
+
+/// One reserved slot: a global permit and a place under its environment's and origin's caps,
+/// given back when the call ends.
+pub(super) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    inflight: Arc<InFlight>,
+    env: EnvId,
+    origin: Option<String>,
+}
+
+impl Slot {
+    pub(super) fn origin(&self) -> Option<&str> {
+        self.origin.as_deref()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.inflight.lock();
+        decrement(&mut counts.envs, &self.env);
+        if let Some(origin) = &self.origin {
+            decrement(&mut counts.origins, origin);
+        }
+        drop(counts);
+        self.inflight.freed.notify_one();
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+/// The target origin of a schedule (scheme, host and port), the unit of the per-origin cap
+/// and of the circuit breaker.
+fn origin_of(schedule: &Schedule) -> Option<String> {
+    let base = schedule.target.base_url().ok()?;
+    Some(base.as_url().origin().ascii_serialization())
+}
+
+/// The claiming side of the pipeline. Dropping it (with the calls it started finishing)
+/// closes the recorder's channel.
+pub(super) struct Pipeline<'e> {
+    pub engine: &'e Engine,
+    slots: Arc<Semaphore>,
+    pub inflight: Arc<InFlight>,
+    done: mpsc::UnboundedSender<Attempt>,
+    pub summary: Arc<Mutex<TickSummary>>,
+}
+
+/// The recording side: drains finished attempts and records them in batches.
+pub(super) struct Recorder<'e> {
+    engine: &'e Engine,
+    done: mpsc::UnboundedReceiver<Attempt>,
+    inflight: Arc<InFlight>,
+    summary: Arc<Mutex<TickSummary>>,
+}
+
+/// What one claim round did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Round {
+    /// Something was fired, retried or recorded as skipped.
+    pub progress: bool,
+    /// The selection came back full: more may be due.
+    pub full: bool,
+    /// Due work left for later because no slot was free for it.
+    pub deferred: bool,
+}
+
+impl Round {
+    fn and(self, other: Round) -> Round {
+        Round {
+            progress: self.progress || other.progress,
+            full: self.full || other.full,
+            deferred: self.deferred || other.deferred,
+        }
+    }
+}
+
+impl Engine {
+    /// A new pipeline and its recorder.
+    pub(super) fn pipeline(&self) -> (Pipeline<'_>, Recorder<'_>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inflight = Arc::new(InFlight::default());
+        let summary = Arc::new(Mutex::new(TickSummary::default()));
+        (
+            Pipeline {
+                engine: self,
+                slots: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+                inflight: inflight.clone(),
+                done: tx,
+                summary: summary.clone(),
+            },
+            Recorder {
+                engine: self,
+                done: rx,
+                inflight,
+                summary,
+            },
+        )
+    }
+}
+
+impl Pipeline<'_> {
+    fn account(&self, f: impl FnOnce(&mut TickSummary)) {
+        f(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Global slots free now.
+    pub(super) fn room(&self) -> usize {
+        self.slots.available_permits()
+    }
+
+    /// True while some call holds a slot (so one will be freed).
+    pub(super) fn busy(&self) -> bool {
+        self.room() < self.engine.config.concurrency.max(1)
+    }
+
+    /// Reserves a slot for a call to `schedule`'s target, within the global limit and the
+    /// environment's and origin's caps; `None` when any is full.
+    fn reserve(&self, schedule: &Schedule) -> Option<Slot> {
+        let config = &self.engine.config;
+        let origin = origin_of(schedule);
+        let mut counts = self.inflight.lock();
+        if counts.envs.get(&schedule.env_id).copied().unwrap_or(0) >= config.env_concurrency {
+            return None;
+        }
+        if let Some(origin) = &origin
+            && counts.origins.get(origin).copied().unwrap_or(0) >= config.origin_concurrency
+        {
+            return None;
+        }
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        *counts.envs.entry(schedule.env_id).or_default() += 1;
+        if let Some(origin) = &origin {
+            *counts.origins.entry(origin.clone()).or_default() += 1;
+        }
+        Some(Slot {
+            _permit: permit,
+            inflight: self.inflight.clone(),
+            env: schedule.env_id,
+            origin,
+        })
+    }
+
+    /// Reserves a slot whatever the caps (a claimed retry must run), waiting for a global one.
+    async fn reserve_waiting(&self, schedule: &Schedule) -> Option<Slot> {
+        let permit = self.slots.clone().acquire_owned().await.ok()?;
+        let origin = origin_of(schedule);
+        let mut counts = self.inflight.lock();
+        *counts.envs.entry(schedule.env_id).or_default() += 1;
+        if let Some(origin) = &origin {
+            *counts.origins.entry(origin.clone()).or_default() += 1;
+        }
+        Some(Slot {
+            _permit: permit,
+            inflight: self.inflight.clone(),
+            env: schedule.env_id,
+            origin,
+        })
+    }
+
+    /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
+    /// open, a fast failure), the result sent to the recorder.
+    fn launch(&self, schedule: Schedule, job: Job, slot: Slot) {
+        let engine = self.engine;
+        self.inflight.lock().jobs.insert(job.id);
+        let now = engine.clock.now();
+        let admission = slot.origin().map(|origin| {
+            engine
+                .breakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .admit(origin, now)
+        });
+        if let Some(Admission::Reject { until }) = admission {
+            let origin = slot.origin().unwrap_or_default().to_owned();
+            drop(slot);
+            inc(&engine.metrics.failures);
+            let failure = Failure {
+                class: FailureClass::Retryable,
+                message: format!(
+                    "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
+                    until.to_rfc3339()
+                ),
+                retry_now: false,
+            };
+            tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
+            let _ = self.done.send(Attempt {
+                schedule,
+                job,
+                result: Err(failure),
+            });
+            return;
+        }
+        let dispatcher = engine.dispatcher.clone();
+        let metrics = engine.metrics.clone();
+        let breakers = engine.breakers.clone();
+        let clock = engine.clock.clone();
+        let timeout = engine.config.job_timeout;
+        let done = self.done.clone();
+        tokio::spawn(async move {
+            let (result, health) =
+                call_alone(&*dispatcher, &metrics, timeout, &schedule, &job).await;
+            if let Some(origin) = slot.origin() {
+                breakers.lock().unwrap_or_else(|p| p.into_inner()).record(
+                    origin,
+                    health,
+                    clock.now(),
+                );
+            }
+            drop(slot);
+            let _ = done.send(Attempt {
+                schedule,
+                job,
+                result,
+            });
+        });
+    }
+
+    /// One round: a batch of due schedules, then a batch of due retries and expired leases.
+    pub(super) async fn round(&self) -> Result<Round, EngineError> {
+        let fired = self.claim_due().await?;
+        let drained = self.drain_due().await?;
+        Ok(fired.and(drained))
+    }
+
+    /// Claims a batch of due schedules, round-robin across environments, as far as slots
+    /// allow, and starts their calls.
+    pub(super) async fn claim_due(&self) -> Result<Round, EngineError> {
+        let engine = self.engine;
+        let room = self.room();
+        if room == 0 {
+            return Ok(Round {
+                deferred: true,
+                ..Round::default()
+            });
+        }
+        let limit = engine
+            .config
+            .batch_size
+            .min(u32::try_from(room).unwrap_or(u32::MAX));
+        let due = engine
+            .store
+            .schedules_due(engine.clock.now(), limit, engine.config.claim_seed)
+            .await?;
+        let full = due.len() as u64 >= u64::from(limit);
+        self.account(|s| s.due += due.len() as u64);
+        let mut groups: BTreeMap<EnvId, Vec<DueSchedule>> = BTreeMap::new();
+        for d in due {
+            groups.entry(d.env_id).or_default().push(d);
+        }
+        let claimed: Vec<(EnvId, usize, StoreResult<super::claim::ClaimedGroup>)> =
+            stream::iter(groups)
+                .map(|(env, group)| async move {
+                    let mut admit = |s: &Schedule| self.reserve(s);
+                    let claimed = engine.claim_group(env, &group, &mut admit).await;
+                    (env, group.len(), claimed)
+                })
+                .buffer_unordered(CLAIMS_AT_ONCE)
+                .collect()
+                .await;
+        let mut round = Round {
+            full,
+            ..Round::default()
+        };
+        for (env, count, claimed) in claimed {
+            let claimed = match claimed {
+                Ok(claimed) => claimed,
+                Err(err) => {
+                    tracing::error!(env_id = %env, schedules = count, error = %err, "claiming due schedules failed");
+                    self.account(|s| s.errors += count as u64);
+                    continue;
+                }
+            };
+            round.progress |= !claimed.runs.is_empty() || claimed.skipped + claimed.missed > 0;
+            round.deferred |= claimed.deferred > 0;
+            for _ in 0..claimed.lost {
+                inc(&engine.metrics.lost_claims);
+            }
+            self.account(|s| {
+                s.fired += claimed.runs.len() as u64;
+                s.skipped += (claimed.skipped + claimed.missed) as u64;
+                s.lost += claimed.lost as u64;
+            });
+            for (schedule, job, slot) in claimed.runs {
+                inc(&engine.metrics.fires);
+                self.launch(schedule, job, slot);
+            }
+        }
+        Ok(round)
+    }
+
+    /// Claims a batch of due retries (and triggered or republished runs) and starts them;
+    /// running attempts whose lease ran out are recorded as failed attempts, retried at once.
+    pub(super) async fn drain_due(&self) -> Result<Round, EngineError> {
+        let engine = self.engine;
+        let room = self.room();
+        if room == 0 {
+            return Ok(Round {
+                deferred: true,
+                ..Round::default()
+            });
+        }
+        let now = engine.clock.now();
+        let limit = engine
+            .config
+            .drain_size
+            .min(u32::try_from(room).unwrap_or(u32::MAX));
+        // Attempts without a lease (written before leases existed) expire a lease after start.
+        let stale_before = now - super::chrono_duration(engine.config.lease);
+        let due = engine.store.jobs_due(now, stale_before, limit).await?;
+        let full = due.len() as u64 >= u64::from(limit);
+        let progress: Vec<bool> = stream::iter(due)
+            .map(|job| self.drain_one(job))
+            .buffer_unordered(CLAIMS_AT_ONCE)
+            .collect()
+            .await;
+        Ok(Round {
+            progress: progress.iter().any(|p| *p),
+            full,
+            deferred: false,
+        })
+    }
+
+    async fn drain_one(&self, due: DueJob) -> bool {
+        let engine = self.engine;
+        match due.status {
+            JobStatus::Pending => match engine.claim_retry(due).await {
+                Ok(Some((schedule, job))) => {
+                    self.account(|s| s.retried_attempts += 1);
+                    match self.reserve_waiting(&schedule).await {
+                        Some(slot) => self.launch(schedule, job, slot),
+                        None => {
+                            tracing::error!(job_id = %job.id, "no slot for a claimed retry; it will be recovered when its lease runs out")
+                        }
+                    }
+                    true
+                }
+                Ok(None) => {
+                    inc(&engine.metrics.lost_claims);
+                    self.account(|s| s.lost += 1);
+                    false
+                }
+                Err(err) => {
+                    tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
+                    self.account(|s| s.errors += 1);
+                    false
+                }
+            },
+            // The instance that ran this attempt stopped renewing its lease (it died): record
+            // it as a failed attempt, so the retry rules (and, for a job that keeps killing
+            // its process, the DLQ) apply. Its retry is due at once.
+            JobStatus::Running => {
+                match engine.load_for_stale(due).await {
+                    Ok(Some((schedule, job))) => {
+                        inc(&engine.metrics.failures);
+                        self.account(|s| s.retried_attempts += 1);
+                        let message = "attempt abandoned: its lease ran out (the instance running it stopped)".to_owned();
+                        let _ = self.done.send(Attempt {
+                            schedule,
+                            job,
+                            result: Err(Failure {
+                                class: FailureClass::Retryable,
+                                message,
+                                retry_now: true,
+                            }),
+                        });
+                        true
+                    }
+                    Ok(None) => false,
+                    Err(err) => {
+                        tracing::error!(job_id = %due.id, error = %err, "loading an abandoned attempt failed");
+                        self.account(|s| s.errors += 1);
+                        false
+                    }
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Recorder<'_> {
+    /// Records finished attempts as they come, whatever is ready in one transaction per
+    /// environment, until every sender is gone.
+    pub(super) async fn run(mut self) {
+        let mut ready = Vec::new();
+        while self.done.recv_many(&mut ready, 1024).await > 0 {
+            let mut groups: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
+            let mut jobs = Vec::with_capacity(ready.len());
+            for attempt in ready.drain(..) {
+                jobs.push(attempt.job.id);
+                groups
+                    .entry(attempt.schedule.env_id)
+                    .or_default()
+                    .push(attempt);
+            }
+            let engine = self.engine;
+            let outcomes: Vec<Vec<Outcome>> = stream::iter(groups)
+                .map(|(env, attempts)| engine.record(env, attempts))
+                .buffer_unordered(CLAIMS_AT_ONCE)
+                .collect()
+                .await;
+            for job in jobs {
+                self.inflight.forget_job(job);
+            }
+            let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+            for outcome in outcomes.iter().flatten() {
+                summary.add(outcome);
+            }
+        }
+    }
+}
