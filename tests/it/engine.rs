@@ -211,6 +211,7 @@ macro_rules! engine_suite {
                 timeouts_are_failed_attempts,
                 stale_attempts_are_recovered_as_failures,
                 a_killed_instances_attempt_is_recovered_within_its_lease,
+                the_serve_loop_renews_leases_while_a_call_is_in_flight,
                 a_slow_record_never_turns_answers_into_timeouts,
                 hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recorded,
                 a_database_outage_is_recorded_as_missed_occurrences,

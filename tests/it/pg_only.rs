@@ -707,3 +707,73 @@ async fn two_engines_share_a_thousand_schedules_of_one_millisecond() {
         "a schedule was called twice"
     );
 }
+
+#[tokio::test]
+async fn a_schedule_row_held_by_another_connection_delays_only_that_schedule() {
+    use sentin8_cron::core::engine::EngineConfig;
+    use serde_json::json;
+
+    use crate::engine::{Harness, cron};
+    use crate::raw_http::Reply;
+
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_millis(800),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(db.dyn_store(), config).await;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(h.create(cron("* * * * *", 3)).await.id);
+    }
+    h.reply((0..10).map(|_| {
+        Reply::After(
+            StdDuration::from_millis(200),
+            Box::new(Reply::json(200, json!({"ok": true}))),
+        )
+    }));
+    // Another connection holds one schedule's row (an operator in psql, say).
+    let mut conn = service_conn(&db).await;
+    let mut held = conn.begin().await.unwrap();
+    sqlx::query("SELECT sentin8_set_tenant_context($1)")
+        .bind(h.env.0)
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    sqlx::query("SELECT 1 FROM schedules WHERE id = $1 FOR UPDATE")
+        .bind(ids[0].0)
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    // The tick neither waits for it nor lets it hold up the others: nine fire and are
+    // recorded, every one a success.
+    let first = tokio::time::timeout(
+        StdDuration::from_secs(10),
+        h.tick_at(t0() + Duration::minutes(1)),
+    )
+    .await
+    .expect("the tick does not wait for the held row");
+    assert_eq!(
+        (first.fired, first.succeeded, first.failed),
+        (9, 9, 0),
+        "{first:?}"
+    );
+    held.commit().await.unwrap();
+    // Released, the held schedule fires late, once; nothing was delivered twice.
+    let second = h
+        .tick_at(t0() + Duration::minutes(1) + Duration::seconds(5))
+        .await;
+    assert_eq!(
+        (second.fired, second.succeeded, second.failed),
+        (1, 1, 0),
+        "{second:?}"
+    );
+    assert_eq!(h.target.requests().len(), 10);
+    for id in ids {
+        let jobs = h.jobs(id).await;
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].status, JobStatus::Succeeded);
+    }
+}

@@ -412,6 +412,8 @@ impl Pipeline<'_> {
             // The instance that ran this attempt stopped renewing its lease (it died): record
             // it as a failed attempt, so the retry rules (and, for a job that keeps killing
             // its process, the DLQ) apply. Its retry is due at once.
+            // This instance's own attempt (its lease renewal is late) is still in flight.
+            JobStatus::Running if self.inflight.lock().jobs.contains(&due.id) => false,
             JobStatus::Running => {
                 match engine.load_for_stale(due).await {
                     Ok(Some((schedule, job))) => {
