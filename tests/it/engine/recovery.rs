@@ -157,8 +157,18 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     h.clock.set(due);
     // The instance dies mid-call: its tick is dropped while the call hangs, so the attempt
     // is never recorded and its lease never renewed.
-    let killed = tokio::time::timeout(StdDuration::from_millis(300), h.engine.tick()).await;
-    assert!(killed.is_err(), "the call was still in flight");
+    let killed = tokio::select! {
+        _ = h.engine.tick() => false,
+        () = async {
+            while h.target.requests().is_empty() {
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+        } => true,
+    };
+    assert!(
+        killed,
+        "the call was still in flight when the instance died"
+    );
     let running = h.jobs(s.id).await.remove(0);
     assert_eq!(running.status, JobStatus::Running);
 
