@@ -14,6 +14,7 @@ mod engine;
 mod enroll;
 mod listener;
 mod nul;
+mod pg_instances;
 mod pg_only;
 mod raw_http;
 mod registration;

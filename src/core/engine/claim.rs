@@ -276,10 +276,7 @@ fn missed_between(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> 
     }
     let mut run: Option<MissedRun> = None;
     let mut at = fired;
-    loop {
-        let Ok(Some(next)) = timing.next_after(at) else {
-            break;
-        };
+    while let Ok(Some(next)) = timing.next_after(at) {
         if next > now || next <= at {
             break;
         }
