@@ -51,10 +51,15 @@ pub(super) async fn call_alone(
 
 impl Engine {
     /// Step 3 for attempts of one environment: their outcomes in one transaction.
-    pub(super) async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
-        let count = attempts.len();
+    pub(super) async fn record(
+        &self,
+        env: EnvId,
+        attempts: Vec<Attempt>,
+    ) -> Result<Vec<Outcome>, (StoreError, Vec<Attempt>)> {
+        // Kept until the transaction committed: a failed record is tried again.
+        let kept = attempts.clone();
         match self.record_outcomes(env, attempts).await {
-            Ok(results) => results
+            Ok(results) => Ok(results
                 .into_iter()
                 .map(|result| {
                     match result {
@@ -64,11 +69,8 @@ impl Engine {
                     }
                     Outcome::Attempted { result }
                 })
-                .collect(),
-            Err(err) => {
-                tracing::error!(env_id = %env, attempts = count, error = %err, "recording job outcomes failed; the attempts will be recovered when they go stale");
-                vec![Outcome::Error; count]
-            }
+                .collect()),
+            Err(err) => Err((err, kept)),
         }
     }
 
@@ -281,6 +283,7 @@ impl Failure {
 }
 
 /// One attempt's call, waiting to be recorded.
+#[derive(Clone)]
 pub(super) struct Attempt {
     pub schedule: Schedule,
     pub job: Job,

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures_util::StreamExt;
 use futures_util::stream;
@@ -444,32 +445,80 @@ impl Pipeline<'_> {
     }
 }
 
+/// How soon a record that failed (the database is unreachable, say) is tried again.
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl Recorder<'_> {
     /// Records finished attempts as they come, whatever is ready in one transaction per
-    /// environment, until every sender is gone.
+    /// environment, until every sender is gone. An outcome whose record failed is kept and
+    /// tried again while its attempt's lease lasts (the lease keeper goes on renewing it), so
+    /// a call that answered is not delivered again because the database was away for a
+    /// moment; past the lease it is left to recovery.
     pub(super) async fn run(mut self) {
         let mut ready = Vec::new();
-        while self.done.recv_many(&mut ready, 1024).await > 0 {
+        let mut unrecorded: Vec<Attempt> = Vec::new();
+        let mut failing_since: HashMap<JobId, Instant> = HashMap::new();
+        let mut open = true;
+        while open || !unrecorded.is_empty() {
+            if unrecorded.is_empty() {
+                open = self.done.recv_many(&mut ready, 1024).await > 0;
+            } else if open {
+                tokio::select! {
+                    n = self.done.recv_many(&mut ready, 1024) => open = n > 0,
+                    () = tokio::time::sleep(RECORD_RETRY) => {}
+                }
+            } else {
+                tokio::time::sleep(RECORD_RETRY).await;
+            }
             let mut groups: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
-            let mut jobs = Vec::with_capacity(ready.len());
-            for attempt in ready.drain(..) {
-                jobs.push(attempt.job.id);
+            for attempt in unrecorded.drain(..).chain(ready.drain(..)) {
                 groups
                     .entry(attempt.schedule.env_id)
                     .or_default()
                     .push(attempt);
             }
+            if groups.is_empty() {
+                continue;
+            }
+            let batch: Vec<JobId> = groups.values().flatten().map(|a| a.job.id).collect();
             let engine = self.engine;
-            let outcomes: Vec<Vec<Outcome>> = stream::iter(groups)
-                .map(|(env, attempts)| engine.record(env, attempts))
+            let recorded: Vec<_> = stream::iter(groups)
+                .map(|(env, attempts)| async move { (env, engine.record(env, attempts).await) })
                 .buffer_unordered(CLAIMS_AT_ONCE)
                 .collect()
                 .await;
-            for job in jobs {
-                self.inflight.forget_job(job);
+            let mut outcomes = Vec::new();
+            for (env, result) in recorded {
+                let attempts = match result {
+                    Ok(done) => {
+                        outcomes.extend(done);
+                        continue;
+                    }
+                    Err((err, attempts)) => {
+                        tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
+                        attempts
+                    }
+                };
+                for attempt in attempts {
+                    let since = *failing_since
+                        .entry(attempt.job.id)
+                        .or_insert_with(Instant::now);
+                    if since.elapsed() < engine.config.lease {
+                        unrecorded.push(attempt);
+                    } else {
+                        tracing::error!(job_id = %attempt.job.id, "an outcome could not be recorded within its lease; the attempt will be recovered as abandoned");
+                        outcomes.push(Outcome::Error);
+                    }
+                }
+            }
+            // Everything not waiting for another try is done with.
+            let waiting: HashSet<JobId> = unrecorded.iter().map(|a| a.job.id).collect();
+            failing_since.retain(|id, _| waiting.contains(id));
+            for id in batch.into_iter().filter(|id| !waiting.contains(id)) {
+                self.inflight.forget_job(id);
             }
             let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
-            for outcome in outcomes.iter().flatten() {
+            for outcome in &outcomes {
                 summary.add(outcome);
             }
         }

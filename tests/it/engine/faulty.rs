@@ -1,6 +1,6 @@
-//! A store wrapper for fault tests: it can hold up the tenant transactions the recorder opens
-//! (the claim runs on its locks' own connection, so it is not held up), or fail every call as
-//! if the database were down.
+//! A store wrapper for fault tests: it can hold up or refuse the tenant transactions the
+//! recorder opens (the claim runs on its locks' own connection, so it is not affected), or
+//! fail every call as if the database were down.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +16,8 @@ pub struct FaultyStore {
     /// While true, `tenant_begin` waits.
     held: watch::Sender<bool>,
     down: AtomicBool,
+    /// While true, `tenant_begin` fails (the recorder's transactions).
+    refuse_tenant: AtomicBool,
 }
 
 impl FaultyStore {
@@ -24,12 +26,18 @@ impl FaultyStore {
             inner,
             held: watch::channel(false).0,
             down: AtomicBool::new(false),
+            refuse_tenant: AtomicBool::new(false),
         })
     }
 
     /// Holds up (or releases) tenant transactions opened on the store itself.
     pub fn hold_tenant_transactions(&self, held: bool) {
         self.held.send_replace(held);
+    }
+
+    /// Makes tenant transactions opened on the store itself fail (or work again).
+    pub fn refuse_tenant_transactions(&self, refuse: bool) {
+        self.refuse_tenant.store(refuse, Ordering::SeqCst);
     }
 
     /// Makes every call fail (or work again).
@@ -58,6 +66,9 @@ impl Store for FaultyStore {
         let mut held = self.held.subscribe();
         let _ = held.wait_for(|held| !*held).await;
         self.check()?;
+        if self.refuse_tenant.load(Ordering::SeqCst) {
+            return Err(StoreError::Database("connection refused".into()));
+        }
         self.inner.tenant_begin(env_id).await
     }
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {

@@ -62,6 +62,38 @@ pub async fn a_slow_record_never_turns_answers_into_timeouts(store: Arc<dyn Stor
     assert_eq!(h.target.requests().len(), 10);
 }
 
+pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn Store>) {
+    let faulty = FaultyStore::new(store);
+    let h = Harness::with_config(faulty.clone(), EngineConfig::default()).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(h.create(cron("* * * * *", 3)).await.id);
+    }
+    h.reply((0..5).map(|_| {
+        Reply::After(
+            StdDuration::from_millis(300),
+            Box::new(Reply::json(200, json!({"ok": true}))),
+        )
+    }));
+    // The calls are out; then recording fails for a while (the database went away).
+    let outage = async {
+        while h.target.requests().len() < 5 {
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
+        }
+        faulty.refuse_tenant_transactions(true);
+        tokio::time::sleep(StdDuration::from_millis(1500)).await;
+        faulty.refuse_tenant_transactions(false);
+    };
+    let (summary, ()) = tokio::join!(h.tick_at(minute(1)), outage);
+    // The answers were kept and recorded once the database answered again: nothing is
+    // retried, nothing delivered twice.
+    assert_eq!((summary.succeeded, summary.failed), (5, 0), "{summary:?}");
+    for id in &ids {
+        assert_eq!(h.jobs(*id).await[0].status, JobStatus::Succeeded);
+    }
+    assert_eq!(h.target.requests().len(), 5);
+}
+
 /// The instants a schedule's records cover: each job's occurrence, and every occurrence of a
 /// run of missed ones (every-minute schedules, so a run covers each minute in it).
 fn covered(jobs: &[Job]) -> BTreeSet<DateTime<Utc>> {
