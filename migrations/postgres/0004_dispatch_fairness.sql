@@ -20,23 +20,42 @@ CREATE INDEX sentin8_cron_jobs_leases ON cron.jobs (lease_until) WHERE status = 
 DROP FUNCTION cron.due_schedules(integer, timestamptz);
 
 -- Due active schedules, round-robin across environments: every environment's earliest first,
--- then every environment's second, and so on; ties at one instant in the order of a hash of
--- the id seeded by the caller.
+-- then every environment's second, and so on. Environments with due work are found by a skip
+-- scan of the index below; each contributes its earliest 2 x p_limit due schedules, ordered by
+-- instant and, at one instant, by a hash of the id seeded by the caller (so instances with
+-- different seeds start on different schedules of a burst). Bounded work per call, however
+-- large the backlog.
+CREATE INDEX sentin8_cron_schedules_due_by_env
+    ON cron.schedules (env_id, next_run_at) WHERE status = 'active';
+
 CREATE FUNCTION cron.due_schedules(p_limit integer DEFAULT 50, p_now timestamptz DEFAULT now(),
                                    p_seed bigint DEFAULT 0)
     RETURNS TABLE (id uuid, env_id uuid, next_run_at timestamptz)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT d.id, d.env_id, d.next_run_at FROM (
-        SELECT s.id, s.env_id, s.next_run_at, h.tie,
-               row_number() OVER (PARTITION BY s.env_id ORDER BY s.next_run_at, h.tie) AS turn
-          FROM cron.schedules s
-         CROSS JOIN LATERAL (SELECT hashtextextended(s.id::text, p_seed) AS tie) h
-         WHERE s.status = 'active' AND s.next_run_at <= p_now
-    ) d
-    ORDER BY d.turn, d.next_run_at, d.tie
-    LIMIT least(greatest(p_limit, 0), 1000)
+    WITH RECURSIVE envs(env_id) AS (
+        (SELECT s.env_id FROM cron.schedules s
+          WHERE s.status = 'active' AND s.next_run_at <= p_now
+          ORDER BY s.env_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT s.env_id FROM cron.schedules s
+                 WHERE s.status = 'active' AND s.next_run_at <= p_now AND s.env_id > e.env_id
+                 ORDER BY s.env_id LIMIT 1)
+          FROM envs e WHERE e.env_id IS NOT NULL)
+    SELECT d.id, d.env_id, d.next_run_at
+      FROM envs e
+     CROSS JOIN LATERAL (
+        SELECT w.id, w.env_id, w.next_run_at, w.tie,
+               row_number() OVER (ORDER BY w.next_run_at, w.tie) AS turn
+          FROM (SELECT s.id, s.env_id, s.next_run_at, uuid_hash_extended(s.id, p_seed) AS tie
+                  FROM cron.schedules s
+                 WHERE s.env_id = e.env_id AND s.status = 'active' AND s.next_run_at <= p_now
+                 ORDER BY s.next_run_at
+                 LIMIT least(greatest(p_limit, 0), 1000) * 2) w) d
+     WHERE e.env_id IS NOT NULL
+     ORDER BY d.turn, d.next_run_at, d.tie
+     LIMIT least(greatest(p_limit, 0), 1000)
 $$;
 
 -- Jobs whose next attempt is due, and running attempts whose lease ran out (or, for an
