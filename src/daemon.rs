@@ -18,12 +18,13 @@ use crate::core::engine::{Engine, EngineConfig};
 use crate::core::metrics::Metrics;
 use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
+use crate::core::retention::{Retention, RetentionConfig};
 use crate::core::snapshot::StatsSnapshot;
 use crate::core::store::Store;
 use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
 use crate::server::listener::{ListenerLimits, limit_requests, serve};
-use crate::server::system::metrics_text;
+use crate::server::system::{HealthRules, metrics_text};
 use crate::server::{AppState, app};
 
 /// Everything a serving process is made of.
@@ -53,6 +54,10 @@ pub struct Service {
     pub target_policy: Arc<dyn TargetPolicy>,
     /// The public keys of signed calls, served at `/.well-known/jwks.json` when given.
     pub jwks: Option<serde_json::Value>,
+    /// When health reports `degraded`.
+    pub health: HealthRules,
+    /// Removes rows past their retention in the background (`None`: keeps everything).
+    pub retention: Option<RetentionConfig>,
 }
 
 impl Service {
@@ -69,6 +74,7 @@ impl Service {
             stats: self.stats.clone(),
             metrics_elsewhere: self.metrics_listener.is_some(),
             jwks: self.jwks.clone().map(Arc::new),
+            health: self.health,
         })
     }
 
@@ -116,6 +122,13 @@ impl Service {
                 relay.run(stopped(rx)).await;
                 tracing::info!("outbox relay stopped");
             })
+        });
+
+        // Retention only deletes rows nothing needs: stopping it mid-pass loses nothing.
+        let retention = self.retention.map(|config| {
+            let retention = Retention::new(self.store.clone(), self.clock.clone(), config);
+            let rx = stop_rx.clone();
+            tokio::spawn(async move { retention.run(stopped(rx)).await })
         });
 
         // Health and metrics read counts from memory; the first ones exist before serving.
@@ -171,6 +184,9 @@ impl Service {
         }
         // A refresh only reads: stopping it mid-way loses nothing.
         counter.abort();
+        if let Some(retention) = retention {
+            retention.abort();
+        }
 
         // The ticker and the relay finish the round in flight, bounded by the drain timeout.
         for (name, task) in [("tick", ticker), ("relay round", relay)] {

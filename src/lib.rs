@@ -19,6 +19,8 @@
 //! - [`store`] holds all SQL: the PostgreSQL and SQLite backends of the storage seam.
 //! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
 //!   schedules), printed by `sentin8-cron --print-registration`.
+//! - [`client`] is a small client of the HTTP API, for the operator commands that talk to a
+//!   running service.
 //! - [`cmd`] is the command line: one module per subcommand, output through a writer.
 //! - [`tzdir`] chooses the time-zone database at start-up: bundled, the system's or a
 //!   directory of TZif files.
@@ -29,6 +31,7 @@
 
 pub mod bus;
 pub mod callback;
+pub mod client;
 pub mod cmd;
 pub mod core;
 pub mod daemon;

@@ -16,15 +16,19 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(cmd::EXIT_RUNTIME);
         }
     };
     let mut stdout = std::io::stdout();
     match runtime.block_on(cmd::run(cli, &mut stdout)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            let code = cmd::exit_code(&err);
+            // A closed pipe (`... | head -1`) is the reader being done, not an error.
+            if code != ExitCode::SUCCESS {
+                eprintln!("error: {}", cmd::message(&err));
+            }
+            code
         }
     }
 }

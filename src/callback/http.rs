@@ -150,7 +150,7 @@ impl HttpDispatcher {
         origin: &str,
         url: Url,
         headers: HeaderMap,
-        body: Vec<u8>,
+        body: bytes::Bytes,
     ) -> Result<Value, DispatchError> {
         let token = match tokens {
             Some(tokens) => Some(tokens.token(origin).await?),
@@ -181,7 +181,8 @@ impl HttpDispatcher {
         url: Url,
         mut headers: HeaderMap,
         token: Option<&Secret>,
-        body: Vec<u8>,
+        // Shared, not copied, when a 401 sends the same body again.
+        body: bytes::Bytes,
     ) -> Result<reqwest::Response, DispatchError> {
         if let Some(token) = token {
             let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
@@ -303,6 +304,7 @@ impl Dispatcher for HttpDispatcher {
         }
 
         let limit = self.inner.job_timeout;
+        let body = bytes::Bytes::from(body);
         match tokio::time::timeout(limit, self.call(tokens, &origin, url, headers, body)).await {
             Ok(result) => result,
             Err(_) => Err(DispatchError::Timeout(limit)),

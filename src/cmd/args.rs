@@ -174,17 +174,37 @@ impl ListenerArgs {
     }
 }
 
-/// Logging of `serve`; filtered by `RUST_LOG`. (`relay` always logs JSON: the log bus writes
-/// its event records there.)
+/// Logging, shared by every command: one format switch and one verbosity switch. `RUST_LOG`
+/// (e.g. `sentin8_cron=debug,sqlx=warn`) overrides the verbosity when set. Lines go to
+/// standard error, coloured only on a terminal and never with `NO_COLOR`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LoggingArgs {
     /// Log line format on standard error.
     #[arg(
         long,
+        global = true,
         env = "SENTIN8_CRON_LOG_FORMAT",
         value_enum,
         default_value = "pretty"
     )]
     pub log_format: LogFormat,
+    /// More log detail: -v info, -vv debug, -vvv trace (one-shot commands log warnings
+    /// otherwise, `serve` and `relay` info).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl LoggingArgs {
+    /// The log filter for a command whose quiet level is `base` (1 warn, 2 info), raised by
+    /// each -v.
+    pub fn filter(&self, base: u8) -> &'static str {
+        match base.saturating_add(self.verbose) {
+            0 => "error",
+            1 => "warn",
+            2 => "info",
+            3 => "debug",
+            _ => "trace",
+        }
+    }
 }

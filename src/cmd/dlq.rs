@@ -1,30 +1,54 @@
-//! `sentin8-cron dlq list|republish`: the operator's view of the dead-letter queue.
+//! `sentin8-cron dlq list|get|republish|discard`: the operator's view of the dead-letter
+//! queue, through a running service's API (`--server`) or straight from the database
+//! (`--database-url`).
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use reqwest::Method;
+use serde_json::Value;
 
-use super::output::{self, OutputFormat};
-use super::{DatabaseArgs, StoreUse, cli_actor, open_store};
+use super::jobs::Source;
+use super::remote::{self, Kind, env_query, text};
+use super::{StoreUse, cli_actor, open_store};
 use crate::core::model::{DlqEntry, DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
+use crate::server::api::views::{DlqView, JobView};
 
-/// Inspect and republish dead-letter entries.
+/// Inspect, republish and discard dead-letter entries.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron dlq list --env $ENV --server http://127.0.0.1:8080 --token $TOKEN
+  sentin8-cron dlq list --database-url postgres://sentin8_cron_service@db/cron
+  sentin8-cron dlq republish $ENTRY --env $ENV
+  sentin8-cron dlq discard $ENTRY --env $ENV")]
 pub struct Args {
     #[command(subcommand)]
     pub command: DlqCommand,
 }
 
+/// One entry of an environment.
+#[derive(Debug, clap::Args)]
+pub struct Entry {
+    /// The dead-letter entry's id.
+    #[arg(value_name = "ID")]
+    pub id: DlqId,
+    /// Its environment (required: environments are always explicit).
+    #[arg(long, value_name = "ENV_ID")]
+    pub env: EnvId,
+    #[command(flatten)]
+    pub source: Source,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
-    /// List dead-letter entries, newest first: of one environment, or of every environment
-    /// that has any.
+    /// List dead-letter entries, newest first: of one environment, or (from the database) of
+    /// every environment that has any.
     List {
-        /// Only this environment.
-        #[arg(long)]
+        /// Only this environment (required with --server).
+        #[arg(long, value_name = "ENV_ID")]
         env: Option<EnvId>,
         /// Only this domain.
         #[arg(long)]
@@ -33,23 +57,16 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         #[command(flatten)]
-        database: DatabaseArgs,
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
+        source: Source,
     },
+    /// Show one dead-letter entry.
+    Get(Entry),
     /// Run a dead-letter entry again: a fresh pending job, due now, and the entry removed, in
     /// one transaction.
-    Republish {
-        /// The dead-letter entry.
-        id: DlqId,
-        /// Its environment (required: environments are always explicit).
-        #[arg(long)]
-        env: EnvId,
-        #[command(flatten)]
-        database: DatabaseArgs,
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
-    },
+    Republish(Entry),
+    /// Drop a dead-letter entry without running it again (also one of a deleted schedule); the
+    /// event and an audit entry are written in the same transaction.
+    Discard(Entry),
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
@@ -58,89 +75,118 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             env,
             domain,
             limit,
-            database,
-            output: format,
+            source,
         } => {
-            let store = open_store(
-                &database,
-                StoreUse::Command {
-                    migrate_embedded: false,
-                },
-            )
-            .await?;
-            let envs = match env {
-                Some(env) => vec![env],
-                None => store.dlq_envs().await?,
-            };
-            let mut entries: Vec<DlqEntry> = Vec::new();
-            for env in envs {
-                let mut tx = store.tenant_begin(env).await?;
-                entries.extend(
-                    tx.dlq_list(&DlqQuery {
-                        domain: domain.clone(),
-                        limit,
-                        ..DlqQuery::default()
-                    })
-                    .await?,
-                );
-            }
-            match format {
-                OutputFormat::Json => {
-                    output::write_json(out, &serde_json::json!({ "entries": entries }))?
+            let items: Vec<Value> = match source.server.client()? {
+                Some(client) => {
+                    let Some(env) = env else {
+                        anyhow::bail!("give --env: the API lists one environment at a time");
+                    };
+                    let mut query = env_query(env);
+                    query.extend(domain.map(|d| ("domain", d)));
+                    client.list("/v1/dlq", &query, limit as usize).await?
                 }
-                OutputFormat::Table => {
-                    if entries.is_empty() {
-                        writeln!(out, "the dead-letter queue is empty")?;
-                    } else {
-                        let mut table = output::table([
-                            "id",
-                            "env",
-                            "domain",
-                            "schedule_type",
-                            "attempts",
-                            "last error",
-                            "landed at",
-                        ]);
-                        for e in &entries {
-                            table.add_row(vec![
-                                e.id.to_string(),
-                                e.env_id.to_string(),
-                                e.domain.clone(),
-                                e.schedule_type.clone(),
-                                e.attempts.to_string(),
-                                e.last_error.clone(),
-                                e.landed_at.to_rfc3339(),
-                            ]);
-                        }
-                        writeln!(out, "{table}")?;
+                None => {
+                    let store = open_store(&source.database, StoreUse::read_only()).await?;
+                    let envs = match env {
+                        Some(env) => vec![env],
+                        None => store.dlq_envs().await?,
+                    };
+                    let ops = Ops::new(store);
+                    let mut entries: Vec<DlqEntry> = Vec::new();
+                    for env in envs {
+                        let query = DlqQuery {
+                            domain: domain.clone(),
+                            limit,
+                            ..DlqQuery::default()
+                        };
+                        entries.extend(ops.dlq_list(env, &query).await?);
                     }
+                    entries
+                        .into_iter()
+                        .map(|entry| serde_json::to_value(DlqView::from(entry)))
+                        .collect::<Result<_, _>>()?
                 }
-            }
-            Ok(ExitCode::SUCCESS)
+            };
+            remote::print_list(out, &source.output, Kind::Dlq, &items)?;
         }
-        DlqCommand::Republish {
-            id,
-            env,
-            database,
-            output: format,
-        } => {
-            let store = open_store(
-                &database,
-                StoreUse::Command {
-                    migrate_embedded: false,
-                },
-            )
-            .await?;
-            let job = Ops::new(store).dlq_republish(env, id, &cli_actor()).await?;
-            match format {
-                OutputFormat::Json => output::write_json(out, &job)?,
-                OutputFormat::Table => writeln!(
-                    out,
-                    "republished {id} as job {} (pending, due now); the next tick runs it",
-                    job.id
-                )?,
-            }
-            Ok(ExitCode::SUCCESS)
+        DlqCommand::Get(entry) => {
+            let record = match entry.source.server.client()? {
+                Some(client) => {
+                    client
+                        .get(&format!("/v1/dlq/{}", entry.id), &env_query(entry.env))
+                        .await?
+                }
+                None => {
+                    let store = open_store(&entry.source.database, StoreUse::read_only()).await?;
+                    let found = Ops::new(store).dlq_get(entry.env, entry.id).await?;
+                    serde_json::to_value(DlqView::from(found))?
+                }
+            };
+            remote::print_one(out, &entry.source.output, Kind::Dlq, &record)?;
+        }
+        DlqCommand::Republish(entry) => {
+            let job = match entry.source.server.client()? {
+                Some(client) => {
+                    client
+                        .call(
+                            Method::POST,
+                            &format!("/v1/dlq/{}/republish", entry.id),
+                            &env_query(entry.env),
+                            None,
+                        )
+                        .await?
+                }
+                None => {
+                    let store = open_store(
+                        &entry.source.database,
+                        StoreUse::Command {
+                            migrate_embedded: false,
+                        },
+                    )
+                    .await?;
+                    let job = Ops::new(store)
+                        .dlq_republish(entry.env, entry.id, &cli_actor())
+                        .await?;
+                    serde_json::to_value(JobView::from(job))?
+                }
+            };
+            let message = format!(
+                "republished {} as job {} (pending, due now); the next tick runs it",
+                entry.id,
+                text(&job, "id")
+            );
+            remote::print_action(out, &entry.source.output, &job, &message)?;
+        }
+        DlqCommand::Discard(entry) => {
+            let answer = match entry.source.server.client()? {
+                Some(client) => {
+                    client
+                        .call(
+                            Method::DELETE,
+                            &format!("/v1/dlq/{}", entry.id),
+                            &env_query(entry.env),
+                            None,
+                        )
+                        .await?
+                }
+                None => {
+                    let store = open_store(
+                        &entry.source.database,
+                        StoreUse::Command {
+                            migrate_embedded: false,
+                        },
+                    )
+                    .await?;
+                    let discarded = Ops::new(store)
+                        .dlq_discard(entry.env, entry.id, &cli_actor())
+                        .await?;
+                    serde_json::to_value(DlqView::from(discarded))?
+                }
+            };
+            let message = format!("discarded dead-letter entry {}", entry.id);
+            remote::print_action(out, &entry.source.output, &answer, &message)?;
         }
     }
+    Ok(ExitCode::SUCCESS)
 }

@@ -40,6 +40,11 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("document").required(true).args(["file", "from_command"])))]
 #[command(group(ArgGroup::new("target").required(true).args(["base_url", "platform_domain"])))]
+#[command(after_help = "Examples:
+  sentin8-cron enroll --env $ENV --domain billing --file schedules.yaml \\
+    --base-url https://billing.internal --dry-run
+  billing-service --print-registration --section=schedules |
+    sentin8-cron enroll --env $ENV --domain billing --file - --platform-domain svc.example.com")]
 pub struct Args {
     /// The environment the schedules belong to.
     #[arg(long, value_name = "ENV_ID")]
@@ -47,7 +52,7 @@ pub struct Args {
     /// The owning service's domain; its schedules are the ones enrolled (and pruned).
     #[arg(long)]
     pub domain: String,
-    /// A declaration file, YAML or JSON (by extension, else by content).
+    /// A declaration file, YAML or JSON (by extension, else by content); - reads standard input.
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// Run this command and read its standard output as the declaration document, e.g.
@@ -96,7 +101,8 @@ pub struct Args {
     /// development mode, so loopback targets are refused as `serve` refuses them.
     #[command(flatten)]
     pub auth: AuthArgs,
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -110,7 +116,7 @@ struct InvalidReport<'a> {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let json = args.output == OutputFormat::Json;
+    let json = args.output.is_structured();
     let now = SystemClock.now();
 
     // The request itself first: nothing is read or run for an unusable one.
@@ -178,10 +184,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(checked) => checked,
         Err(err) => {
-            anyhow::bail!(
-                "{} is not a valid declaration document: {err}",
+            // Invalid input, like an invalid entry: its own exit status.
+            eprintln!(
+                "error: {} is not a valid declaration document: {err}",
                 document.origin
-            )
+            );
+            return invalid(out, json, &[], &[]);
         }
     };
     if !errors.is_empty() {
@@ -232,9 +240,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }
     };
     if json {
-        output::write_json(out, &report)?;
+        output::write_structured(out, args.output, &report)?;
     } else {
-        write_table(out, &report, args.prune)?;
+        write_report(out, &report, args.prune)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -258,7 +266,7 @@ fn invalid(
     Ok(ExitCode::from(EXIT_INVALID))
 }
 
-fn write_table(
+pub(crate) fn write_report(
     out: &mut (dyn Write + Send),
     report: &EnrollReport,
     prune: bool,
@@ -280,12 +288,16 @@ fn write_table(
     if report.changes.is_empty() {
         writeln!(out, "nothing is declared or enrolled in this domain")?;
     } else {
-        let mut table = output::table(["action", "schedule_type", "changed", "next run (UTC)"]);
+        let mut table = output::table(["action", "schedule_type", "changed", "next_run_at"]);
         for change in &report.changes {
             table.add_row([
                 change.action.as_str().to_owned(),
                 change.schedule_type.clone(),
-                change.changed_fields.join(", "),
+                if change.changed_fields.is_empty() {
+                    "-".to_owned()
+                } else {
+                    change.changed_fields.join(",")
+                },
                 change.next_run_at.map_or_else(|| "-".to_owned(), utc_text),
             ]);
         }

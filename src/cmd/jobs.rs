@@ -1,20 +1,40 @@
-//! `sentin8-cron jobs list`: execution records of one environment.
+//! `sentin8-cron jobs list|get`: execution records of one environment, read through a running
+//! service's API (`--server`) or straight from the database (`--database-url`).
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use serde_json::Value;
 
-use super::output::{self, OutputFormat};
+use super::output::OutputArgs;
+use super::remote::{self, Kind, ServerArgs, env_query};
 use super::{DatabaseArgs, StoreUse, open_store};
-use crate::core::model::{EnvId, JobStatus, ScheduleId};
+use crate::core::model::{EnvId, JobId, JobStatus, ScheduleId};
+use crate::core::ops::Ops;
 use crate::core::store::JobQuery;
+use crate::server::api::views::JobView;
 
 /// Inspect jobs (execution records).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron jobs list --env $ENV --server http://127.0.0.1:8080 --token $TOKEN
+  sentin8-cron jobs list --env $ENV --status failed -o wide
+  sentin8-cron jobs get $JOB --env $ENV -o json --database-url sqlite://sentin8-cron.db")]
 pub struct Args {
     #[command(subcommand)]
     pub command: JobsCommand,
+}
+
+/// Where the records are read: the API when --server is given, else the database.
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -22,74 +42,84 @@ pub enum JobsCommand {
     /// List an environment's jobs, newest first.
     List {
         /// The environment (required: environments are always explicit).
-        #[arg(long)]
+        #[arg(long, value_name = "ENV_ID")]
         env: EnvId,
         /// Only this schedule's jobs.
-        #[arg(long)]
+        #[arg(long, value_name = "ID")]
         schedule: Option<ScheduleId>,
         /// Only jobs in this status (pending, running, succeeded, failed, skipped).
         #[arg(long)]
         status: Option<JobStatus>,
+        /// At most this many jobs.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         #[command(flatten)]
-        database: DatabaseArgs,
-        #[arg(long, value_enum, default_value_t)]
-        output: OutputFormat,
+        source: Source,
+    },
+    /// Show one job.
+    Get {
+        /// The job's id.
+        #[arg(value_name = "ID")]
+        id: JobId,
+        /// Its environment.
+        #[arg(long, value_name = "ENV_ID")]
+        env: EnvId,
+        #[command(flatten)]
+        source: Source,
     },
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let JobsCommand::List {
-        env,
-        schedule,
-        status,
-        limit,
-        database,
-        output: format,
-    } = args.command;
-    let store = open_store(
-        &database,
-        StoreUse::Command {
-            migrate_embedded: false,
-        },
-    )
-    .await?;
-    let mut tx = store.tenant_begin(env).await?;
-    let jobs = tx
-        .job_list(&JobQuery {
-            schedule_id: schedule,
+    match args.command {
+        JobsCommand::List {
+            env,
+            schedule,
             status,
             limit,
-            ..JobQuery::default()
-        })
-        .await?;
-    match format {
-        OutputFormat::Json => output::write_json(out, &serde_json::json!({ "jobs": jobs }))?,
-        OutputFormat::Table => {
-            if jobs.is_empty() {
-                writeln!(out, "no jobs")?;
-            } else {
-                let mut table = output::table([
-                    "id",
-                    "schedule",
-                    "status",
-                    "attempt",
-                    "scheduled for",
-                    "error",
-                ]);
-                for j in &jobs {
-                    table.add_row(vec![
-                        j.id.to_string(),
-                        j.schedule_id.to_string(),
-                        j.status.to_string(),
-                        j.attempt.to_string(),
-                        j.scheduled_for.to_rfc3339(),
-                        j.error.clone().unwrap_or_default(),
-                    ]);
+            source,
+        } => {
+            let items: Vec<Value> = match source.server.client()? {
+                Some(client) => {
+                    let mut query = env_query(env);
+                    query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
+                    query.extend(status.map(|s| ("status", s.to_string())));
+                    client.list("/v1/jobs", &query, limit as usize).await?
                 }
-                writeln!(out, "{table}")?;
-            }
+                None => {
+                    let store = open_store(&source.database, StoreUse::read_only()).await?;
+                    let jobs = Ops::new(store)
+                        .job_list(
+                            env,
+                            &JobQuery {
+                                schedule_id: schedule,
+                                status,
+                                limit,
+                                ..JobQuery::default()
+                            },
+                        )
+                        .await?;
+                    jobs.into_iter()
+                        .map(|job| serde_json::to_value(JobView::from(job)))
+                        .collect::<Result<_, _>>()?
+                }
+            };
+            remote::print_list(out, &source.output, Kind::Job, &items)?;
+        }
+        JobsCommand::Get { id, env, source } => {
+            let record = match source.server.client()? {
+                Some(client) => {
+                    client
+                        .get(&format!("/v1/jobs/{id}"), &env_query(env))
+                        .await?
+                }
+                None => {
+                    let store = open_store(&source.database, StoreUse::read_only()).await?;
+                    let (job, attempts) = Ops::new(store).job_get_with_attempts(env, id).await?;
+                    serde_json::to_value(JobView::with_attempts(job, attempts))?
+                }
+            };
+            remote::print_one(out, &source.output, Kind::Job, &record)?;
+            remote::print_attempts(out, &source.output, &record)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use serde::Serialize;
 
 use super::DatabaseUrlArg;
@@ -11,6 +12,9 @@ use crate::store::{self, Backend, redact};
 
 /// Apply pending schema migrations (idempotent), or show what is applied and pending.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron migrate --database-url postgres://postgres@db/cron
+  sentin8-cron migrate --status -o json")]
 pub struct Args {
     #[command(flatten)]
     pub database: DatabaseUrlArg,
@@ -20,7 +24,8 @@ pub struct Args {
     /// Say what would be applied without applying it.
     #[arg(long, conflicts_with = "status")]
     pub dry_run: bool,
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -42,8 +47,38 @@ struct Report<'a> {
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let url = &args.database.database_url;
     let backend = Backend::from_url(url)?;
-    let (rows, notes) = if args.status {
-        let status = store::schema_status(url).await?;
+    // Neither --status nor --dry-run changes anything, so neither creates a missing SQLite
+    // file: everything is pending in a database that does not exist yet.
+    let file = store::sqlite_file(url);
+    let named = file
+        .as_ref()
+        .map_or_else(|| redact(url), |path| path.display().to_string());
+    let missing = file.filter(|path| !path.exists());
+    store::probe_postgres(url).await?;
+    let (rows, notes) = if let (Some(path), true) = (&missing, args.status || args.dry_run) {
+        let state = if args.status {
+            "pending"
+        } else {
+            "would apply"
+        };
+        let rows = backend
+            .migrations()
+            .iter()
+            .map(|m| Row {
+                version: m.version,
+                name: m.name.to_owned(),
+                state,
+            })
+            .collect();
+        let note = format!(
+            "no database at {} yet: `migrate` creates it and applies every migration",
+            path.display()
+        );
+        (rows, vec![note])
+    } else if args.status {
+        let status = store::schema_status(url)
+            .await
+            .with_context(|| format!("cannot read the schema of {named}"))?;
         let mut rows: Vec<Row> = backend
             .migrations()
             .iter()
@@ -64,7 +99,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }));
         (rows, Vec::new())
     } else {
-        let outcome = store::migrate(url, args.dry_run).await?;
+        let outcome = store::migrate(url, args.dry_run)
+            .await
+            .with_context(|| format!("cannot migrate {named}"))?;
         let rows = outcome
             .migrations
             .into_iter()
@@ -88,8 +125,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         notes: &notes,
     };
     match args.output {
-        OutputFormat::Json => output::write_json(out, &report)?,
-        OutputFormat::Table => {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            output::write_structured(out, args.output, &report)?
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
             writeln!(out, "{} database {}", report.backend, report.database)?;
             let mut table = output::table(["version", "name", "state"]);
             for row in &report.migrations {

@@ -5,15 +5,20 @@
 //! edge of the program; the library layers below use their own `thiserror` enums.
 
 mod args;
+pub mod audit;
+pub mod completions;
 pub mod dlq;
 pub mod enroll;
 pub mod jobs;
+pub mod lifecycle_args;
 pub mod migrate;
 pub mod next_fires;
 pub mod output;
 pub mod proxy_back;
 pub mod relay;
+pub mod remote;
 pub mod schedule_args;
+pub mod schedules;
 pub mod serve;
 pub mod tick;
 pub mod validate_expr;
@@ -22,6 +27,9 @@ pub use args::{
     AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, DatabaseUrlArg, EngineArgs, ListenerArgs,
     LoggingArgs,
 };
+
+mod errors;
+pub use errors::{EXIT_RUNTIME, exit_code, message};
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -34,7 +42,7 @@ use crate::core::clock::Clock as _;
 use crate::core::ops::Actor;
 use crate::core::store::Store;
 use crate::store::{Backend, ConnectOptions};
-use crate::util::process::{LogFormat, init_logging};
+use crate::util::process::{init_logging, init_nested_json_logging};
 
 /// sentin8-cron: a multi-tenant scheduler that calls your services back on time.
 #[derive(Debug, Parser)]
@@ -44,7 +52,15 @@ use crate::util::process::{LogFormat, init_logging};
     about,
     disable_version_flag = true,
     arg_required_else_help = true,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status: 0 ok, 1 runtime error, 2 usage error, 3 invalid input or failed \
+jobs. Logs go to standard error, filtered by -v or RUST_LOG (e.g. RUST_LOG=sentin8_cron=debug).
+
+Examples:
+  sentin8-cron serve
+  sentin8-cron schedules list --env $ENV --server http://127.0.0.1:8080 --token $TOKEN
+  sentin8-cron next-fires '30 2 * * *' --tz Europe/London -n 5
+  sentin8-cron completions bash > /etc/bash_completion.d/sentin8-cron"
 )]
 pub struct Cli {
     /// Print sentin8-cron's own registration as JSON: routes with their scopes, events,
@@ -72,6 +88,8 @@ pub struct Cli {
         default_value = crate::core::cron::tzdb::BUNDLED_SOURCE
     )]
     pub tzdir: String,
+    #[command(flatten)]
+    pub logging: LoggingArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -85,10 +103,12 @@ pub enum Command {
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
     Tick(tick::Args),
-    /// Inspect and republish dead-letter entries.
+    /// Inspect, republish and discard dead-letter entries.
     Dlq(dlq::Args),
     /// Inspect jobs (execution records).
     Jobs(jobs::Args),
+    /// Read the audit journal.
+    Audit(audit::Args),
     /// Create, update and (with --prune) delete one domain's schedules to match a declaration
     /// document, in one transaction.
     Enroll(enroll::Args),
@@ -98,6 +118,12 @@ pub enum Command {
     NextFires(next_fires::Args),
     /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
     Relay(relay::Args),
+    /// Manage schedules through a running service's API.
+    Schedules(schedules::Args),
+    /// Print a shell completion script.
+    Completions(completions::Args),
+    /// Print the manual page (roff).
+    Man(completions::ManArgs),
 }
 
 /// How a command uses the store.
@@ -113,6 +139,16 @@ pub enum StoreUse {
     },
 }
 
+impl StoreUse {
+    /// A command that reads, or writes only into an existing schema: it never creates or
+    /// migrates a database.
+    pub fn read_only() -> Self {
+        StoreUse::Command {
+            migrate_embedded: false,
+        }
+    }
+}
+
 /// Opens the store and checks its schema: the one way every subcommand but `migrate` opens it,
 /// so each honours `--db-pool-size`. The embedded SQLite store migrates itself when asked
 /// to (it has no operator to do it); PostgreSQL never does (run `sentin8-cron migrate`).
@@ -125,8 +161,21 @@ pub async fn open_store(
         StoreUse::Command { migrate_embedded } => migrate_embedded,
     };
     let url = database.url();
-    if Backend::from_url(url)?.embedded() && migrate_embedded {
-        let outcome = crate::store::migrate(url, false).await?;
+    let backend = Backend::from_url(url)?;
+    // The database is named as a person can find it: a file by its absolute path.
+    let named = match crate::store::sqlite_file(url) {
+        Some(path) => path.display().to_string(),
+        None => crate::store::redact(url),
+    };
+    if backend.embedded() && !migrate_embedded {
+        crate::store::require_existing_sqlite(url)?;
+    }
+    // A refused connection is reported at once, not after the pool's acquire timeout.
+    crate::store::probe_postgres(url).await?;
+    if backend.embedded() && migrate_embedded {
+        let outcome = crate::store::migrate(url, false)
+            .await
+            .with_context(|| format!("cannot open the database {named}"))?;
         for applied in outcome.migrations.iter().filter(|m| m.applied) {
             tracing::info!(version = applied.version, name = %applied.name, "migrated the embedded database");
         }
@@ -141,7 +190,7 @@ pub async fn open_store(
     };
     let store = crate::store::connect(url, &options)
         .await
-        .with_context(|| format!("cannot open the database {}", crate::store::redact(url)))?;
+        .with_context(|| format!("cannot open the database {named}"))?;
     store.schema_status().await?.ensure_current()?;
     Ok(store)
 }
@@ -183,8 +232,9 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
     if cli.version {
         writeln!(
             out,
-            "sentin8-cron {}\ntz database {} ({})",
+            "sentin8-cron {} (commit {})\ntz database {} ({})",
             env!("CARGO_PKG_VERSION"),
+            env!("BUILD_GIT_COMMIT"),
             zones.version(),
             zones.source()
         )?;
@@ -201,10 +251,14 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         // clap prints the help for an empty command line before we get here.
         anyhow::bail!("no subcommand given; see sentin8-cron --help");
     };
-    if !matches!(command, Command::Serve(_) | Command::Relay(_)) {
-        // One-shot commands keep standard output for their result; problems go to stderr.
-        // `serve` and `relay` set up their own logging (the log bus writes events there).
-        init_logging(LogFormat::Pretty, "warn");
+    // Logs go to standard error (standard output is kept for results): `serve` and `relay`
+    // report at info, one-shot commands only warnings, each -v one level more.
+    let long_running = matches!(command, Command::Serve(_) | Command::Relay(_));
+    let filter = cli.logging.filter(if long_running { 2 } else { 1 });
+    match command {
+        // The log bus writes its event records in one JSON shape, whatever --log-format says.
+        Command::Relay(_) => init_nested_json_logging(filter),
+        _ => init_logging(cli.logging.log_format, filter),
     }
     match command {
         Command::Serve(args) => serve::run(*args, out).await,
@@ -212,9 +266,13 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Tick(args) => tick::run(args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
+        Command::Audit(args) => audit::run(args, out).await,
         Command::Enroll(args) => enroll::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
         Command::Relay(args) => relay::run(args, out).await,
+        Command::Schedules(args) => schedules::run(args, out).await,
+        Command::Completions(args) => completions::run(args, out),
+        Command::Man(args) => completions::run_man(args, out),
     }
 }

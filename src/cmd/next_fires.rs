@@ -29,6 +29,9 @@ pub enum NextFiresOutput {
 
 /// List the next fires of a cron expression.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron next-fires '30 2 * * *' --tz America/New_York -n 5
+  sentin8-cron next-fires '*/15 * * * *' -n 100 -o text | head -3")]
 pub struct Args {
     /// The cron expression, e.g. "*/15 * * * *" or "@daily" (quote it).
     #[arg(value_name = "EXPR")]
@@ -48,7 +51,7 @@ pub struct Args {
     )]
     pub count: u32,
     /// Output format.
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: NextFiresOutput,
 }
 
@@ -62,6 +65,8 @@ fn parse_rfc3339(text: &str) -> Result<DateTime<Utc>, String> {
 struct Report<'a> {
     expression: &'a str,
     timezone: &'a str,
+    /// The schedule in words, with its zone and DST policies.
+    description: String,
     after: String,
     fires: Vec<FireRow>,
 }
@@ -102,6 +107,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
             &Report {
                 expression,
                 timezone: schedule.tz.name(),
+                description: schedule.describe(),
                 after: utc_text(after),
                 fires: fires.iter().map(FireRow::from).collect(),
             },
@@ -118,6 +124,7 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 schedule.tz.name(),
                 utc_text(after)
             )?;
+            writeln!(out, "{}", schedule.describe())?;
             if !fires.is_empty() {
                 let mut table = output::table(["#", "UTC", "local", "DST"]);
                 for (number, fire) in (1..).zip(&fires) {

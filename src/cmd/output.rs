@@ -1,33 +1,180 @@
-//! Output helpers shared by the subcommands: the `--output` switch, human tables and JSON.
+//! Output shared by the subcommands: the `-o` switch, plain aligned tables, JSON and YAML, and
+//! the one time format.
+//!
+//! Tables are plain columns separated by spaces, never box drawing and never wrapped: they
+//! read the same on a terminal of any width (or one that reports none) as piped into `awk`
+//! or `cut`. A cell's line breaks become spaces so each record stays on one line.
 
+use std::fmt;
 use std::io::Write;
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use clap::ValueEnum;
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum OutputFormat {
-    /// A human table.
+    /// Aligned columns for people.
     #[default]
     Table,
+    /// Aligned columns with every column (long texts in full).
+    Wide,
     /// One JSON document, for machines.
     Json,
+    /// One YAML document.
+    Yaml,
 }
 
-/// A table with the house style: condensed UTF-8 borders, wrapped to the terminal when known.
+impl OutputFormat {
+    /// JSON or YAML: the records themselves rather than a table of them.
+    pub fn is_structured(self) -> bool {
+        matches!(self, OutputFormat::Json | OutputFormat::Yaml)
+    }
+}
+
+/// The output switches of the commands that print records.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT"
+    )]
+    pub format: OutputFormat,
+    /// Print table rows without the header line.
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+/// Longest text a `table` cell shows before it is cut (`wide` shows all of it).
+pub const NARROW_CELL: usize = 60;
+
+/// A table of plain aligned columns.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    headers: bool,
+}
+
+/// A table with these column names.
 pub fn table<I, S>(header: I) -> Table
 where
     I: IntoIterator<Item = S>,
-    S: Into<comfy_table::Cell>,
+    S: ToString,
 {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header);
-    table
+    Table {
+        header: header.into_iter().map(|h| h.to_string()).collect(),
+        rows: Vec::new(),
+        headers: true,
+    }
+}
+
+impl Table {
+    /// Adds one row; a cell's line breaks become spaces.
+    pub fn add_row<I, S>(&mut self, row: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: ToString,
+    {
+        self.rows.push(
+            row.into_iter()
+                .map(|cell| one_line(&cell.to_string()))
+                .collect(),
+        );
+        self
+    }
+
+    /// Leaves the header line out (`--no-headers`).
+    pub fn without_headers(&mut self) -> &mut Self {
+        self.headers = false;
+        self
+    }
+
+    /// Whether the table has rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+fn one_line(text: &str) -> String {
+    if text.contains(['\n', '\r', '\t']) {
+        text.split(['\n', '\r', '\t'])
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        text.to_owned()
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<&Vec<String>> = if self.headers {
+            std::iter::once(&self.header).chain(&self.rows).collect()
+        } else {
+            self.rows.iter().collect()
+        };
+        let columns = lines.iter().map(|l| l.len()).max().unwrap_or(0);
+        let mut widths = vec![0usize; columns];
+        for line in &lines {
+            for (width, cell) in widths.iter_mut().zip(line.iter()) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        for (number, line) in lines.iter().enumerate() {
+            if number > 0 {
+                writeln!(f)?;
+            }
+            let mut text = String::new();
+            for (index, cell) in line.iter().enumerate() {
+                if index > 0 {
+                    text.push_str("   ");
+                }
+                text.push_str(cell);
+                if index + 1 < line.len() {
+                    let pad = widths[index] - cell.chars().count();
+                    text.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            f.write_str(text.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a table, or nothing at all when it has no rows and no header is wanted.
+pub fn write_table(out: &mut (dyn Write + Send), table: &Table) -> anyhow::Result<()> {
+    if table.is_empty() && !table.headers {
+        return Ok(());
+    }
+    writeln!(out, "{table}")?;
+    Ok(())
+}
+
+/// Cuts `text` to [`NARROW_CELL`] characters (with an ellipsis) unless `wide`.
+pub fn cell(text: &str, wide: bool) -> String {
+    if wide || text.chars().count() <= NARROW_CELL {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(NARROW_CELL - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// The one time format of the command line: RFC 3339 in UTC with `Z`, to the second.
+pub fn time_text(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// An optional instant as a table cell (`-` for none).
+pub fn opt_time_text(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(|| "-".to_owned(), time_text)
 }
 
 /// Writes `value` as pretty JSON followed by a newline.
@@ -38,4 +185,68 @@ pub fn write_json<T: Serialize + ?Sized>(
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     Ok(())
+}
+
+/// Writes `value` as one YAML document.
+pub fn write_yaml<T: Serialize + ?Sized>(
+    out: &mut (dyn Write + Send),
+    value: &T,
+) -> anyhow::Result<()> {
+    let text = serde_saphyr::to_string(&value)?;
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Writes `value` as JSON or YAML, as `format` asks (a table format writes JSON).
+pub fn write_structured<T: Serialize + ?Sized>(
+    out: &mut (dyn Write + Send),
+    format: OutputFormat,
+    value: &T,
+) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Yaml => write_yaml(out, value),
+        _ => write_json(out, value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_aligned_without_borders_or_trailing_spaces() {
+        let mut t = table(["id", "status", "error"]);
+        t.add_row(["a", "failed", "line one\nline two"]);
+        t.add_row(["bbbb", "ok", ""]);
+        assert_eq!(
+            t.to_string(),
+            "id     status   error\na      failed   line one line two\nbbbb   ok"
+        );
+        t.without_headers();
+        assert_eq!(
+            t.to_string(),
+            "a      failed   line one line two\nbbbb   ok"
+        );
+    }
+
+    #[test]
+    fn narrow_cells_are_cut_and_wide_ones_kept() {
+        let long = "x".repeat(NARROW_CELL + 5);
+        assert_eq!(cell(&long, true), long);
+        let cut = cell(&long, false);
+        assert_eq!(cut.chars().count(), NARROW_CELL);
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn times_are_utc_seconds_with_z() {
+        let at = DateTime::parse_from_rfc3339("2030-01-01T02:03:04.567891+02:00")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(time_text(at), "2030-01-01T00:03:04Z");
+        assert_eq!(opt_time_text(None), "-");
+    }
 }

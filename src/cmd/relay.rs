@@ -16,7 +16,7 @@ use crate::core::clock::SystemClock;
 use crate::core::metrics::Metrics;
 use crate::core::relay::{Relay, RelaySummary};
 use crate::store::redact;
-use crate::util::process::{init_nested_json_logging, shutdown_signal};
+use crate::util::process::shutdown_signal;
 
 /// The exit code of `--once` when some events could not be relayed.
 pub const EXIT_UNRELAYED: u8 = 1;
@@ -26,6 +26,9 @@ pub const EXIT_UNRELAYED: u8 = 1;
 /// With --once, exits 0 when every claimed event was relayed and 1 when some failed (they stay
 /// in the outbox and are retried).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron relay --once --bus-url log
+  sentin8-cron relay --bus-url nats://127.0.0.1:4222")]
 pub struct Args {
     #[command(flatten)]
     pub database: DatabaseArgs,
@@ -34,7 +37,8 @@ pub struct Args {
     pub once: bool,
     #[command(flatten)]
     pub bus: BusArgs,
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -48,7 +52,6 @@ struct Report<'a> {
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     // JSON on stderr: the log bus writes its event records there.
-    init_nested_json_logging("info");
     let config = RelayConfig::try_from(&args.bus)?;
     let url = args.database.url();
     let store = open_store(
@@ -85,8 +88,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         summary: &summary,
     };
     match args.output {
-        OutputFormat::Json => output::write_json(out, &report)?,
-        OutputFormat::Table => {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            output::write_structured(out, args.output, &report)?
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
             writeln!(
                 out,
                 "outbox of {} relayed to {}",

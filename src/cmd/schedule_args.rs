@@ -13,8 +13,10 @@ use crate::core::decl::FieldError;
 
 use super::output::{self, OutputFormat};
 
-/// Exit code for an invalid expression or declaration.
-pub const EXIT_INVALID: u8 = 1;
+/// Exit code for invalid input (an expression, a declaration, a request the server refused as
+/// invalid) and for a tick whose calls failed: distinct from a runtime failure (1) and a usage
+/// error (2).
+pub const EXIT_INVALID: u8 = 3;
 
 /// Time zone and DST policies of an expression given on the command line.
 #[derive(Debug, Clone, clap::Args)]
@@ -126,5 +128,5 @@ pub fn report_invalid(
 
 /// Whether a table/JSON switch asks for JSON.
 pub fn is_json(format: OutputFormat) -> bool {
-    format == OutputFormat::Json
+    format.is_structured()
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use super::lifecycle_args::{HealthArgs, RetentionArgs};
 use super::{
-    AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, LoggingArgs, StoreUse,
-    open_store, proxy_back,
+    AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, EngineArgs, ListenerArgs, StoreUse, open_store,
+    proxy_back,
 };
 use crate::bus::RelayConfig;
 use crate::callback::TokenSettings;
@@ -19,10 +20,16 @@ use crate::core::target::TargetPolicy;
 use crate::daemon::Service;
 use crate::server::auth::{self, AuthConfig, Authenticator, DevTokenAuthenticator};
 use crate::store::redact;
-use crate::util::process::{init_logging, shutdown_signal};
+use crate::util::process::shutdown_signal;
 
 /// Serve the HTTP API and run the ticker and the outbox relay.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  sentin8-cron serve                                   # embedded SQLite, development mode
+  sentin8-cron serve --listen 127.0.0.1:0              # any free port; the bound one is printed
+  SENTIN8_CRON_DATABASE_URL=postgres://sentin8_cron_service@db/cron \\
+    SENTIN8_CRON_JWT_HS256_SECRET=... SENTIN8_CRON_SIGNING_KEY_FILE=key.pem \\
+    sentin8-cron serve --listen 0.0.0.0:8080 --log-format json")]
 pub struct Args {
     #[command(flatten)]
     pub database: DatabaseArgs,
@@ -37,7 +44,9 @@ pub struct Args {
     #[command(flatten)]
     pub bus: BusArgs,
     #[command(flatten)]
-    pub logging: LoggingArgs,
+    pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub health: HealthArgs,
 }
 
 /// How often the counts health and metrics report are recomputed (at most once per tick
@@ -45,7 +54,6 @@ pub struct Args {
 const STATS_REFRESH: std::time::Duration = std::time::Duration::from_secs(15);
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    init_logging(args.logging.log_format, "info");
     // Every setting is checked before anything is opened or bound.
     let auth_config = AuthConfig::from_args(&args.auth)?;
     let dev_mode = proxy_back::dev_mode(args.database.url(), auth_config.is_some())?;
@@ -54,6 +62,18 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let listen = args.listener.listen.clone();
     let url = args.database.url().to_owned();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The addresses are bound before the database is opened or anything is printed: a taken
+    // port stops `serve` before it migrates, generates a token or prints a URL.
+    let tls = match (&args.listener.tls_cert, &args.listener.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::server::tls::rustls_config(cert, key)?),
+        _ => None,
+    };
+    let listener = bind(&listen, "")?;
+    let address = listener.local_addr()?;
+    let metrics_listener = match &args.listener.metrics_listen {
+        Some(metrics_listen) => Some(bind(metrics_listen, " for /metrics")?),
+        None => None,
+    };
     // The signing key is loaded (or, in development mode, created) before the store opens.
     let no_token = dispatch.token == TokenSettings::None;
     let proxy = proxy_back::build(dispatch, &url, clock.clone())?;
@@ -87,8 +107,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             )?;
             writeln!(
                 out,
-                "  curl -H 'Authorization: Bearer {token}' http://{}/v1/health",
-                listen
+                "  curl -H 'Authorization: Bearer {token}' {}://{address}/v1/health",
+                if tls.is_some() { "https" } else { "http" }
             )?;
             out.flush()?;
             Arc::new(dev)
@@ -115,24 +135,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let sink = crate::bus::sink_for(&relay.bus, clock.clone())?;
     tracing::info!(bus = relay.bus.kind(), "outbox relay configured");
 
-    let tls = match (&args.listener.tls_cert, &args.listener.tls_key) {
-        (Some(cert), Some(key)) => Some(crate::server::tls::rustls_config(cert, key)?),
-        _ => None,
-    };
-    let listener = std::net::TcpListener::bind(&listen)
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let address = listener.local_addr()?;
-    let metrics_listener = match &args.listener.metrics_listen {
-        Some(metrics_listen) => {
-            let metrics_listener = std::net::TcpListener::bind(metrics_listen)
-                .with_context(|| format!("cannot listen on {metrics_listen} for /metrics"))?;
-            let metrics_address = metrics_listener.local_addr()?;
-            tracing::info!(%metrics_address, "metrics served on http://{metrics_address}/metrics only");
-            writeln!(out, "metrics: http://{metrics_address}/metrics")?;
-            Some(metrics_listener)
-        }
-        None => None,
-    };
+    if let Some(metrics_listener) = &metrics_listener {
+        let metrics_address = metrics_listener.local_addr()?;
+        tracing::info!(%metrics_address, "metrics served on http://{metrics_address}/metrics only");
+        writeln!(out, "metrics: http://{metrics_address}/metrics")?;
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
         %address,
@@ -169,8 +176,24 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         metrics_listener,
         target_policy,
         jwks: Some(jwks),
+        // Outside development mode, calls without a token source carry only their signature.
+        health: args.health.rules(!no_token || dev_mode),
+        retention: Some(args.retention.config()),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binds `address`; a bare port (`8081`, `:8081`) gets a hint, as an address needs a host.
+fn bind(address: &str, purpose: &str) -> anyhow::Result<std::net::TcpListener> {
+    let port = address.strip_prefix(':').unwrap_or(address);
+    if port.parse::<u16>().is_ok() {
+        anyhow::bail!(
+            "cannot listen on {address:?}{purpose}: an address needs a host, e.g. \
+             127.0.0.1:{port} (this machine only) or 0.0.0.0:{port} (every interface)"
+        );
+    }
+    std::net::TcpListener::bind(address)
+        .with_context(|| format!("cannot listen on {address}{purpose}"))
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::output::{self, OutputFormat};
+use super::schedule_args::EXIT_INVALID;
 use super::{AuthArgs, CallbackArgs, DatabaseArgs, EngineArgs, StoreUse, open_store, proxy_back};
 use crate::callback::HttpDispatcher;
 use crate::core::clock::SystemClock;
@@ -16,9 +17,18 @@ use crate::server::auth::AuthConfig;
 
 /// Run one tick: fire due schedules, drain due retries, print what happened.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 0 when every call succeeded, 3 when some call failed (it is \
+retried or dead-lettered), 1 when the tick itself failed.
+
+Examples:
+  sentin8-cron tick --dry-run
+  sentin8-cron tick -o json --database-url postgres://sentin8_cron_service@db/cron"
+)]
 pub struct Args {
-    /// Run exactly one tick and exit (the continuous ticker runs inside `serve`).
-    #[arg(long, required = true)]
+    /// Run exactly one tick and exit: what `tick` always does (the continuous ticker runs
+    /// inside `serve`); accepted so scripts that say it keep working.
+    #[arg(long)]
     pub once: bool,
     /// List what would fire now, without firing anything.
     #[arg(long)]
@@ -33,7 +43,8 @@ pub struct Args {
     /// development mode, so `tick` applies the same egress policy and credentials as `serve`.
     #[command(flatten)]
     pub auth: AuthArgs,
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -73,10 +84,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     if args.dry_run {
         let plan = engine.plan().await?;
         match args.output {
-            OutputFormat::Json => {
-                output::write_json(out, &serde_json::json!({ "would_fire": plan }))?
-            }
-            OutputFormat::Table => {
+            OutputFormat::Json | OutputFormat::Yaml => output::write_structured(
+                out,
+                args.output,
+                &serde_json::json!({ "would_fire": plan }),
+            )?,
+            OutputFormat::Table | OutputFormat::Wide => {
                 if plan.is_empty() {
                     writeln!(out, "nothing is due")?;
                 } else {
@@ -94,7 +107,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             fire.env_id.to_string(),
                             fire.domain.clone(),
                             fire.schedule_type.clone(),
-                            fire.due_at.to_rfc3339(),
+                            output::time_text(fire.due_at),
                             if fire.would_skip {
                                 "skip (job open)"
                             } else {
@@ -112,8 +125,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
 
     let summary = engine.tick().await?;
     match args.output {
-        OutputFormat::Json => output::write_json(out, &summary)?,
-        OutputFormat::Table => {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            output::write_structured(out, args.output, &summary)?
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
             let mut table = output::table([
                 "due",
                 "fired",
@@ -156,8 +171,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             }
         }
     }
+    // A tick that could not do its work is a runtime failure (1); one whose calls failed did
+    // its work, and says so with its own code (3), which a cron wrapper can alert on.
     Ok(if summary.errors > 0 {
         ExitCode::FAILURE
+    } else if summary.failed > 0 {
+        ExitCode::from(EXIT_INVALID)
     } else {
         ExitCode::SUCCESS
     })

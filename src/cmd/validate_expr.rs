@@ -9,7 +9,7 @@ use clap::ArgGroup;
 use serde::Serialize;
 
 use crate::core::decl::{
-    DeclError, DeclFormat, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
+    DeclError, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
 };
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 
@@ -21,11 +21,17 @@ use super::schedule_args::{
 /// Check a cron expression, or a schedule declaration file.
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("input").required(true).args(["expr", "file"])))]
+#[command(after_help = "Exit status: 0 valid, 3 invalid.
+
+Examples:
+  sentin8-cron validate-expr '30 2 * * MON-FRI' --tz America/New_York
+  sentin8-cron validate-expr --file schedules.yaml --base-url https://billing.internal
+  cat schedules.yaml | sentin8-cron validate-expr --file -")]
 pub struct Args {
     /// The cron expression, e.g. "30 2 * * MON-FRI" or "@daily" (quote it).
     #[arg(value_name = "EXPR")]
     pub expr: Option<String>,
-    /// Check every entry of a declaration file (YAML or JSON) instead.
+    /// Check every entry of a declaration file (YAML or JSON) instead; - reads standard input.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["tz", "on_dst_gap", "on_dst_repeat"])]
     pub file: Option<PathBuf>,
     /// With --file: also check the base URL the schedules would be enrolled with, as `enroll
@@ -34,8 +40,8 @@ pub struct Args {
     pub base_url: Option<String>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
+    /// Output format (yaml prints the JSON document, which is YAML too).
+    #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
 }
 
@@ -54,6 +60,8 @@ struct ValidExpression<'a> {
     valid: bool,
     expression: &'a str,
     timezone: &'a str,
+    /// The schedule in words, with its zone and DST policies.
+    description: String,
     next_fire: NextFire,
 }
 
@@ -91,6 +99,7 @@ fn check_expression(
                 valid: true,
                 expression,
                 timezone,
+                description: schedule.describe(),
                 next_fire,
             },
         )?;
@@ -105,6 +114,7 @@ fn check_expression(
         "interval; follows elapsed time across DST changes".to_owned()
     };
     writeln!(out, "valid: \"{expression}\" in {timezone} ({kind})")?;
+    writeln!(out, "{}", schedule.describe())?;
     let mut table = output::table(["next fire (UTC)", "next fire (local)"]);
     table.add_row([next_fire.utc, next_fire.local]);
     writeln!(out, "{table}")?;
@@ -139,11 +149,11 @@ fn check_file(
     for problem in &problems {
         eprintln!("error: {problem}");
     }
-    let checked = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))
-        .and_then(|text| {
-            check_declarations(&text, DeclFormat::detect(Some(path), &text), now)
-                .map_err(|err: DeclError| format!("{}: {err}", path.display()))
+    let checked = super::enroll::source::read_input(path)
+        .map_err(|err| super::message(&err))
+        .and_then(|document| {
+            check_declarations(&document.text, document.format, now)
+                .map_err(|err: DeclError| format!("{}: {err}", document.origin))
         });
     let (specs, errors) = match checked {
         Ok(report) => report,

@@ -85,6 +85,22 @@ fn excerpt_suffix(excerpt: &str) -> String {
 }
 
 impl DispatchError {
+    /// The kind of failure, as the attempt ledger records it: `configuration`, `egress`,
+    /// `token`, `status`, `decode`, `transport` or `timeout`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DispatchError::MissingBaseUrl
+            | DispatchError::InvalidBaseUrl(_)
+            | DispatchError::NoTokenSource => FailureClass::CONFIGURATION,
+            DispatchError::EgressRefused => "egress",
+            DispatchError::Token(_) => "token",
+            DispatchError::Status(..) => "status",
+            DispatchError::Decode(_) => "decode",
+            DispatchError::Transport(_) => "transport",
+            DispatchError::Timeout(_) => "timeout",
+        }
+    }
+
     /// Configuration errors are fatal for the job; everything else is retryable.
     pub fn class(&self) -> FailureClass {
         match self {

@@ -27,8 +27,12 @@ pub const SCHEDULE_FAILED: &str = "sentin8:cron:schedule:failed";
 pub const JOB_RETRIED: &str = "sentin8:cron:job:retried";
 /// A regular fire was skipped because the schedule's previous job was still open.
 pub const JOB_SKIPPED: &str = "sentin8:cron:job:skipped";
-/// A dead-letter entry was republished as a fresh job.
+/// A dead-letter entry was republished as a fresh job (the original job is superseded).
 pub const DLQ_REPUBLISHED: &str = "sentin8:cron:dlq:republished";
+/// A dead-letter entry was discarded by an operator: its occurrence will not run.
+pub const DLQ_DISCARDED: &str = "sentin8:cron:dlq:discarded";
+/// A schedule was run on demand, outside its timing (a pending job due now).
+pub const SCHEDULE_TRIGGERED: &str = "sentin8:cron:schedule:triggered";
 
 /// Every event type sentin8-cron produces.
 pub const ALL: &[&str] = &[
@@ -42,6 +46,8 @@ pub const ALL: &[&str] = &[
     JOB_RETRIED,
     JOB_SKIPPED,
     DLQ_REPUBLISHED,
+    DLQ_DISCARDED,
+    SCHEDULE_TRIGGERED,
 ];
 
 /// The payload every event carries. Fields that do not apply are null.

@@ -82,6 +82,9 @@ pub struct Metrics {
     pub events_parked: AtomicI64,
     /// Unix seconds of the last completed tick (0: none yet).
     pub last_tick_unix: AtomicI64,
+    /// Unix seconds since which the relay has found the bus unreachable (0: reachable, or
+    /// not known to be unreachable).
+    pub bus_unreachable_since_unix: AtomicI64,
     /// Fire instant minus due instant.
     pub lateness: Histogram,
     pub tick_duration: Histogram,
@@ -103,6 +106,7 @@ impl Default for Metrics {
             relay_failures: AtomicU64::new(0),
             events_parked: AtomicI64::new(0),
             last_tick_unix: AtomicI64::new(0),
+            bus_unreachable_since_unix: AtomicI64::new(0),
             lateness: Histogram::new(LATENESS_BOUNDS),
             tick_duration: Histogram::new(TICK_BOUNDS),
         }

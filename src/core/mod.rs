@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod model;
 pub mod ops;
 pub mod relay;
+pub mod retention;
 pub mod retry;
 pub mod rezone;
 pub mod snapshot;

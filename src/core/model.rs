@@ -163,6 +163,9 @@ text_enum!(
         Failed => "failed",
         /// A regular fire that was not run because another job of the schedule was open.
         Skipped => "skipped",
+        /// A failed job whose dead letter was republished: `superseded_by` names the job that
+        /// runs the occurrence instead, so this one can never run it again.
+        Superseded => "superseded",
     }
 );
 
@@ -278,6 +281,9 @@ pub struct Job {
     pub idempotency_key: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The job that replaced this one (a republished dead letter), when it is `superseded`.
+    #[serde(default)]
+    pub superseded_by: Option<JobId>,
     /// On a skipped record of missed occurrences: which ones, and how many.
     pub missed: Option<MissedOccurrences>,
 }
@@ -350,6 +356,40 @@ pub struct AuditEntry {
     pub after: Option<Value>,
     pub correlation_id: Option<String>,
     pub at: DateTime<Utc>,
+    /// The schedule the entry concerns, when it concerns one (filterable).
+    #[serde(default)]
+    pub schedule_id: Option<ScheduleId>,
+}
+
+text_enum!(
+    /// How one attempt of a job ended, as the attempt ledger records it.
+    AttemptOutcome {
+        /// The owning service accepted the call.
+        Succeeded => "succeeded",
+        /// The attempt failed and the job was given another one.
+        Retry => "retry",
+        /// The attempt failed and the job failed with it (or landed in the DLQ).
+        Failed => "failed",
+    }
+);
+
+/// One attempt of a job, as the attempt ledger keeps it: every attempt, not only the last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAttempt {
+    pub job_id: JobId,
+    /// 1 for the first attempt, counting up.
+    pub attempt: i32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: DateTime<Utc>,
+    pub duration_ms: Option<i64>,
+    pub outcome: AttemptOutcome,
+    /// The status the owning service answered with, when it answered.
+    pub http_status: Option<i32>,
+    /// What kind of failure it was (`status`, `timeout`, `transport`, `configuration`, ...).
+    pub error_class: Option<String>,
+    pub error: Option<String>,
+    /// At most 512 bytes of the answer's body (of the stored result on success).
+    pub response_excerpt: Option<String>,
 }
 
 #[cfg(test)]

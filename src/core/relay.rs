@@ -363,6 +363,7 @@ impl Relay {
                 }
             }
         }
+        self.note_bus_reachability(unavailable.is_some(), !acked.is_empty());
         if let Some(error) = &unavailable {
             round.bus_unavailable = true;
             tracing::warn!(
@@ -440,6 +441,23 @@ impl Relay {
             ))),
         };
         (event, result)
+    }
+
+    /// Remembers since when the bus is unreachable (for health): set on the first round that
+    /// finds it so, cleared by any acknowledged publish.
+    fn note_bus_reachability(&self, unavailable: bool, acknowledged: bool) {
+        let since = &self.metrics.bus_unreachable_since_unix;
+        if acknowledged {
+            since.store(0, std::sync::atomic::Ordering::Relaxed);
+        } else if unavailable {
+            let now = self.clock.now().timestamp().max(1);
+            let _ = since.compare_exchange(
+                0,
+                now,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
     }
 
     /// Deletes relayed events older than the retention, in bounded batches.

@@ -118,6 +118,7 @@ pub async fn recompute_next_fires(
                     })),
                     correlation_id: None,
                     now,
+                    schedule_id: Some(schedule.id),
                 })
                 .await?;
                 // A fire may have moved earlier: running tickers recompute when to wake.

@@ -14,6 +14,11 @@ use crate::core::store::{Store, StoreStats};
 /// How long a reachability probe's answer is reused.
 pub const PROBE_TTL: Duration = Duration::from_secs(1);
 
+/// How long a probe waits for the store. Shorter than any pool or connect timeout, so a
+/// database that accepts connections but does not answer (or a full pool) makes health say so
+/// within a second instead of leaving load-balancer probes to time out.
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
 /// The last counts and the last probe, shared by the refresher and the handlers.
 #[derive(Debug)]
 pub struct StatsSnapshot {
@@ -91,8 +96,8 @@ impl StatsSnapshot {
         }
     }
 
-    /// Whether the store answers a cheap query; an answer is reused for [`PROBE_TTL`], and
-    /// concurrent callers share one probe.
+    /// Whether the store answers a cheap query within [`PROBE_TIMEOUT`]; an answer is reused
+    /// for [`PROBE_TTL`], and concurrent callers share one probe.
     pub async fn reachable(&self, store: &dyn Store, clock: &dyn Clock) -> bool {
         let mut probe = self.probe.lock().await;
         let now = clock.now();
@@ -103,10 +108,17 @@ impl StatsSnapshot {
         {
             return last.reachable;
         }
-        let reachable = match store.schema_status().await {
-            Ok(_) => true,
-            Err(err) => {
+        let reachable = match tokio::time::timeout(PROBE_TIMEOUT, store.schema_status()).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(err)) => {
                 tracing::warn!(error = %err, "health: the store did not answer");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = PROBE_TIMEOUT.as_millis() as u64,
+                    "health: the store did not answer in time"
+                );
                 false
             }
         };

@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::core::model::{
-    AuditEntry, DlqEntry, DlqId, EnvId, Job, JobId, OutboxEvent, Schedule, ScheduleId,
+    AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, OutboxEvent, Schedule, ScheduleId,
 };
 
 mod params;
@@ -247,6 +247,19 @@ pub trait Store: Send + Sync + 'static {
     /// and parked events are kept. Returns how many were deleted.
     async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64>;
 
+    /// Retention: deletes at most `limit` finished jobs (succeeded, failed, skipped or
+    /// superseded) last changed before `before`, oldest first, with their attempts. An open
+    /// job, or one a dead-letter entry references, is never deleted. Returns how many were.
+    async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64>;
+
+    /// Retention: deletes at most `limit` audit entries written before `before`, oldest
+    /// first. Returns how many were deleted.
+    async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64>;
+
+    /// Retention: deletes at most `limit` schedules soft-deleted before `before` that no job
+    /// and no dead-letter entry references any more. Returns how many were deleted.
+    async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64>;
+
     /// Applied and known schema versions.
     async fn schema_status(&self) -> StoreResult<SchemaStatus>;
 }
@@ -359,9 +372,15 @@ pub trait TenantTx: Send {
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
     /// Records the outcomes of attempts, each only if its job is still running that attempt
     /// (River's "set state if running"): status, `next_attempt_at`, `finished_at`, `result`,
-    /// `error` and `updated_at` as [`JobOutcome`] says. Returns the jobs written (the others
-    /// were recorded elsewhere first).
+    /// `error` and `updated_at` as [`JobOutcome`] says, and for each job written one row of the
+    /// attempt ledger (see [`TenantTx::job_attempts_list`]). Returns the jobs written (the
+    /// others were recorded elsewhere first, and get no ledger row).
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>>;
+    /// Every recorded attempt of a job, first attempt first.
+    async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>>;
+    /// Marks a failed job `superseded` by another job, stamping `updated_at`; `None` when the
+    /// job is not failed (or does not exist).
+    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
     /// The open (pending or running) job of a schedule, if any.
@@ -406,6 +425,8 @@ pub trait TenantTx: Send {
     async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()>;
     /// This environment's audit entries, oldest first.
     async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+    /// This environment's audit entries matching the query, newest first.
+    async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>>;
 
     /// Commits the transaction.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -25,9 +25,10 @@ use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
-mod views;
+pub mod lifecycle;
+pub mod views;
 
-pub use views::{DlqView, JobView, MAX_PAGE, Page, ScheduleView};
+pub use views::{AttemptView, AuditView, DlqView, JobView, MAX_PAGE, Page, ScheduleView};
 use views::{cursor, page, page_limit};
 
 /// The actor of a change: the token's subject, recorded in the audit and in events, must be
@@ -120,11 +121,22 @@ pub struct PatchScheduleRequest {
 pub struct ScheduleListQuery {
     pub target_env_id: Option<Uuid>,
     pub domain: Option<String>,
-    /// `active`, `paused` or `completed` (deleted schedules are never listed).
+    /// `active`, `paused`, `completed` or `deleted` (deleted schedules are listed only when
+    /// asked for by this filter).
     pub status: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
+}
+
+/// `target_env_id`, and whether a deleted schedule may be read.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleGetQuery {
+    /// The environment addressed (required).
+    pub target_env_id: Option<Uuid>,
+    /// Also answer for a deleted schedule (default false: 404).
+    pub include_deleted: Option<bool>,
 }
 
 /// Filters for listing jobs.
@@ -239,12 +251,6 @@ pub async fn list_schedules(
     let env = caller.env(query.target_env_id, Access::Read)?;
     let limit = page_limit(query.limit)?;
     let status: Option<ScheduleStatus> = parse_status("status", query.status.as_deref())?;
-    if status == Some(ScheduleStatus::Deleted) {
-        return Err(ApiError::field(
-            "status",
-            "deleted schedules are not listed",
-        ));
-    }
     let items = state
         .ops
         .schedule_list(
@@ -252,7 +258,7 @@ pub async fn list_schedules(
             &ScheduleQuery {
                 domain: query.domain,
                 status,
-                include_deleted: false,
+                include_deleted: status == Some(ScheduleStatus::Deleted),
                 after: cursor(query.cursor.as_deref())?.map(ScheduleId),
                 limit,
             },
@@ -261,10 +267,10 @@ pub async fn list_schedules(
     Ok(Json(page(items, limit, |s: &Schedule| s.id.0)))
 }
 
-/// One schedule.
+/// One schedule; a deleted one only with `include_deleted=true`.
 #[utoipa::path(
     get, path = "/v1/schedules/{id}", tag = "schedules",
-    params(("id" = Uuid, Path), EnvQuery),
+    params(("id" = Uuid, Path), ScheduleGetQuery),
     responses((status = 200, body = ScheduleView), (status = 404, body = Problem), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
@@ -272,11 +278,16 @@ pub async fn get_schedule(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     ApiPath(id): ApiPath<Uuid>,
-    ApiQuery(query): ApiQuery<EnvQuery>,
+    ApiQuery(query): ApiQuery<ScheduleGetQuery>,
 ) -> ApiResult<Json<ScheduleView>> {
     let env = caller.env(query.target_env_id, Access::Read)?;
+    let include_deleted = query.include_deleted.unwrap_or(false);
     Ok(Json(
-        state.ops.schedule_get(env, ScheduleId(id)).await?.into(),
+        state
+            .ops
+            .schedule_read(env, ScheduleId(id), include_deleted)
+            .await?
+            .into(),
     ))
 }
 
@@ -449,7 +460,7 @@ pub async fn list_jobs(
     Ok(Json(page(items, limit, |j: &Job| j.id.0)))
 }
 
-/// One job.
+/// One job, with every recorded attempt (`attempts`, first attempt first).
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = Uuid, Path), EnvQuery),
@@ -463,10 +474,13 @@ pub async fn get_job(
     ApiQuery(query): ApiQuery<EnvQuery>,
 ) -> ApiResult<Json<JobView>> {
     let env = caller.env(query.target_env_id, Access::Read)?;
-    Ok(Json(state.ops.job_get(env, JobId(id)).await?.into()))
+    let (job, attempts) = state.ops.job_get_with_attempts(env, JobId(id)).await?;
+    Ok(Json(JobView::with_attempts(job, attempts)))
 }
 
-/// Retries a failed job now (failed → pending); its DLQ entry, if any, is removed.
+/// Retries a failed job now (failed → pending); its DLQ entry, if any, is removed. A job
+/// that succeeded or was superseded (its dead letter republished) answers 409 naming its
+/// successor: retrying it would deliver the occurrence twice.
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/retry", tag = "jobs",
     params(("id" = Uuid, Path), EnvQuery),
@@ -535,7 +549,8 @@ pub async fn get_dlq(
     Ok(Json(state.ops.dlq_get(env, DlqId(id)).await?.into()))
 }
 
-/// Republishes a dead-letter entry: a fresh pending job due now; the entry is removed.
+/// Republishes a dead-letter entry: a fresh pending job due now; the entry is removed and the
+/// original job is marked `superseded` by the new one. 409 when the schedule was deleted.
 #[utoipa::path(
     post, path = "/v1/dlq/{id}/republish", tag = "dlq",
     params(("id" = Uuid, Path), EnvQuery),

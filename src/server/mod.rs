@@ -60,6 +60,8 @@ pub struct AppState {
     pub metrics_elsewhere: bool,
     /// The public keys of signed proxy-back calls, served at `/.well-known/jwks.json`.
     pub jwks: Option<Arc<serde_json::Value>>,
+    /// When health reports `degraded`.
+    pub health: system::HealthRules,
 }
 
 #[derive(OpenApi)]
@@ -74,6 +76,7 @@ pub struct AppState {
         (name = "schedules", description = "Cron and one-shot schedules"),
         (name = "jobs", description = "Execution records"),
         (name = "dlq", description = "Dead-letter queue"),
+        (name = "audit", description = "The audit journal: who changed what"),
         (name = "system", description = "Health and metrics"),
         (name = "admin", description = "Read models of the admin pages (changes go through the endpoints above)"),
     )
@@ -125,8 +128,9 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::get_job))
         .routes(routes!(api::retry_job))
         .routes(routes!(api::list_dlq))
-        .routes(routes!(api::get_dlq))
+        .routes(routes!(api::get_dlq, api::lifecycle::discard_dlq))
         .routes(routes!(api::republish_dlq))
+        .routes(routes!(api::lifecycle::list_audit))
         .routes(routes!(admin::data::envs))
         .routes(routes!(admin::data::overview))
         .routes(routes!(admin::data::schedules))

@@ -13,15 +13,46 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use std::time::Duration;
+
 use super::AppState;
 use super::error::ApiError;
+use crate::core::snapshot::Counts;
 use crate::core::store::StoreStats;
+
+/// When health reports `degraded` (still HTTP 200: the service works, but needs attention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthRules {
+    /// A proxy-back credential source (an M2M token source, or development mode) exists.
+    pub credential_source: bool,
+    /// The bus unreachable for longer than this is a reason.
+    pub bus_unreachable_after: Duration,
+    /// The oldest event not relayed yet being older than this is a reason.
+    pub outbox_backlog_age: Duration,
+}
+
+impl Default for HealthRules {
+    fn default() -> Self {
+        Self {
+            credential_source: true,
+            bus_unreachable_after: Duration::from_secs(300),
+            outbox_backlog_age: Duration::from_secs(600),
+        }
+    }
+}
 
 /// Ticker liveness and store-wide counts.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, `stalled` (no tick within 3× the interval) or `degraded` (the store did not answer).
+    /// `ok`; `degraded` (HTTP 200, see `reasons`); `stalled` (HTTP 503: no tick within 3× the
+    /// interval) or `unavailable` (HTTP 503: the database did not answer).
     pub status: String,
+    /// Why the status is not `ok`, one sentence each.
+    pub reasons: Vec<String>,
+    /// Age in seconds of the oldest outbox event not relayed yet (as of `counts_at`).
+    pub outbox_backlog_age_seconds: Option<i64>,
+    /// Since when the relay has found the bus unreachable, if it has.
+    pub bus_unreachable_since: Option<DateTime<Utc>>,
     pub backend: String,
     pub last_tick_at: Option<DateTime<Utc>>,
     pub tick_interval_seconds: u64,
@@ -79,11 +110,67 @@ pub fn ticker_state(state: &AppState) -> TickerState {
     }
 }
 
-/// Healthy when the last tick (or start-up, before the first tick) is within three tick
-/// intervals and the store answers.
+/// Since when the relay has found the bus unreachable (none while it is reachable).
+pub fn bus_unreachable_since(state: &AppState) -> Option<DateTime<Utc>> {
+    let since = state
+        .metrics
+        .bus_unreachable_since_unix
+        .load(Ordering::Relaxed);
+    (since > 0)
+        .then(|| DateTime::from_timestamp(since, 0))
+        .flatten()
+}
+
+/// The outbox backlog's age in seconds as of the last counts (none without a backlog).
+pub fn outbox_backlog_age(counts: Option<&Counts>) -> Option<i64> {
+    counts.and_then(|c| {
+        c.stats
+            .outbox_oldest_unrelayed_at
+            .map(|oldest| (c.at - oldest).num_seconds().max(0))
+    })
+}
+
+/// The reasons health is `degraded`: each a rule of [`HealthRules`] that does not hold.
+fn degraded_reasons(
+    state: &AppState,
+    bus_since: Option<DateTime<Utc>>,
+    backlog_age: Option<i64>,
+) -> Vec<String> {
+    let rules = &state.health;
+    let mut reasons = Vec::new();
+    if let Some(since) = bus_since {
+        let down = (state.clock.now() - since).num_seconds();
+        if down > secs(rules.bus_unreachable_after) {
+            reasons.push(format!("the bus has been unreachable for {down} s"));
+        }
+    }
+    if !rules.credential_source {
+        reasons.push(
+            "no proxy-back credential source is configured (set the M2M token settings)".to_owned(),
+        );
+    }
+    if let Some(age) = backlog_age
+        && age > secs(rules.outbox_backlog_age)
+    {
+        reasons.push(format!(
+            "the oldest outbox event not relayed yet is {age} s old"
+        ));
+    }
+    reasons
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// `ok` when the ticker is alive, the store answers and nothing needs attention; `degraded`
+/// (still 200) with its reasons when the bus has been unreachable too long, no proxy-back
+/// credential source is configured outside development mode, or the outbox backlog is too
+/// old; 503 only when the ticker is stalled or the database does not answer. Everything but
+/// the cached reachability probe is read from memory.
 #[utoipa::path(
     get, path = "/v1/health", tag = "system",
-    responses((status = 200, body = Health), (status = 503, description = "Stalled or degraded", body = Health))
+    responses((status = 200, description = "ok or degraded", body = Health), (status = 503, description = "Stalled, or the database is unavailable", body = Health))
 )]
 pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
     let TickerState {
@@ -95,20 +182,29 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         .reachable(state.store.as_ref(), state.clock.as_ref())
         .await;
     let counts = state.stats.counts();
-    let status = match (ticking, reachable) {
-        (true, true) => "ok",
-        (false, _) => "stalled",
-        (true, false) => "degraded",
-    };
-    let code = if status == "ok" {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+    let bus_since = bus_unreachable_since(&state);
+    let backlog_age = outbox_backlog_age(counts.as_ref());
+    let mut reasons = Vec::new();
+    if !ticking {
+        reasons.push("the ticker has not ticked within three tick intervals".to_owned());
+    }
+    if !reachable {
+        reasons.push("the database did not answer".to_owned());
+    }
+    reasons.extend(degraded_reasons(&state, bus_since, backlog_age));
+    let (status, code) = match (ticking, reachable) {
+        (false, _) => ("stalled", StatusCode::SERVICE_UNAVAILABLE),
+        (true, false) => ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
+        (true, true) if reasons.is_empty() => ("ok", StatusCode::OK),
+        (true, true) => ("degraded", StatusCode::OK),
     };
     (
         code,
         Json(Health {
             status: status.to_owned(),
+            reasons,
+            outbox_backlog_age_seconds: backlog_age,
+            bus_unreachable_since: bus_since,
             backend: state.store.capabilities().backend.to_owned(),
             last_tick_at,
             tick_interval_seconds: state.tick_interval.as_secs(),
@@ -137,6 +233,18 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 pub fn metrics_text(state: &AppState) -> Response {
     let counts = state.stats.counts();
     let mut body = state.metrics.render(counts.as_ref().map(|c| &c.stats));
+    body.push_str(&format!(
+        "# HELP sentin8_cron_outbox_backlog_age_seconds Age of the oldest outbox event not relayed yet (0 without a backlog).\n\
+         # TYPE sentin8_cron_outbox_backlog_age_seconds gauge\n\
+         sentin8_cron_outbox_backlog_age_seconds {}\n\
+         # HELP sentin8_cron_bus_unreachable_seconds How long the relay has found the bus unreachable (0 while reachable).\n\
+         # TYPE sentin8_cron_bus_unreachable_seconds gauge\n\
+         sentin8_cron_bus_unreachable_seconds {}\n",
+        outbox_backlog_age(counts.as_ref()).unwrap_or(0),
+        bus_unreachable_since(state)
+            .map(|since| (state.clock.now() - since).num_seconds().max(0))
+            .unwrap_or(0)
+    ));
     let zones = TzDatabaseView::current();
     body.push_str(&format!(
         "# HELP sentin8_cron_tz_database_info The time-zone database in use.\n\

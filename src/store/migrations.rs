@@ -48,6 +48,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "dispatch_fairness",
         sql: include_str!("../../migrations/postgres/0004_dispatch_fairness.sql"),
     },
+    Migration {
+        version: 5,
+        name: "lifecycle",
+        sql: include_str!("../../migrations/postgres/0005_lifecycle.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -71,6 +76,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "dispatch_fairness",
         sql: include_str!("../../migrations/sqlite/0004_dispatch_fairness.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "lifecycle",
+        sql: include_str!("../../migrations/sqlite/0005_lifecycle.sql"),
     },
 ];
 

@@ -6,6 +6,7 @@
 
 pub mod migrations;
 pub mod postgres;
+mod probe;
 mod rows;
 pub mod sqlite;
 
@@ -193,6 +194,7 @@ fn mix64(mut x: u64) -> u64 {
 }
 
 pub use crate::util::url::redact;
+pub use probe::{probe_postgres, require_existing_sqlite, sqlite_file};
 
 /// Maps a database error into the store's error, recognising the uniqueness rules the domain
 /// cares about by constraint (PostgreSQL) or by message (SQLite names the columns or index).

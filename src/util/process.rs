@@ -45,12 +45,21 @@ fn init(style: Style, default_filter: &str) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour_wanted())
         .with_writer(std::io::stderr);
     let _ = match style {
         Style::Json => builder.json().flatten_event(true).try_init(),
         Style::NestedJson => builder.json().try_init(),
         Style::Pretty => builder.try_init(),
     };
+}
+
+/// Whether log lines may carry colour: only when standard error is a terminal, and never when
+/// `NO_COLOR` is set to anything (<https://no-color.org>).
+pub fn colour_wanted() -> bool {
+    use std::io::IsTerminal as _;
+    std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+        && std::io::stderr().is_terminal()
 }
 
 /// Resolves on SIGINT (Ctrl-C) or, where there is one, SIGTERM.

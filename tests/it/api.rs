@@ -15,6 +15,7 @@ use sentin8_cron::core::store::Store;
 use sentin8_cron::daemon::Service;
 use sentin8_cron::server::auth::{ClaimRules, Hs256Key, SharedSecretAuthenticator};
 use sentin8_cron::server::listener::ListenerLimits;
+use sentin8_cron::server::system::HealthRules;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -97,6 +98,44 @@ impl Api {
         limits: ListenerLimits,
         metrics_listener: Option<std::net::TcpListener>,
     ) -> Self {
+        Self::start_configured(
+            store,
+            extra,
+            run_ticker,
+            relay,
+            limits,
+            metrics_listener,
+            HealthRules::default(),
+        )
+        .await
+    }
+
+    /// A server whose health follows these rules.
+    pub async fn start_with_health(store: Arc<dyn Store>, health: HealthRules) -> Self {
+        Self::start_configured(
+            store,
+            axum::Router::new(),
+            false,
+            None,
+            ListenerLimits::default(),
+            None,
+            health,
+        )
+        .await
+    }
+
+    async fn start_configured(
+        store: Arc<dyn Store>,
+        extra: axum::Router,
+        run_ticker: bool,
+        relay: Option<(
+            Arc<dyn sentin8_cron::core::relay::Sink>,
+            sentin8_cron::core::relay::RelayOptions,
+        )>,
+        limits: ListenerLimits,
+        metrics_listener: Option<std::net::TcpListener>,
+        health: HealthRules,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new(t0()));
         let target = RawServer::start(|_: &Recorded| Reply::json(200, json!({"ok": true}))).await;
         let auth = SharedSecretAuthenticator::new(
@@ -139,6 +178,8 @@ impl Api {
                 .unwrap(),
             ),
             jwks: None,
+            health,
+            retention: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

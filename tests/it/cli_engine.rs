@@ -117,7 +117,7 @@ async fn tick_once_fires_due_schedules_through_the_binary() {
         .await;
     assert_eq!(code, 0);
     let jobs: Value = serde_json::from_str(&stdout).unwrap();
-    let jobs = jobs["jobs"].as_array().unwrap();
+    let jobs = jobs["items"].as_array().unwrap();
     let fired = jobs.iter().find(|j| j["status"] == "succeeded").unwrap();
     assert_eq!(fired["result"], json!({"cleaned": 3}));
     // The schedule was overdue by more than one occurrence: the ones nobody fired are on the
@@ -134,30 +134,50 @@ async fn failed_jobs_reach_the_dlq_and_republish_from_the_cli() {
     let env = EnvId::new();
     cli.overdue_schedule(env, &target.url(), 0).await;
 
+    // The tick did its work but a call failed: its own exit status, 3.
     let (code, stdout, stderr) = cli.run(&["tick", "--once", "--output", "json"]).await;
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 3, "{stderr}");
     let summary: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary["dead_lettered"], 1);
 
     let (code, stdout, _) = cli.run(&["dlq", "list", "--output", "json"]).await;
     assert_eq!(code, 0);
     let listed: Value = serde_json::from_str(&stdout).unwrap();
-    let entry = &listed["entries"][0];
+    let entry = &listed["items"][0];
     assert_eq!(entry["last_error"], "proxy-back status 500");
     let id = entry["id"].as_str().unwrap().to_owned();
+
+    // One entry, and its job, from the database.
+    let env_text = env.to_string();
+    let (code, stdout, stderr) = cli
+        .run(&["dlq", "get", &id, "--env", &env_text, "-o", "json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let one: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(&one, entry);
+    let job_id = entry["job_id"].as_str().unwrap().to_owned();
+    let (code, stdout, stderr) = cli
+        .run(&["jobs", "get", &job_id, "--env", &env_text, "-o", "json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let job: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(job["id"], entry["job_id"]);
+    assert_eq!(job["status"], "failed");
+    assert_eq!(job["error"], "proxy-back status 500");
 
     let (code, _, stderr) = cli.run(&["dlq", "republish", &id]).await;
     assert_ne!(code, 0, "the environment is required");
     assert!(stderr.contains("--env"), "{stderr}");
 
-    let env_text = env.to_string();
     let (code, stdout, stderr) = cli
         .run(&["dlq", "republish", &id, "--env", &env_text])
         .await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("republished"), "{stdout}");
-    let (_, stdout, _) = cli.run(&["dlq", "list"]).await;
-    assert!(stdout.contains("empty"), "{stdout}");
+    let (code, stdout, stderr) = cli.run(&["dlq", "list"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "", "an empty list prints no rows");
+    assert!(stderr.contains("no dead-letter entries found"), "{stderr}");
 
     // The republished job runs on the next tick.
     cli.run(&["tick", "--once"]).await;

@@ -67,6 +67,8 @@ impl Server {
             extra_routes: axum::Router::new(),
             target_policy: Arc::new(policy),
             jwks: None,
+            health: Default::default(),
+            retention: None,
             limits: Default::default(),
             stats: Default::default(),
             metrics_listener: None,

@@ -23,12 +23,14 @@ use crate::support::t0;
 
 mod faulty;
 mod firing;
+mod paused;
 mod pipeline;
 mod recovery;
 mod timing;
 
 pub use faulty::FaultyStore;
 pub use firing::*;
+pub use paused::*;
 pub use pipeline::*;
 pub use recovery::*;
 pub use timing::*;
@@ -218,6 +220,7 @@ macro_rules! engine_suite {
                 a_database_outage_is_recorded_as_missed_occurrences,
                 the_breaker_fails_fast_and_a_good_probe_closes_it,
                 triggers_and_republishes_run_through_the_drain,
+                a_pause_during_an_attempt_holds_only_retries,
                 dry_run_plans_without_firing,
             );
         }

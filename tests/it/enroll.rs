@@ -62,6 +62,18 @@ impl Run {
         self
     }
 
+    /// Refused as invalid input (exit status 3).
+    #[track_caller]
+    pub fn invalid(self) -> Self {
+        assert_eq!(
+            self.code, 3,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Failed at run time (exit status 1).
     #[track_caller]
     pub fn failed(self) -> Self {
         assert_eq!(

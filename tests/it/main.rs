@@ -5,13 +5,16 @@ mod admin_browser;
 mod api;
 mod architecture;
 mod cli;
+mod cli_api;
 mod cli_engine;
+mod cli_lifecycle;
 mod conformance;
 mod cron_props;
 mod dispatch;
 mod egress;
 mod engine;
 mod enroll;
+mod lifecycle;
 mod listener;
 mod nul;
 mod pg_instances;
@@ -22,6 +25,7 @@ mod relay;
 mod relay_sinks;
 mod schema_checks;
 mod signed_calls;
+mod stalling_proxy;
 mod support;
 mod tls;
 mod tz_restart;
@@ -35,6 +39,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::api_suite!(sqlite_api, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::cli_api_suite!(sqlite_cli_api, async {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::enroll_suite!(sqlite_enroll, async {
@@ -53,6 +60,9 @@ mod store_sqlite {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::nul_suite!(sqlite_nul, async {
+        Some((crate::support::sqlite_store().await, ()))
+    });
+    crate::lifecycle_suite!(sqlite_lifecycle, async {
         Some((crate::support::sqlite_store().await, ()))
     });
     crate::tz_restart_suite!(
@@ -86,6 +96,10 @@ mod store_postgres {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });
+    crate::cli_api_suite!(postgres_cli_api, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
     crate::enroll_suite!(postgres_enroll, async {
         let db = crate::support::PgTestDb::create().await?;
         let target = crate::enroll::Db {
@@ -100,6 +114,10 @@ mod store_postgres {
         Some((db.dyn_store(), db))
     });
     crate::nul_suite!(postgres_nul, async {
+        let db = crate::support::PgTestDb::create().await?;
+        Some((db.dyn_store(), db))
+    });
+    crate::lifecycle_suite!(postgres_lifecycle, async {
         let db = crate::support::PgTestDb::create().await?;
         Some((db.dyn_store(), db))
     });

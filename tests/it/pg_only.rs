@@ -54,7 +54,14 @@ async fn the_service_role_is_not_privileged() {
     let names: Vec<_> = tables.iter().map(|t| t.0.as_str()).collect();
     assert_eq!(
         names,
-        ["audit_journal", "dlq", "jobs", "outbox", "schedules"]
+        [
+            "audit_journal",
+            "dlq",
+            "job_attempts",
+            "jobs",
+            "outbox",
+            "schedules"
+        ]
     );
     assert!(
         tables
@@ -527,6 +534,7 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
             "outbox_claim",
             "outbox_mark_failed",
             "outbox_mark_relayed",
+            "outbox_oldest_unrelayed",
             "outbox_purge",
             "outbox_release",
             "outbox_stats"
@@ -550,4 +558,47 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
     .await
     .unwrap();
     assert_eq!(claimed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_answers_503_at_once_when_the_database_stops_answering() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let upstream: std::net::SocketAddr = {
+        let url = url::Url::parse(&db.service_url).unwrap();
+        let host = url.host_str().unwrap().replace("localhost", "127.0.0.1");
+        format!("{host}:{}", url.port().unwrap_or(5432))
+            .parse()
+            .unwrap()
+    };
+    let proxy = crate::stalling_proxy::StallingProxy::start(upstream).await;
+    let mut through_proxy = url::Url::parse(&db.service_url).unwrap();
+    through_proxy.set_host(Some("127.0.0.1")).unwrap();
+    through_proxy.set_port(Some(proxy.addr.port())).unwrap();
+    // The default pool settings: a 10 s acquire timeout is what a probe would otherwise wait.
+    let store = sentin8_cron::store::connect(
+        through_proxy.as_str(),
+        &sentin8_cron::store::ConnectOptions::default(),
+    )
+    .await
+    .unwrap();
+    let api = crate::api::Api::start(store).await;
+    let (status, health, _) = api
+        .call(reqwest::Method::GET, "/v1/health", None, None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{health}");
+
+    proxy.stall(true);
+    // Past the cached probe's lifetime, so the next request probes the stalled database.
+    api.clock.advance(Duration::seconds(2));
+    let answered = tokio::time::timeout(
+        StdDuration::from_secs(5),
+        api.call(reqwest::Method::GET, "/v1/health", None, None),
+    )
+    .await;
+    proxy.stall(false);
+    let (status, health, _) = answered.expect("health answered before the pool's 10 s timeout");
+    assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE, "{health}");
+    assert_eq!(health["status"], "unavailable");
 }

@@ -87,6 +87,41 @@ async fn registered_routes_are_the_served_openapi_operations() {
         Some("sentin8:cron:write".to_owned())
     )));
     assert!(routes.contains(&("GET".to_owned(), "/v1/health".to_owned(), None)));
+    for (method, path, scope) in [
+        ("DELETE", "/v1/dlq/{id}", "sentin8:cron:write"),
+        ("GET", "/v1/audit", "sentin8:cron:read"),
+    ] {
+        assert!(
+            routes.contains(&(method.to_owned(), path.to_owned(), Some(scope.to_owned()))),
+            "{method} {path} is registered with {scope}"
+        );
+    }
+    for event in [
+        "sentin8:cron:dlq:discarded",
+        "sentin8:cron:schedule:triggered",
+    ] {
+        assert!(
+            printed["events"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(event)),
+            "{event} is registered"
+        );
+    }
+    let variables: Vec<&str> = printed["configuration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|var| var["name"].as_str())
+        .collect();
+    for name in [
+        "SENTIN8_CRON_JOB_RETENTION",
+        "SENTIN8_CRON_AUDIT_RETENTION",
+        "SENTIN8_CRON_HEALTH_BUS_UNREACHABLE_AFTER",
+        "SENTIN8_CRON_HEALTH_OUTBOX_BACKLOG_AGE",
+    ] {
+        assert!(variables.contains(&name), "{name} is registered");
+    }
 }
 
 #[test]
@@ -250,7 +285,13 @@ fn serve_help_shows_every_setting_once_and_hides_secrets() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let help = String::from_utf8_lossy(&output.stdout);
     let configuration = registration::configuration();
-    for var in &configuration {
+    // The operator commands' own settings (which server to call, with which token) are not
+    // the service's.
+    let client_only = ["SENTIN8_CRON_SERVER", "SENTIN8_CRON_API_TOKEN"];
+    for var in configuration
+        .iter()
+        .filter(|var| !client_only.contains(&var.name.as_str()))
+    {
         assert_eq!(
             help.matches(&format!("[env: {}", var.name)).count(),
             1,

@@ -579,14 +579,17 @@ async fn serve_relays_events_of_api_calls_and_ticks_to_jetstream() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    assert_eq!(subjects, [expect("created"), expect("completed")]);
+    assert_eq!(
+        subjects,
+        [expect("created"), expect("triggered"), expect("completed")]
+    );
     assert_eq!(
         api.target.requests().len(),
         1,
         "the job called the target once"
     );
     let messages = bus.messages().await;
-    let completed = body(&messages[1]);
+    let completed = body(&messages[2]);
     assert_eq!(completed["schedule_id"], id);
     assert_eq!(
         completed["payload"]["result"],

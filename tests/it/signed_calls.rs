@@ -78,6 +78,8 @@ async fn serve_jwks(jwks: Value) -> (String, oneshot::Sender<()>) {
         extra_routes: axum::Router::new(),
         target_policy: Arc::new(dev_egress()),
         jwks: Some(jwks),
+        health: Default::default(),
+        retention: None,
         limits: Default::default(),
         stats: Default::default(),
         metrics_listener: None,

@@ -63,6 +63,8 @@ async fn start() -> TlsServer {
         metrics_listener: None,
         target_policy: Arc::new(crate::support::dev_egress()),
         jwks: None,
+        health: Default::default(),
+        retention: None,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

@@ -41,22 +41,42 @@ pub struct Document {
 
 /// Reads a declaration file; its format comes from its extension, else from its content.
 pub async fn read_file(path: &Path) -> anyhow::Result<Document> {
-    let bytes = tokio::fs::read(path)
-        .await
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    read_input(path)
+}
+
+/// Reads a document from a file, or from standard input when the path is `-`. Messages name
+/// the file by its absolute path.
+pub fn read_input(path: &Path) -> anyhow::Result<Document> {
+    use std::io::Read as _;
+    let stdin = path.as_os_str() == "-";
+    let origin = if stdin {
+        "standard input".to_owned()
+    } else {
+        std::path::absolute(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let mut bytes = Vec::new();
+    let limit = MAX_DOCUMENT_BYTES as u64 + 1;
+    let read = if stdin {
+        std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|file| file.take(limit).read_to_end(&mut bytes))
+    };
+    read.with_context(|| format!("cannot read {origin}"))?;
     if bytes.len() > MAX_DOCUMENT_BYTES {
         bail!(
-            "{} is larger than {} MiB",
-            path.display(),
+            "{origin} is larger than {} MiB",
             MAX_DOCUMENT_BYTES / (1024 * 1024)
         );
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{origin} is not UTF-8 text"))?;
     Ok(Document {
-        format: DeclFormat::detect(Some(path), &text),
+        format: DeclFormat::detect((!stdin).then_some(path), &text),
         text,
-        origin: path.display().to_string(),
+        origin,
     })
 }
 

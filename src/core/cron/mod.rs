@@ -58,6 +58,7 @@
 //! no fire is found, the schedule never fires again.
 
 mod civil;
+mod describe;
 mod error;
 mod expr;
 mod parse;
@@ -72,6 +73,7 @@ mod tests;
 #[cfg(test)]
 mod zone_tests;
 
+pub use describe::describe_zoned;
 pub use error::{CronError, CronField, FieldProblem};
 pub use expr::CronExpr;
 pub use tzdb::{TzDatabase, TzDatabaseError, Zone};

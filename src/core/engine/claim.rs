@@ -234,15 +234,19 @@ impl Engine {
         let claimed = async {
             let mut tx = lock.tenant_begin(due.env_id).await?;
             let now = self.clock.now();
+            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
+                return Ok(None);
+            };
+            // A paused schedule's retries wait for its resume (paused after selection).
+            if schedule.status == ScheduleStatus::Paused {
+                return Ok(None);
+            }
             let claim = JobClaim {
                 id: due.id,
                 now,
                 lease_until: now + super::chrono_duration(self.config.lease),
             };
             let Some(job) = tx.job_claim(&claim).await? else {
-                return Ok(None);
-            };
-            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
                 return Ok(None);
             };
             tx.commit().await?;

@@ -207,6 +207,7 @@ impl Engine {
         result: Result<Value, Failure>,
         now: DateTime<Utc>,
     ) -> (JobFinish, AttemptResult) {
+        let detail = attempt_detail(job, &result);
         let (outcome, result) = match result {
             Ok(answer) => (
                 JobOutcome::Succeeded { result: answer },
@@ -229,9 +230,13 @@ impl Engine {
                     }
                     RetryDecision::Retry { delay, .. } => (
                         JobOutcome::RetryPending {
-                            // An attempt lost with its instance never reached a verdict:
-                            // it is tried again at once.
-                            next_attempt_at: if failure.retry_now {
+                            // An attempt lost with its instance never reached a verdict: it is
+                            // tried again at once. A schedule paused while this attempt ran:
+                            // the retry waits for the resume (the due selection skips it) and
+                            // is due as soon as it comes.
+                            next_attempt_at: if failure.retry_now
+                                || schedule.status == ScheduleStatus::Paused
+                            {
                                 now
                             } else {
                                 now + chrono_duration(delay)
@@ -251,8 +256,31 @@ impl Engine {
             attempt: job.attempt,
             outcome,
             now,
+            detail,
         };
         (finish, result)
+    }
+}
+
+/// What the attempt ledger records of a call beyond its outcome: when it started, the status
+/// and an excerpt of the answer (the stored result on success), and the failure's kind.
+fn attempt_detail(job: &Job, result: &Result<Value, Failure>) -> AttemptDetail {
+    match result {
+        Ok(answer) => AttemptDetail {
+            started_at: job.started_at,
+            http_status: None,
+            error_class: None,
+            response_excerpt: match answer {
+                Value::Null => None,
+                other => AttemptDetail::excerpt(&other.to_string()),
+            },
+        },
+        Err(failure) => AttemptDetail {
+            started_at: job.started_at,
+            http_status: failure.http_status,
+            error_class: Some(failure.kind.to_owned()),
+            response_excerpt: failure.excerpt.as_deref().and_then(AttemptDetail::excerpt),
+        },
     }
 }
 
@@ -265,6 +293,12 @@ pub(super) struct Failure {
     pub message: String,
     /// Retry at once rather than after the backoff (the attempt was lost, not refused).
     pub retry_now: bool,
+    /// The attempt ledger's error class (see [`DispatchError::kind`]).
+    pub kind: &'static str,
+    /// The status the service answered with, if it answered.
+    pub http_status: Option<u16>,
+    /// The start of the answer's body, if it answered with one.
+    pub excerpt: Option<String>,
 }
 
 impl Failure {
@@ -274,12 +308,49 @@ impl Failure {
             FailureClass::Configuration => format!("{}: {err}", FailureClass::CONFIGURATION),
             FailureClass::Retryable => err.to_string(),
         };
+        let (http_status, excerpt) = match err {
+            DispatchError::Status(code, excerpt) => (Some(*code), Some(excerpt.clone())),
+            _ => (None, None),
+        };
         Failure {
             class,
             message,
             retry_now: false,
+            kind: err.kind(),
+            http_status,
+            excerpt,
         }
     }
+
+    /// An attempt whose instance stopped before recording it: retried at once (it was lost,
+    /// not refused).
+    pub(super) fn abandoned(message: String) -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message,
+            retry_now: true,
+            kind: Self::ABANDONED,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
+    /// A call not made because its origin's circuit is open.
+    pub(super) fn circuit_open(message: String) -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message,
+            retry_now: false,
+            kind: Self::CIRCUIT_OPEN,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
+    /// The ledger's error class of an abandoned attempt.
+    pub(super) const ABANDONED: &'static str = "abandoned";
+    /// The ledger's error class of a call the open circuit refused.
+    pub(super) const CIRCUIT_OPEN: &'static str = "circuit_open";
 }
 
 /// One attempt's call, waiting to be recorded.

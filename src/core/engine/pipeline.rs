@@ -19,7 +19,6 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use super::outcome::{Attempt, Failure, call_alone};
 use super::{Engine, EngineError, Outcome, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN};
-use crate::core::dispatch::FailureClass;
 use crate::core::metrics::inc;
 use crate::core::model::*;
 use crate::core::store::*;
@@ -239,14 +238,10 @@ impl Pipeline<'_> {
             let origin = slot.origin().unwrap_or_default().to_owned();
             drop(slot);
             inc(&engine.metrics.failures);
-            let failure = Failure {
-                class: FailureClass::Retryable,
-                message: format!(
-                    "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
-                    until.to_rfc3339()
-                ),
-                retry_now: false,
-            };
+            let failure = Failure::circuit_open(format!(
+                "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
+                until.to_rfc3339()
+            ));
             tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
             let _ = self.done.send(Attempt {
                 schedule,
@@ -424,11 +419,7 @@ impl Pipeline<'_> {
                         let _ = self.done.send(Attempt {
                             schedule,
                             job,
-                            result: Err(Failure {
-                                class: FailureClass::Retryable,
-                                message,
-                                retry_now: true,
-                            }),
+                            result: Err(Failure::abandoned(message)),
                         });
                         true
                     }

@@ -14,7 +14,8 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// An audit entry of this actor's change of one resource.
+    /// An audit entry of this actor's change of one resource. An entry about a schedule is
+    /// recorded as concerning it (see [`NewAudit::on_schedule`] for other resources).
     pub(crate) fn audit(
         &self,
         action: &str,
@@ -23,7 +24,11 @@ impl Actor {
         before: Option<Value>,
         after: Option<Value>,
     ) -> NewAudit {
-        NewAudit {
+        let schedule_id = (resource_type == "schedule")
+            .then(|| uuid::Uuid::parse_str(&resource_id).ok())
+            .flatten()
+            .map(crate::core::model::ScheduleId);
+        let entry = NewAudit {
             actor: self.name.clone(),
             action: action.to_owned(),
             resource_type: resource_type.to_owned(),
@@ -32,6 +37,11 @@ impl Actor {
             after,
             correlation_id: self.correlation_id.clone(),
             now: self.now,
+            schedule_id: None,
+        };
+        match schedule_id {
+            Some(id) => entry.on_schedule(id),
+            None => entry,
         }
     }
 }

@@ -1,4 +1,6 @@
-//! Job and dead-letter operations: retrying a failed job, republishing a DLQ entry.
+//! Job and dead-letter operations: retrying a failed job, republishing a DLQ entry (which
+//! supersedes the original job, so one occurrence is never delivered twice) and discarding
+//! one.
 
 use chrono::{DateTime, Utc};
 
@@ -11,17 +13,17 @@ use crate::core::store::*;
 
 impl Ops {
     /// Retries a failed job now. Its dead-letter entry, if any, is removed in the same
-    /// transaction (it has been dealt with).
+    /// transaction (it has been dealt with). A job that succeeded, or whose occurrence a
+    /// republished dead letter runs instead (superseded), is refused: retrying it would
+    /// deliver the occurrence twice.
     pub async fn job_retry(&self, env: EnvId, id: JobId, actor: &Actor) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let job = tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))?;
+        retryable(&job)?;
         let schedule = live_for_update(&mut *tx, job.schedule_id).await?;
-        if job.status != JobStatus::Failed {
-            return Err(OpsError::Conflict(format!(
-                "only failed jobs can be retried; this one is {}",
-                job.status
-            )));
-        }
+        // Re-read under the schedule's lock: a concurrent republish may have superseded it.
+        let job = tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))?;
+        retryable(&job)?;
         ensure_no_open_job(&mut *tx, job.schedule_id).await?;
         let retried = tx
             .job_set_pending(&JobSetPending {
@@ -45,28 +47,41 @@ impl Ops {
             .with_job(&retried)
             .by(&actor.name);
         tx.outbox_insert(&event.into_event(&schedule)).await?;
-        tx.audit_insert(&actor.audit(
-            "job.retry",
-            "job",
-            id.to_string(),
-            snapshot(&job),
-            snapshot(&retried),
-        ))
+        tx.audit_insert(
+            &actor
+                .audit(
+                    "job.retry",
+                    "job",
+                    id.to_string(),
+                    snapshot(&job),
+                    snapshot(&retried),
+                )
+                .on_schedule(schedule.id),
+        )
         .await?;
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
         Ok(retried)
     }
 
-    /// Republishes a dead-letter entry: a fresh pending job due now, and the entry removed, in
-    /// one transaction.
+    /// Republishes a dead-letter entry: a fresh pending job due now, the original job marked
+    /// superseded by it, and the entry removed, in one transaction. An entry of a deleted
+    /// schedule cannot be republished (409); it can be discarded.
     pub async fn dlq_republish(&self, env: EnvId, id: DlqId, actor: &Actor) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let entry = tx
             .dlq_get(id)
             .await?
             .ok_or(OpsError::NotFound("dead-letter entry"))?;
-        let schedule = live_for_update(&mut *tx, entry.schedule_id).await?;
+        let schedule = tx
+            .schedule_get_for_update(entry.schedule_id)
+            .await?
+            .ok_or(OpsError::NotFound("schedule"))?;
+        if schedule.status == ScheduleStatus::Deleted {
+            return Err(OpsError::Conflict(
+                "schedule deleted: its dead letters can only be discarded".to_owned(),
+            ));
+        }
         ensure_no_open_job(&mut *tx, entry.schedule_id).await?;
         let job = tx
             .job_insert(&pending_now(schedule.id, entry.scheduled_for, actor.now))
@@ -74,22 +89,84 @@ impl Ops {
         if !tx.dlq_delete(id).await? {
             return Err(OpsError::NotFound("dead-letter entry"));
         }
+        // The original may have been retried by hand since it landed (then it is no longer
+        // failed and there is nothing to supersede).
+        tx.job_set_superseded(&JobSetSuperseded {
+            id: entry.job_id,
+            superseded_by: job.id,
+            now: actor.now,
+        })
+        .await?;
         let event = EventPayload::for_schedule(events::DLQ_REPUBLISHED, &schedule, actor.now)
             .with_job(&job)
             .with_dlq(&entry)
             .by(&actor.name);
         tx.outbox_insert(&event.into_event(&schedule)).await?;
-        tx.audit_insert(&actor.audit(
-            "dlq.republish",
-            "dlq",
-            id.to_string(),
-            snapshot(&entry),
-            snapshot(&job),
-        ))
+        tx.audit_insert(
+            &actor
+                .audit(
+                    "dlq.republish",
+                    "dlq",
+                    id.to_string(),
+                    snapshot(&entry),
+                    snapshot(&job),
+                )
+                .on_schedule(schedule.id),
+        )
         .await?;
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
         Ok(job)
+    }
+
+    /// Discards a dead-letter entry: its occurrence will not run. Entries of deleted schedules
+    /// can be discarded too. The event and the audit entry commit with the removal.
+    pub async fn dlq_discard(&self, env: EnvId, id: DlqId, actor: &Actor) -> OpsResult<DlqEntry> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let entry = tx
+            .dlq_get(id)
+            .await?
+            .ok_or(OpsError::NotFound("dead-letter entry"))?;
+        // Any status, deleted included: the lock orders this event after the schedule's others.
+        let schedule = tx
+            .schedule_get_for_update(entry.schedule_id)
+            .await?
+            .ok_or(OpsError::NotFound("schedule"))?;
+        if !tx.dlq_delete(id).await? {
+            return Err(OpsError::NotFound("dead-letter entry"));
+        }
+        let mut event = EventPayload::for_schedule(events::DLQ_DISCARDED, &schedule, actor.now)
+            .with_dlq(&entry)
+            .by(&actor.name);
+        event.job_id = Some(entry.job_id.to_string());
+        event.scheduled_for = Some(entry.scheduled_for);
+        event.error = Some(entry.last_error.clone());
+        tx.outbox_insert(&event.into_event(&schedule)).await?;
+        tx.audit_insert(
+            &actor
+                .audit("dlq.discard", "dlq", id.to_string(), snapshot(&entry), None)
+                .on_schedule(schedule.id),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(entry)
+    }
+}
+
+/// Refuses a retry that would deliver an occurrence again, naming what ran it instead.
+fn retryable(job: &Job) -> OpsResult<()> {
+    match (job.status, job.superseded_by) {
+        (JobStatus::Failed, _) => Ok(()),
+        (JobStatus::Superseded, Some(successor)) => Err(OpsError::Conflict(format!(
+            "this job was superseded by job {successor} (its dead letter was republished); \
+             retrying it would deliver the occurrence twice"
+        ))),
+        (JobStatus::Succeeded, _) => Err(OpsError::Conflict(
+            "this job already succeeded; retrying it would deliver the occurrence twice".to_owned(),
+        )),
+        (status, _) => Err(OpsError::Conflict(format!(
+            "only failed jobs can be retried; this one is {status}"
+        ))),
     }
 }
 

@@ -104,10 +104,18 @@ pub(super) fn apply(
         updated.status = ScheduleStatus::Active;
     }
     if timing_touched || resumed {
-        updated.next_run_at = updated
-            .timing
-            .next_after(actor.now)
-            .map_err(|e| OpsError::Invalid(vec![FieldError::new("cron", e.to_string())]))?;
+        updated.next_run_at = match updated.timing.next_after(actor.now) {
+            Ok(next) => next,
+            // Resuming a schedule whose stored expression no longer parses: like the engine,
+            // look at it again in an hour instead of refusing (a new expression fixes it).
+            Err(_) if !timing_touched => Some(actor.now + chrono::Duration::hours(1)),
+            Err(e) => {
+                return Err(OpsError::Invalid(vec![FieldError::new(
+                    "cron",
+                    e.to_string(),
+                )]));
+            }
+        };
         if updated.status == ScheduleStatus::Active && updated.next_run_at.is_none() {
             return Err(OpsError::Invalid(vec![FieldError::new(
                 if updated.kind() == ScheduleKind::Once {
@@ -333,6 +341,32 @@ mod tests {
         };
         let (same, event) = apply(&current, patch, &actor()).unwrap();
         assert_eq!((same, event), (current, None));
+    }
+
+    #[test]
+    fn a_stored_expression_that_no_longer_parses_can_be_paused_and_resumed() {
+        let current = stored(berlin("61 * * * *"));
+        let pause = SchedulePatch {
+            status: Some(ScheduleStatus::Paused),
+            payload: Some(json!({"n": 1})),
+            ..SchedulePatch::default()
+        };
+        let (paused, event) = apply(&current, pause, &actor()).unwrap();
+        assert_eq!(paused.status, ScheduleStatus::Paused);
+        assert_eq!(event, Some(events::SCHEDULE_PAUSED));
+        let resume = SchedulePatch {
+            status: Some(ScheduleStatus::Active),
+            ..SchedulePatch::default()
+        };
+        let (resumed, event) = apply(&paused, resume, &actor()).unwrap();
+        assert_eq!(resumed.next_run_at, Some(now() + Duration::hours(1)));
+        assert_eq!(event, Some(events::SCHEDULE_RESUMED));
+        // A new expression that does not parse either is still refused, naming the field.
+        let broken = SchedulePatch {
+            cron: Some("61 * * * *".into()),
+            ..SchedulePatch::default()
+        };
+        assert_eq!(fields(apply(&paused, broken, &actor())), ["cron"]);
     }
 
     #[test]

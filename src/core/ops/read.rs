@@ -7,10 +7,21 @@ use crate::core::store::*;
 impl Ops {
     /// A schedule, unless it does not exist here or is deleted.
     pub async fn schedule_get(&self, env: EnvId, id: ScheduleId) -> OpsResult<Schedule> {
+        self.schedule_read(env, id, false).await
+    }
+
+    /// A schedule; a deleted one only with `include_deleted` (its dead letters and jobs still
+    /// point at it).
+    pub async fn schedule_read(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        include_deleted: bool,
+    ) -> OpsResult<Schedule> {
         let mut tx = self.store.tenant_begin(env).await?;
         tx.schedule_get(id)
             .await?
-            .filter(|s| s.status != ScheduleStatus::Deleted)
+            .filter(|s| include_deleted || s.status != ScheduleStatus::Deleted)
             .ok_or(OpsError::NotFound("schedule"))
     }
 
@@ -29,6 +40,32 @@ impl Ops {
     pub async fn job_get(&self, env: EnvId, id: JobId) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))
+    }
+
+    /// A job of this environment with every recorded attempt, first attempt first, read in
+    /// one transaction.
+    pub async fn job_get_with_attempts(
+        &self,
+        env: EnvId,
+        id: JobId,
+    ) -> OpsResult<(Job, Vec<JobAttempt>)> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let job = tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))?;
+        let attempts = tx.job_attempts_list(id).await?;
+        Ok((job, attempts))
+    }
+
+    /// A page of the audit journal, newest first.
+    pub async fn audit_list(&self, env: EnvId, query: &AuditQuery) -> OpsResult<Vec<AuditEntry>> {
+        if let Some(Err(problem)) = query
+            .actor
+            .as_deref()
+            .map(|actor| crate::core::storable::check_text("actor", actor))
+        {
+            return Err(OpsError::Invalid(vec![problem]));
+        }
+        let mut tx = self.store.tenant_begin(env).await?;
+        Ok(tx.audit_query(query).await?)
     }
 
     /// A page of jobs, newest first.
@@ -53,7 +90,9 @@ impl Ops {
     }
 
     /// What the operator's overview shows of one environment, read in one transaction: counts
-    /// by status, the latest `failures` failed jobs (each with its schedule, deleted or not,
+    /// by status, the latest `failures` failed jobs not resolved yet (a job whose dead letter
+    /// was republished is `superseded`, one retried is open or finished again, so neither is
+    /// listed) (each with its schedule, deleted or not,
     /// for a readable label) and the `upcoming` active schedules that fire soonest.
     pub async fn env_overview(
         &self,

@@ -134,8 +134,9 @@ impl Ops {
         Ok(saved)
     }
 
-    /// Runs a schedule now, outside its timing: a pending job due immediately. Refused while
-    /// the schedule has an open job (one open job per schedule).
+    /// Runs a schedule now, outside its timing: a pending job due immediately, with its
+    /// `triggered` event. Refused while the schedule has an open job (one open job per
+    /// schedule). A paused schedule's triggered job waits for its resume, like its retries.
     pub async fn schedule_trigger(
         &self,
         env: EnvId,
@@ -148,6 +149,10 @@ impl Ops {
         let job = tx
             .job_insert(&pending_now(schedule.id, actor.now, actor.now))
             .await?;
+        let event = EventPayload::for_schedule(events::SCHEDULE_TRIGGERED, &schedule, actor.now)
+            .with_job(&job)
+            .by(&actor.name);
+        tx.outbox_insert(&event.into_event(&schedule)).await?;
         tx.audit_insert(&actor.audit(
             "schedule.trigger",
             "schedule",

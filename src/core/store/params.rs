@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::model::{
-    DlqId, EnvId, EventId, JobId, JobStatus, MissedOccurrences, Schedule, ScheduleId,
-    ScheduleStatus,
+    AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, MissedOccurrences, Schedule,
+    ScheduleId, ScheduleStatus,
 };
 use crate::core::target::Target;
 use crate::core::timing::Timing;
@@ -45,6 +45,9 @@ pub struct StoreStats {
     pub outbox_unrelayed: i64,
     /// Events the relay gave up on (see [`Store::outbox_mark_failed`]); an operator must look.
     pub outbox_parked: i64,
+    /// When the oldest event not relayed yet was written (the backlog's age).
+    #[serde(default)]
+    pub outbox_oldest_unrelayed_at: Option<DateTime<Utc>>,
 }
 
 /// One environment's counts by status, for the operator's overview. Read inside a tenant
@@ -278,9 +281,28 @@ impl JobOutcome {
             JobOutcome::Failed { .. } => JobStatus::Failed,
         }
     }
+
+    /// How the attempt ledger names this outcome.
+    pub fn attempt_outcome(&self) -> AttemptOutcome {
+        match self {
+            JobOutcome::Succeeded { .. } => AttemptOutcome::Succeeded,
+            JobOutcome::RetryPending { .. } => AttemptOutcome::Retry,
+            JobOutcome::Failed { .. } => AttemptOutcome::Failed,
+        }
+    }
+
+    /// The error this outcome records, if it is a failure.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            JobOutcome::Succeeded { .. } => None,
+            JobOutcome::RetryPending { error, .. } | JobOutcome::Failed { error } => Some(error),
+        }
+    }
 }
 
-/// The outcome of one attempt, written only if the job is still running that attempt.
+/// The outcome of one attempt, written only if the job is still running that attempt. The
+/// attempt ledger gets a row for it in the same statement batch: the attempt finished at
+/// `now`, with `detail`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobFinish {
     pub id: JobId,
@@ -288,6 +310,73 @@ pub struct JobFinish {
     pub attempt: i32,
     pub outcome: JobOutcome,
     pub now: DateTime<Utc>,
+    /// What the attempt ledger records beyond the outcome.
+    pub detail: AttemptDetail,
+}
+
+/// What the attempt ledger records of an attempt beyond its outcome and end (`now`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptDetail {
+    /// When the attempt started (the job's `started_at` as claimed).
+    pub started_at: Option<DateTime<Utc>>,
+    /// The owning service's answer status, when it answered.
+    pub http_status: Option<u16>,
+    /// The kind of failure (see `DispatchError::kind`), `None` on success.
+    pub error_class: Option<String>,
+    /// At most [`RESPONSE_EXCERPT_BYTES`] of the answer (see [`AttemptDetail::excerpt`]).
+    pub response_excerpt: Option<String>,
+}
+
+/// The most of an answer the attempt ledger keeps.
+pub const RESPONSE_EXCERPT_BYTES: usize = 512;
+
+impl AttemptDetail {
+    /// `text` cut to at most [`RESPONSE_EXCERPT_BYTES`] bytes at a character boundary; `None`
+    /// when empty.
+    pub fn excerpt(text: &str) -> Option<String> {
+        if text.is_empty() {
+            return None;
+        }
+        let mut end = text.len().min(RESPONSE_EXCERPT_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(text[..end].to_owned())
+    }
+
+    /// The attempt's duration in milliseconds, if it is known when it started.
+    pub fn duration_ms(&self, finished_at: DateTime<Utc>) -> Option<i64> {
+        self.started_at
+            .map(|started| (finished_at - started).num_milliseconds().max(0))
+    }
+}
+
+/// Marks a failed job superseded by the job that replaces it (a republished dead letter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSetSuperseded {
+    pub id: JobId,
+    pub superseded_by: JobId,
+    pub now: DateTime<Utc>,
+}
+
+/// Filters for reading the audit journal, newest first, with keyset pagination.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    pub schedule_id: Option<ScheduleId>,
+    pub actor: Option<String>,
+    /// Only entries written at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+    /// Only ids smaller than this one (the previous page's last id).
+    pub before: Option<uuid::Uuid>,
+    pub limit: u32,
+}
+
+/// One bounded retention batch: rows older than `before`, at most `limit` of them, oldest
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionPurge {
+    pub before: DateTime<Utc>,
+    pub limit: u32,
 }
 
 /// A manual retry of a failed job.
@@ -415,6 +504,16 @@ pub struct NewAudit {
     pub after: Option<Value>,
     pub correlation_id: Option<String>,
     pub now: DateTime<Utc>,
+    /// The schedule the entry concerns, if any (the journal can be filtered by it).
+    pub schedule_id: Option<ScheduleId>,
+}
+
+impl NewAudit {
+    /// The entry, recorded as concerning `schedule`.
+    pub fn on_schedule(mut self, schedule: ScheduleId) -> Self {
+        self.schedule_id = Some(schedule);
+        self
+    }
 }
 
 /// A relay's claim on pending outbox events (see [`Store::outbox_claim`]).
@@ -480,4 +579,40 @@ pub struct OutboxPurge {
     pub relayed_before: DateTime<Utc>,
     /// At most this many per call, oldest first.
     pub limit: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn an_excerpt_is_at_most_512_bytes_and_cut_at_a_character_boundary() {
+        assert_eq!(AttemptDetail::excerpt(""), None);
+        assert_eq!(AttemptDetail::excerpt("short").as_deref(), Some("short"));
+        // 511 ASCII bytes then a two-byte character: the character would end at byte 513.
+        let text = format!("{}é and more", "a".repeat(511));
+        let cut = AttemptDetail::excerpt(&text).unwrap();
+        assert_eq!(cut.len(), 511);
+        assert!(text.starts_with(&cut));
+        assert_eq!(
+            AttemptDetail::excerpt(&"b".repeat(2000)).unwrap().len(),
+            RESPONSE_EXCERPT_BYTES
+        );
+    }
+
+    #[test]
+    fn an_attempt_s_duration_is_known_only_from_its_start() {
+        let start = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+        let detail = AttemptDetail {
+            started_at: Some(start),
+            ..AttemptDetail::default()
+        };
+        assert_eq!(
+            detail.duration_ms(start + chrono::Duration::milliseconds(1250)),
+            Some(1250)
+        );
+        assert_eq!(AttemptDetail::default().duration_ms(start), None);
+    }
 }

@@ -369,6 +369,7 @@ fn jobs_body() -> String {
             ("succeeded", "Succeeded"),
             ("failed", "Failed"),
             ("skipped", "Skipped"),
+            ("superseded", "Superseded"),
         ]),
         table = table(
             "jobs-table",

@@ -83,7 +83,7 @@ pub struct JobView {
     pub id: Uuid,
     pub schedule_id: Uuid,
     pub env_id: Uuid,
-    /// `pending`, `running`, `succeeded`, `failed` or `skipped`.
+    /// `pending`, `running`, `succeeded`, `failed`, `skipped` or `superseded`.
     pub status: String,
     pub attempt: i32,
     pub scheduled_for: DateTime<Utc>,
@@ -99,6 +99,11 @@ pub struct JobView {
     /// On a skipped job that records occurrences nobody fired (an outage, an overload): the
     /// first and last of them and how many.
     pub missed: Option<MissedView>,
+    /// The job that runs this one's occurrence instead (a republished dead letter).
+    pub superseded_by: Option<Uuid>,
+    /// Every recorded attempt, first attempt first (on a single job only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Vec<AttemptView>>,
 }
 
 /// A run of missed occurrences, recorded as one skipped job.
@@ -107,6 +112,89 @@ pub struct MissedView {
     pub first: DateTime<Utc>,
     pub last: DateTime<Utc>,
     pub count: u32,
+}
+
+impl JobView {
+    /// A job with its attempts.
+    pub fn with_attempts(job: Job, attempts: Vec<JobAttempt>) -> Self {
+        let mut view = Self::from(job);
+        view.attempts = Some(attempts.into_iter().map(AttemptView::from).collect());
+        view
+    }
+}
+
+/// One attempt of a job, as the attempt ledger keeps it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptView {
+    /// 1 for the first attempt.
+    pub attempt: i32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: DateTime<Utc>,
+    pub duration_ms: Option<i64>,
+    /// `succeeded`, `retry` (another attempt followed) or `failed`.
+    pub outcome: String,
+    /// The owning service's answer status, when it answered with an error status.
+    pub http_status: Option<i32>,
+    /// `status`, `timeout`, `transport`, `token`, `decode`, `egress`, `configuration` or
+    /// `abandoned`.
+    pub error_class: Option<String>,
+    pub error: Option<String>,
+    /// At most 512 bytes of the answer.
+    pub response_excerpt: Option<String>,
+}
+
+impl From<JobAttempt> for AttemptView {
+    fn from(a: JobAttempt) -> Self {
+        Self {
+            attempt: a.attempt,
+            started_at: a.started_at,
+            finished_at: a.finished_at,
+            duration_ms: a.duration_ms,
+            outcome: a.outcome.to_string(),
+            http_status: a.http_status,
+            error_class: a.error_class,
+            error: a.error,
+            response_excerpt: a.response_excerpt,
+        }
+    }
+}
+
+/// One entry of the audit journal: who changed what, from what, to what.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditView {
+    pub id: Uuid,
+    pub env_id: Uuid,
+    pub actor: String,
+    /// `schedule.create`, `schedule.update`, `dlq.discard`, ...
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    /// The schedule the entry concerns, if any.
+    pub schedule_id: Option<Uuid>,
+    #[schema(value_type = Option<Object>)]
+    pub before: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub after: Option<Value>,
+    pub correlation_id: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+impl From<AuditEntry> for AuditView {
+    fn from(a: AuditEntry) -> Self {
+        Self {
+            id: a.id,
+            env_id: a.env_id.0,
+            actor: a.actor,
+            action: a.action,
+            resource_type: a.resource_type,
+            resource_id: a.resource_id,
+            schedule_id: a.schedule_id.map(|id| id.0),
+            before: a.before,
+            after: a.after,
+            correlation_id: a.correlation_id,
+            at: a.at,
+        }
+    }
 }
 
 impl From<Job> for JobView {
@@ -131,6 +219,8 @@ impl From<Job> for JobView {
                 last: m.last,
                 count: m.count,
             }),
+            superseded_by: j.superseded_by.map(|id| id.0),
+            attempts: None,
         }
     }
 }

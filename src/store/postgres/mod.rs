@@ -8,6 +8,7 @@
 //! cross-tenant reads and `outbox` the relay's claims and marks.
 
 mod announce;
+mod lifecycle;
 mod locks;
 mod migrate;
 mod outbox;
@@ -201,6 +202,18 @@ impl Store for PgStore {
         outbox::purge(&self.pool, purge).await
     }
 
+    async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::purge(&self.pool, "purge_jobs", purge).await
+    }
+
+    async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::purge(&self.pool, "purge_audit", purge).await
+    }
+
+    async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::purge(&self.pool, "purge_schedules", purge).await
+    }
+
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
         migrate::schema_status(&mut conn).await
@@ -290,6 +303,12 @@ impl Cells for PgCells<'_> {
         self.get(column)
     }
     fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+        self.get(column)
+    }
+    fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>> {
+        self.get(column)
+    }
+    fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>> {
         self.get(column)
     }
     fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {

@@ -73,10 +73,13 @@ pub(super) async fn dlq_envs(pool: &PgPool) -> StoreResult<Vec<EnvId>> {
 }
 
 pub(super) async fn stats_get(pool: &PgPool) -> StoreResult<StoreStats> {
-    let row = sqlx::query("SELECT s.*, o.* FROM cron.stats() s CROSS JOIN cron.outbox_stats() o")
-        .fetch_one(pool)
-        .await
-        .map_err(db_err)?;
+    let row = sqlx::query(
+        "SELECT s.*, o.*, cron.outbox_oldest_unrelayed() AS outbox_oldest_unrelayed_at \
+         FROM cron.stats() s CROSS JOIN cron.outbox_stats() o",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(db_err)?;
     rows::stats(&PgCells(&row, "stats"))
 }
 

@@ -27,8 +27,8 @@ pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
 
 /// A transaction with the tenant context set.
 pub(super) struct PgTenantTx<'c> {
-    tx: Transaction<'c, Postgres>,
-    env_id: EnvId,
+    pub(super) tx: Transaction<'c, Postgres>,
+    pub(super) env_id: EnvId,
     signals: Arc<Signals>,
     on_commit: Rings,
     announce: Announce,
@@ -370,7 +370,21 @@ impl TenantTx for PgTenantTx<'_> {
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        rows::map_rows(&rows, "jobs", rows::job)
+        let written = rows::map_rows(&rows, "jobs", rows::job)?;
+        let recorded: Vec<&JobFinish> = finishes
+            .iter()
+            .filter(|f| written.iter().any(|j| j.id == f.id))
+            .collect();
+        self.attempts_insert(&recorded).await?;
+        Ok(written)
+    }
+
+    async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
+        self.attempts_list(job_id).await
+    }
+
+    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_set_superseded(change)).await
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
@@ -572,6 +586,10 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "audit_journal", rows::audit)
+    }
+
+    async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        self.audit_page(query).await
     }
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {

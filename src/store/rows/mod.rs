@@ -27,13 +27,15 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
     last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
-    updated_at, missed_first, missed_last, missed_count";
+    updated_at, superseded_by, missed_first, missed_last, missed_count";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
 pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
     created_at, relayed_at, attempts, last_error, parked_at";
 pub(crate) const AUDIT_COLUMNS: &str = "id, env_id, actor, action, resource_type, resource_id, \
-    before, after, correlation_id, at";
+    before, after, correlation_id, at, schedule_id";
+pub(crate) const ATTEMPT_COLUMNS: &str = "job_id, attempt, started_at, finished_at, duration_ms, \
+    outcome, http_status, error_class, error, response_excerpt";
 
 /// A column list with every column qualified by `alias` (for statements that join).
 pub(crate) fn prefixed(columns: &str, alias: &str) -> String {
@@ -54,6 +56,8 @@ pub(crate) trait Cells {
     fn bool(&self, column: &str) -> StoreResult<bool>;
     fn text(&self, column: &str) -> StoreResult<String>;
     fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
+    fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>>;
+    fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>>;
     fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>>;
     fn opt_ts(&self, column: &str) -> StoreResult<Option<DateTime<Utc>>>;
     fn opt_json(&self, column: &str) -> StoreResult<Option<Value>>;
@@ -177,7 +181,23 @@ pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
         idempotency_key: c.text("idempotency_key")?,
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
+        superseded_by: c.opt_uuid("superseded_by")?.map(JobId),
         missed: missed(c)?,
+    })
+}
+
+pub(crate) fn attempt(c: &impl Cells) -> StoreResult<JobAttempt> {
+    Ok(JobAttempt {
+        job_id: JobId(c.uuid("job_id")?),
+        attempt: c.i32("attempt")?,
+        started_at: c.opt_ts("started_at")?,
+        finished_at: c.ts("finished_at")?,
+        duration_ms: c.opt_i64("duration_ms")?,
+        outcome: c.parse("outcome")?,
+        http_status: c.opt_i32("http_status")?,
+        error_class: c.opt_text("error_class")?,
+        error: c.opt_text("error")?,
+        response_excerpt: c.opt_text("response_excerpt")?,
     })
 }
 
@@ -241,6 +261,7 @@ pub(crate) fn audit(c: &impl Cells) -> StoreResult<AuditEntry> {
         after: c.opt_json("after")?,
         correlation_id: c.opt_text("correlation_id")?,
         at: c.ts("at")?,
+        schedule_id: c.opt_uuid("schedule_id")?.map(ScheduleId),
     })
 }
 
@@ -270,6 +291,7 @@ pub(crate) fn stats(c: &impl Cells) -> StoreResult<StoreStats> {
         dlq_entries: c.i64("dlq_entries")?,
         outbox_unrelayed: c.i64("outbox_unrelayed")?,
         outbox_parked: c.i64("outbox_parked")?,
+        outbox_oldest_unrelayed_at: c.opt_ts("outbox_oldest_unrelayed_at")?,
     })
 }
 

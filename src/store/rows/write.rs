@@ -218,6 +218,7 @@ pub(crate) fn audit_insert(env: EnvId, entry: &NewAudit) -> Vec<(&'static str, V
         ("after", Val::Json(entry.after.clone())),
         ("correlation_id", Val::Text(entry.correlation_id.clone())),
         ("at", Val::ts(entry.now)),
+        ("schedule_id", Val::Uuid(entry.schedule_id.map(|id| id.0))),
     ]
 }
 
@@ -307,6 +308,17 @@ pub(crate) fn job_set_pending(c: &JobSetPending) -> Transition {
             ("status", Val::text(JobStatus::Pending.as_str())),
             ("next_attempt_at", Val::ts(c.next_attempt_at)),
             ("finished_at", Val::Ts(None)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'failed'"),
+    }
+}
+
+pub(crate) fn job_set_superseded(c: &JobSetSuperseded) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Superseded.as_str())),
+            ("superseded_by", Val::uuid(c.superseded_by.0)),
             ("updated_at", Val::ts(c.now)),
         ],
         guard: Some("status = 'failed'"),

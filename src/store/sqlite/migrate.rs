@@ -71,6 +71,28 @@ impl MigrationTarget for SqliteMigration<'_> {
     }
 
     async fn apply(&mut self, migration: &Migration) -> StoreResult<()> {
+        // SQLite changes a table's constraints by rebuilding it, which a parent table's
+        // drop would refuse while foreign keys are enforced (the pragma is a no-op inside a
+        // transaction, so it is set around it); the keys are checked before committing.
+        sqlx::query("PRAGMA foreign_keys = OFF")
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db_err)?;
+        let applied = self.apply_unchecked(migration).await;
+        sqlx::query("PRAGMA foreign_keys = ON")
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db_err)?;
+        applied
+    }
+
+    async fn finish(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
+impl SqliteMigration<'_> {
+    async fn apply_unchecked(&mut self, migration: &Migration) -> StoreResult<()> {
         let mut tx = self
             .conn
             .begin_with("BEGIN IMMEDIATE")
@@ -80,6 +102,18 @@ impl MigrationTarget for SqliteMigration<'_> {
             .execute(&mut *tx)
             .await
             .map_err(|e| migrations::failed(migration, e))?;
+        let violations = sqlx::query("PRAGMA foreign_key_check")
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if !violations.is_empty() {
+            return Err(crate::core::store::StoreError::Schema(format!(
+                "migration {} ({}) would leave {} rows with a dangling foreign key",
+                migration.version,
+                migration.name,
+                violations.len()
+            )));
+        }
         sqlx::query(
             "INSERT INTO schema_migrations (version, name, checksum, applied_at) \
              VALUES (?1, ?2, ?3, ?4)",
@@ -92,9 +126,5 @@ impl MigrationTarget for SqliteMigration<'_> {
         .await
         .map_err(db_err)?;
         tx.commit().await.map_err(db_err)
-    }
-
-    async fn finish(&mut self) -> StoreResult<()> {
-        Ok(())
     }
 }

@@ -11,6 +11,7 @@
 //! `locks` the process-local locks, `tenant` the tenant transaction, `reads` the engine's
 //! cross-tenant reads and `outbox` the relay's claims and marks.
 
+mod lifecycle;
 mod locks;
 mod migrate;
 mod outbox;
@@ -177,6 +178,18 @@ impl Store for SqliteStore {
         outbox::purge(&self.pool, purge).await
     }
 
+    async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::jobs_purge(&self.pool, purge).await
+    }
+
+    async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::audit_purge(&self.pool, purge).await
+    }
+
+    async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        lifecycle::schedules_purge(&self.pool, purge).await
+    }
+
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
         migrate::schema_status(&mut conn).await
@@ -236,6 +249,12 @@ impl Cells for SqliteCells<'_> {
         self.get(column)
     }
     fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+        self.get(column)
+    }
+    fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>> {
+        self.get(column)
+    }
+    fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>> {
         self.get(column)
     }
     fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {

@@ -47,7 +47,9 @@ pub(super) async fn jobs_due(
     let rows = sqlx::query(
         "SELECT id, schedule_id, env_id, status FROM ( \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, next_attempt_at AS due_at \
-               FROM jobs WHERE status = 'pending' AND next_attempt_at <= ?1 \
+               FROM jobs j WHERE status = 'pending' AND next_attempt_at <= ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM schedules s \
+                                  WHERE s.id = j.schedule_id AND s.status = 'paused') \
                ORDER BY next_attempt_at LIMIT ?3) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, lease_until AS due_at \
@@ -73,7 +75,9 @@ pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTim
         "SELECT min(t) FROM ( \
              SELECT min(next_run_at) AS t FROM schedules WHERE status = 'active' \
              UNION ALL \
-             SELECT min(next_attempt_at) FROM jobs WHERE status = 'pending' \
+             SELECT min(next_attempt_at) FROM jobs j WHERE status = 'pending' \
+                AND NOT EXISTS (SELECT 1 FROM schedules s \
+                                 WHERE s.id = j.schedule_id AND s.status = 'paused') \
              UNION ALL \
              SELECT min(lease_until) FROM jobs WHERE status = 'running')",
     )
@@ -132,7 +136,9 @@ pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
                 (SELECT count(*) FROM dlq) AS dlq_entries, \
                 (SELECT count(*) FROM outbox WHERE relayed_at IS NULL) AS outbox_unrelayed, \
                 (SELECT count(*) FROM outbox \
-                  WHERE parked_at IS NOT NULL AND relayed_at IS NULL) AS outbox_parked",
+                  WHERE parked_at IS NOT NULL AND relayed_at IS NULL) AS outbox_parked, \
+                (SELECT created_at FROM outbox WHERE relayed_at IS NULL \
+                  ORDER BY seq LIMIT 1) AS outbox_oldest_unrelayed_at",
     )
     .fetch_one(pool)
     .await

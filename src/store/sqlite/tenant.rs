@@ -16,8 +16,8 @@ use crate::store::rows::{
 use crate::store::{Rings, db_err};
 
 pub(super) struct SqliteTenantTx {
-    tx: Transaction<'static, Sqlite>,
-    env_id: EnvId,
+    pub(super) tx: Transaction<'static, Sqlite>,
+    pub(super) env_id: EnvId,
     signals: Arc<Signals>,
     on_commit: Rings,
 }
@@ -36,7 +36,7 @@ impl SqliteTenantTx {
         }
     }
 
-    fn env(&self) -> String {
+    pub(super) fn env(&self) -> String {
         self.env_id.0.to_string()
     }
 
@@ -264,9 +264,20 @@ impl TenantTx for SqliteTenantTx {
                 finish,
             );
             let row = self.fetch_optional(&sql).await?;
-            finished.extend(rows::map_row(row.as_ref(), "jobs", rows::job)?);
+            if let Some(job) = rows::map_row(row.as_ref(), "jobs", rows::job)? {
+                self.attempts_insert(&[finish]).await?;
+                finished.push(job);
+            }
         }
         Ok(finished)
+    }
+
+    async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
+        self.attempts_list(job_id).await
+    }
+
+    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_set_superseded(change)).await
     }
 
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
@@ -431,6 +442,10 @@ impl TenantTx for SqliteTenantTx {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "audit_journal", rows::audit)
+    }
+
+    async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        self.audit_page(query).await
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {

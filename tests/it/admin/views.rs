@@ -244,7 +244,6 @@ pub async fn schedules_show_their_next_fires_in_their_zone(store: Arc<dyn Store>
     for (query, field) in [
         ("fires=21", "fires"),
         ("limit=1000", "limit"),
-        ("status=deleted", "status"),
         ("status=sleeping", "status"),
     ] {
         let (status, problem, _) = api
@@ -277,6 +276,16 @@ pub async fn schedules_show_their_next_fires_in_their_zone(store: Arc<dyn Store>
         )
         .await;
     assert_eq!(after["items"].as_array().unwrap().len(), 2);
+    // Unless asked for, as on the API.
+    let (_, deleted, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/admin/schedules?target_env_id={env}&status=deleted"),
+            Some(&reader),
+            None,
+        )
+        .await;
+    assert_eq!(deleted["items"][0]["id"], json!(spring));
     // And env B is empty.
     let (_, other, _) = api
         .call(

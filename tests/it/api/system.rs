@@ -93,12 +93,14 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     }
     operations.sort();
     let expected = [
+        ("DELETE", "/v1/dlq/{id}"),
         ("DELETE", "/v1/schedules/{id}"),
         ("GET", "/metrics"),
         ("GET", "/v1/admin/envs"),
         ("GET", "/v1/admin/overview"),
         ("GET", "/v1/admin/preview"),
         ("GET", "/v1/admin/schedules"),
+        ("GET", "/v1/audit"),
         ("GET", "/v1/dlq"),
         ("GET", "/v1/dlq/{id}"),
         ("GET", "/v1/health"),

@@ -543,6 +543,7 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
             result: json!({"ok": true}),
         },
         now: due + Duration::seconds(1),
+        detail: AttemptDetail::default(),
     };
     let stale = JobFinish {
         id: opened[1].id,
@@ -551,6 +552,7 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
             error: "late".into(),
         },
         now: due + Duration::seconds(1),
+        detail: AttemptDetail::default(),
     };
     let finished = tx.job_finish_many(&[done.clone(), stale]).await.unwrap();
     assert_eq!(finished.len(), 1);

@@ -60,6 +60,7 @@ pub async fn one_open_job_per_schedule(store: Arc<dyn Store>) {
                 result: json!({"ok": true}),
             },
             now: t0() + Duration::seconds(2),
+            detail: AttemptDetail::default(),
         }])
         .await
         .unwrap();

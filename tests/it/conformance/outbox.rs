@@ -86,6 +86,7 @@ pub async fn outbox_and_audit_keep_order_and_content(store: Arc<dyn Store>) {
             after: Some(json!({"status": kind})),
             correlation_id: Some("req-1".into()),
             now: t0() + Duration::seconds(i as i64),
+            schedule_id: None,
         })
         .await
         .unwrap();

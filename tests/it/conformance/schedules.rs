@@ -269,6 +269,7 @@ pub async fn tenants_never_see_each_other(store: Arc<dyn Store>) {
         after: None,
         correlation_id: None,
         now: t0(),
+        schedule_id: None,
     })
     .await
     .unwrap();

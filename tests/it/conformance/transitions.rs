@@ -268,6 +268,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
                 result: json!({"rows": 3}),
             },
             now: later(5),
+            detail: AttemptDetail::default(),
         },
     )
     .await;
@@ -294,6 +295,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
                 error: "HTTP 503".into(),
             },
             now: later(5),
+            detail: AttemptDetail::default(),
         },
     )
     .await;
@@ -319,6 +321,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
                 error: "HTTP 400".into(),
             },
             now: later(5),
+            detail: AttemptDetail::default(),
         },
     )
     .await;
@@ -342,6 +345,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         attempt: before.attempt - 1,
         outcome: outcome.clone(),
         now: later(5),
+        detail: AttemptDetail::default(),
     };
     assert!(finish(&store, env, stale).await.is_empty());
     let again = JobFinish {
@@ -349,6 +353,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         attempt: failed.attempt,
         outcome,
         now: later(6),
+        detail: AttemptDetail::default(),
     };
     assert!(finish(&store, env, again).await.is_empty());
     assert_eq!(stored_job(&store, env, before.id).await, before);
@@ -373,6 +378,7 @@ pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
                 error: "HTTP 400".into(),
             },
             now: later(5),
+            detail: AttemptDetail::default(),
         }])
         .await
         .unwrap()

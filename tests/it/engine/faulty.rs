@@ -136,6 +136,18 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.outbox_purge(purge).await
     }
+    async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.jobs_purge(purge).await
+    }
+    async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.audit_purge(purge).await
+    }
+    async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.schedules_purge(purge).await
+    }
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
         self.check()?;
         self.inner.schema_status().await

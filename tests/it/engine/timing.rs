@@ -248,11 +248,17 @@ pub async fn patches_work_on_a_schedule_whose_stored_timing_no_longer_parses(
 
     let paused = h.ops.schedule_pause(h.env, s.id, &h.actor()).await.unwrap();
     assert_eq!(paused.status, ScheduleStatus::Paused);
-    // Resuming needs a next fire, which the broken expression cannot give: refused on `cron`.
-    match h.ops.schedule_resume(h.env, s.id, &h.actor()).await {
-        Err(OpsError::Invalid(errors)) => assert_eq!(errors[0].field, "cron", "{errors:?}"),
-        other => panic!("resume of a broken expression: {other:?}"),
-    }
+    // Resuming works too: like the engine, it looks at the broken expression again in an hour.
+    let resumed = h
+        .ops
+        .schedule_resume(h.env, s.id, &h.actor())
+        .await
+        .expect("resume of a broken expression");
+    assert_eq!(resumed.status, ScheduleStatus::Active);
+    assert_eq!(
+        resumed.next_run_at,
+        Some(h.actor().now + chrono::Duration::hours(1))
+    );
     // A new expression repairs it; the zone is kept.
     let repaired = h
         .ops

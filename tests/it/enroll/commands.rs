@@ -25,7 +25,7 @@ pub async fn documents_from_commands(db: Db) {
     let run = t
         .enroll(&["--from-command", "echo this is not a declaration document"])
         .await
-        .failed();
+        .invalid();
     assert!(
         run.stderr.contains(
             "the output of `echo this is not a declaration document` is not a valid declaration \
@@ -37,7 +37,7 @@ pub async fn documents_from_commands(db: Db) {
     let run = t
         .enroll(&["--from-command", "printf '{\"schedules\": ['"])
         .await
-        .failed();
+        .invalid();
     assert!(run.stderr.contains("invalid JSON"), "{}", run.stderr);
 
     let started = Instant::now();

@@ -15,15 +15,12 @@ pub async fn enrolls_a_file_and_re_enrolling_changes_nothing(db: Db) {
         t.normalise(&run.stdout),
         "\
 domain billing in environment <env>: 5 created, 0 updated, 0 unchanged, 0 pruned
-┌─────────┬─────────────────────────────────┬─────────┬──────────────────────┐
-│ action  ┆ schedule_type                   ┆ changed ┆ next run (UTC)       │
-╞═════════╪═════════════════════════════════╪═════════╪══════════════════════╡
-│ created ┆ billing.invoice-run             ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ created ┆ billing.dunning-reminders       ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ created ┆ billing.usage-rollup            ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ created ┆ billing.card-expiry-scan        ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ created ┆ billing.legacy-gateway-shutdown ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-└─────────┴─────────────────────────────────┴─────────┴──────────────────────┘
+action    schedule_type                     changed   next_run_at
+created   billing.invoice-run               -         YYYY-MM-DDTHH:MM:SSZ
+created   billing.dunning-reminders         -         YYYY-MM-DDTHH:MM:SSZ
+created   billing.usage-rollup              -         YYYY-MM-DDTHH:MM:SSZ
+created   billing.card-expiry-scan          -         YYYY-MM-DDTHH:MM:SSZ
+created   billing.legacy-gateway-shutdown   -         YYYY-MM-DDTHH:MM:SSZ
 "
     );
 
@@ -268,13 +265,10 @@ pub async fn undeclared_schedules_are_pruned_only_when_asked(db: Db) {
         t.normalise(&run.stdout),
         "\
 domain billing in environment <env>: 0 created, 0 updated, 2 unchanged, 0 pruned
-┌────────────┬───────────────────┬─────────┬──────────────────────┐
-│ action     ┆ schedule_type     ┆ changed ┆ next run (UTC)       │
-╞════════════╪═══════════════════╪═════════╪══════════════════════╡
-│ unchanged  ┆ billing.nightly   ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ unchanged  ┆ billing.reminders ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ undeclared ┆ billing.cutover   ┆         ┆ YYYY-MM-DDTHH:MM:SSZ │
-└────────────┴───────────────────┴─────────┴──────────────────────┘
+action       schedule_type       changed   next_run_at
+unchanged    billing.nightly     -         YYYY-MM-DDTHH:MM:SSZ
+unchanged    billing.reminders   -         YYYY-MM-DDTHH:MM:SSZ
+undeclared   billing.cutover     -         YYYY-MM-DDTHH:MM:SSZ
 would be pruned: 1 (run with --prune)
 "
     );
@@ -364,13 +358,10 @@ pub async fn dry_runs_write_nothing(db: Db) {
         t.normalise(&run.stdout),
         "\
 dry run: domain billing in environment <env>: 0 created, 1 updated, 0 unchanged, 2 pruned
-┌─────────┬───────────────────┬─────────┬──────────────────────┐
-│ action  ┆ schedule_type     ┆ changed ┆ next run (UTC)       │
-╞═════════╪═══════════════════╪═════════╪══════════════════════╡
-│ updated ┆ billing.nightly   ┆ cron    ┆ YYYY-MM-DDTHH:MM:SSZ │
-│ pruned  ┆ billing.cutover   ┆         ┆ -                    │
-│ pruned  ┆ billing.reminders ┆         ┆ -                    │
-└─────────┴───────────────────┴─────────┴──────────────────────┘
+action    schedule_type       changed   next_run_at
+updated   billing.nightly     cron      YYYY-MM-DDTHH:MM:SSZ
+pruned    billing.cutover     -         -
+pruned    billing.reminders   -         -
 dry run: nothing was written
 "
     );

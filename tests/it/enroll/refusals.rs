@@ -20,7 +20,7 @@ schedules:
     colour: blue
 "#,
     );
-    let run = t.enroll(&["--file", &file]).await.failed();
+    let run = t.enroll(&["--file", &file]).await.invalid();
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     assert!(
         run.stderr
@@ -50,7 +50,7 @@ schedules:
     let run = t
         .enroll(&["--file", &file, "--output", "json"])
         .await
-        .failed();
+        .invalid();
     let report = run.json();
     assert_eq!(report["valid"], false);
     let indexes: Vec<(u64, &str)> = report["errors"]
@@ -81,7 +81,7 @@ schedules:
             "https://svc:hunter2@billing.internal",
         ])
         .await
-        .failed();
+        .invalid();
     assert!(
         run.stderr
             .contains("target_config.baseUrl: must not carry credentials"),
@@ -96,7 +96,7 @@ schedules:
             "apps.example.test/evil",
         ])
         .await
-        .failed();
+        .invalid();
     assert!(run.stderr.contains("platform_domain: "), "{}", run.stderr);
     let env = t.env.to_string();
     let run = t
@@ -112,7 +112,7 @@ schedules:
             "https://billing.internal",
         ])
         .await
-        .failed();
+        .invalid();
     assert!(run.stderr.contains("domain: must be"), "{}", run.stderr);
     assert!(t.schedules().await.is_empty());
 
@@ -139,7 +139,7 @@ schedules:
         "sneaky.yaml",
         "schedules:\n  - schedule_type: x\n    cron: \"@daily\"\n    target_config: { baseUrl: \"https://a\" }\n",
     );
-    let run = t.enroll(&["--file", &sneaky]).await.failed();
+    let run = t.enroll(&["--file", &sneaky]).await.invalid();
     assert!(
         run.stderr.contains("target_config: unknown field"),
         "{}",
@@ -172,7 +172,7 @@ pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
         let run = t
             .enroll(&["--file", &good, "--base-url", base_url, "--output", "json"])
             .await
-            .failed();
+            .invalid();
         let report = run.json();
         assert_eq!(report["valid"], false, "{base_url:?}");
         let problems = report["problems"].as_array().expect("problems");
@@ -189,7 +189,7 @@ pub async fn base_urls_the_callback_cannot_use_are_refused(db: Db) {
     let run = t
         .enroll(&["--file", &good, "--base-url", "http://127.0.0.1:99999"])
         .await
-        .failed();
+        .invalid();
     assert!(
         run.stderr.contains("target_config.baseUrl: "),
         "{}",
@@ -231,7 +231,7 @@ pub async fn targets_outside_the_egress_policy_are_refused(db: Db) {
             "--output",
             "json",
         ];
-        let run = t.run_with(&args, &platform_only).await.failed();
+        let run = t.run_with(&args, &platform_only).await.invalid();
         let problems = run.json()["problems"].clone();
         assert_eq!(
             problems[0]["field"], "target_config.baseUrl",
@@ -261,7 +261,7 @@ pub async fn targets_outside_the_egress_policy_are_refused(db: Db) {
             &[("SENTIN8_CRON_TARGET_ALLOW", "https://billing.internal")],
         )
         .await
-        .failed();
+        .invalid();
     assert!(
         run.stderr.contains("target_config.baseUrl: "),
         "{}",

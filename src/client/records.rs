@@ -1,0 +1,73 @@
+//! Records as the API shows them, read back into the domain's types where a command reasons
+//! about them (`schedules apply` plans over the schedules the server holds).
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::model::{EnvId, Schedule, ScheduleId, ScheduleKind, ScheduleStatus};
+use crate::core::target::Target;
+use crate::core::timing::{Timing, TimingColumns};
+
+/// A schedule as `GET /v1/schedules` lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScheduleRecord {
+    pub id: Uuid,
+    pub env_id: Uuid,
+    pub domain: String,
+    pub schedule_type: String,
+    pub kind: String,
+    pub cron: Option<String>,
+    pub run_at: Option<DateTime<Utc>>,
+    pub timezone: String,
+    pub on_dst_gap: OnDstGap,
+    pub on_dst_repeat: OnDstRepeat,
+    pub target_config: Value,
+    pub payload: Value,
+    pub status: String,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub retry_count: i32,
+    pub max_retries: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: String,
+    pub updated_by: String,
+}
+
+impl ScheduleRecord {
+    /// The domain's schedule this record shows; a record the domain cannot read back (an
+    /// unknown kind or status) is described.
+    pub fn into_schedule(self) -> Result<Schedule, String> {
+        let kind: ScheduleKind = self.kind.parse().map_err(|e| format!("kind: {e}"))?;
+        let status: ScheduleStatus = self.status.parse().map_err(|e| format!("status: {e}"))?;
+        let timing = Timing::from_columns(TimingColumns {
+            kind,
+            cron_expr: self.cron,
+            timezone: self.timezone,
+            run_at: self.run_at,
+            on_dst_gap: self.on_dst_gap,
+            on_dst_repeat: self.on_dst_repeat,
+        })?;
+        Ok(Schedule {
+            id: ScheduleId(self.id),
+            env_id: EnvId(self.env_id),
+            domain: self.domain,
+            schedule_type: self.schedule_type,
+            timing,
+            target: Target::from_stored(self.target_config),
+            payload: self.payload,
+            status,
+            next_run_at: self.next_run_at,
+            last_run_at: self.last_run_at,
+            retry_count: self.retry_count,
+            max_retries: self.max_retries,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            created_by: self.created_by,
+            updated_by: self.updated_by,
+        })
+    }
+}

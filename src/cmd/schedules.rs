@@ -1,0 +1,365 @@
+//! `sentin8-cron schedules ...`: manage one environment's schedules through a running
+//! service's API (`--server`, `--token`), as `kubectl get|apply` manage their resources.
+
+pub mod apply;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::enroll::source::read_input;
+use super::output::OutputArgs;
+use super::remote::{self, Kind, ServerArgs, env_query, text};
+use crate::client::ApiClient;
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::decl::DeclFormat;
+use crate::core::model::{EnvId, ScheduleId};
+
+/// Manage schedules through a running service's API.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  export SENTIN8_CRON_SERVER=http://127.0.0.1:8080 SENTIN8_CRON_API_TOKEN=...
+  sentin8-cron schedules list --env $ENV
+  sentin8-cron schedules get $ID --env $ENV -o yaml
+  sentin8-cron schedules create --env $ENV --domain billing --type billing.nightly \\
+      --cron '0 2 * * *' --tz Europe/London --base-url https://billing.internal
+  sentin8-cron schedules apply -f schedules.yaml --env $ENV --domain billing \\
+      --base-url https://billing.internal --dry-run
+  sentin8-cron schedules pause $ID --env $ENV")]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: SchedulesCommand,
+}
+
+/// The environment and server every schedules command needs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The environment the schedules belong to.
+    #[arg(long, value_name = "ENV_ID")]
+    pub env: EnvId,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// One schedule of an environment.
+#[derive(Debug, Clone, clap::Args)]
+pub struct One {
+    /// The schedule's id.
+    #[arg(value_name = "ID")]
+    pub id: ScheduleId,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+/// Timing, payload and target fields given as flags (create and patch).
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Schedule")]
+pub struct Fields {
+    /// A 5-field cron expression, e.g. "0 2 * * *" (quote it).
+    #[arg(long, value_name = "EXPR", conflicts_with = "run_at")]
+    pub cron: Option<String>,
+    /// The RFC 3339 instant of a one-shot schedule.
+    #[arg(long, value_name = "RFC3339")]
+    pub run_at: Option<String>,
+    /// IANA time zone of a cron schedule [server default: UTC].
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// The payload sent with every call: a JSON object.
+    #[arg(long, value_name = "JSON", value_parser = json_object)]
+    pub payload: Option<Value>,
+    /// Retries of a failed call before the job lands in the dead-letter queue.
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// What a fixed-time schedule does in a spring-forward gap.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub on_dst_gap: Option<OnDstGap>,
+    /// What a fixed-time schedule does when its wall time occurs twice.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub on_dst_repeat: Option<OnDstRepeat>,
+    /// The owning service's base URL (target_config.baseUrl).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+}
+
+fn json_object(text: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err("must be a JSON object, e.g. '{\"report\": \"nightly\"}'".to_owned()),
+        Err(err) => Err(format!("not JSON: {err}")),
+    }
+}
+
+impl Fields {
+    /// The fields given, as API request fields.
+    fn body(&self) -> Map<String, Value> {
+        let mut body = Map::new();
+        let mut put = |name: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                body.insert(name.to_owned(), value);
+            }
+        };
+        put("cron", self.cron.clone().map(Value::from));
+        put("run_at", self.run_at.clone().map(Value::from));
+        put("timezone", self.tz.clone().map(Value::from));
+        put("payload", self.payload.clone());
+        put("max_retries", self.max_retries.map(Value::from));
+        put("on_dst_gap", self.on_dst_gap.map(|p| json!(p)));
+        put("on_dst_repeat", self.on_dst_repeat.map(|p| json!(p)));
+        put(
+            "target_config",
+            self.base_url.clone().map(|url| json!({ "baseUrl": url })),
+        );
+        body
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// List an environment's schedules (deleted ones left out), oldest first.
+    #[command(after_help = "Examples:
+  sentin8-cron schedules list --env $ENV --domain billing
+  sentin8-cron schedules list --env $ENV --status paused -o json
+  sentin8-cron schedules list --env $ENV --no-headers | awk '{print $1}'")]
+    List {
+        /// Only this domain's schedules.
+        #[arg(long)]
+        domain: Option<String>,
+        /// Only schedules in this status (active, paused, completed).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many schedules (pages are followed).
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Show one schedule.
+    #[command(after_help = "Example:\n  sentin8-cron schedules get $ID --env $ENV -o wide")]
+    Get(One),
+    /// Create a schedule from flags, or from an API request document (-f FILE, - for stdin).
+    #[command(after_help = "Examples:
+  sentin8-cron schedules create --env $ENV --domain billing --type billing.nightly \\
+      --cron '0 2 * * *' --tz Europe/London --payload '{\"report\":\"nightly\"}' \\
+      --base-url https://billing.internal
+  echo '{\"domain\":\"billing\",\"schedule_type\":\"billing.once\",\"run_at\":\"2030-01-01T00:00:00Z\",
+        \"target_config\":{\"baseUrl\":\"https://billing.internal\"}}' |
+    sentin8-cron schedules create --env $ENV -f -")]
+    Create {
+        /// A JSON or YAML document with the API's create request; - reads standard input.
+        /// Flags given too override its fields.
+        #[arg(short = 'f', long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        /// The owning service's domain.
+        #[arg(long, required_unless_present = "file")]
+        domain: Option<String>,
+        /// The schedule's type, unique in its domain.
+        #[arg(
+            long = "type",
+            value_name = "SCHEDULE_TYPE",
+            required_unless_present = "file"
+        )]
+        schedule_type: Option<String>,
+        #[command(flatten)]
+        fields: Fields,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Make a domain's schedules match a declaration document (the format `enroll` reads),
+    /// through the API: shows the same plan as `enroll`, then creates, updates and (with
+    /// --prune) deletes.
+    Apply(apply::Args),
+    /// Change some fields of a schedule, from flags or a JSON/YAML patch document (-f).
+    #[command(after_help = "Examples:
+  sentin8-cron schedules patch $ID --env $ENV --cron '30 2 * * *'
+  echo 'max_retries: 5' | sentin8-cron schedules patch $ID --env $ENV -f -")]
+    Patch {
+        /// The schedule's id.
+        #[arg(value_name = "ID")]
+        id: ScheduleId,
+        /// A JSON or YAML document with the fields to change; - reads standard input.
+        #[arg(short = 'f', long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        fields: Fields,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Pause a schedule: it is kept but does not fire until resumed.
+    #[command(after_help = "Example:\n  sentin8-cron schedules pause $ID --env $ENV")]
+    Pause(One),
+    /// Resume a paused schedule; its next fire is computed from now.
+    #[command(after_help = "Example:\n  sentin8-cron schedules resume $ID --env $ENV")]
+    Resume(One),
+    /// Run a schedule now (a fresh job, due now), without moving its next fire.
+    #[command(after_help = "Example:\n  sentin8-cron schedules trigger $ID --env $ENV -o json")]
+    Trigger(One),
+    /// Delete a schedule (kept, soft-deleted, so its jobs and audit entries still resolve).
+    #[command(after_help = "Example:\n  sentin8-cron schedules delete $ID --env $ENV")]
+    Delete(One),
+}
+
+pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    match args.command {
+        SchedulesCommand::List {
+            domain,
+            status,
+            limit,
+            target,
+        } => {
+            let client = target.server.require()?;
+            let mut query = env_query(target.env);
+            query.extend(domain.map(|d| ("domain", d)));
+            query.extend(status.map(|s| ("status", s)));
+            let items = client.list("/v1/schedules", &query, limit as usize).await?;
+            remote::print_list(out, &target.output, Kind::Schedule, &items)?;
+        }
+        SchedulesCommand::Get(one) => {
+            let client = one.target.server.require()?;
+            let record = client
+                .get(&path(one.id, ""), &env_query(one.target.env))
+                .await?;
+            remote::print_one(out, &one.target.output, Kind::Schedule, &record)?;
+        }
+        SchedulesCommand::Create {
+            file,
+            domain,
+            schedule_type,
+            fields,
+            target,
+        } => {
+            let client = target.server.require()?;
+            let mut body = match &file {
+                Some(path) => document_object(path)?,
+                None => Map::new(),
+            };
+            body.extend(fields.body());
+            if let Some(domain) = domain {
+                body.insert("domain".into(), domain.into());
+            }
+            if let Some(schedule_type) = schedule_type {
+                body.insert("schedule_type".into(), schedule_type.into());
+            }
+            body.insert("target_env_id".into(), target.env.to_string().into());
+            let record = client
+                .call(
+                    Method::POST,
+                    "/v1/schedules",
+                    &[],
+                    Some(&Value::Object(body)),
+                )
+                .await?;
+            let message = format!(
+                "created schedule {} ({}), next run {}",
+                text(&record, "id"),
+                text(&record, "schedule_type"),
+                remote::time(&record, "next_run_at")
+            );
+            remote::print_action(out, &target.output, &record, &message)?;
+        }
+        SchedulesCommand::Apply(args) => return apply::run(args, out).await,
+        SchedulesCommand::Patch {
+            id,
+            file,
+            fields,
+            target,
+        } => {
+            let client = target.server.require()?;
+            let mut body = match &file {
+                Some(path) => document_object(path)?,
+                None => Map::new(),
+            };
+            body.extend(fields.body());
+            if body.is_empty() {
+                anyhow::bail!("nothing to change: give a field flag (see --help) or -f FILE");
+            }
+            let record = client
+                .call(
+                    Method::PATCH,
+                    &path(id, ""),
+                    &env_query(target.env),
+                    Some(&Value::Object(body)),
+                )
+                .await?;
+            let message = format!(
+                "updated schedule {id} ({}), next run {}",
+                text(&record, "schedule_type"),
+                remote::time(&record, "next_run_at")
+            );
+            remote::print_action(out, &target.output, &record, &message)?;
+        }
+        SchedulesCommand::Pause(one) => action(out, one, Method::POST, "/pause", "paused").await?,
+        SchedulesCommand::Resume(one) => {
+            action(out, one, Method::POST, "/resume", "resumed").await?
+        }
+        SchedulesCommand::Trigger(one) => {
+            let client = one.target.server.require()?;
+            let job = client
+                .call(
+                    Method::POST,
+                    &path(one.id, "/trigger"),
+                    &env_query(one.target.env),
+                    None,
+                )
+                .await?;
+            let message = format!(
+                "triggered schedule {}: job {} is due now",
+                one.id,
+                text(&job, "id")
+            );
+            remote::print_action(out, &one.target.output, &job, &message)?;
+        }
+        SchedulesCommand::Delete(one) => action(out, one, Method::DELETE, "", "deleted").await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn path(id: ScheduleId, suffix: &str) -> String {
+    format!("/v1/schedules/{id}{suffix}")
+}
+
+async fn action(
+    out: &mut (dyn Write + Send),
+    one: One,
+    method: Method,
+    suffix: &str,
+    done: &str,
+) -> anyhow::Result<()> {
+    let client: ApiClient = one.target.server.require()?;
+    let record = client
+        .call(
+            method,
+            &path(one.id, suffix),
+            &env_query(one.target.env),
+            None,
+        )
+        .await?;
+    let message = format!(
+        "{done} schedule {} ({}); status {}",
+        one.id,
+        text(&record, "schedule_type"),
+        text(&record, "status")
+    );
+    remote::print_action(out, &one.target.output, &record, &message)
+}
+
+/// A JSON or YAML document that must be an object (a request body).
+fn document_object(path: &std::path::Path) -> anyhow::Result<Map<String, Value>> {
+    let document = read_input(path)?;
+    let value: Value = match document.format {
+        DeclFormat::Json => serde_json::from_str(&document.text)
+            .with_context(|| format!("{} is not valid JSON", document.origin))?,
+        DeclFormat::Yaml => serde_saphyr::from_str(&document.text)
+            .with_context(|| format!("{} is not valid YAML", document.origin))?,
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => anyhow::bail!("{} must hold an object of fields", document.origin),
+    }
+}

@@ -1,0 +1,354 @@
+//! `sentin8-cron schedules apply -f FILE`: `enroll` through the API. The same declaration
+//! document, the same plan (created, updated, unchanged, pruned, undeclared; computed by
+//! [`crate::core::enroll::plan`] over the schedules the server lists) and the same report.
+//!
+//! Unlike `enroll`, which writes in one database transaction, apply makes one API call per
+//! change, in plan order, and stops at the first refused one: what was applied before it is
+//! reported, and applying again finishes the job (unchanged schedules are not touched).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::ArgGroup;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::super::enroll::{source::read_input, write_report};
+use super::super::output::{self, OutputArgs};
+use super::super::remote::{ServerArgs, env_query};
+use super::super::schedule_args::EXIT_INVALID;
+use crate::client::ApiClient;
+use crate::client::records::ScheduleRecord;
+use crate::core::decl::{FieldError, ScheduleSpec, check_declarations};
+use crate::core::enroll::{self, Action, Change, EnrollError, EnrollReport, Step};
+use crate::core::model::{EnvId, Schedule, ScheduleId};
+use crate::core::ops::validate_domain;
+use crate::core::target::Target;
+
+/// Make a domain's schedules match a declaration document, through the API.
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("base").required(true).args(["base_url", "platform_domain"])))]
+#[command(after_help = "Examples:
+  sentin8-cron schedules apply -f schedules.yaml --env $ENV --domain billing \\
+      --base-url https://billing.internal --dry-run
+  my-service --print-registration --section=schedules |
+    sentin8-cron schedules apply -f - --env $ENV --domain billing \\
+      --platform-domain svc.example.com --prune")]
+pub struct Args {
+    /// The declaration document (YAML or JSON, as `enroll` reads it); - reads standard input.
+    #[arg(short = 'f', long, value_name = "PATH")]
+    pub file: PathBuf,
+    /// The environment the schedules belong to.
+    #[arg(long, value_name = "ENV_ID")]
+    pub env: EnvId,
+    /// The owning service's domain; its schedules are the ones applied (and pruned).
+    #[arg(long)]
+    pub domain: String,
+    /// The service's base URL, called back when a schedule is due (target_config.baseUrl).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Derive the base URL as https://{domain}.{HOST} instead.
+    #[arg(long, value_name = "HOST")]
+    pub platform_domain: Option<String>,
+    /// Also delete this domain's schedules that are no longer declared.
+    #[arg(long)]
+    pub prune: bool,
+    /// Show the plan; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
+    let now = Utc::now();
+    // The request and the document first: nothing is asked of the server for invalid input.
+    let mut problems: Vec<FieldError> = validate_domain(&args.domain).err().into_iter().collect();
+    let target = enroll::target_config(
+        &args.domain,
+        args.base_url.as_deref(),
+        args.platform_domain.as_deref(),
+    )
+    .map_err(|mut errors| problems.append(&mut errors))
+    .ok();
+    let document = read_input(&args.file)?;
+    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+        Ok(checked) => checked,
+        Err(err) => {
+            eprintln!(
+                "error: {} is not a valid declaration document: {err}",
+                document.origin
+            );
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+    };
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
+    for entry in &errors {
+        eprintln!("error: {entry}");
+    }
+    let (Some(target), true, true) = (target, problems.is_empty(), errors.is_empty()) else {
+        if !errors.is_empty() {
+            eprintln!(
+                "{} of {} schedules in {} are invalid; nothing was applied",
+                errors.len(),
+                errors.len() + specs.len(),
+                document.origin
+            );
+        }
+        return Ok(ExitCode::from(EXIT_INVALID));
+    };
+
+    let client = args.server.require()?;
+    let current = domain_schedules(&client, args.env, &args.domain).await?;
+    let steps = match enroll::plan(&current, &specs, &target, args.prune, now) {
+        Ok(steps) => steps,
+        Err(EnrollError::Invalid(problems)) => {
+            for problem in &problems {
+                eprintln!("error: {problem}");
+            }
+            return Ok(ExitCode::from(EXIT_INVALID));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let mut report = EnrollReport {
+        env_id: args.env,
+        domain: args.domain.clone(),
+        dry_run: args.dry_run,
+        changes: Vec::with_capacity(steps.len()),
+    };
+    let mut failure = None;
+    for step in &steps {
+        if args.dry_run {
+            report.changes.push(planned(step));
+            continue;
+        }
+        match apply_step(&client, args.env, &args.domain, &target, step).await {
+            Ok(change) => report.changes.push(change),
+            Err(err) => {
+                failure = Some(err);
+                break;
+            }
+        }
+    }
+    if args.output.format.is_structured() {
+        output::write_structured(out, args.output.format, &report)?;
+    } else {
+        write_report(out, &report, args.prune)?;
+    }
+    match failure {
+        None => Ok(ExitCode::SUCCESS),
+        Some(err) => {
+            let applied = report
+                .changes
+                .iter()
+                .filter(|c| matches!(c.action, Action::Created | Action::Updated | Action::Pruned))
+                .count();
+            let invalid = err.is_invalid_input();
+            eprintln!("error: {err}");
+            eprintln!(
+                "stopped after {applied} change(s); the rest were not applied (apply again to \
+                 finish)"
+            );
+            Ok(ExitCode::from(if invalid { EXIT_INVALID } else { 1 }))
+        }
+    }
+}
+
+/// Every live schedule of the domain (all pages).
+async fn domain_schedules(
+    client: &ApiClient,
+    env: EnvId,
+    domain: &str,
+) -> anyhow::Result<Vec<Schedule>> {
+    let mut query = env_query(env);
+    query.push(("domain", domain.to_owned()));
+    let items = client.list("/v1/schedules", &query, usize::MAX).await?;
+    items
+        .into_iter()
+        .map(|item| {
+            let record: ScheduleRecord = serde_json::from_value(item).map_err(|err| {
+                anyhow::anyhow!(
+                    "{} listed a schedule this build cannot read: {err}",
+                    client.server()
+                )
+            })?;
+            let id = record.id;
+            record
+                .into_schedule()
+                .map_err(|err| anyhow::anyhow!("schedule {id} cannot be read back: {err}"))
+        })
+        .collect()
+}
+
+/// The change a step would make, as a dry run reports it.
+fn planned(step: &Step) -> Change {
+    let (schedule_type, action, changed_fields, schedule_id, next_run_at) = match step {
+        Step::Create { spec, next_run_at } => (
+            spec.schedule_type.clone(),
+            Action::Created,
+            Vec::new(),
+            None,
+            *next_run_at,
+        ),
+        Step::Update {
+            updated,
+            changed_fields,
+            ..
+        } => (
+            updated.schedule_type.clone(),
+            Action::Updated,
+            changed_fields.clone(),
+            Some(updated.id),
+            updated.next_run_at,
+        ),
+        Step::Keep(s) => (
+            s.schedule_type.clone(),
+            Action::Unchanged,
+            Vec::new(),
+            Some(s.id),
+            s.next_run_at,
+        ),
+        Step::Prune(s) => (
+            s.schedule_type.clone(),
+            Action::Pruned,
+            Vec::new(),
+            Some(s.id),
+            None,
+        ),
+        Step::Leave(s) => (
+            s.schedule_type.clone(),
+            Action::Undeclared,
+            Vec::new(),
+            Some(s.id),
+            s.next_run_at,
+        ),
+    };
+    Change {
+        schedule_type,
+        action,
+        changed_fields,
+        schedule_id,
+        next_run_at,
+    }
+}
+
+/// Makes one step's change through the API; the change as the server made it.
+async fn apply_step(
+    client: &ApiClient,
+    env: EnvId,
+    domain: &str,
+    target: &Target,
+    step: &Step,
+) -> Result<Change, crate::client::ClientError> {
+    let mut change = planned(step);
+    let answer = match step {
+        Step::Create { spec, .. } => {
+            let mut body = spec_fields(spec, enroll::FIELDS);
+            body.insert("target_env_id".into(), env.to_string().into());
+            body.insert("domain".into(), domain.into());
+            body.insert("schedule_type".into(), spec.schedule_type.clone().into());
+            body.insert("target_config".into(), target.config().clone());
+            client
+                .call(
+                    Method::POST,
+                    "/v1/schedules",
+                    &[],
+                    Some(&Value::Object(body)),
+                )
+                .await?
+        }
+        Step::Update {
+            current,
+            updated,
+            changed_fields,
+        } => {
+            let spec = spec_of(updated);
+            let mut body = spec_fields(&spec, changed_fields);
+            if changed_fields.contains(&"target_config") {
+                body.insert("target_config".into(), target.config().clone());
+            }
+            client
+                .call(
+                    Method::PATCH,
+                    &format!("/v1/schedules/{}", current.id),
+                    &env_query(env),
+                    Some(&Value::Object(body)),
+                )
+                .await?
+        }
+        Step::Prune(s) => {
+            client
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/schedules/{}", s.id),
+                    &env_query(env),
+                    None,
+                )
+                .await?;
+            return Ok(change);
+        }
+        Step::Keep(_) | Step::Leave(_) => return Ok(change),
+    };
+    change.schedule_id = answer
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| id.parse().ok())
+        .map(ScheduleId);
+    change.next_run_at = answer
+        .get("next_run_at")
+        .and_then(Value::as_str)
+        .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+        .map(|at| at.with_timezone(&Utc));
+    Ok(change)
+}
+
+/// The declaration part of an updated schedule, to send its changed fields.
+fn spec_of(schedule: &Schedule) -> ScheduleSpec {
+    ScheduleSpec {
+        schedule_type: schedule.schedule_type.clone(),
+        timing: schedule.timing.clone(),
+        payload: schedule.payload.as_object().cloned().unwrap_or_default(),
+        max_retries: u32::try_from(schedule.max_retries).unwrap_or(0),
+    }
+}
+
+/// The request fields of `spec` among `fields` (a timing change sends the whole timing: the
+/// server validates its fields together).
+fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
+    let timing = fields.iter().any(|f| {
+        matches!(
+            *f,
+            "cron" | "run_at" | "timezone" | "on_dst_gap" | "on_dst_repeat"
+        )
+    });
+    let mut body = Map::new();
+    if timing {
+        match spec.run_at() {
+            Some(run_at) => {
+                body.insert(
+                    "run_at".into(),
+                    run_at.to_rfc3339_opts(SecondsFormat::AutoSi, true).into(),
+                );
+            }
+            None => {
+                body.insert("cron".into(), json!(spec.cron_expression()));
+                body.insert("timezone".into(), json!(spec.timezone()));
+                body.insert("on_dst_gap".into(), json!(spec.on_dst_gap()));
+                body.insert("on_dst_repeat".into(), json!(spec.on_dst_repeat()));
+            }
+        }
+    }
+    if fields.contains(&"payload") {
+        body.insert("payload".into(), Value::Object(spec.payload.clone()));
+    }
+    if fields.contains(&"max_retries") {
+        body.insert("max_retries".into(), spec.max_retries.into());
+    }
+    body
+}

@@ -1,0 +1,104 @@
+//! The operator commands end to end: the real binary talking to a running service (the real
+//! `Service` on 127.0.0.1 port 0 over a real store, real HS256 tokens), on SQLite and
+//! PostgreSQL, with `-o json` output checked field by field.
+
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+use crate::api::Api;
+
+mod apply;
+mod dlq;
+mod lifecycle_endpoints;
+mod schedules;
+
+pub use apply::*;
+pub use dlq::*;
+pub use lifecycle_endpoints::*;
+pub use schedules::*;
+
+/// What one run of the binary printed, and how it ended.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Standard output as JSON; the run must have succeeded.
+    pub fn json(&self) -> Value {
+        assert_eq!(
+            self.code, 0,
+            "stderr: {}\nstdout: {}",
+            self.stderr, self.stdout
+        );
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|err| panic!("not JSON ({err}): {}", self.stdout))
+    }
+
+    /// The run succeeded; its standard output.
+    pub fn ok(&self) -> &str {
+        assert_eq!(
+            self.code, 0,
+            "stderr: {}\nstdout: {}",
+            self.stderr, self.stdout
+        );
+        &self.stdout
+    }
+}
+
+/// Runs the binary against `api` with `token` (given through the environment variables, as an
+/// operator's shell would), feeding `stdin` when given.
+pub async fn cli(api: &Api, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
+        .args(args)
+        .env("SENTIN8_CRON_SERVER", &api.base)
+        .env("SENTIN8_CRON_API_TOKEN", token)
+        .env("RUST_LOG", "error")
+        .env("NO_COLOR", "1")
+        .env_remove("SENTIN8_CRON_DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).await.unwrap();
+    }
+    drop(input);
+    let output = child.wait_with_output().await.unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[macro_export]
+macro_rules! cli_api_suite {
+    ($backend:ident, $make:expr) => {
+        mod $backend {
+            use $crate::cli_api as suite;
+            $crate::cli_api_suite!(@tests $make;
+                schedules_are_managed_from_the_command_line,
+                refused_requests_say_why_with_their_exit_status,
+                apply_shows_the_enroll_plan_and_converges,
+                jobs_and_the_dlq_through_the_api_from_the_command_line,
+                dlq_discard_through_the_api,
+                audit_list_through_the_api,
+            );
+        }
+    };
+    (@tests $make:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some((store, _guard)) = $make.await else { return };
+                suite::$name(store).await;
+            }
+        )+
+    };
+}

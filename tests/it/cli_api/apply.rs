@@ -1,0 +1,194 @@
+//! `schedules apply -f FILE`: the declaration format and plan of `enroll`, through the API.
+
+use std::sync::Arc;
+
+use sentin8_cron::core::store::Store;
+use serde_json::{Value, json};
+
+use super::cli;
+use crate::api::Api;
+use crate::cli::example;
+
+fn actions(report: &Value) -> Vec<(String, String)> {
+    report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["schedule_type"].as_str().unwrap().to_owned(),
+                c["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let env = api.env_a.to_string();
+    let base = format!("{}/billing", api.target.url());
+    let file = example("billing.schedules.yaml");
+    let apply = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "schedules",
+            "apply",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--base-url",
+            &base,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let run = |args: Vec<String>, stdin: Option<String>| {
+        let api = &api;
+        let token = &token;
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli(api, token, &refs, stdin.as_deref()).await
+        }
+    };
+
+    // A dry run shows the plan and writes nothing.
+    let plan = run(apply(&["-f", &file, "--dry-run", "-o", "json"]), None)
+        .await
+        .json();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["domain"], "billing");
+    assert_eq!(plan["env_id"], json!(env));
+    assert_eq!(
+        actions(&plan),
+        [
+            "billing.invoice-run",
+            "billing.dunning-reminders",
+            "billing.usage-rollup",
+            "billing.card-expiry-scan",
+            "billing.legacy-gateway-shutdown"
+        ]
+        .map(|t| (t.to_owned(), "created".to_owned()))
+    );
+    let listed = run(
+        vec![
+            "schedules".into(),
+            "list".into(),
+            "--env".into(),
+            env.clone(),
+            "-o".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(listed["items"], json!([]), "a dry run writes nothing");
+
+    // Applying creates them, with the server's ids and next runs; the table reads as enroll's.
+    let table = run(apply(&["-f", &file]), None).await;
+    let text = table.ok();
+    assert!(
+        text.starts_with(&format!(
+            "domain billing in environment {env}: 5 created, 0 updated, 0 unchanged, 0 pruned\n"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("action    schedule_type"), "{text}");
+    let listed = run(
+        vec![
+            "schedules".into(),
+            "list".into(),
+            "--env".into(),
+            env.clone(),
+            "-o".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await
+    .json();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    let invoice = items
+        .iter()
+        .find(|s| s["schedule_type"] == "billing.invoice-run")
+        .unwrap();
+    assert_eq!(invoice["cron"], "0 6 1 * *");
+    assert_eq!(invoice["timezone"], "Europe/Berlin");
+    assert_eq!(
+        invoice["payload"],
+        json!({"ledger": "eu", "dry_run": false})
+    );
+    assert_eq!(invoice["max_retries"], 5);
+    assert_eq!(invoice["target_config"], json!({"baseUrl": base}));
+
+    // Again: nothing changes.
+    let again = run(apply(&["-f", &file, "-o", "json"]), None).await.json();
+    assert!(
+        actions(&again).iter().all(|(_, a)| a == "unchanged"),
+        "{again}"
+    );
+
+    // A changed document from standard input: one update (naming its field), one pruned.
+    let changed = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("\"0 6 1 * *\"", "\"0 7 1 * *\"");
+    let trimmed = changed
+        .split("  # One-shot: retire the legacy payment gateway.")
+        .next()
+        .unwrap()
+        .to_owned();
+    let report = run(apply(&["-f", "-", "--prune", "-o", "json"]), Some(trimmed))
+        .await
+        .json();
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes[0]["schedule_type"], "billing.invoice-run");
+    assert_eq!(changes[0]["action"], "updated");
+    assert_eq!(changes[0]["changed_fields"], json!(["cron"]));
+    assert_eq!(changes[0]["schedule_id"], invoice["id"]);
+    assert_eq!(
+        changes[4]["schedule_type"],
+        "billing.legacy-gateway-shutdown"
+    );
+    assert_eq!(changes[4]["action"], "pruned");
+    let listed = run(
+        vec![
+            "schedules".into(),
+            "list".into(),
+            "--env".into(),
+            env.clone(),
+            "-o".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 4);
+    let invoice = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["schedule_type"] == "billing.invoice-run")
+        .unwrap()
+        .clone();
+    assert_eq!(invoice["cron"], "0 7 1 * *");
+
+    // An invalid document is refused before the server is asked: 3, nothing written.
+    let invalid = run(
+        apply(&["-f", "-"]),
+        Some("schedules:\n  - schedule_type: billing.bad\n    cron: \"99 * * * *\"\n".into()),
+    )
+    .await;
+    assert_eq!(invalid.code, 3, "{}", invalid.stderr);
+    assert!(invalid.stderr.contains("billing.bad"), "{}", invalid.stderr);
+    assert!(
+        invalid.stderr.contains("standard input"),
+        "{}",
+        invalid.stderr
+    );
+}

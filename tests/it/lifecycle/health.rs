@@ -1,0 +1,95 @@
+//! Health that tells the truth: `degraded` (HTTP 200) with its reasons when the bus has been
+//! unreachable too long, when no proxy-back credential source is configured, or when the
+//! outbox backlog is too old; the backlog's age in health and in metrics.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use reqwest::{Method, StatusCode};
+use sentin8_cron::core::clock::Clock;
+use sentin8_cron::core::store::Store;
+use sentin8_cron::server::system::HealthRules;
+use serde_json::Value;
+
+use crate::api::Api;
+use crate::conformance::insert_event;
+
+/// Health as served right after a tick (this server runs no ticker of its own).
+async fn health(api: &Api) -> (StatusCode, Value) {
+    api.metrics
+        .last_tick_unix
+        .store(api.clock.now().timestamp(), Ordering::Relaxed);
+    let (status, body, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    (status, body)
+}
+
+pub async fn health_says_degraded_with_its_reasons(store: Arc<dyn Store>) {
+    let rules = HealthRules {
+        credential_source: true,
+        bus_unreachable_after: StdDuration::from_secs(60),
+        outbox_backlog_age: StdDuration::from_secs(120),
+    };
+    let mut api = Api::start_with_health(store.clone(), rules).await;
+    api.refresh_counts().await;
+    let (status, body) = health(&api).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["reasons"], serde_json::json!([]));
+    assert!(body["outbox_backlog_age_seconds"].is_null());
+
+    // The bus unreachable, but not for long yet: still ok. Then too long: degraded.
+    let now = api.clock.now();
+    api.metrics
+        .bus_unreachable_since_unix
+        .store(now.timestamp(), Ordering::Relaxed);
+    api.clock.advance(Duration::seconds(30));
+    assert_eq!(health(&api).await.1["status"], "ok");
+    api.clock.advance(Duration::seconds(60));
+    let (status, body) = health(&api).await;
+    assert_eq!(status, StatusCode::OK, "degraded is still 200");
+    assert_eq!(body["status"], "degraded");
+    let reasons = body["reasons"].to_string();
+    assert!(
+        reasons.contains("bus has been unreachable for 90 s"),
+        "{reasons}"
+    );
+    api.metrics
+        .bus_unreachable_since_unix
+        .store(0, Ordering::Relaxed);
+
+    // An event written now and not relayed: once older than the threshold, degraded, and
+    // its age is in health and in the metrics.
+    insert_event(&store, api.env_a, None, "waiting").await;
+    api.clock.advance(Duration::minutes(5));
+    api.refresh_counts().await;
+    let (status, body) = health(&api).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "degraded", "{body}");
+    let age = body["outbox_backlog_age_seconds"].as_i64().unwrap();
+    assert!(age >= 300, "{body}");
+    assert!(body["reasons"].to_string().contains("outbox event"));
+    let (_, metrics, _) = api.call(Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap().to_owned();
+    assert!(
+        metrics.contains(&format!("sentin8_cron_outbox_backlog_age_seconds {age}")),
+        "{metrics}"
+    );
+    api.stop().await.unwrap();
+
+    // No credential source outside development mode.
+    let mut api = Api::start_with_health(
+        store,
+        HealthRules {
+            credential_source: false,
+            ..HealthRules::default()
+        },
+    )
+    .await;
+    let (status, body) = health(&api).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "degraded");
+    assert!(body["reasons"].to_string().contains("credential source"));
+    api.stop().await.unwrap();
+}

@@ -1,0 +1,226 @@
+//! Retention driven by an injected clock, on the store seam: finished jobs (with their
+//! attempts), audit entries and long-deleted schedules go; open jobs, jobs a dead letter
+//! references, referenced schedules and anything recent stay. And the attempt ledger written
+//! by `job_finish_many` itself.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::core::clock::ManualClock;
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::retention::{Retention, RetentionConfig, RetentionSummary};
+use sentin8_cron::core::store::*;
+use serde_json::json;
+
+use crate::conformance::{insert_schedule, new_job, new_schedule};
+use crate::support::t0;
+
+/// A running job of `schedule` started at `at`, finished at `at` + 1 s with `outcome`.
+async fn finished_job(
+    store: &Arc<dyn Store>,
+    env: EnvId,
+    schedule: ScheduleId,
+    at: DateTime<Utc>,
+    outcome: JobOutcome,
+) -> Job {
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let mut new = new_job(schedule, JobStatus::Running);
+    new.started_at = Some(at);
+    new.now = at;
+    let job = tx.job_insert(&new).await.unwrap();
+    let written = tx
+        .job_finish_many(&[JobFinish {
+            id: job.id,
+            attempt: job.attempt,
+            outcome,
+            now: at + Duration::seconds(1),
+            detail: AttemptDetail {
+                started_at: Some(at),
+                http_status: Some(200),
+                error_class: None,
+                response_excerpt: AttemptDetail::excerpt(&"x".repeat(600)),
+            },
+        }])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    written.into_iter().next().unwrap()
+}
+
+fn ok() -> JobOutcome {
+    JobOutcome::Succeeded {
+        result: json!({"ok": true}),
+    }
+}
+
+pub async fn the_attempt_ledger_is_written_with_the_outcome(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let schedule = insert_schedule(&store, env, new_schedule("ledger", "billing")).await;
+    let job = finished_job(&store, env, schedule.id, t0(), ok()).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let attempts = tx.job_attempts_list(job.id).await.unwrap();
+    assert_eq!(
+        attempts,
+        [JobAttempt {
+            job_id: job.id,
+            attempt: 1,
+            started_at: Some(t0()),
+            finished_at: t0() + Duration::seconds(1),
+            duration_ms: Some(1000),
+            outcome: AttemptOutcome::Succeeded,
+            http_status: Some(200),
+            error_class: None,
+            error: None,
+            response_excerpt: Some("x".repeat(512)),
+        }]
+    );
+    // A late outcome of the same attempt is not written, and gets no second ledger row.
+    let late = tx
+        .job_finish_many(&[JobFinish {
+            id: job.id,
+            attempt: 1,
+            outcome: JobOutcome::Failed {
+                error: "late".into(),
+            },
+            now: t0() + Duration::seconds(9),
+            detail: AttemptDetail::default(),
+        }])
+        .await
+        .unwrap();
+    assert!(late.is_empty());
+    assert_eq!(tx.job_attempts_list(job.id).await.unwrap().len(), 1);
+    // Another environment sees no attempts of this job.
+    drop(tx);
+    let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
+    assert!(other.job_attempts_list(job.id).await.unwrap().is_empty());
+}
+
+pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let old = t0();
+    let schedule = insert_schedule(&store, env, new_schedule("kept", "billing")).await;
+    let expired = finished_job(&store, env, schedule.id, old, ok()).await;
+    let failed = JobOutcome::Failed {
+        error: "proxy-back status 500".into(),
+    };
+    let expired_failed = finished_job(&store, env, schedule.id, old, failed.clone()).await;
+    let dead_letter = finished_job(&store, env, schedule.id, old, failed).await;
+    let recent = finished_job(&store, env, schedule.id, old + Duration::days(20), ok()).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.dlq_insert(&NewDlqEntry {
+        id: DlqId::new(),
+        schedule_id: schedule.id,
+        job_id: dead_letter.id,
+        domain: "billing".into(),
+        schedule_type: "kept".into(),
+        payload: json!({}),
+        attempts: 1,
+        last_error: "proxy-back status 500".into(),
+        scheduled_for: old,
+        now: old,
+    })
+    .await
+    .unwrap();
+    // An open job created long ago (a retry still waiting) is never removed.
+    let mut pending = new_job(schedule.id, JobStatus::Pending);
+    pending.now = old;
+    let open = tx.job_insert(&pending).await.unwrap();
+    // A schedule deleted long ago that nothing references, and one whose job is recent.
+    let gone = tx
+        .schedule_insert(&new_schedule("gone", "billing"))
+        .await
+        .unwrap();
+    tx.schedule_set_deleted(&ScheduleSetDeleted {
+        id: gone.id,
+        actor: "tester".into(),
+        now: old,
+    })
+    .await
+    .unwrap();
+    let referenced = tx
+        .schedule_insert(&new_schedule("referenced", "billing"))
+        .await
+        .unwrap();
+    tx.schedule_set_deleted(&ScheduleSetDeleted {
+        id: referenced.id,
+        actor: "tester".into(),
+        now: old,
+    })
+    .await
+    .unwrap();
+    for (at, action) in [(old, "old"), (old + Duration::days(400), "recent")] {
+        tx.audit_insert(&NewAudit {
+            actor: "tester".into(),
+            action: action.into(),
+            resource_type: "schedule".into(),
+            resource_id: schedule.id.to_string(),
+            before: None,
+            after: None,
+            correlation_id: None,
+            now: at,
+            schedule_id: Some(schedule.id),
+        })
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let referencing =
+        finished_job(&store, env, referenced.id, old + Duration::days(20), ok()).await;
+
+    // 31 days later, with batches of one (bounded work, repeated while full).
+    let clock = Arc::new(ManualClock::new(old + Duration::days(31)));
+    let config = RetentionConfig {
+        batch: 1,
+        max_batches: 10,
+        pause: StdDuration::ZERO,
+        ..RetentionConfig::default()
+    };
+    let retention = Retention::new(store.clone(), clock.clone(), config);
+    let done = retention.pass().await.unwrap();
+    assert_eq!(
+        done,
+        RetentionSummary {
+            jobs: 2,
+            audit: 0,
+            schedules: 1
+        }
+    );
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    for job in [&expired, &expired_failed] {
+        assert!(tx.job_get(job.id).await.unwrap().is_none(), "{job:?}");
+        assert!(tx.job_attempts_list(job.id).await.unwrap().is_empty());
+    }
+    for job in [&dead_letter, &recent, &open, &referencing] {
+        assert!(tx.job_get(job.id).await.unwrap().is_some(), "{job:?} kept");
+    }
+    assert_eq!(tx.job_attempts_list(recent.id).await.unwrap().len(), 1);
+    assert!(tx.schedule_get(gone.id).await.unwrap().is_none());
+    assert!(tx.schedule_get(referenced.id).await.unwrap().is_some());
+    assert!(tx.schedule_get(schedule.id).await.unwrap().is_some());
+    assert_eq!(
+        tx.audit_list(10).await.unwrap().len(),
+        2,
+        "the journal keeps a year"
+    );
+    drop(tx);
+
+    // Nothing more to do at the same instant; a year on the old audit entry goes too, and
+    // the referenced schedule once its job has gone.
+    assert_eq!(retention.pass().await.unwrap(), RetentionSummary::default());
+    clock.set(old + Duration::days(400));
+    let done = retention.pass().await.unwrap();
+    assert_eq!(
+        done,
+        RetentionSummary {
+            jobs: 2,
+            audit: 1,
+            schedules: 1
+        }
+    );
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let journal = tx.audit_list(10).await.unwrap();
+    assert!(journal.iter().all(|e| e.action != "old"));
+    assert!(tx.job_get(dead_letter.id).await.unwrap().is_some());
+    assert!(tx.job_get(open.id).await.unwrap().is_some());
+}
