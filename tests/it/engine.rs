@@ -21,6 +21,7 @@ use serde_json::json;
 use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
+mod defects;
 mod faulty;
 mod firing;
 mod paused;
@@ -28,6 +29,7 @@ mod pipeline;
 mod recovery;
 mod timing;
 
+pub use defects::*;
 pub use faulty::FaultyStore;
 pub use firing::*;
 pub use paused::*;
@@ -221,6 +223,7 @@ macro_rules! engine_suite {
                 the_breaker_fails_fast_and_a_good_probe_closes_it,
                 triggers_and_republishes_run_through_the_drain,
                 a_pause_during_an_attempt_holds_only_retries,
+                a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
             );
         }

@@ -347,6 +347,20 @@ impl Failure {
         }
     }
 
+    /// A call that panicked (a defect, not the target's doing): retried after the backoff.
+    pub(super) fn panicked() -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message: "the call failed inside the scheduler (an internal error)".to_owned(),
+            retry_now: false,
+            kind: Self::INTERNAL,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
+    /// The ledger's error class of a call that failed inside the scheduler.
+    pub(super) const INTERNAL: &'static str = "internal";
     /// The ledger's error class of an abandoned attempt.
     pub(super) const ABANDONED: &'static str = "abandoned";
     /// The ledger's error class of a call the open circuit refused.

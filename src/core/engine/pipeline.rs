@@ -9,16 +9,17 @@
 //! are in flight or waiting to be recorded.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use futures_util::stream;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::outcome::{Attempt, Failure, call_alone};
 use super::{Engine, EngineError, Outcome, TickSummary};
-use crate::core::breaker::{Admission, CIRCUIT_OPEN};
+use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::metrics::inc;
 use crate::core::model::*;
 use crate::core::store::*;
@@ -257,8 +258,18 @@ impl Pipeline<'_> {
         let timeout = engine.config.job_timeout;
         let done = self.done.clone();
         tokio::spawn(async move {
-            let (result, health) =
-                call_alone(&*dispatcher, &metrics, timeout, &schedule, &job).await;
+            // A call that panics still ends in an outcome: otherwise its job would stay
+            // running (its lease renewed) for the life of the process and every later fire
+            // of its schedule be skipped.
+            let called =
+                AssertUnwindSafe(call_alone(&*dispatcher, &metrics, timeout, &schedule, &job))
+                    .catch_unwind()
+                    .await;
+            let (result, health) = called.unwrap_or_else(|_| {
+                inc(&metrics.failures);
+                tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
+                (Err(Failure::panicked()), CallHealth::Neutral)
+            });
             if let Some(origin) = slot.origin() {
                 breakers.lock().unwrap_or_else(|p| p.into_inner()).record(
                     origin,

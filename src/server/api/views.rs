@@ -135,8 +135,8 @@ pub struct AttemptView {
     pub outcome: String,
     /// The owning service's answer status, when it answered with an error status.
     pub http_status: Option<i32>,
-    /// `status`, `timeout`, `transport`, `token`, `decode`, `egress`, `configuration` or
-    /// `abandoned`.
+    /// `status`, `timeout`, `transport`, `token`, `decode`, `egress`, `configuration`,
+    /// `abandoned`, `circuit_open` or `internal`.
     pub error_class: Option<String>,
     pub error: Option<String>,
     /// At most 512 bytes of the answer.
