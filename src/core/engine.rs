@@ -167,7 +167,6 @@ impl TickSummary {
                 }
                 AttemptResult::Superseded => self.lost += 1,
             },
-            Outcome::Error => self.errors += 1,
         }
     }
 }
@@ -198,7 +197,6 @@ enum AttemptResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
     Attempted { result: AttemptResult },
-    Error,
 }
 
 /// An engine error: only the due-selection queries can fail a whole tick.

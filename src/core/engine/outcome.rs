@@ -208,6 +208,12 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> (JobFinish, AttemptResult) {
         let detail = attempt_detail(job, &result);
+        // A recovered attempt is written only if its lease really ran out: had its instance
+        // renewed it meanwhile, that instance is alive and records the call's real outcome.
+        let lease_expired_by = match &result {
+            Err(failure) if failure.kind == Failure::ABANDONED => Some(now),
+            _ => None,
+        };
         let (outcome, result) = match result {
             Ok(answer) => (
                 JobOutcome::Succeeded { result: answer },
@@ -257,6 +263,7 @@ impl Engine {
             outcome,
             now,
             detail,
+            lease_expired_by,
         };
         (finish, result)
     }

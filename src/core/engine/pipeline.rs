@@ -11,14 +11,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use futures_util::stream;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::outcome::{Attempt, Failure, call_alone};
-use super::{Engine, EngineError, Outcome, TickSummary};
+use super::{Engine, EngineError, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::metrics::inc;
 use crate::core::model::*;
@@ -452,14 +451,13 @@ const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Recorder<'_> {
     /// Records finished attempts as they come, whatever is ready in one transaction per
-    /// environment, until every sender is gone. An outcome whose record failed is kept and
-    /// tried again while its attempt's lease lasts (the lease keeper goes on renewing it), so
-    /// a call that answered is not delivered again because the database was away for a
-    /// moment; past the lease it is left to recovery.
+    /// environment, until every sender is gone. An outcome whose record failed is kept (its
+    /// job stays among the in-flight ones whose leases are renewed) and tried again for as
+    /// long as this process lives, however long the database is away: giving up would let
+    /// recovery call an answered attempt again.
     pub(super) async fn run(mut self) {
         let mut ready = Vec::new();
         let mut unrecorded: Vec<Attempt> = Vec::new();
-        let mut failing_since: HashMap<JobId, Instant> = HashMap::new();
         let mut open = true;
         while open || !unrecorded.is_empty() {
             if unrecorded.is_empty() {
@@ -501,21 +499,10 @@ impl Recorder<'_> {
                         attempts
                     }
                 };
-                for attempt in attempts {
-                    let since = *failing_since
-                        .entry(attempt.job.id)
-                        .or_insert_with(Instant::now);
-                    if since.elapsed() < engine.config.lease {
-                        unrecorded.push(attempt);
-                    } else {
-                        tracing::error!(job_id = %attempt.job.id, "an outcome could not be recorded within its lease; the attempt will be recovered as abandoned");
-                        outcomes.push(Outcome::Error);
-                    }
-                }
+                unrecorded.extend(attempts);
             }
             // Everything not waiting for another try is done with.
             let waiting: HashSet<JobId> = unrecorded.iter().map(|a| a.job.id).collect();
-            failing_since.retain(|id, _| waiting.contains(id));
             for id in batch.into_iter().filter(|id| !waiting.contains(id)) {
                 self.inflight.forget_job(id);
             }

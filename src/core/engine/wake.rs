@@ -89,26 +89,41 @@ impl Engine {
     }
 
     /// Renews the leases of this instance's unrecorded attempts a few times per lease, until
-    /// the recorder is done.
+    /// the recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a
+    /// third of a lease later, so a short outage does not let the leases run out.
     async fn keep_leases(
         &self,
         inflight: &InFlight,
         mut stopped: tokio::sync::watch::Receiver<bool>,
     ) {
-        let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        let every = renewal_interval(self.config.lease);
+        let mut next = every;
         loop {
             tokio::select! {
                 _ = stopped.wait_for(|s| *s) => return,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(next) => {}
             }
             let jobs = inflight.jobs();
             if jobs.is_empty() {
+                next = every;
                 continue;
             }
             let until = self.clock.now() + super::chrono_duration(self.config.lease);
-            if let Err(err) = self.store.jobs_lease_renew(&jobs, until).await {
-                tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed");
-            }
+            next = match self.store.jobs_lease_renew(&jobs, until).await {
+                Ok(_) => every,
+                Err(err) => {
+                    tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
+                    RENEW_RETRY.min(every)
+                }
+            };
         }
     }
+}
+
+/// How soon a failed lease renewal is tried again.
+const RENEW_RETRY: Duration = Duration::from_secs(1);
+
+/// How often leases are renewed: a few times per lease.
+fn renewal_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(100))
 }

@@ -312,6 +312,10 @@ pub struct JobFinish {
     pub now: DateTime<Utc>,
     /// What the attempt ledger records beyond the outcome.
     pub detail: AttemptDetail,
+    /// For an attempt recovered from another instance: written only if its lease ran out
+    /// before this instant (an attempt whose lease was renewed meanwhile is alive, and its
+    /// own instance records it). `None` for an instance recording its own attempt.
+    pub lease_expired_by: Option<DateTime<Utc>>,
 }
 
 /// What the attempt ledger records of an attempt beyond its outcome and end (`now`).

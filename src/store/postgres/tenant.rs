@@ -344,10 +344,13 @@ impl TenantTx for PgTenantTx<'_> {
                                finished_at = u.finished_at, result = u.result, error = u.error, \
                                updated_at = u.updated_at \
              FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
-                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[]) \
-                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, updated_at) \
+                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[], \
+                         $10::timestamptz[]) \
+                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
+                       updated_at, lease_by) \
              WHERE j.env_id = $1 AND j.id = u.id AND j.status = 'running' \
                AND j.attempt = u.attempt \
+               AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
              RETURNING {}",
             prefixed(JOB_COLUMNS, "j")
         );
@@ -367,6 +370,12 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(columns.iter().map(|c| c.result.clone()).collect::<Vec<_>>())
             .bind(columns.iter().map(|c| c.error.clone()).collect::<Vec<_>>())
             .bind(finishes.iter().map(|f| f.now).collect::<Vec<_>>())
+            .bind(
+                finishes
+                    .iter()
+                    .map(|f| f.lease_expired_by)
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;

@@ -389,10 +389,12 @@ pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &Jo
     let result = sql.val(Val::Json(columns.result));
     let error = sql.val(Val::Text(columns.error));
     let now = sql.val(Val::ts(f.now));
+    let lease_by = sql.val(Val::Ts(f.lease_expired_by));
     sql.text = format!(
         "UPDATE jobs SET status = {status}, next_attempt_at = {next}, finished_at = {finished}, \
          result = {result}, error = {error}, updated_at = {now} \
          WHERE env_id = {env} AND id = {id} AND status = 'running' AND attempt = {attempt} \
+           AND ({lease_by} IS NULL OR lease_until IS NULL OR lease_until < {lease_by}) \
          RETURNING {JOB_COLUMNS}"
     );
     sql

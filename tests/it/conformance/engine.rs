@@ -544,6 +544,7 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
         },
         now: due + Duration::seconds(1),
         detail: AttemptDetail::default(),
+        lease_expired_by: None,
     };
     let stale = JobFinish {
         id: opened[1].id,
@@ -553,6 +554,7 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
         },
         now: due + Duration::seconds(1),
         detail: AttemptDetail::default(),
+        lease_expired_by: None,
     };
     let finished = tx.job_finish_many(&[done.clone(), stale]).await.unwrap();
     assert_eq!(finished.len(), 1);

@@ -61,6 +61,7 @@ pub async fn one_open_job_per_schedule(store: Arc<dyn Store>) {
             },
             now: t0() + Duration::seconds(2),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         }])
         .await
         .unwrap();

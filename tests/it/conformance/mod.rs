@@ -151,6 +151,7 @@ macro_rules! conformance_suite {
                 schedule_set_outcome_writes_retry_count_and_completes_on_request,
                 job_finish_writes_each_outcome_if_the_attempt_still_runs,
                 job_set_pending_retries_only_failed_jobs,
+                a_recovered_finish_needs_the_lease_to_have_run_out,
                 job_cancel_fails_only_pending_jobs,
                 schedule_set_next_run_writes_next_fire_and_updated_at_only,
                 zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,

@@ -64,7 +64,12 @@ pub async fn a_slow_record_never_turns_answers_into_timeouts(store: Arc<dyn Stor
 
 pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn Store>) {
     let faulty = FaultyStore::new(store);
-    let h = Harness::with_config(faulty.clone(), EngineConfig::default()).await;
+    // A lease shorter than the outage: the answers must be kept however long it lasts.
+    let config = EngineConfig {
+        lease: StdDuration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(faulty.clone(), config).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
         ids.push(h.create(cron("* * * * *", 3)).await.id);
@@ -81,7 +86,7 @@ pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn
             tokio::time::sleep(StdDuration::from_millis(5)).await;
         }
         faulty.refuse_tenant_transactions(true);
-        tokio::time::sleep(StdDuration::from_millis(1500)).await;
+        tokio::time::sleep(StdDuration::from_millis(2500)).await;
         faulty.refuse_tenant_transactions(false);
     };
     let (summary, ()) = tokio::join!(h.tick_at(minute(1)), outage);
@@ -91,6 +96,9 @@ pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn
     for id in &ids {
         assert_eq!(h.jobs(*id).await[0].status, JobStatus::Succeeded);
     }
+    // Past every lease, nothing is left to recover and call again.
+    let later = h.tick_at(minute(1) + Duration::seconds(30)).await;
+    assert_eq!((later.fired, later.retried_attempts), (0, 0), "{later:?}");
     assert_eq!(h.target.requests().len(), 5);
 }
 
