@@ -145,7 +145,7 @@ pub struct ListenerArgs {
     )]
     pub tls_key: Option<PathBuf>,
     /// Time in-flight requests and the in-flight tick (or relay round) get to finish after
-    /// SIGTERM or SIGINT.
+    /// SIGTERM or SIGINT; calls in flight get at least the job timeout plus 5 s.
     #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
     pub drain_timeout: Duration,
     /// Time a connection gets to send a complete request head (and an idle keep-alive
