@@ -66,10 +66,12 @@ pub struct EngineArgs {
     /// Proxy-back calls in flight at once for one environment.
     #[arg(long, env = "SENTIN8_CRON_ENV_CONCURRENCY", value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub env_concurrency: u32,
-    /// Proxy-back calls in flight at once to one target origin (scheme, host and port).
+    /// Proxy-back calls in flight at once from one environment to one target origin (scheme,
+    /// host and port).
     #[arg(long, env = "SENTIN8_CRON_ORIGIN_CONCURRENCY", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub origin_concurrency: u32,
-    /// Consecutive timeouts or refused connections after which an origin's calls fail fast
+    /// Consecutive timeouts or refused connections after which an environment's calls to an
+    /// origin fail fast
     /// (recorded as `circuit open`, retried after backoff) for the cool-down; 0 turns the
     /// breaker off.
     #[arg(

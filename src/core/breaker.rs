@@ -3,7 +3,9 @@
 //! `circuit open`) for a cool-down; then one probe call is let through, and its success closes
 //! the circuit again (its failure opens it for another cool-down).
 //!
-//! Pure: the caller passes the instant, so tests drive it with any clock.
+//! Pure: the caller passes the instant, so tests drive it with any clock. An origin nobody
+//! called for a whole cool-down past its last failure (or its open circuit's end) is
+//! forgotten, so the map holds current trouble only.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -57,6 +59,7 @@ pub enum Admission {
 enum State {
     Closed {
         failures: u32,
+        last: DateTime<Utc>,
     },
     Open {
         until: DateTime<Utc>,
@@ -72,6 +75,8 @@ enum State {
 pub struct Breakers {
     config: BreakerConfig,
     origins: HashMap<String, State>,
+    /// When stale entries were last evicted.
+    swept: Option<DateTime<Utc>>,
 }
 
 impl Breakers {
@@ -79,7 +84,25 @@ impl Breakers {
         Self {
             config,
             origins: HashMap::new(),
+            swept: None,
         }
+    }
+
+    /// How many origins are tracked (troubled ones only).
+    pub fn tracked(&self) -> usize {
+        self.origins.len()
+    }
+
+    /// Forgets, at most once per cool-down, the origins whose trouble is a cool-down old.
+    fn sweep(&mut self, now: DateTime<Utc>, cooldown: chrono::Duration) {
+        if self.swept.is_some_and(|at| now < at + cooldown) {
+            return;
+        }
+        self.swept = Some(now);
+        self.origins.retain(|_, state| match *state {
+            State::Closed { last, .. } => now < last + cooldown,
+            State::Open { until } | State::Probing { until } => now < until + cooldown,
+        });
     }
 
     /// Decides whether a call to `origin` goes out at `now`.
@@ -119,14 +142,19 @@ impl Breakers {
                 self.origins.remove(origin);
             }
             CallHealth::Unreachable => {
+                self.sweep(now, cooldown);
                 let state = self
                     .origins
                     .entry(origin.to_owned())
-                    .or_insert(State::Closed { failures: 0 });
+                    .or_insert(State::Closed {
+                        failures: 0,
+                        last: now,
+                    });
                 *state = match *state {
-                    State::Closed { failures } if failures + 1 < self.config.threshold => {
+                    State::Closed { failures, .. } if failures + 1 < self.config.threshold => {
                         State::Closed {
                             failures: failures + 1,
+                            last: now,
                         }
                     }
                     // The threshold is reached, or the probe failed: open (again).
@@ -211,6 +239,25 @@ mod tests {
         // A probe that never reports does not keep the circuit shut for ever.
         assert_eq!(b.admit("a", t(71)), Admission::Probe);
         assert_eq!(b.admit("a", t(101)), Admission::Probe);
+    }
+
+    #[test]
+    fn origins_long_past_their_trouble_are_forgotten() {
+        let mut b = breakers();
+        for i in 0..3 {
+            b.record("open", CallHealth::Unreachable, t(i));
+        }
+        b.record("flaky", CallHealth::Unreachable, t(2));
+        assert_eq!(b.tracked(), 2);
+        // A cool-down past the open circuit's end (t(32)) and past the last failure: a new
+        // failure elsewhere sweeps both away.
+        b.record("other", CallHealth::Unreachable, t(70));
+        assert_eq!(b.tracked(), 1);
+        assert_eq!(b.admit("open", t(70)), Admission::Call);
+        // Recent trouble is kept.
+        b.record("other", CallHealth::Unreachable, t(71));
+        b.record("other", CallHealth::Unreachable, t(72));
+        assert!(b.is_open("other", t(73)));
     }
 
     #[test]

@@ -92,11 +92,22 @@ fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
     }
 }
 
-/// The target origin of a schedule (scheme, host and port), the unit of the per-origin cap
-/// and of the circuit breaker.
+/// The unit of the per-origin cap and of the circuit breaker: the schedule's environment and
+/// its target origin (scheme, host and port). Keyed per environment, so one tenant's hanging
+/// or refusing endpoint neither opens the circuit for another tenant's calls to the same
+/// origin nor takes their slots.
 fn origin_of(schedule: &Schedule) -> Option<String> {
     let base = schedule.target.base_url().ok()?;
-    Some(base.as_url().origin().ascii_serialization())
+    Some(format!(
+        "{} {}",
+        schedule.env_id,
+        base.as_url().origin().ascii_serialization()
+    ))
+}
+
+/// The origin part of an [`origin_of`] key, for messages.
+fn origin_shown(key: &str) -> &str {
+    key.split_once(' ').map_or(key, |(_, origin)| origin)
 }
 
 /// The claiming side of the pipeline. Dropping it (with the calls it started finishing)
@@ -235,7 +246,7 @@ impl Pipeline<'_> {
                 .admit(origin, now)
         });
         if let Some(Admission::Reject { until }) = admission {
-            let origin = slot.origin().unwrap_or_default().to_owned();
+            let origin = origin_shown(slot.origin().unwrap_or_default()).to_owned();
             drop(slot);
             inc(&engine.metrics.failures);
             let failure = Failure::circuit_open(format!(

@@ -281,3 +281,42 @@ pub async fn the_breaker_fails_fast_and_a_good_probe_closes_it(store: Arc<dyn St
     assert_eq!((closed.succeeded, closed.failed), (2, 0), "{closed:?}");
     assert_eq!(h.target.requests().len(), 5);
 }
+
+pub async fn one_tenants_open_circuit_leaves_other_tenants_calls_alone(store: Arc<dyn Store>) {
+    let config = EngineConfig {
+        breaker: BreakerConfig {
+            threshold: 1,
+            cooldown: StdDuration::from_secs(3 * 3600),
+        },
+        retry: RetryPolicy {
+            base: StdDuration::from_secs(60),
+            cap: StdDuration::from_secs(60),
+        },
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config).await;
+    // An origin that refuses connections, shared by two tenants.
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let a = h.create_in(h.env, &refused, cron("0 * * * *", 5)).await;
+    let first = h.tick_at(t0() + Duration::hours(1)).await;
+    assert_eq!(first.failed, 1, "{first:?}");
+
+    // Tenant A's refusal opened A's circuit for that origin; tenant B's calls still go out.
+    let other = EnvId::new();
+    let b = h.create_in(other, &refused, cron("0 * * * *", 5)).await;
+    let second = h.tick_at(t0() + Duration::hours(2)).await;
+    assert_eq!(second.failed, 2, "{second:?}");
+    let error = |jobs: Vec<Job>| {
+        jobs.into_iter()
+            .find(|j| j.status == JobStatus::Pending)
+            .and_then(|j| j.error)
+            .unwrap()
+    };
+    let a_error = error(h.jobs(a.id).await);
+    assert!(a_error.starts_with("circuit open"), "{a_error}");
+    let b_error = error(h.jobs_in(other, b.id).await);
+    assert!(b_error.starts_with("proxy-back"), "called: {b_error}");
+}
