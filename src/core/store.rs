@@ -294,6 +294,13 @@ pub trait TenantTx: Send {
     /// [`Channel::Outbox`] in this process by itself.
     fn notify_on_commit(&mut self, channel: Channel);
 
+    /// Bounds how long this transaction waits for a row lock another transaction holds: past
+    /// it, the statement fails (and the caller may try again) instead of waiting for ever.
+    /// Backends whose transactions never wait on row locks ignore it.
+    async fn lock_timeout_set(&mut self, _timeout: std::time::Duration) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Inserts a schedule.
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;
     /// A schedule by id, whatever its status.

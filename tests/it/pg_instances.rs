@@ -245,3 +245,76 @@ async fn a_schedule_row_held_by_another_connection_delays_only_that_schedule() {
         assert_eq!(jobs[0].status, JobStatus::Succeeded);
     }
 }
+
+#[tokio::test]
+async fn a_row_held_in_one_tenant_never_holds_up_another_tenants_records() {
+    use sentin8_cron::core::engine::EngineConfig;
+    use serde_json::json;
+
+    use crate::engine::{Harness, cron};
+    use crate::raw_http::{RawServer, Recorded, Reply};
+
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let h = Harness::with_config(db.dyn_store(), EngineConfig::default()).await;
+    let a = h.create(cron("* * * * *", 3)).await;
+    h.reply([Reply::After(
+        StdDuration::from_millis(300),
+        Box::new(Reply::json(200, json!({"ok": true}))),
+    )]);
+    // Tenant B's target answers later, once A's record is waiting on the held row.
+    let slow = RawServer::start(|_: &Recorded| {
+        Reply::After(
+            StdDuration::from_millis(1500),
+            Box::new(Reply::json(200, json!({"ok": true}))),
+        )
+    })
+    .await;
+    let other = EnvId::new();
+    let b = h.create_in(other, &slow.url(), cron("* * * * *", 3)).await;
+
+    let tick = h.tick_at(t0() + Duration::minutes(1));
+    let hold_and_watch = async {
+        // A was claimed and called: now another connection takes its schedule row.
+        while h.target.requests().is_empty() {
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
+        }
+        let mut conn = service_conn(&db).await;
+        let mut held = conn.begin().await.unwrap();
+        sqlx::query("SELECT sentin8_set_tenant_context($1)")
+            .bind(h.env.0)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        sqlx::query("SELECT 1 FROM schedules WHERE id = $1 FOR UPDATE")
+            .bind(a.id.0)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        // B's answer is recorded while A's row is still held (well before the record's lock
+        // timeout would free the recorder).
+        let recorded = tokio::time::timeout(StdDuration::from_secs(4), async {
+            loop {
+                let jobs = h.jobs_in(other, b.id).await;
+                if jobs
+                    .first()
+                    .is_some_and(|j| j.status == JobStatus::Succeeded)
+                {
+                    return;
+                }
+                tokio::time::sleep(StdDuration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let a_still_running = h.jobs(a.id).await[0].status == JobStatus::Running;
+        held.commit().await.unwrap();
+        (recorded.is_ok(), a_still_running)
+    };
+    let (summary, (b_recorded, a_held)) = tokio::join!(tick, hold_and_watch);
+    assert!(b_recorded, "B's outcome waited for A's held row");
+    assert!(a_held, "A's record waited for its row");
+    assert_eq!((summary.succeeded, summary.failed), (2, 0), "{summary:?}");
+    assert_eq!(h.jobs(a.id).await[0].status, JobStatus::Succeeded);
+    assert_eq!(h.target.requests().len() + slow.requests().len(), 2);
+}

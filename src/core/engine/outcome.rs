@@ -49,25 +49,30 @@ pub(super) async fn call_alone(
     (Err(failure), health)
 }
 
+/// How long recording waits for a schedule row another transaction holds.
+const RECORD_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl Engine {
     /// Step 3 for attempts of one environment: their outcomes in one transaction.
     pub(super) async fn record(
         &self,
         env: EnvId,
         attempts: Vec<Attempt>,
-    ) -> Result<Vec<Outcome>, (StoreError, Vec<Attempt>)> {
+    ) -> Result<Vec<(JobId, Outcome)>, (StoreError, Vec<Attempt>)> {
         // Kept until the transaction committed: a failed record is tried again.
         let kept = attempts.clone();
+        let ids: Vec<JobId> = attempts.iter().map(|a| a.job.id).collect();
         match self.record_outcomes(env, attempts).await {
-            Ok(results) => Ok(results
+            Ok(results) => Ok(ids
                 .into_iter()
-                .map(|result| {
+                .zip(results)
+                .map(|(id, result)| {
                     match result {
                         AttemptResult::Retry => inc(&self.metrics.retries),
                         AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
                         _ => {}
                     }
-                    Outcome::Attempted { result }
+                    (id, Outcome::Attempted { result })
                 })
                 .collect()),
             Err(err) => Err((err, kept)),
@@ -83,6 +88,9 @@ impl Engine {
         attempts: Vec<Attempt>,
     ) -> StoreResult<Vec<AttemptResult>> {
         let mut tx = self.store.tenant_begin(env).await?;
+        // A schedule row held elsewhere (an operator's open transaction) fails this record
+        // after a while, to be tried again, rather than pinning the connection for ever.
+        tx.lock_timeout_set(RECORD_LOCK_TIMEOUT).await?;
         let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
         ids.sort();
         ids.dedup();
@@ -380,6 +388,9 @@ pub(super) struct Attempt {
     pub schedule: Schedule,
     pub job: Job,
     pub result: Result<Value, Failure>,
+    /// The call's global slot, held until the outcome is recorded (so claiming slows down when
+    /// recording does); none for an attempt recovered from another instance.
+    pub _permit: Option<std::sync::Arc<super::pipeline::RecordPermit>>,
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

@@ -12,12 +12,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use futures_util::stream;
+use futures_util::stream::{self, FuturesUnordered};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::outcome::{Attempt, Failure, call_alone};
-use super::{Engine, EngineError, TickSummary};
+use super::{Engine, EngineError, Outcome, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::metrics::inc;
 use crate::core::model::*;
@@ -56,10 +56,11 @@ impl InFlight {
     }
 }
 
-/// One reserved slot: a global permit and a place under its environment's and origin's caps,
-/// given back when the call ends.
+/// One reserved slot: a global permit and a place under its environment's and origin's caps.
+/// The places are given back when the call ends, the global permit once its outcome is
+/// recorded.
 pub(super) struct Slot {
-    _permit: OwnedSemaphorePermit,
+    permit: Option<OwnedSemaphorePermit>,
     inflight: Arc<InFlight>,
     env: EnvId,
     origin: Option<String>,
@@ -68,6 +69,29 @@ pub(super) struct Slot {
 impl Slot {
     pub(super) fn origin(&self) -> Option<&str> {
         self.origin.as_deref()
+    }
+
+    /// The global permit, to hold until the outcome is recorded.
+    fn keep_until_recorded(&mut self) -> Option<Arc<RecordPermit>> {
+        self.permit.take().map(|permit| {
+            Arc::new(RecordPermit {
+                _permit: permit,
+                inflight: self.inflight.clone(),
+            })
+        })
+    }
+}
+
+/// A global slot held by an outcome waiting to be recorded; freed (and claiming woken) when
+/// the record is done.
+pub(super) struct RecordPermit {
+    _permit: OwnedSemaphorePermit,
+    inflight: Arc<InFlight>,
+}
+
+impl Drop for RecordPermit {
+    fn drop(&mut self) {
+        self.inflight.freed.notify_one();
     }
 }
 
@@ -208,7 +232,7 @@ impl Pipeline<'_> {
             *counts.origins.entry(origin.clone()).or_default() += 1;
         }
         Some(Slot {
-            _permit: permit,
+            permit: Some(permit),
             inflight: self.inflight.clone(),
             env: schedule.env_id,
             origin,
@@ -225,7 +249,7 @@ impl Pipeline<'_> {
             *counts.origins.entry(origin.clone()).or_default() += 1;
         }
         Some(Slot {
-            _permit: permit,
+            permit: Some(permit),
             inflight: self.inflight.clone(),
             env: schedule.env_id,
             origin,
@@ -245,8 +269,10 @@ impl Pipeline<'_> {
                 .unwrap_or_else(|p| p.into_inner())
                 .admit(origin, now)
         });
+        let mut slot = slot;
         if let Some(Admission::Reject { until }) = admission {
             let origin = origin_shown(slot.origin().unwrap_or_default()).to_owned();
+            let permit = slot.keep_until_recorded();
             drop(slot);
             inc(&engine.metrics.failures);
             let failure = Failure::circuit_open(format!(
@@ -258,6 +284,7 @@ impl Pipeline<'_> {
                 schedule,
                 job,
                 result: Err(failure),
+                _permit: permit,
             });
             return;
         }
@@ -287,11 +314,13 @@ impl Pipeline<'_> {
                     clock.now(),
                 );
             }
+            let permit = slot.keep_until_recorded();
             drop(slot);
             let _ = done.send(Attempt {
                 schedule,
                 job,
                 result,
+                _permit: permit,
             });
         });
     }
@@ -441,6 +470,7 @@ impl Pipeline<'_> {
                             schedule,
                             job,
                             result: Err(Failure::abandoned(message)),
+                            _permit: None,
                         });
                         true
                     }
@@ -462,65 +492,83 @@ const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Recorder<'_> {
     /// Records finished attempts as they come, whatever is ready in one transaction per
-    /// environment, until every sender is gone. An outcome whose record failed is kept (its
-    /// job stays among the in-flight ones whose leases are renewed) and tried again for as
-    /// long as this process lives, however long the database is away: giving up would let
-    /// recovery call an answered attempt again.
+    /// environment, until every sender is gone. Each environment records on its own (a row
+    /// lock held in one tenant never holds up another's records) while receiving goes on. An
+    /// outcome whose record failed is kept (its job stays among the in-flight ones whose leases
+    /// are renewed) and tried again for as long as this process lives, however long the
+    /// database is away: giving up would let recovery call an answered attempt again.
     pub(super) async fn run(mut self) {
+        let engine = self.engine;
         let mut ready = Vec::new();
-        let mut unrecorded: Vec<Attempt> = Vec::new();
+        // Attempts waiting to be recorded, per environment, and when each may be tried next.
+        let mut waiting: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
+        let mut not_before: HashMap<EnvId, tokio::time::Instant> = HashMap::new();
+        let mut recording = FuturesUnordered::new();
+        let mut busy: HashSet<EnvId> = HashSet::new();
         let mut open = true;
-        while open || !unrecorded.is_empty() {
-            if unrecorded.is_empty() {
-                open = self.done.recv_many(&mut ready, 1024).await > 0;
-            } else if open {
-                tokio::select! {
-                    n = self.done.recv_many(&mut ready, 1024) => open = n > 0,
-                    () = tokio::time::sleep(RECORD_RETRY) => {}
+        loop {
+            let now = tokio::time::Instant::now();
+            let startable: Vec<EnvId> = waiting
+                .keys()
+                .filter(|env| !busy.contains(*env))
+                .filter(|env| not_before.get(*env).is_none_or(|at| *at <= now))
+                .copied()
+                .collect();
+            for env in startable {
+                let attempts = waiting.remove(&env).unwrap_or_default();
+                busy.insert(env);
+                recording.push(async move { (env, engine.record(env, attempts).await) });
+            }
+            if !open && recording.is_empty() && waiting.is_empty() {
+                return;
+            }
+            let retry_at = waiting
+                .keys()
+                .filter(|env| !busy.contains(*env))
+                .filter_map(|env| not_before.get(env).copied())
+                .min();
+            tokio::select! {
+                n = self.done.recv_many(&mut ready, 1024), if open => {
+                    open = n > 0;
+                    for attempt in ready.drain(..) {
+                        waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
+                    }
                 }
-            } else {
-                tokio::time::sleep(RECORD_RETRY).await;
-            }
-            let mut groups: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
-            for attempt in unrecorded.drain(..).chain(ready.drain(..)) {
-                groups
-                    .entry(attempt.schedule.env_id)
-                    .or_default()
-                    .push(attempt);
-            }
-            if groups.is_empty() {
-                continue;
-            }
-            let batch: Vec<JobId> = groups.values().flatten().map(|a| a.job.id).collect();
-            let engine = self.engine;
-            let recorded: Vec<_> = stream::iter(groups)
-                .map(|(env, attempts)| async move { (env, engine.record(env, attempts).await) })
-                .buffer_unordered(CLAIMS_AT_ONCE)
-                .collect()
-                .await;
-            let mut outcomes = Vec::new();
-            for (env, result) in recorded {
-                let attempts = match result {
-                    Ok(done) => {
-                        outcomes.extend(done);
-                        continue;
-                    }
-                    Err((err, attempts)) => {
-                        tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
-                        attempts
-                    }
-                };
-                unrecorded.extend(attempts);
-            }
-            // Everything not waiting for another try is done with.
-            let waiting: HashSet<JobId> = unrecorded.iter().map(|a| a.job.id).collect();
-            for id in batch.into_iter().filter(|id| !waiting.contains(id)) {
-                self.inflight.forget_job(id);
-            }
-            let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
-            for outcome in &outcomes {
-                summary.add(outcome);
+                Some((env, result)) = recording.next(), if !recording.is_empty() => {
+                    busy.remove(&env);
+                    let outcomes = match result {
+                        Ok(outcomes) => {
+                            not_before.remove(&env);
+                            outcomes
+                        }
+                        Err((err, attempts)) => {
+                            tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
+                            not_before.insert(env, tokio::time::Instant::now() + RECORD_RETRY);
+                            let queued = waiting.entry(env).or_default();
+                            queued.splice(0..0, attempts);
+                            continue;
+                        }
+                    };
+                    self.done_with(&outcomes);
+                }
+                () = sleep_until(retry_at), if retry_at.is_some() => {}
             }
         }
+    }
+
+    fn done_with(&self, outcomes: &[(JobId, Outcome)]) {
+        for (id, _) in outcomes {
+            self.inflight.forget_job(*id);
+        }
+        let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, outcome) in outcomes {
+            summary.add(outcome);
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
     }
 }

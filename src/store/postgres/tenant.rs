@@ -103,6 +103,15 @@ impl TenantTx for PgTenantTx<'_> {
         self.env_id
     }
 
+    async fn lock_timeout_set(&mut self, timeout: std::time::Duration) -> StoreResult<()> {
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+            .bind(format!("{}ms", timeout.as_millis().max(1)))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn notify_on_commit(&mut self, channel: Channel) {
         let in_transaction = matches!(self.announce, Announce::InTransaction);
         self.on_commit.request(channel, in_transaction);
