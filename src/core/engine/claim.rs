@@ -273,8 +273,45 @@ impl Engine {
 }
 
 /// The occurrences of a schedule strictly after `fired` and up to `now`: fires nobody made.
-/// Counting is capped at [`MISSED_COUNT_CAP`].
+/// Counting stops at [`MISSED_COUNT_CAP`] ("at least"), but the last is always the true last
+/// occurrence up to now.
 fn missed_between(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
+    let mut run = missed_counted(timing, fired, now)?;
+    if run.capped {
+        run.last = last_up_to(timing, run.last, now);
+    }
+    Some(run)
+}
+
+/// The last occurrence in `(floor, now]`, or `floor` if there is none: searched in windows
+/// ending at `now` that double until one holds an occurrence, so the work follows the
+/// distance from the last occurrence to now, not the length of the outage.
+fn last_up_to(timing: &Timing, floor: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let mut window = chrono::Duration::minutes(1);
+    loop {
+        let from = (now - window).max(floor);
+        let mut last = None;
+        let mut at = from;
+        for _ in 0..MISSED_COUNT_CAP {
+            match timing.next_after(at) {
+                Ok(Some(next)) if next <= now && next > at => {
+                    last = Some(next);
+                    at = next;
+                }
+                _ => break,
+            }
+        }
+        if let Some(last) = last {
+            return last;
+        }
+        if from <= floor {
+            return floor;
+        }
+        window = window * 2;
+    }
+}
+
+fn missed_counted(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
     if !matches!(timing, Timing::Cron(_)) {
         return None;
     }
@@ -339,4 +376,43 @@ fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent
         .with_job(record)
         .by(ENGINE_ACTOR)
         .into_event(schedule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cron::{OnDstGap, OnDstRepeat};
+    use crate::core::timing::CronTiming;
+    use chrono::TimeZone;
+
+    fn every_minute() -> Timing {
+        Timing::Cron(CronTiming::from_stored(
+            "* * * * *",
+            "UTC",
+            OnDstGap::Skip,
+            OnDstRepeat::Once,
+        ))
+    }
+
+    #[test]
+    fn a_capped_run_of_missed_occurrences_ends_at_the_last_one_up_to_now() {
+        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        // Thirty days of an every-minute schedule: far more than the cap.
+        let now = fired + chrono::Duration::days(30) + chrono::Duration::seconds(30);
+        let run = missed_between(&every_minute(), fired, now).unwrap();
+        assert!(run.capped);
+        assert_eq!(run.count, MISSED_COUNT_CAP);
+        assert_eq!(run.first, fired + chrono::Duration::minutes(1));
+        assert_eq!(run.last, fired + chrono::Duration::days(30));
+        assert!(missed_reason(&run).contains("at least 10000"));
+    }
+
+    #[test]
+    fn an_uncapped_run_counts_every_occurrence() {
+        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let now = fired + chrono::Duration::minutes(5);
+        let run = missed_between(&every_minute(), fired, now).unwrap();
+        assert!(!run.capped);
+        assert_eq!((run.count, run.last), (5, now));
+    }
 }

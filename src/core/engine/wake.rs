@@ -4,10 +4,13 @@
 //! the recorder records outcomes as they complete, and the lease keeper renews the leases of
 //! this instance's running attempts.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Engine;
 use super::pipeline::{InFlight, Round};
+use crate::core::clock::Clock;
+use crate::core::store::Store;
 
 impl Engine {
     /// Runs the pipeline until `shutdown` resolves. Claiming stops at once; calls in flight
@@ -25,11 +28,19 @@ impl Engine {
             recorder.run().await;
             let _ = stop_leases.send(true);
         };
-        tokio::join!(
-            claiming,
-            recording,
-            self.keep_leases(&inflight, leases_stopped)
-        );
+        // The lease keeper runs on a task of its own: a claim busy computing missed
+        // occurrences, or a slow record, must not delay a renewal.
+        let keeper = tokio::spawn(keep_leases(
+            self.store.clone(),
+            self.clock.clone(),
+            self.config.lease,
+            inflight,
+            leases_stopped,
+        ));
+        tokio::join!(claiming, recording);
+        if let Err(err) = keeper.await {
+            tracing::error!(error = %err, "the lease keeper stopped");
+        }
     }
 
     async fn claim_loop(
@@ -87,36 +98,38 @@ impl Engine {
             }
         }
     }
+}
 
-    /// Renews the leases of this instance's unrecorded attempts a few times per lease, until
-    /// the recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a
-    /// third of a lease later, so a short outage does not let the leases run out.
-    async fn keep_leases(
-        &self,
-        inflight: &InFlight,
-        mut stopped: tokio::sync::watch::Receiver<bool>,
-    ) {
-        let every = renewal_interval(self.config.lease);
-        let mut next = every;
-        loop {
-            tokio::select! {
-                _ = stopped.wait_for(|s| *s) => return,
-                () = tokio::time::sleep(next) => {}
-            }
-            let jobs = inflight.jobs();
-            if jobs.is_empty() {
-                next = every;
-                continue;
-            }
-            let until = self.clock.now() + super::chrono_duration(self.config.lease);
-            next = match self.store.jobs_lease_renew(&jobs, until).await {
-                Ok(_) => every,
-                Err(err) => {
-                    tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
-                    RENEW_RETRY.min(every)
-                }
-            };
+/// Renews the leases of this instance's unrecorded attempts a few times per lease, until the
+/// recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a third of
+/// a lease later, so a short outage does not let the leases run out.
+async fn keep_leases(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    lease: Duration,
+    inflight: Arc<InFlight>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let every = renewal_interval(lease);
+    let mut next = every;
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(next) => {}
         }
+        let jobs = inflight.jobs();
+        if jobs.is_empty() {
+            next = every;
+            continue;
+        }
+        let until = clock.now() + super::chrono_duration(lease);
+        next = match store.jobs_lease_renew(&jobs, until).await {
+            Ok(_) => every,
+            Err(err) => {
+                tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
+                RENEW_RETRY.min(every)
+            }
+        };
     }
 }
 
