@@ -122,8 +122,9 @@ fn covered(jobs: &[Job]) -> BTreeSet<DateTime<Utc>> {
 pub async fn hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recorded(
     store: Arc<dyn Store>,
 ) {
+    let job_timeout = StdDuration::from_millis(1500);
     let config = EngineConfig {
-        job_timeout: StdDuration::from_millis(400),
+        job_timeout,
         concurrency: 32,
         env_concurrency: 8,
         ..EngineConfig::default()
@@ -143,7 +144,30 @@ pub async fn hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recor
     for _ in 0..20 {
         healthy.push(h.create(cron("* * * * *", 5)).await.id);
     }
-    for m in 1..=3 {
+    // In real time: all 20 healthy calls arrive before the first hanging call times out, so
+    // none of them waited behind the hanging tenant.
+    let watch = async {
+        let (mut first_hang, mut healthy_done) = (None, None);
+        while healthy_done.is_none() || first_hang.is_none() {
+            let now = std::time::Instant::now();
+            if first_hang.is_none() && !hanging.requests().is_empty() {
+                first_hang = Some(now);
+            }
+            if healthy_done.is_none() && h.target.requests().len() >= 20 {
+                healthy_done = Some(now);
+            }
+            tokio::time::sleep(StdDuration::from_millis(2)).await;
+        }
+        (first_hang.unwrap(), healthy_done.unwrap())
+    };
+    let (summary, (first_hang, healthy_done)) = tokio::join!(h.tick_at(minute(1)), watch);
+    assert_eq!(summary.errors, 0, "minute 1: {summary:?}");
+    assert!(
+        healthy_done < first_hang + job_timeout,
+        "the healthy calls arrived {:?} after the first hanging call",
+        healthy_done.saturating_duration_since(first_hang)
+    );
+    for m in 2..=3 {
         let summary = h.tick_at(minute(m)).await;
         assert_eq!(summary.errors, 0, "minute {m}: {summary:?}");
     }
@@ -226,8 +250,11 @@ pub async fn a_database_outage_is_recorded_as_missed_occurrences(store: Arc<dyn 
 }
 
 pub async fn the_breaker_fails_fast_and_a_good_probe_closes_it(store: Arc<dyn Store>) {
+    // Generous margins under load: the hanging calls time out after 3 s, the probe answers
+    // in 1 s (well within the timeout, and long enough to still be out when the other retry
+    // is admitted).
     let config = EngineConfig {
-        job_timeout: StdDuration::from_millis(300),
+        job_timeout: StdDuration::from_secs(3),
         breaker: BreakerConfig {
             threshold: 2,
             cooldown: StdDuration::from_secs(90),
@@ -247,7 +274,7 @@ pub async fn the_breaker_fails_fast_and_a_good_probe_closes_it(store: Arc<dyn St
         Reply::Hang,
         Reply::Hang,
         Reply::After(
-            StdDuration::from_millis(250),
+            StdDuration::from_secs(1),
             Box::new(Reply::json(200, json!({"ok": true}))),
         ),
     ]);
