@@ -275,6 +275,16 @@ impl Engine {
     async fn tick_inner(&self) -> (Result<(), EngineError>, TickSummary) {
         let (pipeline, recorder) = self.pipeline();
         let summary = pipeline.summary.clone();
+        // Leases are renewed during a tick as in the loop: a call near its timeout, or a
+        // record held up, must not be recovered by another instance meanwhile.
+        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
+        let keeper = tokio::spawn(wake::keep_leases(
+            self.store.clone(),
+            self.clock.clone(),
+            self.config.lease,
+            pipeline.inflight.clone(),
+            leases_stopped,
+        ));
         let claiming = async move {
             let result = self.tick_claims(&pipeline).await;
             // Dropping the pipeline closes the recorder's channel once the calls are done.
@@ -282,6 +292,10 @@ impl Engine {
             result
         };
         let (result, ()) = tokio::join!(claiming, recorder.run());
+        let _ = stop_leases.send(true);
+        if let Err(err) = keeper.await {
+            tracing::error!(error = %err, "the lease keeper stopped");
+        }
         let summary = summary.lock().unwrap_or_else(|p| p.into_inner()).clone();
         (result, summary)
     }

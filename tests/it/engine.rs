@@ -216,6 +216,7 @@ macro_rules! engine_suite {
                 stale_attempts_are_recovered_as_failures,
                 a_killed_instances_attempt_is_recovered_within_its_lease,
                 the_serve_loop_renews_leases_while_a_call_is_in_flight,
+                a_single_tick_renews_leases_while_a_call_is_in_flight,
                 a_slow_record_never_turns_answers_into_timeouts,
                 an_outcome_is_recorded_after_the_database_comes_back,
                 hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recorded,

@@ -103,7 +103,7 @@ impl Engine {
 /// Renews the leases of this instance's unrecorded attempts a few times per lease, until the
 /// recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a third of
 /// a lease later, so a short outage does not let the leases run out.
-async fn keep_leases(
+pub(super) async fn keep_leases(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     lease: Duration,

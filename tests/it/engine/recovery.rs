@@ -268,3 +268,49 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
     assert!(jobs[0].error.as_deref().unwrap().contains("timed out"));
     assert_eq!(h.target.requests().len(), 1);
 }
+
+pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::Engine;
+    use sentin8_cron::core::metrics::Metrics;
+
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(2),
+        lease: StdDuration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), config.job_timeout),
+        h.clock.clone(),
+        config.clone(),
+        Arc::new(Metrics::default()),
+    );
+    let probe = async {
+        for _ in 0..250 {
+            if !h.target.requests().is_empty() {
+                break;
+            }
+            tokio::time::sleep(StdDuration::from_millis(20)).await;
+        }
+        assert_eq!(h.target.requests().len(), 1, "the call is in flight");
+        // Time passes the first lease; `tick --once` renews it like the loop does.
+        h.clock.set(due + Duration::seconds(2));
+        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        other.tick().await.unwrap()
+    };
+    let (tick, summary) = tokio::join!(h.engine.tick(), probe);
+    assert_eq!(
+        summary.retried_attempts, 0,
+        "another instance leaves a renewed attempt alone: {summary:?}"
+    );
+    assert_eq!(tick.unwrap().failed, 1);
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs.len(), 1);
+    assert!(jobs[0].error.as_deref().unwrap().contains("timed out"));
+    assert_eq!(h.target.requests().len(), 1);
+}
