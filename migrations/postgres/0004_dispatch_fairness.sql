@@ -24,9 +24,10 @@ DROP FUNCTION cron.due_schedules(integer, timestamptz);
 -- Due active schedules, round-robin across environments: every environment's earliest first,
 -- then every environment's second, and so on. Environments with due work are found by a skip
 -- scan of the index below; each contributes its earliest 2 x p_limit due schedules, ordered by
--- instant and, at one instant, by a hash of the id seeded by the caller (so instances with
--- different seeds start on different schedules of a burst). Bounded work per call, however
--- large the backlog.
+-- instant and, at one instant, by a hash of the id seeded by the caller, also when picking
+-- those candidates (so instances with different seeds start on different schedules of a
+-- burst larger than the candidates; an incremental sort over the index orders each instant's
+-- ties). The work per call grows with the environments that have due work.
 CREATE INDEX sentin8_cron_schedules_due_by_env
     ON cron.schedules (env_id, next_run_at) WHERE status = 'active';
 
@@ -53,7 +54,7 @@ CREATE FUNCTION cron.due_schedules(p_limit integer DEFAULT 50, p_now timestamptz
           FROM (SELECT s.id, s.env_id, s.next_run_at, uuid_hash_extended(s.id, p_seed) AS tie
                   FROM cron.schedules s
                  WHERE s.env_id = e.env_id AND s.status = 'active' AND s.next_run_at <= p_now
-                 ORDER BY s.next_run_at
+                 ORDER BY s.next_run_at, tie
                  LIMIT least(greatest(p_limit, 0), 1000) * 2) w) d
      WHERE e.env_id IS NOT NULL
      ORDER BY d.turn, d.next_run_at, d.tie

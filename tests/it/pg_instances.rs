@@ -318,3 +318,44 @@ async fn a_row_held_in_one_tenant_never_holds_up_another_tenants_records() {
     assert_eq!(h.jobs(a.id).await[0].status, JobStatus::Succeeded);
     assert_eq!(h.target.requests().len() + slow.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn instances_with_different_seeds_start_on_different_schedules_of_a_burst() {
+    use crate::conformance::insert_schedule;
+
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = db.dyn_store();
+    let env = EnvId::new();
+    // One environment, 60 schedules due at the same instant: more than 2 x limit candidates.
+    for i in 0..60 {
+        insert_schedule(&store, env, new_schedule(&format!("burst-{i}"), "billing")).await;
+    }
+    let now = t0() + Duration::minutes(5);
+    let picked = |seed| {
+        let store = store.clone();
+        async move {
+            let mut ids: Vec<ScheduleId> = store
+                .schedules_due(now, 5, seed)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| d.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let seeds: Vec<Vec<ScheduleId>> = futures_util::future::join_all((1..=4).map(picked)).await;
+    assert!(seeds.iter().all(|ids| ids.len() == 5));
+    // The same seed picks the same; different seeds pick (mostly) different schedules, from
+    // the whole burst rather than the same first 10 candidates.
+    assert_eq!(picked(1).await, seeds[0]);
+    let distinct: std::collections::HashSet<ScheduleId> = seeds.iter().flatten().copied().collect();
+    assert!(
+        distinct.len() > 10,
+        "{} distinct of 20 picks",
+        distinct.len()
+    );
+}
