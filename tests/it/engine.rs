@@ -223,6 +223,7 @@ macro_rules! engine_suite {
                 a_database_outage_is_recorded_as_missed_occurrences,
                 the_breaker_fails_fast_and_a_good_probe_closes_it,
                 one_tenants_open_circuit_leaves_other_tenants_calls_alone,
+                a_retry_waits_for_a_slot_under_its_environments_cap,
                 triggers_and_republishes_run_through_the_drain,
                 a_pause_during_an_attempt_holds_only_retries,
                 a_call_that_panics_is_recorded_as_a_failed_attempt,

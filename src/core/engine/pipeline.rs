@@ -239,21 +239,37 @@ impl Pipeline<'_> {
         })
     }
 
-    /// Reserves a slot whatever the caps (a claimed retry must run), waiting for a global one.
-    async fn reserve_waiting(&self, schedule: &Schedule) -> Option<Slot> {
-        let permit = self.slots.clone().acquire_owned().await.ok()?;
-        let origin = origin_of(schedule);
+    /// Reserves a slot for a retry of `env` before claiming it, within the global limit and
+    /// the environment's cap; `None` when either is full (the retry waits for a slot). Its
+    /// origin is known once claimed ([`Pipeline::count_origin`]).
+    fn reserve_env(&self, env: EnvId) -> Option<Slot> {
         let mut counts = self.inflight.lock();
-        *counts.envs.entry(schedule.env_id).or_default() += 1;
-        if let Some(origin) = &origin {
-            *counts.origins.entry(origin.clone()).or_default() += 1;
+        if counts.envs.get(&env).copied().unwrap_or(0) >= self.engine.config.env_concurrency {
+            return None;
         }
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        *counts.envs.entry(env).or_default() += 1;
         Some(Slot {
             permit: Some(permit),
             inflight: self.inflight.clone(),
-            env: schedule.env_id,
-            origin,
+            env,
+            origin: None,
         })
+    }
+
+    /// Counts a claimed retry's call under its origin (the claim is made: it runs even if the
+    /// origin's cap is full, which only slows the next claims).
+    fn count_origin(&self, slot: &mut Slot, schedule: &Schedule) {
+        let origin = origin_of(schedule);
+        if let Some(origin) = &origin {
+            *self
+                .inflight
+                .lock()
+                .origins
+                .entry(origin.clone())
+                .or_default() += 1;
+        }
+        slot.origin = origin;
     }
 
     /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
@@ -418,48 +434,51 @@ impl Pipeline<'_> {
         let stale_before = now - super::chrono_duration(engine.config.lease);
         let due = engine.store.jobs_due(now, stale_before, limit).await?;
         let full = due.len() as u64 >= u64::from(limit);
-        let progress: Vec<bool> = stream::iter(due)
+        let outcomes: Vec<Drained> = stream::iter(due)
             .map(|job| self.drain_one(job))
             .buffer_unordered(CLAIMS_AT_ONCE)
             .collect()
             .await;
         Ok(Round {
-            progress: progress.iter().any(|p| *p),
+            progress: outcomes.contains(&Drained::Progress),
             full,
-            deferred: false,
+            deferred: outcomes.contains(&Drained::Deferred),
         })
     }
 
-    async fn drain_one(&self, due: DueJob) -> bool {
+    async fn drain_one(&self, due: DueJob) -> Drained {
         let engine = self.engine;
         match due.status {
-            JobStatus::Pending => match engine.claim_retry(due).await {
-                Ok(Some((schedule, job))) => {
-                    self.account(|s| s.retried_attempts += 1);
-                    match self.reserve_waiting(&schedule).await {
-                        Some(slot) => self.launch(schedule, job, slot),
-                        None => {
-                            tracing::error!(job_id = %job.id, "no slot for a claimed retry; it will be recovered when its lease runs out")
-                        }
+            JobStatus::Pending => {
+                // A retry takes a slot under its environment's cap like a fire, before it is
+                // claimed; without one it waits.
+                let Some(mut slot) = self.reserve_env(due.env_id) else {
+                    return Drained::Deferred;
+                };
+                match engine.claim_retry(due).await {
+                    Ok(Some((schedule, job))) => {
+                        self.account(|s| s.retried_attempts += 1);
+                        self.count_origin(&mut slot, &schedule);
+                        self.launch(schedule, job, slot);
+                        Drained::Progress
                     }
-                    true
+                    Ok(None) => {
+                        inc(&engine.metrics.lost_claims);
+                        self.account(|s| s.lost += 1);
+                        Drained::Nothing
+                    }
+                    Err(err) => {
+                        tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
+                        self.account(|s| s.errors += 1);
+                        Drained::Nothing
+                    }
                 }
-                Ok(None) => {
-                    inc(&engine.metrics.lost_claims);
-                    self.account(|s| s.lost += 1);
-                    false
-                }
-                Err(err) => {
-                    tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
-                    self.account(|s| s.errors += 1);
-                    false
-                }
-            },
+            }
             // The instance that ran this attempt stopped renewing its lease (it died): record
             // it as a failed attempt, so the retry rules (and, for a job that keeps killing
             // its process, the DLQ) apply. Its retry is due at once.
             // This instance's own attempt (its lease renewal is late) is still in flight.
-            JobStatus::Running if self.inflight.lock().jobs.contains(&due.id) => false,
+            JobStatus::Running if self.inflight.lock().jobs.contains(&due.id) => Drained::Nothing,
             JobStatus::Running => {
                 match engine.load_for_stale(due).await {
                     Ok(Some((schedule, job))) => {
@@ -472,19 +491,28 @@ impl Pipeline<'_> {
                             result: Err(Failure::abandoned(message)),
                             _permit: None,
                         });
-                        true
+                        Drained::Progress
                     }
-                    Ok(None) => false,
+                    Ok(None) => Drained::Nothing,
                     Err(err) => {
                         tracing::error!(job_id = %due.id, error = %err, "loading an abandoned attempt failed");
                         self.account(|s| s.errors += 1);
-                        false
+                        Drained::Nothing
                     }
                 }
             }
-            _ => false,
+            _ => Drained::Nothing,
         }
     }
+}
+
+/// What draining one due job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    Progress,
+    /// No slot under its environment's cap: left for a later round.
+    Deferred,
+    Nothing,
 }
 
 /// How soon a record that failed (the database is unreachable, say) is tried again.

@@ -347,3 +347,51 @@ pub async fn one_tenants_open_circuit_leaves_other_tenants_calls_alone(store: Ar
     let b_error = error(h.jobs_in(other, b.id).await);
     assert!(b_error.starts_with("proxy-back"), "called: {b_error}");
 }
+
+pub async fn a_retry_waits_for_a_slot_under_its_environments_cap(store: Arc<dyn Store>) {
+    let job_timeout = StdDuration::from_secs(1);
+    let config = EngineConfig {
+        job_timeout,
+        env_concurrency: 1,
+        retry: RetryPolicy {
+            base: StdDuration::from_secs(10),
+            cap: StdDuration::from_secs(10),
+        },
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config).await;
+    let hanging = RawServer::start(|_| Reply::Hang).await;
+    // No retries for the hanging schedule: each minute it fires afresh.
+    h.create_in(h.env, &hanging.url(), cron("* * * * *", 0))
+        .await;
+    h.create(cron("* * * * *", 5)).await;
+    // Minute 1: the healthy target refuses once, leaving a retry due 10 s later.
+    h.reply([Reply::status(500)]);
+    let first = h.tick_at(minute(1)).await;
+    assert_eq!((first.retried, first.dead_lettered), (1, 1), "{first:?}");
+
+    // Minute 2: the hanging schedule takes the environment's only slot; the due retry waits
+    // for it (the call times out) instead of running beside it.
+    let watch = async {
+        let (mut hang_at, mut retry_at) = (None, None);
+        while hang_at.is_none() || retry_at.is_none() {
+            let now = std::time::Instant::now();
+            if hang_at.is_none() && hanging.requests().len() >= 2 {
+                hang_at = Some(now);
+            }
+            if retry_at.is_none() && h.target.requests().len() >= 2 {
+                retry_at = Some(now);
+            }
+            tokio::time::sleep(StdDuration::from_millis(2)).await;
+        }
+        retry_at
+            .unwrap()
+            .saturating_duration_since(hang_at.unwrap())
+    };
+    let (second, waited) = tokio::join!(h.tick_at(minute(2)), watch);
+    assert_eq!(second.retried_attempts, 1, "{second:?}");
+    assert!(
+        waited >= job_timeout - StdDuration::from_millis(200),
+        "the retry ran {waited:?} after the hanging call, beside it"
+    );
+}
