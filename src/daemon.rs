@@ -188,14 +188,48 @@ impl Service {
             retention.abort();
         }
 
-        // The ticker and the relay finish the round in flight, bounded by the drain timeout.
-        for (name, task) in [("tick", ticker), ("relay round", relay)] {
+        // The ticker and the relay finish the round in flight, bounded by the drain timeout;
+        // the ticker's calls in flight get their job timeout and the time to record them.
+        let engine_drain = ticker_drain(drain, &self.engine);
+        for (name, task, bound) in [
+            ("tick", ticker, engine_drain),
+            ("relay round", relay, drain),
+        ] {
             if let Some(task) = task
-                && tokio::time::timeout(drain, task).await.is_err()
+                && tokio::time::timeout(bound, task).await.is_err()
             {
                 tracing::warn!("the in-flight {name} did not finish within the drain timeout");
             }
         }
         served
+    }
+}
+
+/// How long shutdown waits for the ticker: at least a call's job timeout plus the lease margin
+/// (the time to record its outcome), so an answered call is recorded rather than recovered
+/// and delivered again by another instance.
+fn ticker_drain(drain: Duration, engine: &EngineConfig) -> Duration {
+    drain.max(EngineConfig::lease_for(engine.job_timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ticker_drains_for_a_whole_call_and_its_record() {
+        let engine = EngineConfig {
+            job_timeout: Duration::from_secs(30),
+            ..EngineConfig::default()
+        };
+        let bound = ticker_drain(Duration::from_secs(30), &engine);
+        assert!(bound > engine.job_timeout, "{bound:?}");
+        assert_eq!(
+            bound,
+            engine.job_timeout + crate::core::engine::LEASE_MARGIN
+        );
+        // A longer drain setting is kept.
+        let long = Duration::from_secs(120);
+        assert_eq!(ticker_drain(long, &engine), long);
     }
 }

@@ -14,8 +14,11 @@
 -- * Health reports the age of the outbox backlog.
 
 ALTER TABLE cron.jobs DROP CONSTRAINT jobs_status_check;
+-- NOT VALID: the new list only widens the old one, so existing rows satisfy it and the table
+-- is not scanned under its ACCESS EXCLUSIVE lock; new and updated rows are checked.
 ALTER TABLE cron.jobs ADD CONSTRAINT jobs_status_check
-    CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'skipped', 'superseded'));
+    CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'skipped', 'superseded'))
+    NOT VALID;
 ALTER TABLE cron.jobs ADD COLUMN superseded_by uuid;
 
 -- Retention's scans: terminal jobs by age, deleted schedules by age, the journal by age, and
@@ -58,8 +61,11 @@ UPDATE cron.audit_journal SET schedule_id = resource_id::uuid
 CREATE INDEX sentin8_cron_audit_by_schedule ON cron.audit_journal (env_id, schedule_id, id);
 CREATE INDEX sentin8_cron_audit_by_env_id ON cron.audit_journal (env_id, id);
 
--- Jobs whose next attempt is due (unless their schedule is paused), and running attempts that
--- went stale, earliest first.
+-- 0004's due jobs and wake-up, with a paused schedule's pending retries left waiting: jobs
+-- whose next attempt is due (unless their schedule is paused), and running attempts whose lease
+-- ran out (or, for an attempt without a lease, that started before p_stale_before), earliest
+-- first. An abandoned attempt of a paused schedule is still recovered (it becomes a retry that
+-- waits for the resume).
 CREATE OR REPLACE FUNCTION cron.due_jobs(p_limit integer, p_now timestamptz,
                                          p_stale_before timestamptz)
     RETURNS TABLE (id uuid, schedule_id uuid, env_id uuid, status text)
@@ -75,9 +81,15 @@ CREATE OR REPLACE FUNCTION cron.due_jobs(p_limit integer, p_now timestamptz,
           ORDER BY j.next_attempt_at
           LIMIT least(greatest(p_limit, 0), 1000))
         UNION ALL
+        (SELECT j.id, j.schedule_id, j.env_id, j.status, j.lease_until AS due_at
+           FROM cron.jobs j
+          WHERE j.status = 'running' AND j.lease_until < p_now
+          ORDER BY j.lease_until
+          LIMIT least(greatest(p_limit, 0), 1000))
+        UNION ALL
         (SELECT j.id, j.schedule_id, j.env_id, j.status, j.started_at AS due_at
            FROM cron.jobs j
-          WHERE j.status = 'running' AND j.started_at < p_stale_before
+          WHERE j.status = 'running' AND j.lease_until IS NULL AND j.started_at < p_stale_before
           ORDER BY j.started_at
           LIMIT least(greatest(p_limit, 0), 1000))
     ) d
@@ -85,8 +97,8 @@ CREATE OR REPLACE FUNCTION cron.due_jobs(p_limit integer, p_now timestamptz,
     LIMIT least(greatest(p_limit, 0), 1000)
 $$;
 
--- The earliest instant at which a schedule or a job attempt becomes due; a paused schedule's
--- pending retry is not due.
+-- The earliest instant at which a schedule, a job attempt or a lease expiry becomes due; a
+-- paused schedule's pending retry is not due.
 CREATE OR REPLACE FUNCTION cron.next_wakeup() RETURNS timestamptz
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
@@ -96,7 +108,8 @@ CREATE OR REPLACE FUNCTION cron.next_wakeup() RETURNS timestamptz
         (SELECT min(j.next_attempt_at) FROM cron.jobs j
           WHERE j.status = 'pending'
             AND NOT EXISTS (SELECT 1 FROM cron.schedules s
-                             WHERE s.id = j.schedule_id AND s.status = 'paused')))
+                             WHERE s.id = j.schedule_id AND s.status = 'paused')),
+        (SELECT min(lease_until) FROM cron.jobs WHERE status = 'running'))
 $$;
 
 -- When the oldest event not yet relayed (parked ones included) was written.

@@ -4,7 +4,10 @@
 -- The same columns, statuses and indexes as the PostgreSQL migration, with these differences:
 -- * SQLite cannot change a CHECK constraint in place, so the jobs table is rebuilt with the
 --   new status (`superseded`) and column (`superseded_by`), and its indexes recreated. The
---   runner applies every migration with foreign keys off and checks them before committing.
+--   rebuild keeps every column, constraint and index of version 4 (missed occurrences and
+--   leases), in the same column order, and adds version 4's missed-instants check, which
+--   SQLite could not add to the existing table. The runner applies every migration with
+--   foreign keys off and checks them before committing.
 -- * Retention, the due-job selection and the wake-up are plain statements in the store.
 
 CREATE TABLE jobs_v5 (
@@ -24,15 +27,22 @@ CREATE TABLE jobs_v5 (
     idempotency_key TEXT NOT NULL,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
+    missed_first    INTEGER,
+    missed_last     INTEGER,
+    missed_count    INTEGER NOT NULL DEFAULT 0,
+    lease_until     INTEGER,
     superseded_by   TEXT,
     CONSTRAINT jobs_pending_has_next_attempt CHECK (status <> 'pending' OR next_attempt_at IS NOT NULL),
+    CONSTRAINT jobs_missed_has_instants
+        CHECK (missed_count = 0 OR (missed_first IS NOT NULL AND missed_last IS NOT NULL)),
     CONSTRAINT jobs_schedule FOREIGN KEY (schedule_id, env_id) REFERENCES schedules (id, env_id)
 );
 INSERT INTO jobs_v5 (id, schedule_id, env_id, status, attempt, scheduled_for, next_attempt_at,
                      started_at, finished_at, result, error, idempotency_key, created_at,
-                     updated_at)
+                     updated_at, missed_first, missed_last, missed_count, lease_until)
 SELECT id, schedule_id, env_id, status, attempt, scheduled_for, next_attempt_at, started_at,
-       finished_at, result, error, idempotency_key, created_at, updated_at
+       finished_at, result, error, idempotency_key, created_at, updated_at, missed_first,
+       missed_last, missed_count, lease_until
   FROM jobs;
 DROP TABLE jobs;
 ALTER TABLE jobs_v5 RENAME TO jobs;
@@ -43,6 +53,7 @@ CREATE INDEX sentin8_cron_jobs_retryable ON jobs (next_attempt_at) WHERE status 
 CREATE INDEX sentin8_cron_jobs_running ON jobs (started_at) WHERE status = 'running';
 CREATE INDEX sentin8_cron_jobs_by_env ON jobs (env_id, id);
 CREATE INDEX sentin8_cron_jobs_by_schedule ON jobs (schedule_id, id);
+CREATE INDEX sentin8_cron_jobs_leases ON jobs (lease_until) WHERE status = 'running';
 CREATE INDEX sentin8_cron_jobs_finished ON jobs (updated_at)
     WHERE status IN ('succeeded', 'failed', 'skipped', 'superseded');
 CREATE INDEX sentin8_cron_schedules_deleted ON schedules (updated_at) WHERE status = 'deleted';

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::core::breaker::BreakerConfig;
 use crate::core::engine::EngineConfig;
 use crate::core::retry::RetryPolicy;
 use crate::server::listener::ListenerLimits;
@@ -59,9 +60,30 @@ pub struct EngineArgs {
     /// Due schedules fetched per batch (batches repeat while full).
     #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batch_size: u32,
-    /// Proxy-back calls in flight at once.
-    #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Proxy-back calls in flight at once (claiming goes on while they run).
+    #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
+    /// Proxy-back calls in flight at once for one environment.
+    #[arg(long, env = "SENTIN8_CRON_ENV_CONCURRENCY", value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub env_concurrency: u32,
+    /// Proxy-back calls in flight at once from one environment to one target origin (scheme,
+    /// host and port).
+    #[arg(long, env = "SENTIN8_CRON_ORIGIN_CONCURRENCY", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub origin_concurrency: u32,
+    /// Consecutive timeouts or refused connections after which an environment's calls to an
+    /// origin fail fast
+    /// (recorded as `circuit open`, retried after backoff) for the cool-down; 0 turns the
+    /// breaker off.
+    #[arg(
+        long,
+        env = "SENTIN8_CRON_BREAKER_THRESHOLD",
+        value_name = "N",
+        default_value_t = 5
+    )]
+    pub breaker_threshold: u32,
+    /// How long an open circuit fails calls fast before one probe call may close it.
+    #[arg(long, env = "SENTIN8_CRON_BREAKER_COOLDOWN", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    pub breaker_cooldown: Duration,
     /// Backoff before the first retry, doubling with every retry.
     #[arg(long, env = "SENTIN8_CRON_RETRY_BASE", value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
     pub retry_base: Duration,
@@ -76,13 +98,19 @@ impl EngineArgs {
         EngineConfig {
             batch_size: self.batch_size,
             drain_size: self.batch_size,
-            concurrency: usize::try_from(self.concurrency).unwrap_or(32),
+            concurrency: usize::try_from(self.concurrency).unwrap_or(256),
+            env_concurrency: usize::try_from(self.env_concurrency).unwrap_or(64),
+            origin_concurrency: usize::try_from(self.origin_concurrency).unwrap_or(128),
+            breaker: BreakerConfig {
+                threshold: self.breaker_threshold,
+                cooldown: self.breaker_cooldown,
+            },
             job_timeout,
             retry: RetryPolicy {
                 base: self.retry_base,
                 cap: self.retry_cap.max(self.retry_base),
             },
-            stale_after: job_timeout * 2 + Duration::from_secs(60),
+            lease: EngineConfig::lease_for(job_timeout),
             tick_interval: self.tick_interval,
             ..EngineConfig::default()
         }
@@ -119,7 +147,7 @@ pub struct ListenerArgs {
     )]
     pub tls_key: Option<PathBuf>,
     /// Time in-flight requests and the in-flight tick (or relay round) get to finish after
-    /// SIGTERM or SIGINT.
+    /// SIGTERM or SIGINT; calls in flight get at least the job timeout plus 5 s.
     #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
     pub drain_timeout: Duration,
     /// Time a connection gets to send a complete request head (and an idle keep-alive

@@ -1,48 +1,55 @@
-//! The execution engine: one tick finds what is due, fires it exactly once, records what
-//! happened and schedules retries. `serve` loops it ([`Engine::run`]); `tick --once` calls
-//! [`Engine::tick`] once.
+//! The execution engine: finds what is due, fires each occurrence at most once, records what
+//! happened (including the occurrences it could not fire) and schedules retries. `serve` runs
+//! it continuously ([`Engine::run`]); `tick --once` runs one complete tick ([`Engine::tick`]).
 //!
-//! A fire goes through three steps, and never holds a transaction across the network call.
-//! Due schedules are handled in batches, one group per environment:
+//! A fire goes through three steps that run side by side as a pipeline (`pipeline.rs`), and
+//! never holds a transaction across the network call:
 //!
-//! 1. **Claim**, under the group's schedule locks and in one tenant transaction on the locks'
-//!    connection: the claim-conditional UPDATE advances each `next_run_at` to the next fire
-//!    strictly after now (missed fires are skipped, never replayed), and a running job is
-//!    opened for each (or, if a schedule's previous job is still open, a skipped one is
-//!    recorded). The unique open-job index is the backstop: whatever races, a schedule has at
-//!    most one open job.
-//! 2. **Call** the owning services concurrently, each call bounded by the job timeout.
-//! 3. **Record** the outcomes that are ready together in one tenant transaction with their
-//!    outbox events: success; a retry after backoff; or, when retries are exhausted, a
-//!    dead-letter entry. An attempt recorded elsewhere first (it went stale) is left alone.
+//! 1. **Claim** (`claim.rs`): due schedules are selected round-robin across environments
+//!    and claimed per environment under their schedule locks, in one tenant transaction on
+//!    the locks' connection, as far as free slots allow (a global limit, and caps per
+//!    environment and per target origin). The claim-conditional UPDATE advances each
+//!    `next_run_at` to the next fire strictly after now, and a running job with a lease is
+//!    opened for each. Every other due occurrence is recorded as a skipped job with its
+//!    reason, the `job:skipped` event and the metric: a fire overlapping an open job, and the
+//!    occurrences missed between the stored next fire and now (one record per run, with the
+//!    first, the last and the count). The unique open-job index is the backstop: whatever
+//!    races, a schedule has at most one open job.
+//! 2. **Call** the owning service, each call on its own task, bounded by the job timeout
+//!    alone. While a target origin's circuit is open (`core::breaker`), its calls fail fast
+//!    onto the retry path, recorded as `circuit open`.
+//! 3. **Record** (`outcome.rs`) the outcomes as they complete, what is ready in one tenant
+//!    transaction per environment with their outbox events: success; a retry after backoff;
+//!    or, when retries are exhausted, a dead-letter entry. An attempt recorded elsewhere first
+//!    (its lease ran out and it was recovered) is left alone.
 //!
-//! The retry drain runs pending jobs whose backoff has elapsed through the same call and record
-//! steps, after a claim-conditional UPDATE. Attempts whose process died mid-call are noticed
-//! when they go stale and recorded as failed attempts, so the retry rules apply to them too.
+//! The retry drain claims pending jobs whose backoff has elapsed into the same pipeline. A
+//! running attempt's lease is renewed by its instance while the call is in flight or waits to
+//! be recorded; an attempt whose lease ran out (its instance died) is recorded as a failed
+//! attempt whose retry is due at once, so the retry rules apply to it too.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use futures_util::StreamExt;
-use futures_util::stream;
 use serde::Serialize;
 
+use crate::core::breaker::{BreakerConfig, Breakers};
 use crate::core::clock::Clock;
 use crate::core::dispatch::Dispatcher;
-use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
 use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
 use crate::core::timing::Timing;
 
+mod claim;
 mod outcome;
+mod pipeline;
 mod wake;
 
-use outcome::Attempt;
+pub use claim::MISSED_COUNT_CAP;
 pub use outcome::run_request;
 
 /// The actor recorded for the engine's own changes.
@@ -51,38 +58,75 @@ pub const ENGINE_ACTOR: &str = "sentin8-cron:engine";
 /// Tuning of the engine.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Due schedules fetched per batch; batches repeat while they come back full.
+    /// Due schedules fetched per claim round; rounds repeat while slots are free.
     pub batch_size: u32,
-    /// Due retries fetched per drain batch.
+    /// Due retries fetched per drain round.
     pub drain_size: u32,
-    /// Proxy-back calls in flight at once.
+    /// Proxy-back calls in flight at once (the global slots).
     pub concurrency: usize,
+    /// Calls in flight at once for one environment.
+    pub env_concurrency: usize,
+    /// Calls in flight at once to one target origin.
+    pub origin_concurrency: usize,
+    /// The per-origin circuit breaker.
+    pub breaker: BreakerConfig,
     /// The bound on one proxy-back call; a timeout is a failed attempt.
     pub job_timeout: Duration,
     pub retry: RetryPolicy,
-    /// A running attempt with no outcome after this long is treated as failed (its process
-    /// died). Longer than the job timeout, so a live attempt always records first.
-    pub stale_after: Duration,
+    /// How long a running attempt's lease lasts; its instance renews it while the attempt is
+    /// in flight. An attempt whose lease ran out is recovered by any instance, so a dead
+    /// instance's attempts are recovered this long after it last renewed them.
+    pub lease: Duration,
+    /// Orders schedules due at the same instant differently for each instance, so instances
+    /// do not all contend for the same earliest batch.
+    pub claim_seed: u32,
     /// The safety poll: the loop wakes at least this often.
     pub tick_interval: Duration,
-    /// Upper bound on batches per tick, so one tick cannot run forever under a flood.
+    /// Upper bound on claim rounds per tick, so one tick cannot run forever under a flood.
     pub max_batches_per_tick: u32,
+}
+
+/// How long past the job timeout a lease lasts by default: room for recording the outcome.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+impl EngineConfig {
+    /// The lease that covers one call of `job_timeout` and its recording.
+    pub fn lease_for(job_timeout: Duration) -> Duration {
+        job_timeout + LEASE_MARGIN
+    }
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
         let job_timeout = Duration::from_secs(30);
         Self {
-            batch_size: 50,
-            drain_size: 50,
-            concurrency: 32,
+            batch_size: 100,
+            drain_size: 100,
+            concurrency: 256,
+            env_concurrency: 64,
+            origin_concurrency: 128,
+            breaker: BreakerConfig::default(),
             job_timeout,
             retry: RetryPolicy::default(),
-            stale_after: job_timeout * 2 + Duration::from_secs(60),
+            lease: Self::lease_for(job_timeout),
+            claim_seed: rand_seed(),
             tick_interval: Duration::from_secs(60),
             max_batches_per_tick: 200,
         }
     }
+}
+
+/// A per-process seed (different instances order same-instant work differently).
+fn rand_seed() -> u32 {
+    let id = uuid::Uuid::new_v4();
+    let bytes = id.as_bytes();
+    u32::from_le_bytes([bytes[0], bytes[5], bytes[10], bytes[15]])
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Due,
+    Drain,
 }
 
 /// What one tick did.
@@ -123,9 +167,6 @@ impl TickSummary {
                 }
                 AttemptResult::Superseded => self.lost += 1,
             },
-            Outcome::Skipped => self.skipped += 1,
-            Outcome::Lost => self.lost += 1,
-            Outcome::Error => self.errors += 1,
         }
     }
 }
@@ -156,9 +197,6 @@ enum AttemptResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
     Attempted { result: AttemptResult },
-    Skipped,
-    Lost,
-    Error,
 }
 
 /// An engine error: only the due-selection queries can fail a whole tick.
@@ -175,6 +213,8 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     config: EngineConfig,
     metrics: Arc<Metrics>,
+    /// Kept across ticks: an origin's failures count whichever tick saw them.
+    breakers: Arc<Mutex<Breakers>>,
 }
 
 impl Engine {
@@ -186,6 +226,7 @@ impl Engine {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
+            breakers: Arc::new(Mutex::new(Breakers::new(config.breaker))),
             store,
             dispatcher,
             clock,
@@ -206,11 +247,16 @@ impl Engine {
     /// schedule is logged and counted; only a failing due-selection query fails the tick.
     pub async fn tick(&self) -> Result<TickSummary, EngineError> {
         let started = Instant::now();
-        let mut summary = TickSummary::default();
-        let result = self.tick_inner(&mut summary).await;
+        let (result, summary) = self.tick_inner().await;
+        self.observe_round(started, &result);
+        result.map(|()| summary)
+    }
+
+    /// Metrics of one tick (or one round of the continuous loop).
+    fn observe_round<T>(&self, started: Instant, result: &Result<T, EngineError>) {
         self.metrics.tick_duration.observe(started.elapsed());
-        match &result {
-            Ok(()) => {
+        match result {
+            Ok(_) => {
                 inc(&self.metrics.ticks);
                 self.metrics
                     .last_tick_unix
@@ -221,37 +267,62 @@ impl Engine {
                 tracing::error!(error = %err, "tick failed");
             }
         }
-        result.map(|()| summary)
     }
 
-    async fn tick_inner(&self, summary: &mut TickSummary) -> Result<(), EngineError> {
-        for _ in 0..self.config.max_batches_per_tick {
-            let due = self
-                .store
-                .schedules_due(self.clock.now(), self.config.batch_size)
-                .await?;
-            summary.due += due.len() as u64;
-            let full = due.len() as u64 >= u64::from(self.config.batch_size);
-            let outcomes = self.fire_batch(due).await;
-            if !(account(summary, &outcomes, |s| s.fired += 1) && full) {
-                break;
-            }
+    /// One complete tick through the pipeline: claims due schedules while slots allow
+    /// (waiting for slots when caps defer work), then due retries and expired leases, and
+    /// returns when every attempt it started is recorded.
+    async fn tick_inner(&self) -> (Result<(), EngineError>, TickSummary) {
+        let (pipeline, recorder) = self.pipeline();
+        let summary = pipeline.summary.clone();
+        // Leases are renewed during a tick as in the loop: a call near its timeout, or a
+        // record held up, must not be recovered by another instance meanwhile.
+        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
+        let keeper = tokio::spawn(wake::keep_leases(
+            self.store.clone(),
+            self.clock.clone(),
+            self.config.lease,
+            pipeline.inflight.clone(),
+            leases_stopped,
+        ));
+        let claiming = async move {
+            let result = self.tick_claims(&pipeline).await;
+            // Dropping the pipeline closes the recorder's channel once the calls are done.
+            drop(pipeline);
+            result
+        };
+        let (result, ()) = tokio::join!(claiming, recorder.run());
+        let _ = stop_leases.send(true);
+        if let Err(err) = keeper.await {
+            tracing::error!(error = %err, "the lease keeper stopped");
         }
-        for _ in 0..self.config.max_batches_per_tick {
-            let now = self.clock.now();
-            let stale_before = now - chrono_duration(self.config.stale_after);
-            let due = self
-                .store
-                .jobs_due(now, stale_before, self.config.drain_size)
-                .await?;
-            let full = due.len() as u64 >= u64::from(self.config.drain_size);
-            let outcomes: Vec<Outcome> = stream::iter(due)
-                .map(|job| self.drain_one(job))
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
-            if !(account(summary, &outcomes, |s| s.retried_attempts += 1) && full) {
-                break;
+        let summary = summary.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (result, summary)
+    }
+
+    async fn tick_claims(&self, pipeline: &pipeline::Pipeline<'_>) -> Result<(), EngineError> {
+        for phase in [Phase::Due, Phase::Drain] {
+            for _ in 0..self.config.max_batches_per_tick {
+                if pipeline.room() == 0 {
+                    pipeline.inflight.freed.notified().await;
+                    continue;
+                }
+                let round = match phase {
+                    Phase::Due => pipeline.claim_due().await?,
+                    Phase::Drain => pipeline.drain_due().await?,
+                };
+                if round.deferred && !round.progress {
+                    // Everything due waits for a slot under a cap: wait for one to free up,
+                    // unless nothing is in flight to free one.
+                    if !pipeline.busy() {
+                        break;
+                    }
+                    pipeline.inflight.freed.notified().await;
+                    continue;
+                }
+                if !(round.progress && (round.full || round.deferred)) {
+                    break;
+                }
             }
         }
         Ok(())
@@ -262,7 +333,7 @@ impl Engine {
         let now = self.clock.now();
         let due = self
             .store
-            .schedules_due(now, self.config.batch_size)
+            .schedules_due(now, self.config.batch_size, self.config.claim_seed)
             .await?;
         let mut planned = Vec::with_capacity(due.len());
         for d in due {
@@ -281,199 +352,6 @@ impl Engine {
             });
         }
         Ok(planned)
-    }
-
-    /// Fires a batch of due schedules. The batch is split by environment; each group is
-    /// claimed in one transaction under one set of locks, called concurrently, and recorded in
-    /// transactions of whatever outcomes are ready together.
-    async fn fire_batch(&self, due: Vec<DueSchedule>) -> Vec<Outcome> {
-        let mut groups: BTreeMap<EnvId, Vec<DueSchedule>> = BTreeMap::new();
-        for d in due {
-            groups.entry(d.env_id).or_default().push(d);
-        }
-        let per_group: Vec<Vec<Outcome>> = stream::iter(groups)
-            .map(|(env, group)| self.fire_group(env, group))
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        per_group.into_iter().flatten().collect()
-    }
-
-    async fn fire_group(&self, env: EnvId, due: Vec<DueSchedule>) -> Vec<Outcome> {
-        let count = due.len();
-        let claimed = match self.claim_group(env, &due).await {
-            Ok(claimed) => claimed,
-            Err(err) => {
-                tracing::error!(env_id = %env, schedules = count, error = %err, "claiming due schedules failed");
-                return vec![Outcome::Error; count];
-            }
-        };
-        let mut outcomes = Vec::with_capacity(count);
-        for _ in 0..claimed.skipped {
-            inc(&self.metrics.skipped);
-            outcomes.push(Outcome::Skipped);
-        }
-        for _ in 0..claimed.lost {
-            inc(&self.metrics.lost_claims);
-            outcomes.push(Outcome::Lost);
-        }
-        for _ in &claimed.runs {
-            inc(&self.metrics.fires);
-        }
-        let mut calls = stream::iter(claimed.runs)
-            .map(|(schedule, job)| async move {
-                let result = self.call(&schedule, &job).await;
-                Attempt {
-                    schedule,
-                    job,
-                    result,
-                }
-            })
-            .buffer_unordered(self.config.concurrency.max(1))
-            .ready_chunks(self.config.batch_size.max(1) as usize);
-        while let Some(ready) = calls.next().await {
-            outcomes.extend(self.record(env, ready).await);
-        }
-        outcomes
-    }
-
-    /// Step 1 under the schedules' locks: advance them and open their jobs.
-    async fn claim_group(&self, env: EnvId, due: &[DueSchedule]) -> StoreResult<ClaimedGroup> {
-        let ids: Vec<ScheduleId> = due.iter().map(|d| d.id).collect();
-        let mut locks = self.store.schedule_locks_try(&ids).await?;
-        let claimed = self.claim_locked(&mut *locks, env, due).await;
-        match locks.release().await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(env_id = %env, "a schedule lock was not held at release"),
-            Err(err) => {
-                tracing::warn!(env_id = %env, error = %err, "releasing schedule locks failed")
-            }
-        }
-        claimed
-    }
-
-    async fn claim_locked(
-        &self,
-        locks: &mut dyn ScheduleLock,
-        env: EnvId,
-        due: &[DueSchedule],
-    ) -> StoreResult<ClaimedGroup> {
-        let held: Vec<ScheduleId> = locks.held().to_vec();
-        if held.is_empty() {
-            return Ok(ClaimedGroup::lost(due.len()));
-        }
-        let mut tx = locks.tenant_begin(env).await?;
-        let schedules: HashMap<ScheduleId, Schedule> = tx
-            .schedule_get_many(&held, false)
-            .await?
-            .into_iter()
-            .map(|s| (s.id, s))
-            .collect();
-        let now = self.clock.now();
-        let mut claims = Vec::with_capacity(schedules.len());
-        let mut exhausted = Vec::new();
-        for d in due.iter().filter(|d| held.contains(&d.id)) {
-            let Some(schedule) = schedules.get(&d.id) else {
-                continue;
-            };
-            let next_run_at = match self.next_fire(schedule, now) {
-                Some(next) => Some(next),
-                // A cron schedule with nothing left to fire runs this once and is paused.
-                None if schedule.kind() == ScheduleKind::Cron => {
-                    exhausted.push(d.id);
-                    Some(d.next_run_at)
-                }
-                // A one-shot schedule has no next fire; it completes when its job finishes.
-                None => None,
-            };
-            claims.push(ScheduleClaim {
-                id: d.id,
-                expected_next_run_at: d.next_run_at,
-                next_run_at,
-                now,
-            });
-        }
-        let mut claimed = tx.schedule_claim_many(&claims).await?;
-        for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
-            *schedule = tx
-                .schedule_set_status(&ScheduleSetStatus {
-                    id: schedule.id,
-                    status: ScheduleStatus::Paused,
-                    now,
-                })
-                .await?;
-        }
-        let due_at: HashMap<ScheduleId, DateTime<Utc>> =
-            due.iter().map(|d| (d.id, d.next_run_at)).collect();
-        let new_jobs: Vec<NewJob> = claimed
-            .iter()
-            .map(|s| {
-                let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
-                self.metrics
-                    .lateness
-                    .observe((now - scheduled_for).to_std().unwrap_or_default());
-                NewJob {
-                    id: JobId::new(),
-                    schedule_id: s.id,
-                    status: JobStatus::Running,
-                    attempt: 1,
-                    scheduled_for,
-                    next_attempt_at: None,
-                    started_at: Some(now),
-                    finished_at: None,
-                    error: None,
-                    now,
-                }
-            })
-            .collect();
-        let mut opened: HashMap<ScheduleId, Job> = tx
-            .job_open_many(&new_jobs)
-            .await?
-            .into_iter()
-            .map(|j| (j.schedule_id, j))
-            .collect();
-
-        // A schedule whose previous job is still open (a pending retry) skips this fire, on
-        // the record.
-        let mut runs = Vec::with_capacity(opened.len());
-        let mut skipped = 0;
-        let mut skip_events = Vec::new();
-        for (schedule, new) in claimed.into_iter().zip(&new_jobs) {
-            if let Some(job) = opened.remove(&schedule.id) {
-                runs.push((schedule, job));
-                continue;
-            }
-            let open = tx.job_get_open(schedule.id).await?;
-            let record = tx
-                .job_insert(&NewJob {
-                    status: JobStatus::Skipped,
-                    attempt: 0,
-                    started_at: None,
-                    finished_at: Some(now),
-                    error: Some(match open {
-                        Some(open) => format!(
-                            "skipped: job {} of this schedule is still {}",
-                            open.id, open.status
-                        ),
-                        None => "skipped: another job of this schedule was open".to_owned(),
-                    }),
-                    ..new.clone()
-                })
-                .await?;
-            tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
-            let event = EventPayload::for_schedule(events::JOB_SKIPPED, &schedule, now)
-                .with_job(&record)
-                .by(ENGINE_ACTOR);
-            skip_events.push(event.into_event(&schedule));
-            skipped += 1;
-        }
-        tx.outbox_insert_many(&skip_events).await?;
-        tx.commit().await?;
-        Ok(ClaimedGroup {
-            lost: due.len() - runs.len() - skipped,
-            runs,
-            skipped,
-        })
     }
 
     /// The next fire of a schedule strictly after now. An expression that no longer parses is
@@ -497,115 +375,6 @@ impl Engine {
             }
         }
     }
-
-    /// A due retry (or a stale attempt).
-    async fn drain_one(&self, due: DueJob) -> Outcome {
-        match due.status {
-            JobStatus::Pending => match self.claim_retry(due).await {
-                Ok(Some((schedule, job))) => self.attempt(&schedule, job).await,
-                Ok(None) => {
-                    inc(&self.metrics.lost_claims);
-                    Outcome::Lost
-                }
-                Err(err) => {
-                    tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
-                    Outcome::Error
-                }
-            },
-            // The process that ran this attempt is gone: record it as a failed attempt, so the
-            // retry rules (and, for a job that keeps killing its process, the DLQ) apply.
-            JobStatus::Running => match self.load_for_stale(due).await {
-                Ok(Some((schedule, job))) => {
-                    inc(&self.metrics.failures);
-                    let message = format!(
-                        "attempt abandoned: no outcome within {}s (the process running it stopped)",
-                        self.config.stale_after.as_secs()
-                    );
-                    self.record_one(&schedule, job, Err(outcome::Failure::retryable(message)))
-                        .await
-                }
-                Ok(None) => Outcome::Lost,
-                Err(err) => {
-                    tracing::error!(job_id = %due.id, error = %err, "loading a stale attempt failed");
-                    Outcome::Error
-                }
-            },
-            _ => Outcome::Lost,
-        }
-    }
-
-    async fn claim_retry(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
-        let Some(mut lock) = self.store.schedule_lock_try(due.schedule_id).await? else {
-            return Ok(None);
-        };
-        let claimed = async {
-            let mut tx = lock.tenant_begin(due.env_id).await?;
-            let now = self.clock.now();
-            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
-                return Ok(None);
-            };
-            // A paused schedule's retries wait for its resume (paused after selection).
-            if schedule.status == ScheduleStatus::Paused {
-                return Ok(None);
-            }
-            let Some(job) = tx.job_claim(&JobClaim { id: due.id, now }).await? else {
-                return Ok(None);
-            };
-            tx.commit().await?;
-            Ok(Some((schedule, job)))
-        }
-        .await;
-        if let Err(err) = lock.release().await {
-            tracing::warn!(schedule_id = %due.schedule_id, error = %err, "releasing a schedule lock failed");
-        }
-        claimed
-    }
-
-    async fn load_for_stale(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
-        let mut tx = self.store.tenant_begin(due.env_id).await?;
-        let Some(job) = tx.job_get(due.id).await? else {
-            return Ok(None);
-        };
-        let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
-            return Ok(None);
-        };
-        Ok(Some((schedule, job)))
-    }
-}
-
-/// What claiming a group of due schedules gave.
-struct ClaimedGroup {
-    /// Jobs opened, to call now.
-    runs: Vec<(Schedule, Job)>,
-    /// Fires recorded as skipped (the previous job was still open).
-    skipped: usize,
-    /// Due schedules another ticker took first (or that changed meanwhile).
-    lost: usize,
-}
-
-impl ClaimedGroup {
-    fn lost(count: usize) -> Self {
-        Self {
-            runs: Vec::new(),
-            skipped: 0,
-            lost: count,
-        }
-    }
-}
-
-/// Adds a batch's outcomes to the summary (`started` counts an attempt made). True when the
-/// batch made progress; a batch that made none (all taken by another ticker, or all failing)
-/// must not be repeated at once, or the loop would only spin.
-fn account(summary: &mut TickSummary, outcomes: &[Outcome], started: fn(&mut TickSummary)) -> bool {
-    for outcome in outcomes {
-        if matches!(outcome, Outcome::Attempted { .. }) {
-            started(summary);
-        }
-        summary.add(outcome);
-    }
-    outcomes
-        .iter()
-        .any(|o| !matches!(o, Outcome::Lost | Outcome::Error))
 }
 
 fn chrono_duration(d: Duration) -> chrono::Duration {

@@ -150,7 +150,7 @@ impl Metrics {
             ),
             (
                 "sentin8_cron_fires_skipped_total",
-                "Fires skipped because a job was still open.",
+                "Skipped records written: a fire overlapping an open job, or one run of missed occurrences (one record whatever its count).",
                 &self.skipped,
             ),
             (

@@ -3,6 +3,7 @@
 //! Architecture invariant: nothing under `core` imports `sqlx`, `axum` or `reqwest`. Storage,
 //! HTTP serving and HTTP calls reach the engine through traits defined here.
 
+pub mod breaker;
 pub mod clock;
 pub mod cron;
 pub mod decl;

@@ -286,6 +286,17 @@ pub struct Job {
     /// none when its dead letter was discarded instead.
     #[serde(default)]
     pub superseded_by: Option<JobId>,
+    /// On a skipped record of missed occurrences: which ones, and how many.
+    pub missed: Option<MissedOccurrences>,
+}
+
+/// A run of occurrences nobody fired (an outage, an overload), recorded as one skipped job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissedOccurrences {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    /// How many (counting stops at a cap; the job's error then says "at least").
+    pub count: u32,
 }
 
 impl Job {

@@ -174,11 +174,21 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
-    /// Due active schedules across tenants, earliest first, at most `limit`.
-    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>>;
+    /// Due active schedules across tenants, at most `limit`, round-robin across environments:
+    /// each environment's earliest first, then each one's second, and so on (so one
+    /// environment's backlog cannot push another's schedule back). Schedules due at the same
+    /// instant in one environment are ordered by a hash of their id and `seed`, so instances
+    /// with different seeds start on different ones.
+    async fn schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        seed: u32,
+    ) -> StoreResult<Vec<DueSchedule>>;
 
-    /// Jobs whose next attempt is due, or whose running attempt started before
-    /// `stale_before`, across tenants, at most `limit`.
+    /// Jobs whose next attempt is due, or whose running attempt's lease ran out before `now`
+    /// (a running attempt without a lease counts as expired when it started before
+    /// `stale_before`), across tenants, at most `limit`.
     async fn jobs_due(
         &self,
         now: DateTime<Utc>,
@@ -186,8 +196,12 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<DueJob>>;
 
-    /// The earliest instant at which something becomes due (a schedule's next fire or a job's
-    /// next attempt), across tenants.
+    /// Extends the leases of running attempts (ids only, across tenants) to `until`; attempts
+    /// no longer running are left alone. Returns how many were extended.
+    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64>;
+
+    /// The earliest instant at which something becomes due (a schedule's next fire, a job's
+    /// next attempt or a running attempt's lease expiry), across tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
     /// The environments that have dead-letter entries (ids only), for the operator's
@@ -284,6 +298,13 @@ pub trait TenantTx: Send {
     /// [`Channel::Outbox`] in this process by itself.
     fn notify_on_commit(&mut self, channel: Channel);
 
+    /// Bounds how long this transaction waits for a row lock another transaction holds: past
+    /// it, the statement fails (and the caller may try again) instead of waiting for ever.
+    /// Backends whose transactions never wait on row locks ignore it.
+    async fn lock_timeout_set(&mut self, _timeout: std::time::Duration) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Inserts a schedule.
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;
     /// A schedule by id, whatever its status.
@@ -334,6 +355,15 @@ pub trait TenantTx: Send {
         ids: &[ScheduleId],
         for_update: bool,
     ) -> StoreResult<Vec<Schedule>>;
+    /// Schedules by id like [`TenantTx::schedule_get_many`] with `for_update`, leaving out
+    /// (instead of waiting for) rows another transaction holds locked, where the backend has
+    /// row locks.
+    async fn schedule_get_many_skip_locked(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<Schedule>> {
+        self.schedule_get_many(ids, false).await
+    }
     /// Advances due schedules that are still due at the expected instant; returns those
     /// claimed (the others were claimed elsewhere, paused or changed).
     async fn schedule_claim_many(&mut self, claims: &[ScheduleClaim])

@@ -44,6 +44,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0003_schedule_zones.sql"),
     },
     Migration {
+        version: 4,
+        name: "dispatch_fairness",
+        sql: include_str!("../../migrations/postgres/0004_dispatch_fairness.sql"),
+    },
+    Migration {
         version: 5,
         name: "lifecycle",
         sql: include_str!("../../migrations/postgres/0005_lifecycle.sql"),
@@ -76,6 +81,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "schedule_zones",
         sql: include_str!("../../migrations/sqlite/0003_schedule_zones.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "dispatch_fairness",
+        sql: include_str!("../../migrations/sqlite/0004_dispatch_fairness.sql"),
     },
     Migration {
         version: 5,

@@ -79,9 +79,12 @@ pub struct ConnectOptions {
     /// How long to wait for a pooled connection before failing.
     pub acquire_timeout: Duration,
     /// Tells other processes about committed changes (PostgreSQL NOTIFY), so their tickers
-    /// wake. A process that runs its own ticker and relay turns it off: they are woken
-    /// in-process, any process may fire any schedule, and a NOTIFY serialises commits.
+    /// wake (a schedule created through one instance is fired on time by another).
     pub announce_changes: bool,
+    /// Announces changes after they commit, coalesced, from a connection of its own, instead
+    /// of inside each writer's transaction (`serve`: many writers, and a process that lives
+    /// on to send them).
+    pub announce_after_commit: bool,
 }
 
 impl Default for ConnectOptions {
@@ -90,6 +93,7 @@ impl Default for ConnectOptions {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(10),
             announce_changes: true,
+            announce_after_commit: false,
         }
     }
 }
@@ -166,17 +170,27 @@ impl Rings {
     }
 }
 
-/// The advisory-lock key of a schedule: the first 8 bytes of its UUID as a big-endian i64.
+/// The advisory-lock key of a schedule: a 64-bit hash of all 16 bytes of its UUID.
 ///
-/// Ids are UUIDv7, whose first 8 bytes are a millisecond timestamp and 12 random bits, so two
-/// schedules created in the same millisecond share a key once in 4,096 times. A shared key only
-/// makes their locks exclude each other (one of them waits for the next tick); it never lets a
-/// schedule fire twice, which the claim-conditional UPDATE and the open-job index rule out.
+/// Ids are UUIDv7, whose first 8 bytes are a millisecond timestamp and 12 random bits, so the
+/// key mixes in the random tail: schedules created in the same millisecond get distinct keys
+/// (up to 64-bit collisions). A shared key would only make their locks exclude each other; it
+/// never lets a schedule fire twice, which the claim-conditional UPDATE and the open-job index
+/// rule out.
 pub fn lock_key(id: ScheduleId) -> i64 {
-    let bytes = id.0.as_bytes();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&bytes[..8]);
-    i64::from_be_bytes(first)
+    let (hi, lo) = id.0.as_u64_pair();
+    // Every byte counts: UUIDv7 ids created in the same millisecond share their first bytes.
+    i64::from_be_bytes(mix64(hi ^ mix64(lo)).to_be_bytes())
+}
+
+/// The splitmix64 finaliser: a fixed, well-spread 64-bit mix (never change it: keys held by
+/// running instances must match across versions).
+fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 pub use crate::util::url::redact;
@@ -208,13 +222,22 @@ mod tests {
     use uuid::Uuid;
 
     #[test]
-    fn lock_key_is_the_first_eight_bytes_big_endian() {
+    fn lock_key_depends_on_every_byte() {
         let id = ScheduleId(Uuid::parse_str("01234567-89ab-cdef-0011-223344556677").unwrap());
-        assert_eq!(lock_key(id), 0x0123_4567_89ab_cdef);
-        let high = ScheduleId(Uuid::parse_str("ffffffff-ffff-ffff-0000-000000000000").unwrap());
-        assert_eq!(lock_key(high), -1);
-        let sign = ScheduleId(Uuid::parse_str("80000000-0000-0000-ffff-ffffffffffff").unwrap());
-        assert_eq!(lock_key(sign), i64::MIN);
+        // Stable: instances of different versions agree on the key.
+        assert_eq!(lock_key(id), lock_key(ScheduleId(id.0)));
+        // UUIDv7 ids of one millisecond differ only in their later bytes.
+        let keys: std::collections::HashSet<i64> = (0..1000u16)
+            .map(|n| {
+                let mut bytes = *id.0.as_bytes();
+                bytes[14..].copy_from_slice(&n.to_be_bytes());
+                lock_key(ScheduleId(Uuid::from_bytes(bytes)))
+            })
+            .collect();
+        assert_eq!(keys.len(), 1000);
+        let mut last = *id.0.as_bytes();
+        last[15] ^= 1;
+        assert_ne!(lock_key(id), lock_key(ScheduleId(Uuid::from_bytes(last))));
     }
 
     #[test]

@@ -21,11 +21,19 @@ use serde_json::json;
 use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
+mod defects;
+mod faulty;
 mod firing;
+mod paused;
+mod pipeline;
 mod recovery;
 mod timing;
 
+pub use defects::*;
+pub use faulty::FaultyStore;
 pub use firing::*;
+pub use paused::*;
+pub use pipeline::*;
 pub use recovery::*;
 pub use timing::*;
 
@@ -69,6 +77,9 @@ impl Harness {
         })
         .await;
         config.job_timeout = config.job_timeout.min(StdDuration::from_secs(5));
+        config.lease = config
+            .lease
+            .min(EngineConfig::lease_for(config.job_timeout));
         let engine = Engine::new(
             store.clone(),
             dispatcher(clock.clone(), config.job_timeout),
@@ -104,17 +115,20 @@ impl Harness {
     }
 
     pub async fn create(&self, decl: ScheduleDecl) -> Schedule {
+        self.create_in(self.env, &self.target.url(), decl).await
+    }
+
+    /// Creates a schedule in `env` calling back `base_url`.
+    pub async fn create_in(&self, env: EnvId, base_url: &str, decl: ScheduleDecl) -> Schedule {
         let spec = decl.validate(self.now()).expect("valid declaration");
         self.ops
             .schedule_create(
-                self.env,
+                env,
                 CreateSchedule {
                     domain: "billing".into(),
                     spec,
-                    target: Target::validate(
-                        &json!({"baseUrl": format!("{}/billing", self.target.url())}),
-                    )
-                    .unwrap(),
+                    target: Target::validate(&json!({"baseUrl": format!("{base_url}/billing")}))
+                        .unwrap(),
                 },
                 &self.actor(),
             )
@@ -133,7 +147,12 @@ impl Harness {
     }
 
     pub async fn jobs(&self, id: ScheduleId) -> Vec<Job> {
-        let mut tx = self.store.tenant_begin(self.env).await.unwrap();
+        self.jobs_in(self.env, id).await
+    }
+
+    /// A schedule's jobs in `env`, oldest first.
+    pub async fn jobs_in(&self, env: EnvId, id: ScheduleId) -> Vec<Job> {
+        let mut tx = self.store.tenant_begin(env).await.unwrap();
         let mut jobs = tx
             .job_list(&JobQuery {
                 schedule_id: Some(id),
@@ -195,7 +214,19 @@ macro_rules! engine_suite {
                 patches_work_on_a_schedule_whose_stored_timing_no_longer_parses,
                 timeouts_are_failed_attempts,
                 stale_attempts_are_recovered_as_failures,
+                a_killed_instances_attempt_is_recovered_within_its_lease,
+                the_serve_loop_renews_leases_while_a_call_is_in_flight,
+                a_single_tick_renews_leases_while_a_call_is_in_flight,
+                a_slow_record_never_turns_answers_into_timeouts,
+                an_outcome_is_recorded_after_the_database_comes_back,
+                hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recorded,
+                a_database_outage_is_recorded_as_missed_occurrences,
+                the_breaker_fails_fast_and_a_good_probe_closes_it,
+                one_tenants_open_circuit_leaves_other_tenants_calls_alone,
+                a_retry_waits_for_a_slot_under_its_environments_cap,
                 triggers_and_republishes_run_through_the_drain,
+                a_pause_during_an_attempt_holds_only_retries,
+                a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
             );
         }

@@ -18,6 +18,7 @@ mod enroll;
 mod lifecycle;
 mod listener;
 mod nul;
+mod pg_instances;
 mod pg_only;
 mod pg_purge_floor;
 mod raw_http;

@@ -202,7 +202,7 @@ async fn only_the_definer_functions_read_across_tenants() {
         envs.push(env.0);
     }
     let mut conn = service_conn(&db).await;
-    let mut due: Vec<Uuid> = sqlx::query_scalar("SELECT env_id FROM due_schedules(50, $1)")
+    let mut due: Vec<Uuid> = sqlx::query_scalar("SELECT env_id FROM due_schedules(50, $1, 0)")
         .bind(now)
         .fetch_all(&mut conn)
         .await
@@ -437,18 +437,19 @@ async fn two_engines_racing_fire_every_schedule_exactly_once() {
         ));
     }
 
-    let mut contested = 0;
+    let mut worked = [0u64; 2];
     for round in 1..=2 {
         clock.set(t0() + Duration::minutes(10 * round));
         // Like the serve loop, tick again while work is left: a tick whose whole batch was
         // held by the other engine stops early rather than spin.
-        let (mut fired, mut lost) = (0, 0);
+        let mut fired = 0;
         for _ in 0..10 {
             let (a, b) = tokio::join!(engines[0].tick(), engines[1].tick());
             let (a, b) = (a.unwrap(), b.unwrap());
             assert_eq!(a.errors + b.errors, 0, "round {round}: {a:?} / {b:?}");
             fired += a.fired + b.fired;
-            lost += a.lost + b.lost;
+            worked[0] += a.fired;
+            worked[1] += b.fired;
             if a.due + b.due == 0 {
                 break;
             }
@@ -457,7 +458,6 @@ async fn two_engines_racing_fire_every_schedule_exactly_once() {
             fired, schedules as u64,
             "round {round}: every due schedule fired once between the two"
         );
-        contested += lost;
         let counts = calls.lock().unwrap();
         assert_eq!(
             counts.len(),
@@ -469,8 +469,8 @@ async fn two_engines_racing_fire_every_schedule_exactly_once() {
             "round {round}: some schedule was called twice or not at all"
         );
     }
-    // They really competed for the same rows: claims were lost to the other engine.
-    assert!(contested > 0, "no claim was contested in either round");
+    // Both did work: instances add capacity.
+    assert!(worked.iter().all(|n| *n > 0), "{worked:?}");
     // Each schedule has exactly one job per round, all succeeded.
     let store = db.dyn_store();
     for env in &envs {
@@ -560,52 +560,6 @@ async fn the_outbox_changes_only_through_the_relay_functions() {
     .await
     .unwrap();
     assert_eq!(claimed, 1);
-}
-
-#[tokio::test]
-async fn a_serving_process_keeps_its_changes_to_itself() {
-    use sentin8_cron::store::{ConnectOptions, postgres::PgStore};
-
-    let Some(db) = PgTestDb::create().await else {
-        return;
-    };
-    // `serve` opens its store without announcing: its own ticker is woken in-process and any
-    // process may fire any schedule, so a NOTIFY (which serialises commits) buys nothing.
-    let quiet = PgStore::connect(
-        &db.service_url,
-        &ConnectOptions {
-            announce_changes: false,
-            ..ConnectOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let other = PgStore::connect(&db.service_url, &ConnectOptions::default())
-        .await
-        .unwrap();
-    other.signals_listen().await.unwrap();
-
-    let mut tx = quiet.tenant_begin(EnvId::new()).await.unwrap();
-    tx.schedule_insert(&new_schedule("s", "billing"))
-        .await
-        .unwrap();
-    tx.notify_on_commit(Channel::Schedules);
-    tx.commit().await.unwrap();
-    tokio::time::timeout(
-        StdDuration::from_secs(1),
-        quiet.signals().schedules.notified(),
-    )
-    .await
-    .expect("its own process is woken");
-    assert!(
-        tokio::time::timeout(
-            StdDuration::from_millis(300),
-            other.signals().schedules.notified()
-        )
-        .await
-        .is_err(),
-        "other processes are not"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,6 +58,8 @@ pub enum Reply {
     },
     /// Read the request, then never answer (and never close).
     Hang,
+    /// Wait, then answer with the inner reply.
+    After(std::time::Duration, Box<Reply>),
 }
 
 impl Reply {
@@ -164,7 +166,13 @@ async fn serve(stream: TcpStream, handler: Arc<Handler>, requests: Arc<Mutex<Vec
         return;
     };
     requests.lock().unwrap().push(request.clone());
-    match handler(&request) {
+    let mut reply = handler(&request);
+    while let Reply::After(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    match reply {
+        Reply::After(..) => unreachable!("unwrapped above"),
         Reply::Hang => std::future::pending::<()>().await,
         Reply::Respond {
             status,

@@ -6,80 +6,76 @@
 //! retrying: it goes to the DLQ on the first attempt, recorded as `configuration: ...`.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
-use crate::core::dispatch::{DispatchError, FailureClass, RunRequest};
+use crate::core::breaker::CallHealth;
+use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
-use crate::core::metrics::inc;
+use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
 use crate::core::retry::RetryDecision;
 use crate::core::store::*;
 
+/// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task),
+/// with what it says about the target origin's health.
+pub(super) async fn call_alone(
+    dispatcher: &dyn Dispatcher,
+    metrics: &Metrics,
+    job_timeout: Duration,
+    schedule: &Schedule,
+    job: &Job,
+) -> (Result<Value, Failure>, CallHealth) {
+    let request = run_request(schedule, job);
+    let err = match tokio::time::timeout(job_timeout, dispatcher.run(&request)).await {
+        Ok(Ok(answer)) => {
+            inc(&metrics.successes);
+            return (Ok(answer), CallHealth::Answered);
+        }
+        Ok(Err(err)) => err,
+        Err(_) => DispatchError::Timeout(job_timeout),
+    };
+    inc(&metrics.failures);
+    let health = match &err {
+        DispatchError::Timeout(_) | DispatchError::Transport(_) => CallHealth::Unreachable,
+        DispatchError::Status(..) | DispatchError::Decode(_) => CallHealth::Answered,
+        _ => CallHealth::Neutral,
+    };
+    let failure = Failure::of(&err);
+    tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
+    (Err(failure), health)
+}
+
+/// How long recording waits for a schedule row another transaction holds.
+const RECORD_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl Engine {
-    /// Steps 2 and 3 for one attempt: call the owning service, then record the outcome.
-    pub(super) async fn attempt(&self, schedule: &Schedule, job: Job) -> Outcome {
-        let result = self.call(schedule, &job).await;
-        self.record_one(schedule, job, result).await
-    }
-
-    pub(super) async fn record_one(
-        &self,
-        schedule: &Schedule,
-        job: Job,
-        result: Result<Value, Failure>,
-    ) -> Outcome {
-        let attempt = Attempt {
-            schedule: schedule.clone(),
-            job,
-            result,
-        };
-        self.record(schedule.env_id, vec![attempt])
-            .await
-            .pop()
-            .unwrap_or(Outcome::Error)
-    }
-
-    /// Step 2: the proxy-back call, bounded by the job timeout.
-    pub(super) async fn call(&self, schedule: &Schedule, job: &Job) -> Result<Value, Failure> {
-        let request = run_request(schedule, job);
-        let called =
-            tokio::time::timeout(self.config.job_timeout, self.dispatcher.run(&request)).await;
-        let err = match called {
-            Ok(Ok(answer)) => {
-                inc(&self.metrics.successes);
-                return Ok(answer);
-            }
-            Ok(Err(err)) => err,
-            Err(_) => DispatchError::Timeout(self.config.job_timeout),
-        };
-        inc(&self.metrics.failures);
-        let failure = Failure::of(&err);
-        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
-        Err(failure)
-    }
-
     /// Step 3 for attempts of one environment: their outcomes in one transaction.
-    pub(super) async fn record(&self, env: EnvId, attempts: Vec<Attempt>) -> Vec<Outcome> {
-        let count = attempts.len();
+    pub(super) async fn record(
+        &self,
+        env: EnvId,
+        attempts: Vec<Attempt>,
+    ) -> Result<Vec<(JobId, Outcome)>, (StoreError, Vec<Attempt>)> {
+        // Kept until the transaction committed: a failed record is tried again.
+        let kept = attempts.clone();
+        let ids: Vec<JobId> = attempts.iter().map(|a| a.job.id).collect();
         match self.record_outcomes(env, attempts).await {
-            Ok(results) => results
+            Ok(results) => Ok(ids
                 .into_iter()
-                .map(|result| {
+                .zip(results)
+                .map(|(id, result)| {
                     match result {
                         AttemptResult::Retry => inc(&self.metrics.retries),
                         AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
                         _ => {}
                     }
-                    Outcome::Attempted { result }
+                    (id, Outcome::Attempted { result })
                 })
-                .collect(),
-            Err(err) => {
-                tracing::error!(env_id = %env, attempts = count, error = %err, "recording job outcomes failed; the attempts will be recovered when they go stale");
-                vec![Outcome::Error; count]
-            }
+                .collect()),
+            Err(err) => Err((err, kept)),
         }
     }
 
@@ -92,6 +88,9 @@ impl Engine {
         attempts: Vec<Attempt>,
     ) -> StoreResult<Vec<AttemptResult>> {
         let mut tx = self.store.tenant_begin(env).await?;
+        // A schedule row held elsewhere (an operator's open transaction) fails this record
+        // after a while, to be tried again, rather than pinning the connection for ever.
+        tx.lock_timeout_set(RECORD_LOCK_TIMEOUT).await?;
         let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
         ids.sort();
         ids.dedup();
@@ -217,6 +216,12 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> (JobFinish, AttemptResult) {
         let detail = attempt_detail(job, &result);
+        // A recovered attempt is written only if its lease really ran out: had its instance
+        // renewed it meanwhile, that instance is alive and records the call's real outcome.
+        let lease_expired_by = match &result {
+            Err(failure) if failure.kind == Failure::ABANDONED => Some(now),
+            _ => None,
+        };
         let (outcome, result) = match result {
             Ok(answer) => (
                 JobOutcome::Succeeded { result: answer },
@@ -233,22 +238,23 @@ impl Engine {
                     _ if schedule.status == ScheduleStatus::Deleted => {
                         (JobOutcome::Failed { error }, AttemptResult::Failed)
                     }
-                    // A schedule paused while this attempt ran: the job waits for the resume
-                    // (the due selection skips it) instead of landing in the DLQ meanwhile.
-                    _ if schedule.status == ScheduleStatus::Paused => (
-                        JobOutcome::RetryPending {
-                            next_attempt_at: now,
-                            error,
-                        },
-                        AttemptResult::Retry,
-                    ),
                     // Retrying cannot cure a misconfiguration: dead-letter it now.
                     _ if failure.class == FailureClass::Configuration => {
                         (JobOutcome::Failed { error }, AttemptResult::DeadLettered)
                     }
                     RetryDecision::Retry { delay, .. } => (
                         JobOutcome::RetryPending {
-                            next_attempt_at: now + chrono_duration(delay),
+                            // An attempt lost with its instance never reached a verdict: it is
+                            // tried again at once. A schedule paused while this attempt ran:
+                            // the retry waits for the resume (the due selection skips it) and
+                            // is due as soon as it comes.
+                            next_attempt_at: if failure.retry_now
+                                || schedule.status == ScheduleStatus::Paused
+                            {
+                                now
+                            } else {
+                                now + chrono_duration(delay)
+                            },
                             error,
                         },
                         AttemptResult::Retry,
@@ -265,6 +271,7 @@ impl Engine {
             outcome,
             now,
             detail,
+            lease_expired_by,
         };
         (finish, result)
     }
@@ -299,6 +306,8 @@ pub(super) struct Failure {
     /// What the job and a DLQ entry record; a configuration failure starts with
     /// `configuration: `.
     pub message: String,
+    /// Retry at once rather than after the backoff (the attempt was lost, not refused).
+    pub retry_now: bool,
     /// The attempt ledger's error class (see [`DispatchError::kind`]).
     pub kind: &'static str,
     /// The status the service answered with, if it answered.
@@ -321,29 +330,67 @@ impl Failure {
         Failure {
             class,
             message,
+            retry_now: false,
             kind: err.kind(),
             http_status,
             excerpt,
         }
     }
 
-    /// A failure worth retrying (an abandoned attempt).
-    pub(super) fn retryable(message: String) -> Failure {
+    /// An attempt whose instance stopped before recording it: retried at once (it was lost,
+    /// not refused).
+    pub(super) fn abandoned(message: String) -> Failure {
         Failure {
             class: FailureClass::Retryable,
             message,
-            kind: "abandoned",
+            retry_now: true,
+            kind: Self::ABANDONED,
             http_status: None,
             excerpt: None,
         }
     }
+
+    /// A call not made because its origin's circuit is open.
+    pub(super) fn circuit_open(message: String) -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message,
+            retry_now: false,
+            kind: Self::CIRCUIT_OPEN,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
+    /// A call that panicked (a defect, not the target's doing): retried after the backoff.
+    pub(super) fn panicked() -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message: "the call failed inside the scheduler (an internal error)".to_owned(),
+            retry_now: false,
+            kind: Self::INTERNAL,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
+    /// The ledger's error class of a call that failed inside the scheduler.
+    pub(super) const INTERNAL: &'static str = "internal";
+    /// The ledger's error class of an abandoned attempt.
+    pub(super) const ABANDONED: &'static str = "abandoned";
+    /// The ledger's error class of a call the open circuit refused.
+    pub(super) const CIRCUIT_OPEN: &'static str = "circuit_open";
 }
 
 /// One attempt's call, waiting to be recorded.
+#[derive(Clone)]
 pub(super) struct Attempt {
     pub schedule: Schedule,
     pub job: Job,
     pub result: Result<Value, Failure>,
+    /// The call's global slot, held until the outcome is recorded (so claiming slows down when
+    /// recording does); none for an attempt recovered from another instance.
+    pub _permit: Option<std::sync::Arc<super::pipeline::RecordPermit>>,
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

@@ -1,46 +1,142 @@
-//! The wake-up loop of `serve`: ticks, then sleeps until the earliest due instant, a change
-//! signal or the safety interval.
+//! The continuous loop of `serve`: claim rounds while there is due work and free slots, then
+//! a sleep until the earliest due instant, a change signal (from this or, through the store,
+//! another instance), a freed slot when work was deferred, or the safety interval. Beside it
+//! the recorder records outcomes as they complete, and the lease keeper renews the leases of
+//! this instance's running attempts.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::Engine;
+use super::pipeline::{InFlight, Round};
+use crate::core::clock::Clock;
+use crate::core::store::Store;
 
 impl Engine {
-    /// Loops ticks until `shutdown` resolves: waking at the earliest due instant, on a change
-    /// signal, or at the safety interval, whichever comes first. An in-flight tick finishes
-    /// before the loop returns.
+    /// Runs the pipeline until `shutdown` resolves. Claiming stops at once; calls in flight
+    /// finish (each bounded by the job timeout) and are recorded before this returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        let (pipeline, recorder) = self.pipeline();
+        let inflight = pipeline.inflight.clone();
+        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
+        let claiming = async move {
+            self.claim_loop(&pipeline, shutdown).await;
+            // Dropping the pipeline closes the recorder's channel once the calls are done.
+            drop(pipeline);
+        };
+        let recording = async move {
+            recorder.run().await;
+            let _ = stop_leases.send(true);
+        };
+        // The lease keeper runs on a task of its own: a claim busy computing missed
+        // occurrences, or a slow record, must not delay a renewal.
+        let keeper = tokio::spawn(keep_leases(
+            self.store.clone(),
+            self.clock.clone(),
+            self.config.lease,
+            inflight,
+            leases_stopped,
+        ));
+        tokio::join!(claiming, recording);
+        if let Err(err) = keeper.await {
+            tracing::error!(error = %err, "the lease keeper stopped");
+        }
+    }
+
+    async fn claim_loop(
+        &self,
+        pipeline: &super::pipeline::Pipeline<'_>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let signals = self.store.signals();
         loop {
-            let summary = self.tick().await;
-            let made_progress = summary
-                .as_ref()
-                .is_ok_and(|s| s.fired + s.retried_attempts + s.skipped > 0);
-            let wait = match self.store.wakeup_next().await {
-                Ok(Some(at)) => {
-                    let until = (at - self.clock.now()).to_std().unwrap_or_default();
-                    // Work that is already due but could not be taken (another ticker holds it)
-                    // must not spin this loop.
-                    let floor = if made_progress {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(100)
-                    };
-                    until.max(floor).min(self.config.tick_interval)
+            let started = Instant::now();
+            let round = pipeline.round().await;
+            self.observe_round(started, &round);
+            let round = round.unwrap_or_default();
+            let freed = &pipeline.inflight.freed;
+            // More is due and there are slots for it: go on at once.
+            if round.progress && round.full && pipeline.room() > 0 {
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => return,
+                    () = tokio::task::yield_now() => continue,
                 }
-                Ok(None) => self.config.tick_interval,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
-                    Duration::from_secs(1).min(self.config.tick_interval)
-                }
-            };
+            }
+            let wait = self.wait_after(&round).await;
             tokio::select! {
                 biased;
                 () = &mut shutdown => return,
                 () = signals.schedules.notified() => {}
+                // Work waits for a slot: a finished call frees one.
+                () = freed.notified(), if round.deferred => {}
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
+
+    /// How long to sleep after a round: until the earliest due instant, within the safety
+    /// interval, and never spinning on work that is due but cannot be taken now.
+    async fn wait_after(&self, round: &Round) -> Duration {
+        match self.store.wakeup_next().await {
+            Ok(Some(at)) => {
+                let until = (at - self.clock.now()).to_std().unwrap_or_default();
+                // Work that is already due but could not be taken (another instance holds it,
+                // or it waits for a slot) must not spin this loop.
+                let floor = if round.progress && !round.deferred {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(100)
+                };
+                until.max(floor).min(self.config.tick_interval)
+            }
+            Ok(None) => self.config.tick_interval,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
+                Duration::from_secs(1).min(self.config.tick_interval)
+            }
+        }
+    }
+}
+
+/// Renews the leases of this instance's unrecorded attempts a few times per lease, until the
+/// recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a third of
+/// a lease later, so a short outage does not let the leases run out.
+pub(super) async fn keep_leases(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    lease: Duration,
+    inflight: Arc<InFlight>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let every = renewal_interval(lease);
+    let mut next = every;
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(next) => {}
+        }
+        let jobs = inflight.jobs();
+        if jobs.is_empty() {
+            next = every;
+            continue;
+        }
+        let until = clock.now() + super::chrono_duration(lease);
+        next = match store.jobs_lease_renew(&jobs, until).await {
+            Ok(_) => every,
+            Err(err) => {
+                tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
+                RENEW_RETRY.min(every)
+            }
+        };
+    }
+}
+
+/// How soon a failed lease renewal is tried again.
+const RENEW_RETRY: Duration = Duration::from_secs(1);
+
+/// How often leases are renewed: a few times per lease.
+fn renewal_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(100))
 }

@@ -212,6 +212,8 @@ pub(super) fn pending_now(
         started_at: None,
         finished_at: None,
         error: None,
+        lease_until: None,
+        missed: None,
         now,
     }
 }

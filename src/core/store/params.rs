@@ -6,14 +6,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::model::{
-    AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, Schedule, ScheduleId, ScheduleStatus,
+    AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, MissedOccurrences, Schedule,
+    ScheduleId, ScheduleStatus,
 };
 use crate::core::target::Target;
 use crate::core::timing::Timing;
 
 use super::{StoreError, StoreResult};
 
-/// A schedule that is due, as returned by the cross-tenant due selection.
+/// A schedule that is due, as returned by the cross-tenant due selection (see
+/// [`super::Store::schedules_due`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DueSchedule {
     pub id: ScheduleId,
@@ -315,6 +317,10 @@ pub struct JobFinish {
     pub now: DateTime<Utc>,
     /// What the attempt ledger records beyond the outcome.
     pub detail: AttemptDetail,
+    /// For an attempt recovered from another instance: written only if its lease ran out
+    /// before this instant (an attempt whose lease was renewed meanwhile is alive, and its
+    /// own instance records it). `None` for an instance recording its own attempt.
+    pub lease_expired_by: Option<DateTime<Utc>>,
 }
 
 /// What the attempt ledger records of an attempt beyond its outcome and end (`now`).
@@ -411,7 +417,35 @@ pub struct NewJob {
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// Until when the running attempt is leased to its instance (running jobs only).
+    pub lease_until: Option<DateTime<Utc>>,
+    /// A skipped record of missed occurrences.
+    pub missed: Option<MissedOccurrences>,
     pub now: DateTime<Utc>,
+}
+
+impl NewJob {
+    /// A running first attempt of a fire due at `scheduled_for`, started now (no lease).
+    pub fn running(
+        schedule_id: ScheduleId,
+        scheduled_for: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: JobId::new(),
+            schedule_id,
+            status: JobStatus::Running,
+            attempt: 1,
+            scheduled_for,
+            next_attempt_at: None,
+            started_at: Some(now),
+            finished_at: None,
+            error: None,
+            lease_until: None,
+            missed: None,
+            now,
+        }
+    }
 }
 
 /// Filters for listing jobs, newest first, with keyset pagination.
@@ -429,6 +463,8 @@ pub struct JobQuery {
 pub struct JobClaim {
     pub id: JobId,
     pub now: DateTime<Utc>,
+    /// The new attempt's lease.
+    pub lease_until: DateTime<Utc>,
 }
 
 /// A dead-letter entry to insert.

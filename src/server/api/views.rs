@@ -110,11 +110,22 @@ pub struct JobView {
     pub idempotency_key: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// On a skipped job that records occurrences nobody fired (an outage, an overload): the
+    /// first and last of them and how many.
+    pub missed: Option<MissedView>,
     /// The job that runs this one's occurrence instead (a republished dead letter).
     pub superseded_by: Option<Uuid>,
     /// Every recorded attempt, first attempt first (on a single job only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<AttemptView>>,
+}
+
+/// A run of missed occurrences, recorded as one skipped job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MissedView {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    pub count: u32,
 }
 
 impl JobView {
@@ -138,8 +149,8 @@ pub struct AttemptView {
     pub outcome: String,
     /// The owning service's answer status, when it answered with an error status.
     pub http_status: Option<i32>,
-    /// `status`, `timeout`, `transport`, `token`, `decode`, `egress`, `configuration` or
-    /// `abandoned`.
+    /// `status`, `timeout`, `transport`, `token`, `decode`, `egress`, `configuration`,
+    /// `abandoned`, `circuit_open` or `internal`.
     pub error_class: Option<String>,
     pub error: Option<String>,
     /// At most 512 bytes of the answer.
@@ -217,6 +228,11 @@ impl From<Job> for JobView {
             idempotency_key: j.idempotency_key,
             created_at: j.created_at,
             updated_at: j.updated_at,
+            missed: j.missed.map(|m| MissedView {
+                first: m.first,
+                last: m.last,
+                count: m.count,
+            }),
             superseded_by: j.superseded_by.map(|id| id.0),
             attempts: None,
         }

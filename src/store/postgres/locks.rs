@@ -37,7 +37,7 @@ pub(super) async fn try_lock(
         conn: Some(conn),
         held,
         signals: store.signals.clone(),
-        announce_changes: store.announce_changes,
+        announce: store.announce.clone(),
     }))
 }
 
@@ -46,7 +46,7 @@ struct PgScheduleLock {
     conn: Option<PoolConnection<Postgres>>,
     held: Vec<ScheduleId>,
     signals: Arc<Signals>,
-    announce_changes: bool,
+    announce: super::tenant::Announce,
 }
 
 #[async_trait]
@@ -68,7 +68,7 @@ impl ScheduleLock for PgScheduleLock {
             tx,
             env_id,
             self.signals.clone(),
-            self.announce_changes,
+            self.announce.clone(),
         )))
     }
 

@@ -7,6 +7,7 @@
 //! `locks` the advisory locks, `tenant` the tenant transaction, `reads` the engine's
 //! cross-tenant reads and `outbox` the relay's claims and marks.
 
+mod announce;
 mod lifecycle;
 mod locks;
 mod migrate;
@@ -41,7 +42,7 @@ pub struct PgStore {
     pool: PgPool,
     rls_bypassed: bool,
     signals: Arc<Signals>,
-    announce_changes: bool,
+    announce: tenant::Announce,
 }
 
 impl PgStore {
@@ -62,10 +63,16 @@ impl PgStore {
         .map_err(db_err)?
         .unwrap_or(false);
         Ok(Self {
-            pool,
+            pool: pool.clone(),
             rls_bypassed,
             signals: Arc::default(),
-            announce_changes: options.announce_changes,
+            announce: match (options.announce_changes, options.announce_after_commit) {
+                (false, _) => tenant::Announce::No,
+                (true, false) => tenant::Announce::InTransaction,
+                (true, true) => {
+                    tenant::Announce::AfterCommit(announce::Announcer::start(pool.clone()))
+                }
+            },
         })
     }
 
@@ -126,7 +133,7 @@ impl Store for PgStore {
             tx,
             env_id,
             self.signals.clone(),
-            self.announce_changes,
+            self.announce.clone(),
         )))
     }
 
@@ -134,8 +141,17 @@ impl Store for PgStore {
         locks::try_lock(self, ids).await
     }
 
-    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
-        reads::schedules_due(&self.pool, now, limit).await
+    async fn schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        seed: u32,
+    ) -> StoreResult<Vec<DueSchedule>> {
+        reads::schedules_due(&self.pool, now, limit, seed).await
+    }
+
+    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
+        reads::jobs_lease_renew(&self.pool, ids, until).await
     }
 
     async fn jobs_due(

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{PgCells, clamp_limit};
-use crate::core::model::EnvId;
+use crate::core::model::{EnvId, JobId};
 use crate::core::store::{DueJob, DueSchedule, EnvSummary, StoreResult, StoreStats, ZoneInUse};
 use crate::store::{db_err, rows};
 
@@ -14,10 +14,12 @@ pub(super) async fn schedules_due(
     pool: &PgPool,
     now: DateTime<Utc>,
     limit: u32,
+    seed: u32,
 ) -> StoreResult<Vec<DueSchedule>> {
-    let rows = sqlx::query("SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2)")
+    let rows = sqlx::query("SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2, $3)")
         .bind(clamp_limit(limit))
         .bind(now)
+        .bind(i64::from(seed))
         .fetch_all(pool)
         .await
         .map_err(db_err)?;
@@ -38,6 +40,21 @@ pub(super) async fn jobs_due(
         .await
         .map_err(db_err)?;
     rows::map_rows(&rows, "jobs", rows::due_job)
+}
+
+pub(super) async fn jobs_lease_renew(
+    pool: &PgPool,
+    ids: &[JobId],
+    until: DateTime<Utc>,
+) -> StoreResult<u64> {
+    let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+    let renewed: i64 = sqlx::query_scalar("SELECT cron.jobs_lease_renew($1, $2)")
+        .bind(&ids)
+        .bind(until)
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(u64::try_from(renewed).unwrap_or_default())
 }
 
 pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {

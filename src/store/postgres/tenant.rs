@@ -32,7 +32,22 @@ pub(super) struct PgTenantTx<'c> {
     pub(super) env_id: EnvId,
     signals: Arc<Signals>,
     on_commit: Rings,
-    announce_changes: bool,
+    announce: Announce,
+    /// Channels to hand to the announcer once committed.
+    after_commit: Vec<Channel>,
+}
+
+/// How a committed change reaches other processes.
+#[derive(Debug, Clone)]
+pub(super) enum Announce {
+    /// It does not (tests of one process).
+    No,
+    /// NOTIFY inside the transaction: delivered exactly when it commits (one-shot commands,
+    /// which may exit right after).
+    InTransaction,
+    /// After the commit, through the store's coalescing announcer (`serve`): no NOTIFY in the
+    /// writer's transaction, so commits are not serialised on the notification queue.
+    AfterCommit(super::announce::Announcer),
 }
 
 impl<'c> PgTenantTx<'c> {
@@ -40,14 +55,15 @@ impl<'c> PgTenantTx<'c> {
         tx: Transaction<'c, Postgres>,
         env_id: EnvId,
         signals: Arc<Signals>,
-        announce_changes: bool,
+        announce: Announce,
     ) -> Self {
         Self {
             tx,
             env_id,
             signals,
             on_commit: Rings::default(),
-            announce_changes,
+            announce,
+            after_commit: Vec::new(),
         }
     }
 
@@ -88,8 +104,23 @@ impl TenantTx for PgTenantTx<'_> {
         self.env_id
     }
 
+    async fn lock_timeout_set(&mut self, timeout: std::time::Duration) -> StoreResult<()> {
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+            .bind(format!("{}ms", timeout.as_millis().max(1)))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn notify_on_commit(&mut self, channel: Channel) {
-        self.on_commit.request(channel, self.announce_changes);
+        let in_transaction = matches!(self.announce, Announce::InTransaction);
+        self.on_commit.request(channel, in_transaction);
+        if matches!(self.announce, Announce::AfterCommit(_))
+            && !self.after_commit.contains(&channel)
+        {
+            self.after_commit.push(channel);
+        }
     }
 
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
@@ -231,6 +262,24 @@ impl TenantTx for PgTenantTx<'_> {
         rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
+    async fn schedule_get_many_skip_locked(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = ANY($2) \
+             ORDER BY id FOR UPDATE SKIP LOCKED"
+        );
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let rows = sqlx::query(&sql)
+            .bind(self.env_id.0)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::map_rows(&rows, "schedules", rows::schedule)
+    }
+
     async fn schedule_claim_many(
         &mut self,
         claims: &[ScheduleClaim],
@@ -265,13 +314,16 @@ impl TenantTx for PgTenantTx<'_> {
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
         let sql = format!(
             "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
-                               next_attempt_at, started_at, idempotency_key, created_at, updated_at) \
+                               next_attempt_at, started_at, idempotency_key, created_at, updated_at, \
+                               lease_until) \
              SELECT j.id, j.schedule_id, $1, j.status, j.attempt, j.scheduled_for, \
-                    j.next_attempt_at, j.started_at, j.idempotency_key, j.now, j.now \
+                    j.next_attempt_at, j.started_at, j.idempotency_key, j.now, j.now, j.lease_until \
              FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::int[], $6::timestamptz[], \
-                         $7::timestamptz[], $8::timestamptz[], $9::text[], $10::timestamptz[]) \
+                         $7::timestamptz[], $8::timestamptz[], $9::text[], $10::timestamptz[], \
+                         $11::timestamptz[]) \
                   WITH ORDINALITY AS j(id, schedule_id, status, attempt, scheduled_for, \
-                                       next_attempt_at, started_at, idempotency_key, now, n) \
+                                       next_attempt_at, started_at, idempotency_key, now, \
+                                       lease_until, n) \
              ORDER BY j.n \
              ON CONFLICT (schedule_id) WHERE status IN ('pending', 'running') DO NOTHING \
              RETURNING {JOB_COLUMNS}"
@@ -291,6 +343,7 @@ impl TenantTx for PgTenantTx<'_> {
                     .collect::<Vec<_>>(),
             )
             .bind(new.iter().map(|j| j.now).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.lease_until).collect::<Vec<_>>())
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -303,10 +356,13 @@ impl TenantTx for PgTenantTx<'_> {
                                finished_at = u.finished_at, result = u.result, error = u.error, \
                                updated_at = u.updated_at \
              FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
-                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[]) \
-                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, updated_at) \
+                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[], \
+                         $10::timestamptz[]) \
+                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
+                       updated_at, lease_by) \
              WHERE j.env_id = $1 AND j.id = u.id AND j.status = 'running' \
                AND j.attempt = u.attempt \
+               AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
              RETURNING {}",
             prefixed(JOB_COLUMNS, "j")
         );
@@ -326,6 +382,12 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(columns.iter().map(|c| c.result.clone()).collect::<Vec<_>>())
             .bind(columns.iter().map(|c| c.error.clone()).collect::<Vec<_>>())
             .bind(finishes.iter().map(|f| f.now).collect::<Vec<_>>())
+            .bind(
+                finishes
+                    .iter()
+                    .map(|f| f.lease_expired_by)
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -407,7 +469,7 @@ impl TenantTx for PgTenantTx<'_> {
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
         let sql = format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = $3, \
-             next_attempt_at = NULL, updated_at = $3 \
+             next_attempt_at = NULL, updated_at = $3, lease_until = $4 \
              WHERE env_id = $1 AND id = $2 AND status = 'pending' AND next_attempt_at <= $3 \
              RETURNING {JOB_COLUMNS}"
         );
@@ -415,6 +477,7 @@ impl TenantTx for PgTenantTx<'_> {
             .bind(self.env_id.0)
             .bind(claim.id.0)
             .bind(claim.now)
+            .bind(claim.lease_until)
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -587,6 +650,11 @@ impl TenantTx for PgTenantTx<'_> {
         let this = *self;
         this.tx.commit().await.map_err(db_err)?;
         this.on_commit.ring(&this.signals);
+        if let Announce::AfterCommit(announcer) = &this.announce {
+            for channel in &this.after_commit {
+                announcer.request(*channel);
+            }
+        }
         Ok(())
     }
 }

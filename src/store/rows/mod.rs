@@ -28,7 +28,7 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
     last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
-    updated_at, superseded_by";
+    updated_at, superseded_by, missed_first, missed_last, missed_count";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
 pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
@@ -183,6 +183,7 @@ pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
         superseded_by: c.opt_uuid("superseded_by")?.map(JobId),
+        missed: missed(c)?,
     })
 }
 
@@ -199,6 +200,22 @@ pub(crate) fn attempt(c: &impl Cells) -> StoreResult<JobAttempt> {
         error: c.opt_text("error")?,
         response_excerpt: c.opt_text("response_excerpt")?,
     })
+}
+
+/// A skipped record's missed occurrences: a count above zero with both instants.
+fn missed(c: &impl Cells) -> StoreResult<Option<MissedOccurrences>> {
+    let count = c.i32("missed_count")?;
+    if count <= 0 {
+        return Ok(None);
+    }
+    let (Some(first), Some(last)) = (c.opt_ts("missed_first")?, c.opt_ts("missed_last")?) else {
+        return Err(c.corrupt("missed_first", "a missed count without its instants"));
+    };
+    Ok(Some(MissedOccurrences {
+        first,
+        last,
+        count: u32::try_from(count).unwrap_or_default(),
+    }))
 }
 
 pub(crate) fn dlq(c: &impl Cells) -> StoreResult<DlqEntry> {

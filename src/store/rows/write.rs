@@ -175,6 +175,16 @@ pub(crate) fn job_insert(env: EnvId, new: &NewJob) -> Vec<(&'static str, Val)> {
         ),
         ("created_at", Val::ts(new.now)),
         ("updated_at", Val::ts(new.now)),
+        ("lease_until", Val::Ts(new.lease_until)),
+        ("missed_first", Val::Ts(new.missed.map(|m| m.first))),
+        ("missed_last", Val::Ts(new.missed.map(|m| m.last))),
+        (
+            "missed_count",
+            Val::I32(
+                new.missed
+                    .map_or(0, |m| i32::try_from(m.count).unwrap_or(i32::MAX)),
+            ),
+        ),
     ]
 }
 
@@ -379,10 +389,12 @@ pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &Jo
     let result = sql.val(Val::Json(columns.result));
     let error = sql.val(Val::Text(columns.error));
     let now = sql.val(Val::ts(f.now));
+    let lease_by = sql.val(Val::Ts(f.lease_expired_by));
     sql.text = format!(
         "UPDATE jobs SET status = {status}, next_attempt_at = {next}, finished_at = {finished}, \
          result = {result}, error = {error}, updated_at = {now} \
          WHERE env_id = {env} AND id = {id} AND status = 'running' AND attempt = {attempt} \
+           AND ({lease_by} IS NULL OR lease_until IS NULL OR lease_until < {lease_by}) \
          RETURNING {JOB_COLUMNS}"
     );
     sql

@@ -117,8 +117,17 @@ impl Store for SqliteStore {
         Ok(locks::try_lock(self, ids))
     }
 
-    async fn schedules_due(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueSchedule>> {
-        reads::schedules_due(&self.pool, now, limit).await
+    async fn schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        seed: u32,
+    ) -> StoreResult<Vec<DueSchedule>> {
+        reads::schedules_due(&self.pool, now, limit, seed).await
+    }
+
+    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
+        reads::jobs_lease_renew(&self.pool, ids, until).await
     }
 
     async fn jobs_due(

@@ -5,7 +5,7 @@ use sqlx::SqlitePool;
 use uuid::Uuid;
 
 use super::SqliteCells;
-use crate::core::model::EnvId;
+use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
     DueJob, DueSchedule, EnvSummary, StoreError, StoreResult, StoreStats, ZoneInUse,
 };
@@ -16,13 +16,24 @@ pub(super) async fn schedules_due(
     pool: &SqlitePool,
     now: DateTime<Utc>,
     limit: u32,
+    seed: u32,
 ) -> StoreResult<Vec<DueSchedule>> {
+    // Round-robin across environments; ties at one instant by a seeded hash of the id (its
+    // last characters, multiplied by an odd factor from the seed modulo a prime, so each seed
+    // permutes them differently; one process writes SQLite, so this only varies the order).
     let rows = sqlx::query(
-        "SELECT id, env_id, next_run_at FROM schedules \
-         WHERE status = 'active' AND next_run_at <= ?1 ORDER BY next_run_at LIMIT ?2",
+        "SELECT id, env_id, next_run_at FROM ( \
+             SELECT id, env_id, next_run_at, \
+                    row_number() OVER (PARTITION BY env_id ORDER BY next_run_at, \
+                        ((unicode(substr(id, -1)) * 31 + unicode(substr(id, -2, 1))) * 131 \
+                          + unicode(substr(id, -3, 1))) * (?3 * 2 + 1) % 997, id) \
+                      AS turn \
+               FROM schedules WHERE status = 'active' AND next_run_at <= ?1) \
+         ORDER BY turn, next_run_at, env_id LIMIT ?2",
     )
     .bind(now.timestamp_micros())
     .bind(i64::from(limit.min(1000)))
+    .bind(i64::from(seed % 997))
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
@@ -43,8 +54,12 @@ pub(super) async fn jobs_due(
                                   WHERE s.id = j.schedule_id AND s.status = 'paused') \
                ORDER BY next_attempt_at LIMIT ?3) \
              UNION ALL \
+             SELECT * FROM (SELECT id, schedule_id, env_id, status, lease_until AS due_at \
+               FROM jobs WHERE status = 'running' AND lease_until < ?1 \
+               ORDER BY lease_until LIMIT ?3) \
+             UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, started_at AS due_at \
-               FROM jobs WHERE status = 'running' AND started_at < ?2 \
+               FROM jobs WHERE status = 'running' AND lease_until IS NULL AND started_at < ?2 \
                ORDER BY started_at LIMIT ?3)) \
          ORDER BY due_at LIMIT ?3",
     )
@@ -64,12 +79,37 @@ pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTim
              UNION ALL \
              SELECT min(next_attempt_at) FROM jobs j WHERE status = 'pending' \
                 AND NOT EXISTS (SELECT 1 FROM schedules s \
-                                 WHERE s.id = j.schedule_id AND s.status = 'paused'))",
+                                 WHERE s.id = j.schedule_id AND s.status = 'paused') \
+             UNION ALL \
+             SELECT min(lease_until) FROM jobs WHERE status = 'running')",
     )
     .fetch_one(pool)
     .await
     .map_err(db_err)?;
     micros.map(|m| from_micros(m, "schedules")).transpose()
+}
+
+pub(super) async fn jobs_lease_renew(
+    pool: &SqlitePool,
+    ids: &[JobId],
+    until: DateTime<Utc>,
+) -> StoreResult<u64> {
+    let mut renewed = 0;
+    // Bounded statements: SQLite caps the number of parameters.
+    for chunk in ids.chunks(500) {
+        let list = (2..chunk.len() + 2)
+            .map(|n| format!("?{n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql =
+            format!("UPDATE jobs SET lease_until = ?1 WHERE status = 'running' AND id IN ({list})");
+        let mut query = sqlx::query(&sql).bind(until.timestamp_micros());
+        for id in chunk {
+            query = query.bind(id.0.to_string());
+        }
+        renewed += query.execute(pool).await.map_err(db_err)?.rows_affected();
+    }
+    Ok(renewed)
 }
 
 pub(super) async fn dlq_envs(pool: &SqlitePool) -> StoreResult<Vec<EnvId>> {

@@ -334,7 +334,7 @@ impl TenantTx for SqliteTenantTx {
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
         let sql = format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = ?3, \
-             next_attempt_at = NULL, updated_at = ?3 \
+             next_attempt_at = NULL, updated_at = ?3, lease_until = ?4 \
              WHERE env_id = ?1 AND id = ?2 AND status = 'pending' AND next_attempt_at <= ?3 \
              RETURNING {JOB_COLUMNS}"
         );
@@ -342,6 +342,7 @@ impl TenantTx for SqliteTenantTx {
             .bind(self.env())
             .bind(claim.id.0.to_string())
             .bind(claim.now.timestamp_micros())
+            .bind(claim.lease_until.timestamp_micros())
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(db_err)?;

@@ -319,6 +319,7 @@ pub async fn job_hours_take_a_retried_jobs_first_attempt(store: Arc<dyn Store>) 
             started_at: Some(started),
             ..AttemptDetail::default()
         },
+        lease_expired_by: None,
     };
     tx.job_finish_many(&[finish(
         1,
@@ -335,6 +336,7 @@ pub async fn job_hours_take_a_retried_jobs_first_attempt(store: Arc<dyn Store>) 
         .job_claim(&JobClaim {
             id: job.id,
             now: at + Duration::seconds(30),
+            lease_until: at + Duration::seconds(65),
         })
         .await
         .unwrap()

@@ -61,6 +61,7 @@ pub async fn one_open_job_per_schedule(store: Arc<dyn Store>) {
             },
             now: t0() + Duration::seconds(2),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         }])
         .await
         .unwrap();
@@ -191,6 +192,7 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
     let early = JobClaim {
         id: pending.id,
         now: t0(),
+        lease_until: t0() + Duration::seconds(35),
     };
     assert_eq!(tx.job_claim(&early).await.unwrap(), None, "not due yet");
     let on_time = JobClaim {

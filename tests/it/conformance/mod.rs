@@ -60,6 +60,8 @@ pub fn new_job(schedule_id: ScheduleId, status: JobStatus) -> NewJob {
         started_at: running.then(t0),
         finished_at: None,
         error: None,
+        lease_until: None,
+        missed: None,
         now: t0(),
     }
 }
@@ -131,6 +133,9 @@ macro_rules! conformance_suite {
                 outbox_and_audit_keep_order_and_content,
                 due_selection_is_ordered_and_limited,
                 due_jobs_cover_retries_and_stale_attempts,
+                leased_attempts_are_due_when_the_lease_runs_out,
+                due_selection_is_round_robin_across_environments,
+                same_instant_ties_are_ordered_by_seed,
                 stats_count_across_tenants,
                 env_counts_and_upcoming_stay_in_their_tenant,
                 schedule_locks_exclude_each_other,
@@ -149,6 +154,7 @@ macro_rules! conformance_suite {
                 job_finish_writes_each_outcome_if_the_attempt_still_runs,
                 job_set_pending_retries_only_failed_jobs,
                 job_set_superseded_ends_only_failed_jobs,
+                a_recovered_finish_needs_the_lease_to_have_run_out,
                 job_cancel_fails_only_pending_jobs,
                 schedule_set_next_run_writes_next_fire_and_updated_at_only,
                 zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,

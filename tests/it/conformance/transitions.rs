@@ -269,6 +269,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
             },
             now: later(5),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         },
     )
     .await;
@@ -296,6 +297,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
             },
             now: later(5),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         },
     )
     .await;
@@ -321,6 +323,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
                 error: "HTTP 400".into(),
             },
             now: later(5),
+            lease_expired_by: None,
             detail: AttemptDetail::default(),
         },
     )
@@ -346,6 +349,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         outcome: outcome.clone(),
         now: later(5),
         detail: AttemptDetail::default(),
+        lease_expired_by: None,
     };
     assert!(finish(&store, env, stale).await.is_empty());
     let again = JobFinish {
@@ -354,10 +358,43 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         outcome,
         now: later(6),
         detail: AttemptDetail::default(),
+        lease_expired_by: None,
     };
     assert!(finish(&store, env, again).await.is_empty());
     assert_eq!(stored_job(&store, env, before.id).await, before);
     assert_eq!(stored_job(&store, env, failed.id).await, failed);
+}
+
+/// Recovery writes an abandoned attempt only if its lease ran out; one whose instance renewed
+/// it (alive after all) is left to that instance.
+pub async fn a_recovered_finish_needs_the_lease_to_have_run_out(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let schedule_type = format!("jobs-{}", ScheduleId::new());
+    let s = insert_schedule(&store, env, new_schedule(&schedule_type, "billing")).await;
+    let mut new = new_job(s.id, JobStatus::Running);
+    new.attempt = 1;
+    new.lease_until = Some(later(10));
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let leased = tx.job_insert(&new).await.unwrap();
+    tx.commit().await.unwrap();
+    let recovered = |at| JobFinish {
+        id: leased.id,
+        attempt: leased.attempt,
+        outcome: JobOutcome::RetryPending {
+            next_attempt_at: at,
+            error: "attempt abandoned".into(),
+        },
+        now: at,
+        detail: AttemptDetail::default(),
+        lease_expired_by: Some(at),
+    };
+    // The lease was renewed to later(10): at later(9) the attempt is alive.
+    assert!(finish(&store, env, recovered(later(9))).await.is_empty());
+    assert_eq!(stored_job(&store, env, leased.id).await, leased);
+    // Past it, recovery writes.
+    let written = finish(&store, env, recovered(later(11))).await;
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].status, JobStatus::Pending);
 }
 
 pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
@@ -378,6 +415,7 @@ pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
                 error: "HTTP 400".into(),
             },
             now: later(5),
+            lease_expired_by: None,
             detail: AttemptDetail::default(),
         }])
         .await
@@ -420,6 +458,7 @@ pub async fn job_set_superseded_ends_only_failed_jobs(store: Arc<dyn Store>) {
                 error: "HTTP 400".into(),
             },
             now: later(5),
+            lease_expired_by: None,
             detail: AttemptDetail::default(),
         }])
         .await
@@ -469,6 +508,7 @@ pub async fn job_set_superseded_ends_only_failed_jobs(store: Arc<dyn Store>) {
             outcome,
             now: later(5),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         }])
         .await
         .unwrap();

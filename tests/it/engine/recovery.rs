@@ -57,24 +57,28 @@ pub async fn stale_attempts_are_recovered_as_failures(store: Arc<dyn Store>) {
             started_at: Some(due),
             finished_at: None,
             error: None,
+            lease_until: Some(due + Duration::seconds(15)),
+            missed: None,
             now: due,
         })
         .await
         .unwrap();
     tx.commit().await.unwrap();
 
-    let stale_after = h.engine.config().stale_after;
+    // Its lease (15 s) is not renewed by anyone: it is recovered once the lease ran out,
+    // within the job timeout and a few seconds, and its retry is due at once.
     let fresh = h.tick_at(due + Duration::seconds(10)).await;
     assert_eq!(fresh.retried, 0, "a live attempt is left alone");
-    let later = due + Duration::from_std(stale_after).unwrap() + Duration::seconds(1);
+    let later = due + Duration::seconds(16);
     let recovered = h.tick_at(later).await;
     assert_eq!(recovered.retried, 1);
     let job = h.jobs(s.id).await.remove(0);
     assert_eq!(job.id, orphan.id);
     assert_eq!(job.status, JobStatus::Pending);
     assert!(job.error.as_deref().unwrap().contains("attempt abandoned"));
-    // The retry then runs through the target.
-    let run = h.tick_at(job.next_attempt_at.unwrap()).await;
+    assert_eq!(job.next_attempt_at, Some(later));
+    // The retry then runs through the target, long before the schedule's next fire.
+    let run = h.tick_at(later).await;
     assert_eq!(run.succeeded, 1);
     assert_eq!(h.target.requests()[0].json()["attempt"], 2);
 }
@@ -135,4 +139,178 @@ pub async fn dry_run_plans_without_firing(store: Arc<dyn Store>) {
         s.next_run_at,
         "nothing changed"
     );
+}
+
+pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::{Engine, LEASE_MARGIN};
+    use sentin8_cron::core::metrics::Metrics;
+
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(1),
+        lease: EngineConfig::lease_for(StdDuration::from_secs(1)),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    // The instance dies mid-call: its tick is dropped while the call hangs, so the attempt
+    // is never recorded and its lease never renewed.
+    let killed = tokio::select! {
+        _ = h.engine.tick() => false,
+        () = async {
+            while h.target.requests().is_empty() {
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+        } => true,
+    };
+    assert!(
+        killed,
+        "the call was still in flight when the instance died"
+    );
+    let running = h.jobs(s.id).await.remove(0);
+    assert_eq!(running.status, JobStatus::Running);
+
+    // Another instance recovers it once the lease (job timeout + margin) ran out.
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), config.job_timeout),
+        h.clock.clone(),
+        config.clone(),
+        Arc::new(Metrics::default()),
+    );
+    let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
+    h.clock.set(due + lease - Duration::seconds(1));
+    assert_eq!(
+        other.tick().await.unwrap().retried_attempts,
+        0,
+        "still leased"
+    );
+    let recovered_at = due + lease + Duration::milliseconds(1);
+    h.clock.set(recovered_at);
+    let recovered = other.tick().await.unwrap();
+    assert_eq!(recovered.retried_attempts, 1, "{recovered:?}");
+    // Its retry was due at once and ran in the same tick... or the next one.
+    let mut job = h.jobs(s.id).await.remove(0);
+    if job.status == JobStatus::Pending {
+        assert_eq!(job.next_attempt_at, Some(recovered_at));
+        other.tick().await.unwrap();
+        job = h.jobs(s.id).await.remove(0);
+    }
+    assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
+    assert_eq!(job.attempt, 2);
+    // The ledger says when the abandoned attempt was recovered: once its lease ran out, long
+    // before the next fire (5 min).
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let attempts = tx.job_attempts_list(job.id).await.unwrap();
+    drop(tx);
+    assert_eq!(attempts[0].error_class.as_deref(), Some("abandoned"));
+    let recovered_after = attempts[0].finished_at - due;
+    assert!(
+        recovered_after > lease && recovered_after <= lease + Duration::seconds(1),
+        "recovered {recovered_after} after the fire"
+    );
+    assert_eq!(
+        h.schedule(s.id).await.next_run_at,
+        Some(due + Duration::minutes(5))
+    );
+}
+
+pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::Engine;
+    use sentin8_cron::core::metrics::Metrics;
+
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(2),
+        lease: StdDuration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = h.engine.run(async {
+        let _ = stopped.await;
+    });
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), config.job_timeout),
+        h.clock.clone(),
+        config.clone(),
+        Arc::new(Metrics::default()),
+    );
+    let probe = async {
+        for _ in 0..250 {
+            if !h.target.requests().is_empty() {
+                break;
+            }
+            tokio::time::sleep(StdDuration::from_millis(20)).await;
+        }
+        assert_eq!(h.target.requests().len(), 1, "the call is in flight");
+        // Time passes the first lease; the loop renews it (every third of a lease).
+        h.clock.set(due + Duration::seconds(2));
+        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        let summary = other.tick().await.unwrap();
+        assert_eq!(
+            summary.retried_attempts, 0,
+            "another instance leaves a renewed attempt alone: {summary:?}"
+        );
+        let _ = stop.send(());
+    };
+    tokio::join!(serving, probe);
+    // Stopping let the call in flight finish (its timeout) and recorded it, once.
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].status, JobStatus::Pending);
+    assert!(jobs[0].error.as_deref().unwrap().contains("timed out"));
+    assert_eq!(h.target.requests().len(), 1);
+}
+
+pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::Engine;
+    use sentin8_cron::core::metrics::Metrics;
+
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(2),
+        lease: StdDuration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), config.job_timeout),
+        h.clock.clone(),
+        config.clone(),
+        Arc::new(Metrics::default()),
+    );
+    let probe = async {
+        for _ in 0..250 {
+            if !h.target.requests().is_empty() {
+                break;
+            }
+            tokio::time::sleep(StdDuration::from_millis(20)).await;
+        }
+        assert_eq!(h.target.requests().len(), 1, "the call is in flight");
+        // Time passes the first lease; `tick --once` renews it like the loop does.
+        h.clock.set(due + Duration::seconds(2));
+        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        other.tick().await.unwrap()
+    };
+    let (tick, summary) = tokio::join!(h.engine.tick(), probe);
+    assert_eq!(
+        summary.retried_attempts, 0,
+        "another instance leaves a renewed attempt alone: {summary:?}"
+    );
+    assert_eq!(tick.unwrap().failed, 1);
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs.len(), 1);
+    assert!(jobs[0].error.as_deref().unwrap().contains("timed out"));
+    assert_eq!(h.target.requests().len(), 1);
 }

@@ -51,15 +51,46 @@ pub async fn misfires_are_skipped_not_replayed(store: Arc<dyn Store>) {
     // The ticker was down for an hour: one fire now, then the next one after now.
     let now = t0() + Duration::minutes(61);
     let summary = h.tick_at(now).await;
-    assert_eq!(summary.fired, 1);
+    assert_eq!((summary.fired, summary.skipped), (1, 1));
     let after = h.schedule(s.id).await;
     assert_eq!(after.next_run_at, Some(t0() + Duration::minutes(65)));
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs[0].scheduled_for, t0() + Duration::minutes(5));
+    assert_eq!(jobs[0].status, JobStatus::Succeeded);
+    // The occurrences nobody fired (:10 to :60) are on the record as one skipped job.
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[1].status, JobStatus::Skipped);
     assert_eq!(
-        h.jobs(s.id).await[0].scheduled_for,
-        t0() + Duration::minutes(5)
+        jobs[1].missed,
+        Some(MissedOccurrences {
+            first: t0() + Duration::minutes(10),
+            last: t0() + Duration::minutes(60),
+            count: 11,
+        })
+    );
+    assert_eq!(jobs[1].scheduled_for, t0() + Duration::minutes(10));
+    assert!(
+        jobs[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("11 occurrence(s)")
+    );
+    assert!(
+        h.event_types()
+            .await
+            .contains(&"sentin8:cron:job:skipped".to_owned())
+    );
+    assert_eq!(
+        h.engine
+            .metrics()
+            .skipped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
     );
     let again = h.tick_at(now).await;
     assert_eq!(again.fired, 0, "no catch-up storm");
+    assert_eq!(h.jobs(s.id).await.len(), 2, "nothing recorded twice");
 }
 
 pub async fn an_unparseable_stored_expression_waits_an_hour(store: Arc<dyn Store>) {

@@ -41,6 +41,7 @@ async fn finished_job(
                 error_class: None,
                 response_excerpt: AttemptDetail::excerpt(&"x".repeat(600)),
             },
+            lease_expired_by: None,
         }])
         .await
         .unwrap();
@@ -85,6 +86,7 @@ pub async fn the_attempt_ledger_is_written_with_the_outcome(store: Arc<dyn Store
             },
             now: t0() + Duration::seconds(9),
             detail: AttemptDetail::default(),
+            lease_expired_by: None,
         }])
         .await
         .unwrap();

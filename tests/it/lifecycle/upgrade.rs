@@ -1,5 +1,6 @@
-//! Migration 5 on an embedded store that already holds work: SQLite rebuilds the jobs table to
-//! admit the `superseded` status, and every row, index and foreign key survives it.
+//! Migration 5 on an embedded store at version 4 that already holds work: SQLite rebuilds the
+//! jobs table to admit the `superseded` status, and every row, column, index and foreign key of
+//! version 4 (missed occurrences, leases) survives it.
 
 use std::str::FromStr;
 
@@ -8,8 +9,46 @@ use sentin8_cron::core::store::*;
 use sentin8_cron::store::migrations::SQLITE;
 use sentin8_cron::store::{self, ConnectOptions};
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions as _, Executor};
+use sqlx::{ConnectOptions as _, Executor, Row, SqliteConnection};
 use uuid::Uuid;
+
+/// The jobs table's columns (name, type, not null, default, key position).
+async fn columns(conn: &mut SqliteConnection) -> Vec<(String, String, i64, Option<String>, i64)> {
+    sqlx::query(
+        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('jobs') ORDER BY cid",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+    .collect()
+}
+
+/// The jobs table's declared indexes (name, unique, partial) with their SQL, whitespace folded.
+async fn indexes(conn: &mut SqliteConnection) -> Vec<(String, i64, i64, String)> {
+    let mut found: Vec<(String, i64, i64, String)> = sqlx::query(
+        "SELECT l.name, l.\"unique\", l.partial, m.sql FROM pragma_index_list('jobs') l \
+           JOIN sqlite_master m ON m.type = 'index' AND m.name = l.name \
+          WHERE l.origin = 'c'",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| {
+        let sql: String = r.get(3);
+        (
+            r.get(0),
+            r.get(1),
+            r.get(2),
+            sql.split_whitespace().collect::<Vec<_>>().join(" "),
+        )
+    })
+    .collect();
+    found.sort();
+    found
+}
 
 #[tokio::test]
 async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
@@ -28,7 +67,13 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
     )
     .await
     .unwrap();
-    for migration in SQLITE.iter().filter(|m| m.version < 5) {
+    let before: Vec<_> = SQLITE.iter().filter(|m| m.version < 5).collect();
+    assert_eq!(
+        before.last().map(|m| m.version),
+        Some(4),
+        "starts from version 4"
+    );
+    for migration in before {
         sqlx::raw_sql(migration.sql)
             .execute(&mut conn)
             .await
@@ -47,6 +92,11 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         Uuid::now_v7().to_string(),
         Uuid::now_v7().to_string(),
     );
+    let (other, missed_job, leased_job) = (
+        Uuid::now_v7().to_string(),
+        Uuid::now_v7().to_string(),
+        Uuid::now_v7().to_string(),
+    );
     for statement in [
         format!(
             "INSERT INTO schedules (id, env_id, domain, schedule_type, kind, cron_expr, status, \
@@ -57,6 +107,22 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
              finished_at, error, idempotency_key, created_at, updated_at) VALUES ('{job}', \
              '{schedule}', '{env}', 'failed', 1, 5, 6, 'proxy-back status 500', 'k', 5, 6)"
+        ),
+        format!(
+            "INSERT INTO schedules (id, env_id, domain, schedule_type, kind, cron_expr, status, \
+             next_run_at, created_at, updated_at, created_by, updated_by) VALUES ('{other}', \
+             '{env}', 'billing', 'hourly', 'cron', '0 * * * *', 'active', 10, 1, 1, 't', 't')"
+        ),
+        format!(
+            "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+             finished_at, error, idempotency_key, created_at, updated_at, missed_first, \
+             missed_last, missed_count) VALUES ('{missed_job}', '{other}', '{env}', 'skipped', \
+             0, 3, 4, 'missed', 'm', 4, 4, 3, 7, 5)"
+        ),
+        format!(
+            "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+             started_at, idempotency_key, created_at, updated_at, lease_until) VALUES \
+             ('{leased_job}', '{other}', '{env}', 'running', 1, 8, 8, 'l', 8, 8, 99)"
         ),
         format!(
             "INSERT INTO dlq (id, env_id, schedule_id, job_id, domain, schedule_type, attempts, \
@@ -71,6 +137,17 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
     ] {
         conn.execute(statement.as_str()).await.unwrap();
     }
+    let (columns_v4, indexes_v4) = (columns(&mut conn).await, indexes(&mut conn).await);
+    for kept in ["missed_first", "missed_last", "missed_count", "lease_until"] {
+        assert!(
+            columns_v4.iter().any(|c| c.0 == kept),
+            "{kept} at version 4"
+        );
+    }
+    assert!(
+        indexes_v4.iter().any(|i| i.0 == "sentin8_cron_jobs_leases"),
+        "{indexes_v4:?}"
+    );
     drop(conn);
 
     let outcome = store::migrate(&url, false).await.unwrap();
@@ -80,6 +157,40 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             .iter()
             .any(|m| m.version == 5 && m.applied)
     );
+    let mut conn = SqliteConnectOptions::from_str(&url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // Every version-4 column, in order and with its type, null rule and default, then the new
+    // one; every version-4 index unchanged, plus the new ones.
+    let columns_v5 = columns(&mut conn).await;
+    assert_eq!(columns_v5[..columns_v4.len()], columns_v4[..]);
+    assert_eq!(
+        columns_v5[columns_v4.len()..]
+            .iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>(),
+        ["superseded_by"]
+    );
+    let indexes_v5 = indexes(&mut conn).await;
+    for index in &indexes_v4 {
+        assert!(indexes_v5.contains(index), "{index:?} kept: {indexes_v5:?}");
+    }
+    assert_eq!(indexes_v5.len(), indexes_v4.len() + 1, "{indexes_v5:?}");
+    let (first, last, count, lease): (Option<i64>, Option<i64>, i64, Option<i64>) = sqlx::query_as(
+        "SELECT (SELECT missed_first FROM jobs WHERE id = ?1), \
+                (SELECT missed_last FROM jobs WHERE id = ?1), \
+                (SELECT missed_count FROM jobs WHERE id = ?1), \
+                (SELECT lease_until FROM jobs WHERE id = ?2)",
+    )
+    .bind(&missed_job)
+    .bind(&leased_job)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!((first, last, count, lease), (Some(3), Some(7), 5, Some(99)));
+    drop(conn);
     let store = store::connect(&url, &ConnectOptions::default())
         .await
         .unwrap();
@@ -119,6 +230,8 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         finished_at: None,
         error: None,
         now: kept.scheduled_for,
+        lease_until: None,
+        missed: None,
     };
     tx.job_insert(&pending(JobId::new())).await.unwrap();
     assert!(matches!(

@@ -1,0 +1,418 @@
+//! Step 1 of a fire: claiming due schedules (under their locks, in one tenant transaction per
+//! environment group) and due retries, and loading attempts whose lease ran out.
+//!
+//! A claim records every due occurrence: the one it fires, and the ones it cannot fire, as a
+//! skipped job (the previous job is still open, or occurrences were missed while nobody could
+//! fire them: one record per run of missed occurrences, with the first, the last and the
+//! count).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::pipeline::Slot;
+use super::{ENGINE_ACTOR, Engine};
+use crate::core::events::{self, EventPayload};
+use crate::core::metrics::inc;
+use crate::core::model::*;
+use crate::core::store::*;
+use crate::core::timing::Timing;
+
+/// At most this many missed occurrences are counted for one record; beyond, the record says
+/// "at least" (an every-minute schedule down for a week is about 10,000).
+pub const MISSED_COUNT_CAP: u32 = 10_000;
+
+/// What claiming a group of due schedules gave.
+pub(super) struct ClaimedGroup {
+    /// Jobs opened, each with its reserved slot, to call now.
+    pub runs: Vec<(Schedule, Job, Slot)>,
+    /// Fires recorded as skipped (the previous job was still open).
+    pub skipped: usize,
+    /// Skipped records of missed occurrences written.
+    pub missed: usize,
+    /// Due schedules another ticker took first (or that changed meanwhile).
+    pub lost: usize,
+    /// Due schedules left for later: no slot was free for them (in-flight caps).
+    pub deferred: usize,
+}
+
+impl ClaimedGroup {
+    fn lost(count: usize) -> Self {
+        Self {
+            runs: Vec::new(),
+            skipped: 0,
+            missed: 0,
+            lost: count,
+            deferred: 0,
+        }
+    }
+}
+
+/// Missed occurrences of a schedule, between the one fired and now.
+struct MissedRun {
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+    count: u32,
+    capped: bool,
+}
+
+impl Engine {
+    /// Claims one environment's due schedules under their locks. `admit` reserves a slot for
+    /// a schedule about to be claimed, or refuses (the schedule stays due for later).
+    pub(super) async fn claim_group(
+        &self,
+        env: EnvId,
+        due: &[DueSchedule],
+        admit: &mut (dyn FnMut(&Schedule) -> Option<Slot> + Send),
+    ) -> StoreResult<ClaimedGroup> {
+        let ids: Vec<ScheduleId> = due.iter().map(|d| d.id).collect();
+        let mut locks = self.store.schedule_locks_try(&ids).await?;
+        let claimed = self.claim_locked(&mut *locks, env, due, admit).await;
+        match locks.release().await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(env_id = %env, "a schedule lock was not held at release"),
+            Err(err) => {
+                tracing::warn!(env_id = %env, error = %err, "releasing schedule locks failed")
+            }
+        }
+        claimed
+    }
+
+    async fn claim_locked(
+        &self,
+        locks: &mut dyn ScheduleLock,
+        env: EnvId,
+        due: &[DueSchedule],
+        admit: &mut (dyn FnMut(&Schedule) -> Option<Slot> + Send),
+    ) -> StoreResult<ClaimedGroup> {
+        let held: Vec<ScheduleId> = locks.held().to_vec();
+        if held.is_empty() {
+            return Ok(ClaimedGroup::lost(due.len()));
+        }
+        let mut tx = locks.tenant_begin(env).await?;
+        // Rows another transaction holds (a record in progress, an operator's lock) are left
+        // for a later round instead of waited for.
+        let schedules: HashMap<ScheduleId, Schedule> = tx
+            .schedule_get_many_skip_locked(&held)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let now = self.clock.now();
+        let mut claims = Vec::with_capacity(schedules.len());
+        let mut exhausted = Vec::new();
+        let mut slots: HashMap<ScheduleId, Slot> = HashMap::new();
+        let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
+        let mut deferred = 0;
+        for d in due.iter().filter(|d| held.contains(&d.id)) {
+            let Some(schedule) = schedules.get(&d.id) else {
+                continue;
+            };
+            let Some(slot) = admit(schedule) else {
+                deferred += 1;
+                continue;
+            };
+            slots.insert(d.id, slot);
+            let next_run_at = match self.next_fire(schedule, now) {
+                Some(next) => Some(next),
+                // A cron schedule with nothing left to fire runs this once and is paused.
+                None if schedule.kind() == ScheduleKind::Cron => {
+                    exhausted.push(d.id);
+                    Some(d.next_run_at)
+                }
+                // A one-shot schedule has no next fire; it completes when its job finishes.
+                None => None,
+            };
+            if let Some(run) = missed_between(&schedule.timing, d.next_run_at, now) {
+                missed_runs.insert(d.id, run);
+            }
+            claims.push(ScheduleClaim {
+                id: d.id,
+                expected_next_run_at: d.next_run_at,
+                next_run_at,
+                now,
+            });
+        }
+        let mut claimed = tx.schedule_claim_many(&claims).await?;
+        for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
+            *schedule = tx
+                .schedule_set_status(&ScheduleSetStatus {
+                    id: schedule.id,
+                    status: ScheduleStatus::Paused,
+                    now,
+                })
+                .await?;
+        }
+        let due_at: HashMap<ScheduleId, DateTime<Utc>> =
+            due.iter().map(|d| (d.id, d.next_run_at)).collect();
+        let lease_until = now + super::chrono_duration(self.config.lease);
+        let new_jobs: Vec<NewJob> = claimed
+            .iter()
+            .map(|s| {
+                let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
+                self.metrics
+                    .lateness
+                    .observe((now - scheduled_for).to_std().unwrap_or_default());
+                NewJob {
+                    lease_until: Some(lease_until),
+                    ..NewJob::running(s.id, scheduled_for, now)
+                }
+            })
+            .collect();
+        let mut opened: HashMap<ScheduleId, Job> = tx
+            .job_open_many(&new_jobs)
+            .await?
+            .into_iter()
+            .map(|j| (j.schedule_id, j))
+            .collect();
+
+        let mut runs = Vec::with_capacity(opened.len());
+        let mut skipped = 0;
+        let mut missed = 0;
+        let mut skip_events = Vec::new();
+        for (schedule, new) in claimed.into_iter().zip(&new_jobs) {
+            // Occurrences nobody fired (an outage, an overload) are recorded, one record for
+            // the whole run.
+            if let Some(run) = missed_runs.remove(&schedule.id) {
+                let record = tx
+                    .job_insert(&NewJob {
+                        id: JobId::new(),
+                        scheduled_for: run.first,
+                        missed: Some(MissedOccurrences {
+                            first: run.first,
+                            last: run.last,
+                            count: run.count,
+                        }),
+                        ..skipped_job(new, missed_reason(&run), now)
+                    })
+                    .await?;
+                tracing::info!(schedule_id = %schedule.id, missed = run.count, first = %run.first, last = %run.last, "missed occurrences recorded as skipped");
+                skip_events.push(skip_event(&schedule, &record, now));
+                missed += 1;
+            }
+            if let Some(job) = opened.remove(&schedule.id) {
+                let slot = slots
+                    .remove(&schedule.id)
+                    .expect("a slot was reserved for every claim");
+                runs.push((schedule, job, slot));
+                continue;
+            }
+            // The previous job is still open (a pending retry, a slow call): this fire is
+            // skipped, on the record.
+            let open = tx.job_get_open(schedule.id).await?;
+            let reason = match open {
+                Some(open) => format!(
+                    "skipped: job {} of this schedule is still {}",
+                    open.id, open.status
+                ),
+                None => "skipped: another job of this schedule was open".to_owned(),
+            };
+            let record = tx.job_insert(&skipped_job(new, reason, now)).await?;
+            tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
+            skip_events.push(skip_event(&schedule, &record, now));
+            skipped += 1;
+        }
+        tx.outbox_insert_many(&skip_events).await?;
+        tx.commit().await?;
+        for _ in 0..skipped + missed {
+            inc(&self.metrics.skipped);
+        }
+        Ok(ClaimedGroup {
+            lost: due.len() - runs.len() - skipped - deferred,
+            runs,
+            skipped,
+            missed,
+            deferred,
+        })
+    }
+
+    /// Claims a due retry under its schedule's lock.
+    pub(super) async fn claim_retry(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
+        let Some(mut lock) = self.store.schedule_lock_try(due.schedule_id).await? else {
+            return Ok(None);
+        };
+        let claimed = async {
+            let mut tx = lock.tenant_begin(due.env_id).await?;
+            let now = self.clock.now();
+            let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
+                return Ok(None);
+            };
+            // A paused schedule's retries wait for its resume (paused after selection).
+            if schedule.status == ScheduleStatus::Paused {
+                return Ok(None);
+            }
+            let claim = JobClaim {
+                id: due.id,
+                now,
+                lease_until: now + super::chrono_duration(self.config.lease),
+            };
+            let Some(job) = tx.job_claim(&claim).await? else {
+                return Ok(None);
+            };
+            tx.commit().await?;
+            Ok(Some((schedule, job)))
+        }
+        .await;
+        if let Err(err) = lock.release().await {
+            tracing::warn!(schedule_id = %due.schedule_id, error = %err, "releasing a schedule lock failed");
+        }
+        claimed
+    }
+
+    /// A running attempt whose lease ran out, with its schedule.
+    pub(super) async fn load_for_stale(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
+        let mut tx = self.store.tenant_begin(due.env_id).await?;
+        let Some(job) = tx.job_get(due.id).await? else {
+            return Ok(None);
+        };
+        let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some((schedule, job)))
+    }
+}
+
+/// The occurrences of a schedule strictly after `fired` and up to `now`: fires nobody made.
+/// Counting stops at [`MISSED_COUNT_CAP`] ("at least"), but the last is always the true last
+/// occurrence up to now.
+fn missed_between(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
+    let mut run = missed_counted(timing, fired, now)?;
+    if run.capped {
+        run.last = last_up_to(timing, run.last, now);
+    }
+    Some(run)
+}
+
+/// The last occurrence in `(floor, now]`, or `floor` if there is none: searched in windows
+/// ending at `now` that double until one holds an occurrence, so the work follows the
+/// distance from the last occurrence to now, not the length of the outage.
+fn last_up_to(timing: &Timing, floor: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let mut window = chrono::Duration::minutes(1);
+    loop {
+        let from = (now - window).max(floor);
+        let mut last = None;
+        let mut at = from;
+        for _ in 0..MISSED_COUNT_CAP {
+            match timing.next_after(at) {
+                Ok(Some(next)) if next <= now && next > at => {
+                    last = Some(next);
+                    at = next;
+                }
+                _ => break,
+            }
+        }
+        if let Some(last) = last {
+            return last;
+        }
+        if from <= floor {
+            return floor;
+        }
+        window = window * 2;
+    }
+}
+
+fn missed_counted(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
+    if !matches!(timing, Timing::Cron(_)) {
+        return None;
+    }
+    let mut run: Option<MissedRun> = None;
+    let mut at = fired;
+    while let Ok(Some(next)) = timing.next_after(at) {
+        if next > now || next <= at {
+            break;
+        }
+        match &mut run {
+            Some(run) if run.count >= MISSED_COUNT_CAP => {
+                run.capped = true;
+                break;
+            }
+            Some(run) => {
+                run.last = next;
+                run.count += 1;
+            }
+            None => {
+                run = Some(MissedRun {
+                    first: next,
+                    last: next,
+                    count: 1,
+                    capped: false,
+                })
+            }
+        }
+        at = next;
+    }
+    run
+}
+
+fn missed_reason(run: &MissedRun) -> String {
+    let count = if run.capped {
+        format!("at least {}", run.count)
+    } else {
+        run.count.to_string()
+    };
+    format!(
+        "skipped: {count} occurrence(s) from {} to {} were missed (no instance could fire them in time)",
+        run.first.to_rfc3339(),
+        run.last.to_rfc3339()
+    )
+}
+
+/// A skipped record shaped after the job a claim would open.
+fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
+    NewJob {
+        status: JobStatus::Skipped,
+        attempt: 0,
+        started_at: None,
+        finished_at: Some(now),
+        error: Some(reason),
+        lease_until: None,
+        missed: None,
+        ..new.clone()
+    }
+}
+
+fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent {
+    EventPayload::for_schedule(events::JOB_SKIPPED, schedule, now)
+        .with_job(record)
+        .by(ENGINE_ACTOR)
+        .into_event(schedule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cron::{OnDstGap, OnDstRepeat};
+    use crate::core::timing::CronTiming;
+    use chrono::TimeZone;
+
+    fn every_minute() -> Timing {
+        Timing::Cron(CronTiming::from_stored(
+            "* * * * *",
+            "UTC",
+            OnDstGap::Skip,
+            OnDstRepeat::Once,
+        ))
+    }
+
+    #[test]
+    fn a_capped_run_of_missed_occurrences_ends_at_the_last_one_up_to_now() {
+        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        // Thirty days of an every-minute schedule: far more than the cap.
+        let now = fired + chrono::Duration::days(30) + chrono::Duration::seconds(30);
+        let run = missed_between(&every_minute(), fired, now).unwrap();
+        assert!(run.capped);
+        assert_eq!(run.count, MISSED_COUNT_CAP);
+        assert_eq!(run.first, fired + chrono::Duration::minutes(1));
+        assert_eq!(run.last, fired + chrono::Duration::days(30));
+        assert!(missed_reason(&run).contains("at least 10000"));
+    }
+
+    #[test]
+    fn an_uncapped_run_counts_every_occurrence() {
+        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let now = fired + chrono::Duration::minutes(5);
+        let run = missed_between(&every_minute(), fired, now).unwrap();
+        assert!(!run.capped);
+        assert_eq!((run.count, run.last), (5, now));
+    }
+}

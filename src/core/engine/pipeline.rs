@@ -1,0 +1,602 @@
+//! The dispatch pipeline: claiming, calling and recording run side by side.
+//!
+//! Claiming keeps going while calls are in flight, bounded by slots: one global limit
+//! (`concurrency`) and caps per environment and per target origin, so a slow or hanging
+//! target holds its own slots, never the next claim. Each call runs on its own task, so its
+//! timeout measures the call alone, never the engine's database work. Finished attempts go
+//! through a channel to the recorder, which writes whatever is ready in one tenant
+//! transaction per environment. Running attempts hold a lease the pipeline renews while they
+//! are in flight or waiting to be recorded.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures_util::stream::{self, FuturesUnordered};
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+
+use super::outcome::{Attempt, Failure, call_alone};
+use super::{Engine, EngineError, Outcome, TickSummary};
+use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
+use crate::core::metrics::inc;
+use crate::core::model::*;
+use crate::core::store::*;
+
+/// Environment groups claimed (or retries drained) at once.
+const CLAIMS_AT_ONCE: usize = 4;
+
+/// What is in flight: counts per environment and origin, and the jobs whose leases to renew.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    state: Mutex<Counts>,
+    /// Rung whenever a slot is freed.
+    pub freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    envs: HashMap<EnvId, usize>,
+    origins: HashMap<String, usize>,
+    jobs: HashSet<JobId>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The running attempts not recorded yet.
+    pub(super) fn jobs(&self) -> Vec<JobId> {
+        self.lock().jobs.iter().copied().collect()
+    }
+
+    fn forget_job(&self, id: JobId) {
+        self.lock().jobs.remove(&id);
+    }
+}
+
+/// One reserved slot: a global permit and a place under its environment's and origin's caps.
+/// The places are given back when the call ends, the global permit once its outcome is
+/// recorded.
+pub(super) struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    inflight: Arc<InFlight>,
+    env: EnvId,
+    origin: Option<String>,
+}
+
+impl Slot {
+    pub(super) fn origin(&self) -> Option<&str> {
+        self.origin.as_deref()
+    }
+
+    /// The global permit, to hold until the outcome is recorded.
+    fn keep_until_recorded(&mut self) -> Option<Arc<RecordPermit>> {
+        self.permit.take().map(|permit| {
+            Arc::new(RecordPermit {
+                _permit: permit,
+                inflight: self.inflight.clone(),
+            })
+        })
+    }
+}
+
+/// A global slot held by an outcome waiting to be recorded; freed (and claiming woken) when
+/// the record is done.
+pub(super) struct RecordPermit {
+    _permit: OwnedSemaphorePermit,
+    inflight: Arc<InFlight>,
+}
+
+impl Drop for RecordPermit {
+    fn drop(&mut self) {
+        self.inflight.freed.notify_one();
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.inflight.lock();
+        decrement(&mut counts.envs, &self.env);
+        if let Some(origin) = &self.origin {
+            decrement(&mut counts.origins, origin);
+        }
+        drop(counts);
+        self.inflight.freed.notify_one();
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+/// The unit of the per-origin cap and of the circuit breaker: the schedule's environment and
+/// its target origin (scheme, host and port). Keyed per environment, so one tenant's hanging
+/// or refusing endpoint neither opens the circuit for another tenant's calls to the same
+/// origin nor takes their slots.
+fn origin_of(schedule: &Schedule) -> Option<String> {
+    let base = schedule.target.base_url().ok()?;
+    Some(format!(
+        "{} {}",
+        schedule.env_id,
+        base.as_url().origin().ascii_serialization()
+    ))
+}
+
+/// The origin part of an [`origin_of`] key, for messages.
+fn origin_shown(key: &str) -> &str {
+    key.split_once(' ').map_or(key, |(_, origin)| origin)
+}
+
+/// The claiming side of the pipeline. Dropping it (with the calls it started finishing)
+/// closes the recorder's channel.
+pub(super) struct Pipeline<'e> {
+    pub engine: &'e Engine,
+    slots: Arc<Semaphore>,
+    pub inflight: Arc<InFlight>,
+    done: mpsc::UnboundedSender<Attempt>,
+    pub summary: Arc<Mutex<TickSummary>>,
+}
+
+/// The recording side: drains finished attempts and records them in batches.
+pub(super) struct Recorder<'e> {
+    engine: &'e Engine,
+    done: mpsc::UnboundedReceiver<Attempt>,
+    inflight: Arc<InFlight>,
+    summary: Arc<Mutex<TickSummary>>,
+}
+
+/// What one claim round did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Round {
+    /// Something was fired, retried or recorded as skipped.
+    pub progress: bool,
+    /// The selection came back full: more may be due.
+    pub full: bool,
+    /// Due work left for later because no slot was free for it.
+    pub deferred: bool,
+}
+
+impl Round {
+    fn and(self, other: Round) -> Round {
+        Round {
+            progress: self.progress || other.progress,
+            full: self.full || other.full,
+            deferred: self.deferred || other.deferred,
+        }
+    }
+}
+
+impl Engine {
+    /// A new pipeline and its recorder.
+    pub(super) fn pipeline(&self) -> (Pipeline<'_>, Recorder<'_>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inflight = Arc::new(InFlight::default());
+        let summary = Arc::new(Mutex::new(TickSummary::default()));
+        (
+            Pipeline {
+                engine: self,
+                slots: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+                inflight: inflight.clone(),
+                done: tx,
+                summary: summary.clone(),
+            },
+            Recorder {
+                engine: self,
+                done: rx,
+                inflight,
+                summary,
+            },
+        )
+    }
+}
+
+impl Pipeline<'_> {
+    fn account(&self, f: impl FnOnce(&mut TickSummary)) {
+        f(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Global slots free now.
+    pub(super) fn room(&self) -> usize {
+        self.slots.available_permits()
+    }
+
+    /// True while some call holds a slot (so one will be freed).
+    pub(super) fn busy(&self) -> bool {
+        self.room() < self.engine.config.concurrency.max(1)
+    }
+
+    /// Reserves a slot for a call to `schedule`'s target, within the global limit and the
+    /// environment's and origin's caps; `None` when any is full.
+    fn reserve(&self, schedule: &Schedule) -> Option<Slot> {
+        let config = &self.engine.config;
+        let origin = origin_of(schedule);
+        let mut counts = self.inflight.lock();
+        if counts.envs.get(&schedule.env_id).copied().unwrap_or(0) >= config.env_concurrency {
+            return None;
+        }
+        if let Some(origin) = &origin
+            && counts.origins.get(origin).copied().unwrap_or(0) >= config.origin_concurrency
+        {
+            return None;
+        }
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        *counts.envs.entry(schedule.env_id).or_default() += 1;
+        if let Some(origin) = &origin {
+            *counts.origins.entry(origin.clone()).or_default() += 1;
+        }
+        Some(Slot {
+            permit: Some(permit),
+            inflight: self.inflight.clone(),
+            env: schedule.env_id,
+            origin,
+        })
+    }
+
+    /// Reserves a slot for a retry of `env` before claiming it, within the global limit and
+    /// the environment's cap; `None` when either is full (the retry waits for a slot). Its
+    /// origin is known once claimed ([`Pipeline::count_origin`]).
+    fn reserve_env(&self, env: EnvId) -> Option<Slot> {
+        let mut counts = self.inflight.lock();
+        if counts.envs.get(&env).copied().unwrap_or(0) >= self.engine.config.env_concurrency {
+            return None;
+        }
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        *counts.envs.entry(env).or_default() += 1;
+        Some(Slot {
+            permit: Some(permit),
+            inflight: self.inflight.clone(),
+            env,
+            origin: None,
+        })
+    }
+
+    /// Counts a claimed retry's call under its origin (the claim is made: it runs even if the
+    /// origin's cap is full, which only slows the next claims).
+    fn count_origin(&self, slot: &mut Slot, schedule: &Schedule) {
+        let origin = origin_of(schedule);
+        if let Some(origin) = &origin {
+            *self
+                .inflight
+                .lock()
+                .origins
+                .entry(origin.clone())
+                .or_default() += 1;
+        }
+        slot.origin = origin;
+    }
+
+    /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
+    /// open, a fast failure), the result sent to the recorder.
+    fn launch(&self, schedule: Schedule, job: Job, slot: Slot) {
+        let engine = self.engine;
+        self.inflight.lock().jobs.insert(job.id);
+        let now = engine.clock.now();
+        let admission = slot.origin().map(|origin| {
+            engine
+                .breakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .admit(origin, now)
+        });
+        let mut slot = slot;
+        if let Some(Admission::Reject { until }) = admission {
+            let origin = origin_shown(slot.origin().unwrap_or_default()).to_owned();
+            let permit = slot.keep_until_recorded();
+            drop(slot);
+            inc(&engine.metrics.failures);
+            let failure = Failure::circuit_open(format!(
+                "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
+                until.to_rfc3339()
+            ));
+            tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
+            let _ = self.done.send(Attempt {
+                schedule,
+                job,
+                result: Err(failure),
+                _permit: permit,
+            });
+            return;
+        }
+        let dispatcher = engine.dispatcher.clone();
+        let metrics = engine.metrics.clone();
+        let breakers = engine.breakers.clone();
+        let clock = engine.clock.clone();
+        let timeout = engine.config.job_timeout;
+        let done = self.done.clone();
+        tokio::spawn(async move {
+            // A call that panics still ends in an outcome: otherwise its job would stay
+            // running (its lease renewed) for the life of the process and every later fire
+            // of its schedule be skipped.
+            let called =
+                AssertUnwindSafe(call_alone(&*dispatcher, &metrics, timeout, &schedule, &job))
+                    .catch_unwind()
+                    .await;
+            let (result, health) = called.unwrap_or_else(|_| {
+                inc(&metrics.failures);
+                tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
+                (Err(Failure::panicked()), CallHealth::Neutral)
+            });
+            if let Some(origin) = slot.origin() {
+                breakers.lock().unwrap_or_else(|p| p.into_inner()).record(
+                    origin,
+                    health,
+                    clock.now(),
+                );
+            }
+            let permit = slot.keep_until_recorded();
+            drop(slot);
+            let _ = done.send(Attempt {
+                schedule,
+                job,
+                result,
+                _permit: permit,
+            });
+        });
+    }
+
+    /// One round: a batch of due schedules, then a batch of due retries and expired leases.
+    pub(super) async fn round(&self) -> Result<Round, EngineError> {
+        let fired = self.claim_due().await?;
+        let drained = self.drain_due().await?;
+        Ok(fired.and(drained))
+    }
+
+    /// Claims a batch of due schedules, round-robin across environments, as far as slots
+    /// allow, and starts their calls.
+    pub(super) async fn claim_due(&self) -> Result<Round, EngineError> {
+        let engine = self.engine;
+        let room = self.room();
+        if room == 0 {
+            return Ok(Round {
+                deferred: true,
+                ..Round::default()
+            });
+        }
+        let limit = engine
+            .config
+            .batch_size
+            .min(u32::try_from(room).unwrap_or(u32::MAX));
+        let due = engine
+            .store
+            .schedules_due(engine.clock.now(), limit, engine.config.claim_seed)
+            .await?;
+        let full = due.len() as u64 >= u64::from(limit);
+        self.account(|s| s.due += due.len() as u64);
+        let mut groups: BTreeMap<EnvId, Vec<DueSchedule>> = BTreeMap::new();
+        for d in due {
+            groups.entry(d.env_id).or_default().push(d);
+        }
+        let claimed: Vec<(EnvId, usize, StoreResult<super::claim::ClaimedGroup>)> =
+            stream::iter(groups)
+                .map(|(env, group)| async move {
+                    let mut admit = |s: &Schedule| self.reserve(s);
+                    let claimed = engine.claim_group(env, &group, &mut admit).await;
+                    (env, group.len(), claimed)
+                })
+                .buffer_unordered(CLAIMS_AT_ONCE)
+                .collect()
+                .await;
+        let mut round = Round {
+            full,
+            ..Round::default()
+        };
+        for (env, count, claimed) in claimed {
+            let claimed = match claimed {
+                Ok(claimed) => claimed,
+                Err(err) => {
+                    tracing::error!(env_id = %env, schedules = count, error = %err, "claiming due schedules failed");
+                    self.account(|s| s.errors += count as u64);
+                    continue;
+                }
+            };
+            round.progress |= !claimed.runs.is_empty() || claimed.skipped + claimed.missed > 0;
+            round.deferred |= claimed.deferred > 0;
+            for _ in 0..claimed.lost {
+                inc(&engine.metrics.lost_claims);
+            }
+            self.account(|s| {
+                s.fired += claimed.runs.len() as u64;
+                s.skipped += (claimed.skipped + claimed.missed) as u64;
+                s.lost += claimed.lost as u64;
+            });
+            for (schedule, job, slot) in claimed.runs {
+                inc(&engine.metrics.fires);
+                self.launch(schedule, job, slot);
+            }
+        }
+        Ok(round)
+    }
+
+    /// Claims a batch of due retries (and triggered or republished runs) and starts them;
+    /// running attempts whose lease ran out are recorded as failed attempts, retried at once.
+    pub(super) async fn drain_due(&self) -> Result<Round, EngineError> {
+        let engine = self.engine;
+        let room = self.room();
+        if room == 0 {
+            return Ok(Round {
+                deferred: true,
+                ..Round::default()
+            });
+        }
+        let now = engine.clock.now();
+        let limit = engine
+            .config
+            .drain_size
+            .min(u32::try_from(room).unwrap_or(u32::MAX));
+        // Attempts without a lease (written before leases existed) expire a lease after start.
+        let stale_before = now - super::chrono_duration(engine.config.lease);
+        let due = engine.store.jobs_due(now, stale_before, limit).await?;
+        let full = due.len() as u64 >= u64::from(limit);
+        let outcomes: Vec<Drained> = stream::iter(due)
+            .map(|job| self.drain_one(job))
+            .buffer_unordered(CLAIMS_AT_ONCE)
+            .collect()
+            .await;
+        Ok(Round {
+            progress: outcomes.contains(&Drained::Progress),
+            full,
+            deferred: outcomes.contains(&Drained::Deferred),
+        })
+    }
+
+    async fn drain_one(&self, due: DueJob) -> Drained {
+        let engine = self.engine;
+        match due.status {
+            JobStatus::Pending => {
+                // A retry takes a slot under its environment's cap like a fire, before it is
+                // claimed; without one it waits.
+                let Some(mut slot) = self.reserve_env(due.env_id) else {
+                    return Drained::Deferred;
+                };
+                match engine.claim_retry(due).await {
+                    Ok(Some((schedule, job))) => {
+                        self.account(|s| s.retried_attempts += 1);
+                        self.count_origin(&mut slot, &schedule);
+                        self.launch(schedule, job, slot);
+                        Drained::Progress
+                    }
+                    Ok(None) => {
+                        inc(&engine.metrics.lost_claims);
+                        self.account(|s| s.lost += 1);
+                        Drained::Nothing
+                    }
+                    Err(err) => {
+                        tracing::error!(job_id = %due.id, error = %err, "claiming a due retry failed");
+                        self.account(|s| s.errors += 1);
+                        Drained::Nothing
+                    }
+                }
+            }
+            // The instance that ran this attempt stopped renewing its lease (it died): record
+            // it as a failed attempt, so the retry rules (and, for a job that keeps killing
+            // its process, the DLQ) apply. Its retry is due at once.
+            // This instance's own attempt (its lease renewal is late) is still in flight.
+            JobStatus::Running if self.inflight.lock().jobs.contains(&due.id) => Drained::Nothing,
+            JobStatus::Running => {
+                match engine.load_for_stale(due).await {
+                    Ok(Some((schedule, job))) => {
+                        inc(&engine.metrics.failures);
+                        self.account(|s| s.retried_attempts += 1);
+                        let message = "attempt abandoned: its lease ran out (the instance running it stopped)".to_owned();
+                        let _ = self.done.send(Attempt {
+                            schedule,
+                            job,
+                            result: Err(Failure::abandoned(message)),
+                            _permit: None,
+                        });
+                        Drained::Progress
+                    }
+                    Ok(None) => Drained::Nothing,
+                    Err(err) => {
+                        tracing::error!(job_id = %due.id, error = %err, "loading an abandoned attempt failed");
+                        self.account(|s| s.errors += 1);
+                        Drained::Nothing
+                    }
+                }
+            }
+            _ => Drained::Nothing,
+        }
+    }
+}
+
+/// What draining one due job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    Progress,
+    /// No slot under its environment's cap: left for a later round.
+    Deferred,
+    Nothing,
+}
+
+/// How soon a record that failed (the database is unreachable, say) is tried again.
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Recorder<'_> {
+    /// Records finished attempts as they come, whatever is ready in one transaction per
+    /// environment, until every sender is gone. Each environment records on its own (a row
+    /// lock held in one tenant never holds up another's records) while receiving goes on. An
+    /// outcome whose record failed is kept (its job stays among the in-flight ones whose leases
+    /// are renewed) and tried again for as long as this process lives, however long the
+    /// database is away: giving up would let recovery call an answered attempt again.
+    pub(super) async fn run(mut self) {
+        let engine = self.engine;
+        let mut ready = Vec::new();
+        // Attempts waiting to be recorded, per environment, and when each may be tried next.
+        let mut waiting: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
+        let mut not_before: HashMap<EnvId, tokio::time::Instant> = HashMap::new();
+        let mut recording = FuturesUnordered::new();
+        let mut busy: HashSet<EnvId> = HashSet::new();
+        let mut open = true;
+        loop {
+            let now = tokio::time::Instant::now();
+            let startable: Vec<EnvId> = waiting
+                .keys()
+                .filter(|env| !busy.contains(*env))
+                .filter(|env| not_before.get(*env).is_none_or(|at| *at <= now))
+                .copied()
+                .collect();
+            for env in startable {
+                let attempts = waiting.remove(&env).unwrap_or_default();
+                busy.insert(env);
+                recording.push(async move { (env, engine.record(env, attempts).await) });
+            }
+            if !open && recording.is_empty() && waiting.is_empty() {
+                return;
+            }
+            let retry_at = waiting
+                .keys()
+                .filter(|env| !busy.contains(*env))
+                .filter_map(|env| not_before.get(env).copied())
+                .min();
+            tokio::select! {
+                n = self.done.recv_many(&mut ready, 1024), if open => {
+                    open = n > 0;
+                    for attempt in ready.drain(..) {
+                        waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
+                    }
+                }
+                Some((env, result)) = recording.next(), if !recording.is_empty() => {
+                    busy.remove(&env);
+                    let outcomes = match result {
+                        Ok(outcomes) => {
+                            not_before.remove(&env);
+                            outcomes
+                        }
+                        Err((err, attempts)) => {
+                            tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
+                            not_before.insert(env, tokio::time::Instant::now() + RECORD_RETRY);
+                            let queued = waiting.entry(env).or_default();
+                            queued.splice(0..0, attempts);
+                            continue;
+                        }
+                    };
+                    self.done_with(&outcomes);
+                }
+                () = sleep_until(retry_at), if retry_at.is_some() => {}
+            }
+        }
+    }
+
+    fn done_with(&self, outcomes: &[(JobId, Outcome)]) {
+        for (id, _) in outcomes {
+            self.inflight.forget_job(*id);
+        }
+        let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, outcome) in outcomes {
+            summary.add(outcome);
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}

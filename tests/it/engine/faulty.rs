@@ -1,0 +1,159 @@
+//! A store wrapper for fault tests: it can hold up or refuse the tenant transactions the
+//! recorder opens (the claim runs on its locks' own connection, so it is not affected), or
+//! fail every call as if the database were down.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::store::*;
+use tokio::sync::watch;
+
+pub struct FaultyStore {
+    inner: Arc<dyn Store>,
+    /// While true, `tenant_begin` waits.
+    held: watch::Sender<bool>,
+    down: AtomicBool,
+    /// While true, `tenant_begin` fails (the recorder's transactions).
+    refuse_tenant: AtomicBool,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            held: watch::channel(false).0,
+            down: AtomicBool::new(false),
+            refuse_tenant: AtomicBool::new(false),
+        })
+    }
+
+    /// Holds up (or releases) tenant transactions opened on the store itself.
+    pub fn hold_tenant_transactions(&self, held: bool) {
+        self.held.send_replace(held);
+    }
+
+    /// Makes tenant transactions opened on the store itself fail (or work again).
+    pub fn refuse_tenant_transactions(&self, refuse: bool) {
+        self.refuse_tenant.store(refuse, Ordering::SeqCst);
+    }
+
+    /// Makes every call fail (or work again).
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> StoreResult<()> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(StoreError::Database("the database is down".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn signals(&self) -> Arc<Signals> {
+        self.inner.signals()
+    }
+    async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        let mut held = self.held.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
+        self.check()?;
+        if self.refuse_tenant.load(Ordering::SeqCst) {
+            return Err(StoreError::Database("connection refused".into()));
+        }
+        self.inner.tenant_begin(env_id).await
+    }
+    async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
+        self.check()?;
+        self.inner.schedule_locks_try(ids).await
+    }
+    async fn schedules_due(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+        seed: u32,
+    ) -> StoreResult<Vec<DueSchedule>> {
+        self.check()?;
+        self.inner.schedules_due(now, limit, seed).await
+    }
+    async fn jobs_due(
+        &self,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<DueJob>> {
+        self.check()?;
+        self.inner.jobs_due(now, stale_before, limit).await
+    }
+    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.jobs_lease_renew(ids, until).await
+    }
+    async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        self.check()?;
+        self.inner.wakeup_next().await
+    }
+    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+        self.check()?;
+        self.inner.dlq_envs().await
+    }
+    async fn stats_get(&self) -> StoreResult<StoreStats> {
+        self.check()?;
+        self.inner.stats_get().await
+    }
+    async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
+        self.check()?;
+        self.inner.schedule_zones_active().await
+    }
+    async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>> {
+        self.check()?;
+        self.inner.envs_with_data(limit).await
+    }
+    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+        self.check()?;
+        self.inner.outbox_claim(claim).await
+    }
+    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.outbox_mark_relayed(relayed).await
+    }
+    async fn outbox_mark_failed(
+        &self,
+        failed: &OutboxFailed,
+    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+        self.check()?;
+        self.inner.outbox_mark_failed(failed).await
+    }
+    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.outbox_release(release).await
+    }
+    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.outbox_purge(purge).await
+    }
+    async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.jobs_purge(purge).await
+    }
+    async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.audit_purge(purge).await
+    }
+    async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.schedules_purge(purge).await
+    }
+    async fn schema_status(&self) -> StoreResult<SchemaStatus> {
+        self.check()?;
+        self.inner.schema_status().await
+    }
+}

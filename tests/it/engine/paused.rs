@@ -1,0 +1,154 @@
+//! A schedule paused while its attempt is in flight: only a failure that would be retried waits
+//! for the resume (due at once when it comes, never claimed meanwhile); a last allowed attempt
+//! and a misconfiguration still land in the DLQ. Every outcome reaches the attempt ledger.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Duration;
+use sentin8_cron::core::clock::{Clock, ManualClock};
+use sentin8_cron::core::decl::ScheduleDecl;
+use sentin8_cron::core::dispatch::{DispatchError, Dispatcher, RunRequest};
+use sentin8_cron::core::engine::{Engine, EngineConfig};
+use sentin8_cron::core::metrics::Metrics;
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::ops::{Actor, CreateSchedule, Ops};
+use sentin8_cron::core::store::*;
+use sentin8_cron::core::target::Target;
+use serde_json::{Value, json};
+
+use super::cron;
+use crate::support::t0;
+
+/// Pauses the schedule it is calling, then fails the call as told by its schedule type.
+struct PausingDispatcher {
+    ops: Ops,
+    clock: Arc<ManualClock>,
+    failures: HashMap<String, fn() -> DispatchError>,
+}
+
+#[async_trait]
+impl Dispatcher for PausingDispatcher {
+    async fn run(&self, request: &RunRequest) -> Result<Value, DispatchError> {
+        let actor = Actor {
+            name: "operator".into(),
+            correlation_id: None,
+            now: self.clock.now(),
+        };
+        self.ops
+            .schedule_pause(request.env_id, request.schedule_id, &actor)
+            .await
+            .expect("paused during the call");
+        Err(self.failures[&request.schedule_type]())
+    }
+}
+
+pub async fn a_pause_during_an_attempt_holds_only_retries(store: Arc<dyn Store>) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let ops = Ops::new(store.clone());
+    let env = EnvId::new();
+    let decls: [(ScheduleDecl, fn() -> DispatchError); 3] = [
+        (cron("0 * * * *", 3), || {
+            DispatchError::Status(503, "busy".into())
+        }),
+        (cron("0 * * * *", 0), || {
+            DispatchError::Status(503, "busy".into())
+        }),
+        (cron("0 * * * *", 3), || DispatchError::MissingBaseUrl),
+    ];
+    let mut failures = HashMap::new();
+    let mut ids = Vec::new();
+    for (decl, failure) in decls {
+        failures.insert(decl.schedule_type.clone(), failure);
+        let spec = decl.validate(t0()).unwrap();
+        let schedule = ops
+            .schedule_create(
+                env,
+                CreateSchedule {
+                    domain: "billing".into(),
+                    spec,
+                    target: Target::validate(&json!({"baseUrl": "http://127.0.0.1:9/billing"}))
+                        .unwrap(),
+                },
+                &Actor {
+                    name: "tester".into(),
+                    correlation_id: None,
+                    now: t0(),
+                },
+            )
+            .await
+            .unwrap();
+        ids.push(schedule.id);
+    }
+    let dispatcher = Arc::new(PausingDispatcher {
+        ops: Ops::new(store.clone()),
+        clock: clock.clone(),
+        failures,
+    });
+    let engine = Engine::new(
+        store.clone(),
+        dispatcher,
+        clock.clone(),
+        EngineConfig::default(),
+        Arc::new(Metrics::default()),
+    );
+    let fired_at = t0() + Duration::hours(1);
+    clock.set(fired_at);
+    let summary = engine.tick().await.unwrap();
+    assert_eq!(summary.dead_lettered, 2, "{summary:?}");
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let mut jobs = Vec::new();
+    for id in &ids {
+        let mut list = tx
+            .job_list(&JobQuery {
+                schedule_id: Some(*id),
+                limit: 10,
+                ..JobQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        jobs.push(list.remove(0));
+    }
+    // Retryable with retries left: waits for the resume, due as soon as it comes.
+    assert_eq!(jobs[0].status, JobStatus::Pending);
+    assert_eq!(jobs[0].next_attempt_at, Some(fired_at));
+    // The last allowed attempt and the misconfiguration land as they would unpaused.
+    assert_eq!(jobs[1].status, JobStatus::Failed);
+    assert_eq!(jobs[2].status, JobStatus::Failed);
+    let landed: Vec<JobId> = tx
+        .dlq_list(&DlqQuery {
+            limit: 10,
+            ..DlqQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.job_id)
+        .collect();
+    assert_eq!(landed.len(), 2, "{landed:?}");
+    assert!(landed.contains(&jobs[1].id) && landed.contains(&jobs[2].id));
+    // Each outcome is in the ledger with its detail.
+    let classes = [
+        ("status", Some(503)),
+        ("status", Some(503)),
+        ("configuration", None),
+    ];
+    for (job, (class, status)) in jobs.iter().zip(classes) {
+        let attempts = tx.job_attempts_list(job.id).await.unwrap();
+        assert_eq!(attempts.len(), 1, "{attempts:?}");
+        assert_eq!(attempts[0].error_class.as_deref(), Some(class));
+        assert_eq!(attempts[0].http_status, status);
+        assert!(attempts[0].started_at.is_some());
+    }
+    drop(tx);
+
+    // While paused, the waiting retry is neither due nor attempted.
+    clock.set(fired_at + Duration::minutes(30));
+    let summary = engine.tick().await.unwrap();
+    assert_eq!(summary.retried_attempts, 0, "{summary:?}");
+    let now = clock.now();
+    assert!(store.jobs_due(now, now, 10).await.unwrap().is_empty());
+}
