@@ -51,6 +51,38 @@ impl Run {
 
 /// Runs the binary against `api` with `token` (given through the environment variables, as an
 /// operator's shell would), feeding `stdin` when given.
+/// Creates, through the CLI, a schedule in environment A whose calls go to `base_url` and that
+/// lands in the dead-letter queue at its first failure; returns its id.
+pub async fn create_doomed(api: &Api, token: &str, base_url: &str) -> String {
+    let env = api.env_a.to_string();
+    let created = cli(
+        api,
+        token,
+        &[
+            "schedules",
+            "create",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--type",
+            "doomed",
+            "--cron",
+            "0 2 * * *",
+            "--max-retries",
+            "0",
+            "--base-url",
+            base_url,
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    created["id"].as_str().unwrap().to_owned()
+}
+
 pub async fn cli(api: &Api, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
         .args(args)

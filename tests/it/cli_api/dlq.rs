@@ -5,7 +5,7 @@ use std::sync::Arc;
 use sentin8_cron::core::store::Store;
 use serde_json::json;
 
-use super::cli;
+use super::{cli, create_doomed};
 use crate::api::Api;
 use crate::raw_http::{RawServer, Recorded, Reply};
 
@@ -14,32 +14,7 @@ pub async fn jobs_and_the_dlq_through_the_api_from_the_command_line(store: Arc<d
     let token = api.writer();
     let env = api.env_a.to_string();
     let failing = RawServer::start(|_: &Recorded| Reply::status(500)).await;
-    let created = cli(
-        &api,
-        &token,
-        &[
-            "schedules",
-            "create",
-            "--env",
-            &env,
-            "--domain",
-            "billing",
-            "--type",
-            "doomed",
-            "--cron",
-            "0 2 * * *",
-            "--max-retries",
-            "0",
-            "--base-url",
-            &failing.url(),
-            "-o",
-            "json",
-        ],
-        None,
-    )
-    .await
-    .json();
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id = create_doomed(&api, &token, &failing.url()).await;
     let job = cli(
         &api,
         &token,

@@ -1,12 +1,11 @@
-//! The commands over the endpoints the discard and audit API add (`DELETE /v1/dlq/{id}`,
-//! `GET /v1/audit`). They fail until the server serves those endpoints.
+//! The commands over the discard and audit endpoints (`DELETE /v1/dlq/{id}`, `GET /v1/audit`).
 
 use std::sync::Arc;
 
 use sentin8_cron::core::store::Store;
 use serde_json::json;
 
-use super::cli;
+use super::{cli, create_doomed};
 use crate::api::Api;
 use crate::raw_http::{RawServer, Recorded, Reply};
 
@@ -15,32 +14,7 @@ pub async fn dlq_discard_through_the_api(store: Arc<dyn Store>) {
     let token = api.writer();
     let env = api.env_a.to_string();
     let failing = RawServer::start(|_: &Recorded| Reply::status(500)).await;
-    let created = cli(
-        &api,
-        &token,
-        &[
-            "schedules",
-            "create",
-            "--env",
-            &env,
-            "--domain",
-            "billing",
-            "--type",
-            "doomed",
-            "--cron",
-            "0 2 * * *",
-            "--max-retries",
-            "0",
-            "--base-url",
-            &failing.url(),
-            "-o",
-            "json",
-        ],
-        None,
-    )
-    .await
-    .json();
-    let id = created["id"].as_str().unwrap();
+    let id = &create_doomed(&api, &token, &failing.url()).await;
     cli(
         &api,
         &token,
