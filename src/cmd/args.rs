@@ -68,7 +68,7 @@ pub struct EngineArgs {
     pub env_concurrency: u32,
     /// Proxy-back calls in flight at once from one environment to one target origin (scheme,
     /// host and port).
-    #[arg(long, env = "SENTIN8_CRON_ORIGIN_CONCURRENCY", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "SENTIN8_CRON_ORIGIN_CONCURRENCY", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub origin_concurrency: u32,
     /// Consecutive timeouts or refused connections after which an environment's calls to an
     /// origin fail fast
@@ -100,7 +100,7 @@ impl EngineArgs {
             drain_size: self.batch_size,
             concurrency: usize::try_from(self.concurrency).unwrap_or(256),
             env_concurrency: usize::try_from(self.env_concurrency).unwrap_or(64),
-            origin_concurrency: usize::try_from(self.origin_concurrency).unwrap_or(128),
+            origin_concurrency: usize::try_from(self.origin_concurrency).unwrap_or(32),
             breaker: BreakerConfig {
                 threshold: self.breaker_threshold,
                 cooldown: self.breaker_cooldown,

@@ -104,7 +104,7 @@ impl Default for EngineConfig {
             drain_size: 100,
             concurrency: 256,
             env_concurrency: 64,
-            origin_concurrency: 128,
+            origin_concurrency: 32,
             breaker: BreakerConfig::default(),
             job_timeout,
             retry: RetryPolicy::default(),

@@ -39,6 +39,10 @@ struct Counts {
     envs: HashMap<EnvId, usize>,
     origins: HashMap<String, usize>,
     jobs: HashSet<JobId>,
+    /// Abandoned attempts sent to the recorder and not recorded yet: the drain sees them as
+    /// running with an expired lease until the record commits, and must not send them again
+    /// (kept apart from `jobs`, whose leases are renewed).
+    recovering: HashSet<JobId>,
 }
 
 impl InFlight {
@@ -49,10 +53,6 @@ impl InFlight {
     /// The running attempts not recorded yet.
     pub(super) fn jobs(&self) -> Vec<JobId> {
         self.lock().jobs.iter().copied().collect()
-    }
-
-    fn forget_job(&self, id: JobId) {
-        self.lock().jobs.remove(&id);
     }
 }
 
@@ -479,6 +479,10 @@ impl Pipeline<'_> {
             // its process, the DLQ) apply. Its retry is due at once.
             // This instance's own attempt (its lease renewal is late) is still in flight.
             JobStatus::Running if self.inflight.lock().jobs.contains(&due.id) => Drained::Nothing,
+            // Already on its way to the recorder.
+            JobStatus::Running if !self.inflight.lock().recovering.insert(due.id) => {
+                Drained::Nothing
+            }
             JobStatus::Running => {
                 match engine.load_for_stale(due).await {
                     Ok(Some((schedule, job))) => {
@@ -493,8 +497,12 @@ impl Pipeline<'_> {
                         });
                         Drained::Progress
                     }
-                    Ok(None) => Drained::Nothing,
+                    Ok(None) => {
+                        self.inflight.lock().recovering.remove(&due.id);
+                        Drained::Nothing
+                    }
                     Err(err) => {
+                        self.inflight.lock().recovering.remove(&due.id);
                         tracing::error!(job_id = %due.id, error = %err, "loading an abandoned attempt failed");
                         self.account(|s| s.errors += 1);
                         Drained::Nothing
@@ -586,7 +594,12 @@ impl Recorder<'_> {
 
     fn done_with(&self, outcomes: &[(JobId, Outcome)]) {
         for (id, _) in outcomes {
-            self.inflight.forget_job(*id);
+            let mut counts = self.inflight.lock();
+            // A recovered (abandoned) attempt was never this instance's to renew; any other
+            // outcome ends the attempt this instance launched.
+            if !counts.recovering.remove(id) {
+                counts.jobs.remove(id);
+            }
         }
         let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
         for (_, outcome) in outcomes {

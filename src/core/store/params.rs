@@ -611,8 +611,8 @@ pub struct JobHoursQuery {
 }
 
 /// What the jobs scheduled in one hour came to. Lateness is how long after its scheduled
-/// instant a job's first attempt started, over the jobs that ran exactly once (a retried job
-/// keeps only its latest start).
+/// instant a job's first attempt started (the attempt ledger's first row). A run of missed
+/// occurrences counts each of them, in the hour of the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobHour {
     /// The hour's start.

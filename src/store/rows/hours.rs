@@ -29,8 +29,11 @@ const FIRST_START: &str = "COALESCE((SELECT a.started_at FROM job_attempts a \
      CASE WHEN jobs.attempt = 1 THEN jobs.started_at END)";
 
 /// One row per hour with jobs (`by_hour`), or one row for the whole window, with the columns
-/// `h, fires, succeeded, failures, skips, p50, p99`. A superseded job is left out: the job that replaced
-/// it (a republished dead letter keeps its `scheduled_for`) stands for the same occurrence.
+/// `h, fires, succeeded, failures, skips, p50, p99`. A job superseded by a successor is left out:
+/// the successor (a republished dead letter keeps its `scheduled_for`) stands for the same
+/// occurrence; a discarded one (superseded with no successor) counts as the failure it was. A
+/// record of a run of missed occurrences counts each of them (`missed_count`), in the hour of
+/// the first.
 pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     let (rank_by, count_by, group) = if by_hour {
         ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
@@ -39,18 +42,21 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
     };
     let hour_out = if by_hour { "h" } else { "CAST(0 AS BIGINT)" };
     format!(
-        "WITH j AS (SELECT {hour} AS h, status, {late} AS late FROM jobs \
+        "WITH j AS (SELECT {hour} AS h, \
+                           CASE WHEN status = 'superseded' THEN 'failed' ELSE status END AS status, \
+                           CASE WHEN missed_count > 0 THEN missed_count ELSE 1 END AS occurrences, \
+                           {late} AS late FROM jobs \
                      WHERE env_id = {env} AND scheduled_for >= {from} AND scheduled_for < {to} \
-                       AND status <> 'superseded' \
+                       AND NOT (status = 'superseded' AND superseded_by IS NOT NULL) \
                        AND ({schedule} IS NULL OR schedule_id = {schedule})), \
-              r AS (SELECT h, status, late, \
+              r AS (SELECT h, status, occurrences, late, \
                            ROW_NUMBER() OVER (PARTITION BY {rank_by} ORDER BY late) AS n, \
                            COUNT(late) OVER ({count_by}) AS total \
                       FROM j) \
-         SELECT {hour_out} AS h, COUNT(*) AS fires, \
+         SELECT {hour_out} AS h, COALESCE(SUM(occurrences), 0) AS fires, \
                 COALESCE(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END), 0) AS succeeded, \
                 COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failures, \
-                COALESCE(SUM(CASE WHEN status = 'skipped' THEN 1 ELSE 0 END), 0) AS skips, \
+                COALESCE(SUM(CASE WHEN status = 'skipped' THEN occurrences ELSE 0 END), 0) AS skips, \
                 MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 50 THEN late END) AS p50, \
                 MIN(CASE WHEN late IS NOT NULL AND n * 100 >= total * 99 THEN late END) AS p99 \
            FROM r {group}",

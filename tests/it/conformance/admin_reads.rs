@@ -257,8 +257,9 @@ pub async fn schedule_type_search_is_case_insensitive_and_pages(store: Arc<dyn S
     assert!(literal.is_empty());
 }
 
-/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms; a superseded
-/// job is not counted.
+/// Lateness is whole milliseconds rounded down on both backends: 1.7 ms is 1 ms; a job
+/// superseded by a successor is not counted, a discarded one is a failure, and a run of missed
+/// occurrences counts each.
 pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>) {
     let env = EnvId::new();
     let hour = t0().duration_trunc(Duration::hours(1)).unwrap();
@@ -278,10 +279,39 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
     })
     .await
     .unwrap();
-    // A superseded job (its replacement stands for the occurrence) is not a fire.
-    tx.job_insert(&ran(report.id, JobStatus::Superseded, at, 5_000))
+    // A job superseded by a successor (the successor stands for the occurrence) is not a fire;
+    // a discarded one (superseded with no successor) is the failure it was.
+    let replaced = tx
+        .job_insert(&ran(report.id, JobStatus::Failed, at, 5_000))
         .await
         .unwrap();
+    let discarded = tx
+        .job_insert(&ran(report.id, JobStatus::Failed, at, 0))
+        .await
+        .unwrap();
+    for (id, successor) in [(replaced.id, Some(JobId::new())), (discarded.id, None)] {
+        tx.job_set_superseded(&JobSetSuperseded {
+            id,
+            superseded_by: successor,
+            now: at + Duration::seconds(10),
+        })
+        .await
+        .unwrap()
+        .expect("a failed job is superseded");
+    }
+    // A record of a run of missed occurrences counts each of them.
+    tx.job_insert(&NewJob {
+        status: JobStatus::Skipped,
+        started_at: None,
+        missed: Some(MissedOccurrences {
+            first: at,
+            last: at + Duration::minutes(2),
+            count: 3,
+        }),
+        ..ran(report.id, JobStatus::Skipped, at, 0)
+    })
+    .await
+    .unwrap();
     let found = tx
         .job_hours(&JobHoursQuery {
             schedule_id: None,
@@ -292,7 +322,16 @@ pub async fn job_hours_round_sub_millisecond_lateness_down(store: Arc<dyn Store>
         .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(found.hours.len(), 1);
-    assert_eq!((found.hours[0].fires, found.hours[0].succeeded), (2, 1));
+    let hour_found = &found.hours[0];
+    assert_eq!(
+        (
+            hour_found.fires,
+            hour_found.succeeded,
+            hour_found.failures,
+            hour_found.skips
+        ),
+        (6, 1, 1, 3)
+    );
     assert_eq!(found.hours[0].late_p50_ms, Some(1));
     assert_eq!(found.late_p99_ms, Some(1));
 }
