@@ -31,19 +31,7 @@ async fn the_admin_pages_work_in_a_real_browser() {
             return;
         };
         scenario(&browser).await;
-        let console = browser.console().await;
-        browser.quit().await;
-        // 4xx answers the scenario provokes are logged as failed loads; anything else at the
-        // error level (a script error, a policy violation) is a bug.
-        let violations: Vec<&String> = console
-            .iter()
-            .filter(|line| {
-                line.contains("Content Security Policy")
-                    || line.contains("Uncaught")
-                    || (line.contains("SEVERE") && !line.contains("Failed to load resource"))
-            })
-            .collect();
-        assert!(violations.is_empty(), "browser console: {violations:#?}");
+        browser.quit_with_a_clean_console().await;
     };
     tokio::time::timeout(OVERALL, scenario)
         .await

@@ -26,17 +26,7 @@ async fn schedule_and_job_pages_charts_and_a_live_overview() {
             return;
         };
         scenario(&browser).await;
-        let console = browser.console().await;
-        browser.quit().await;
-        let violations: Vec<&String> = console
-            .iter()
-            .filter(|line| {
-                line.contains("Content Security Policy")
-                    || line.contains("Uncaught")
-                    || (line.contains("SEVERE") && !line.contains("Failed to load resource"))
-            })
-            .collect();
-        assert!(violations.is_empty(), "browser console: {violations:#?}");
+        browser.quit_with_a_clean_console().await;
     };
     tokio::time::timeout(OVERALL, scenario)
         .await

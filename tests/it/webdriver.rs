@@ -407,6 +407,23 @@ impl Browser {
     pub async fn quit(&self) {
         let _ = self.command(reqwest::Method::DELETE, "", None).await;
     }
+
+    /// Ends the session and fails if the browser logged a script error or a Content Security
+    /// Policy violation. 4xx answers a scenario provokes are logged as failed loads; anything
+    /// else at the error level is a bug.
+    pub async fn quit_with_a_clean_console(&self) {
+        let console = self.console().await;
+        self.quit().await;
+        let violations: Vec<&String> = console
+            .iter()
+            .filter(|line| {
+                line.contains("Content Security Policy")
+                    || line.contains("Uncaught")
+                    || (line.contains("SEVERE") && !line.contains("Failed to load resource"))
+            })
+            .collect();
+        assert!(violations.is_empty(), "browser console: {violations:#?}");
+    }
 }
 
 impl Drop for Browser {
