@@ -205,11 +205,12 @@ impl Service {
     }
 }
 
-/// How long shutdown waits for the ticker: at least a call's job timeout plus the lease margin
-/// (the time to record its outcome), so an answered call is recorded rather than recovered
-/// and delivered again by another instance.
+/// How long shutdown waits for the ticker: at least the lead (fires claimed ahead are still
+/// called at their instants) plus a call's job timeout plus the lease margin (the time to
+/// record its outcome), so an answered call is recorded rather than recovered and delivered
+/// again by another instance.
 fn ticker_drain(drain: Duration, engine: &EngineConfig) -> Duration {
-    drain.max(EngineConfig::lease_for(engine.job_timeout))
+    drain.max(engine.lead() + EngineConfig::lease_for(engine.job_timeout))
 }
 
 #[cfg(test)]
@@ -220,13 +221,15 @@ mod tests {
     fn the_ticker_drains_for_a_whole_call_and_its_record() {
         let engine = EngineConfig {
             job_timeout: Duration::from_secs(30),
+            lease: EngineConfig::lease_for(Duration::from_secs(30)),
+            claim_ahead: Duration::from_secs(10),
             ..EngineConfig::default()
         };
         let bound = ticker_drain(Duration::from_secs(30), &engine);
         assert!(bound > engine.job_timeout, "{bound:?}");
         assert_eq!(
             bound,
-            engine.job_timeout + crate::core::engine::LEASE_MARGIN
+            Duration::from_secs(10) + engine.job_timeout + crate::core::engine::LEASE_MARGIN
         );
         // A longer drain setting is kept.
         let long = Duration::from_secs(120);

@@ -476,7 +476,7 @@ fn print_pgcron(run: &pgcron::PgCronRun) {
 fn print_summary(outcomes: &[Outcome], pgcron_run: Option<&pgcron::PgCronRun>, tps: Option<f64>) {
     println!("## Summary\n");
     println!(
-        "| scenario | backend | serve | N | fired | p50 | p99 | max | duplicates | missing / unclaimed | serve CPU per minute | seed |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| scenario | backend | serve | N | fired | p50 | p99 | max | early | duplicates | missing / unclaimed | serve CPU per minute | seed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for o in outcomes {
         let s = &o.headline;
@@ -491,13 +491,14 @@ fn print_summary(outcomes: &[Outcome], pgcron_run: Option<&pgcron::PgCronRun>, t
             format!("{} (group {})", o.scenario.name, o.scenario.headline)
         };
         println!(
-            "| {label} | {backend} | {} | {n} | {}/{} | {} | {} | {} | {} | {} / {} | {:.1} s | {:.0} s |",
+            "| {label} | {backend} | {} | {n} | {}/{} | {} | {} | {} | {} | {} | {} / {} | {:.1} s | {:.0} s |",
             o.scenario.instances,
             s.fired,
             s.expected,
             report::duration(s.percentile(0.5)),
             report::duration(s.percentile(0.99)),
             report::duration(s.late_us.last().copied()),
+            s.early,
             s.dup_same_key + s.dup_new_job + s.db_double,
             s.missing,
             s.unclaimed,
@@ -514,7 +515,7 @@ fn print_summary(outcomes: &[Outcome], pgcron_run: Option<&pgcron::PgCronRun>, t
         }
         all.late_us.sort_unstable();
         println!(
-            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – |",
+            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | – |",
             run.version,
             run.n,
             all.fired,

@@ -24,6 +24,8 @@ pub struct Stats {
     pub fired: usize,
     /// Lateness of each fired occurrence, microseconds, sorted.
     pub late_us: Vec<i64>,
+    /// First arrivals before the due instant (a fire claimed ahead must wait for it).
+    pub early: usize,
     pub dup_same_key: usize,
     pub dup_new_job: usize,
     /// Occurrences the database holds more than one (not skipped) job for.
@@ -42,6 +44,7 @@ impl Stats {
         self.fired += other.fired;
         self.late_us.extend(&other.late_us);
         self.late_us.sort_unstable();
+        self.early += other.early;
         self.dup_same_key += other.dup_same_key;
         self.dup_new_job += other.dup_new_job;
         self.db_double += other.db_double;
@@ -125,6 +128,9 @@ pub fn analyse(plan: &Plan, records: &Records, arrivals: &[Arrival]) -> Analysis
                 let first = list[0];
                 stats.fired += 1;
                 stats.late_us.push(first.at_us - due);
+                if first.at_us < due {
+                    stats.early += 1;
+                }
                 stats.http2 += usize::from(first.http2);
                 let keys: HashSet<&str> = list.iter().map(|a| a.key.as_str()).collect();
                 stats.dup_same_key += list.len() - keys.len();
@@ -182,25 +188,26 @@ pub fn utc(us: i64) -> String {
 
 pub fn lateness_table(analysis: &Analysis, instances: usize) -> String {
     let mut out = String::from(
-        "| minute (UTC) | group | fired/N | p50 | p99 | max | dup same key | dup new job | db double | skipped | missing | unclaimed |",
+        "| minute (UTC) | group | fired/N | p50 | p99 | max | early | dup same key | dup new job | db double | skipped | missing | unclaimed |",
     );
     if instances > 1 {
         out.push_str(" first calls per instance |");
     }
-    out.push_str("\n|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out.push_str("\n|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     if instances > 1 {
         out.push_str("---|");
     }
     out.push('\n');
     for ((group, minute), s) in &analysis.minutes {
         out.push_str(&format!(
-            "| {} | {group} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {group} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             utc(*minute),
             s.fired,
             s.expected,
             duration(s.percentile(0.50)),
             duration(s.percentile(0.99)),
             duration(s.late_us.last().copied()),
+            s.early,
             s.dup_same_key,
             s.dup_new_job,
             s.db_double,

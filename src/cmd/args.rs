@@ -9,7 +9,7 @@ use crate::core::breaker::BreakerConfig;
 use crate::core::engine::EngineConfig;
 use crate::core::retry::RetryPolicy;
 use crate::server::listener::ListenerLimits;
-use crate::util::duration::positive_duration;
+use crate::util::duration::{duration, positive_duration};
 use crate::util::process::LogFormat;
 
 pub use crate::bus::BusArgs;
@@ -58,8 +58,14 @@ pub struct EngineArgs {
     #[arg(long, env = "SENTIN8_CRON_TICK_INTERVAL", value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
     pub tick_interval: Duration,
     /// Due schedules fetched per batch (batches repeat while full).
-    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub batch_size: u32,
+    /// How far ahead of their instant `serve` claims due schedules (the claim's database work
+    /// is done before the instant; the call leaves at it). A schedule paused, deleted or
+    /// re-timed before the instant is not called. Used up to half the lease (job timeout +
+    /// 5 s); 0s claims at the instant.
+    #[arg(long, env = "SENTIN8_CRON_CLAIM_AHEAD", value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub claim_ahead: Duration,
     /// Proxy-back calls in flight at once (claiming goes on while they run).
     #[arg(long, env = "SENTIN8_CRON_CONCURRENCY", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
@@ -112,6 +118,7 @@ impl EngineArgs {
             },
             lease: EngineConfig::lease_for(job_timeout),
             tick_interval: self.tick_interval,
+            claim_ahead: self.claim_ahead,
             ..EngineConfig::default()
         }
     }
@@ -147,7 +154,8 @@ pub struct ListenerArgs {
     )]
     pub tls_key: Option<PathBuf>,
     /// Time in-flight requests and the in-flight tick (or relay round) get to finish after
-    /// SIGTERM or SIGINT; calls in flight get at least the job timeout plus 5 s.
+    /// SIGTERM or SIGINT; calls in flight get at least the claim-ahead lead plus the job
+    /// timeout plus 5 s.
     #[arg(long, env = "SENTIN8_CRON_DRAIN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
     pub drain_timeout: Duration,
     /// Time a connection gets to send a complete request head (and an idle keep-alive

@@ -102,7 +102,7 @@ pub enum Command {
     /// Apply pending schema migrations, or show applied and pending versions.
     Migrate(migrate::Args),
     /// Run one tick of the engine: fire what is due, drain due retries, print a summary.
-    Tick(tick::Args),
+    Tick(Box<tick::Args>),
     /// Inspect, republish and discard dead-letter entries.
     Dlq(dlq::Args),
     /// Inspect jobs (execution records).
@@ -273,7 +273,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
     match command {
         Command::Serve(args) => serve::run(*args, out).await,
         Command::Migrate(args) => migrate::run(args, out).await,
-        Command::Tick(args) => tick::run(args, out).await,
+        Command::Tick(args) => tick::run(*args, out).await,
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
         Command::Audit(args) => audit::run(args, out).await,

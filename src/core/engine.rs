@@ -14,7 +14,9 @@
 //!    reason, the `job:skipped` event and the metric: a fire overlapping an open job, and the
 //!    occurrences missed between the stored next fire and now (one record per run, with the
 //!    first, the last and the count). The unique open-job index is the backstop: whatever
-//!    races, a schedule has at most one open job.
+//!    races, a schedule has at most one open job. The continuous loop claims ahead of the
+//!    instant (`ahead.rs`): fires due within the lead are claimed early, held, read again at
+//!    their instant and called then.
 //! 2. **Call** the owning service, each call on its own task, bounded by the job timeout
 //!    alone. While a target origin's circuit is open (`core::breaker`), its calls fail fast
 //!    onto the retry path, recorded as `circuit open`.
@@ -44,6 +46,7 @@ use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
 use crate::core::timing::Timing;
 
+mod ahead;
 mod claim;
 mod outcome;
 mod pipeline;
@@ -80,6 +83,11 @@ pub struct EngineConfig {
     /// Orders schedules due at the same instant differently for each instance, so instances
     /// do not all contend for the same earliest batch.
     pub claim_seed: u32,
+    /// How far ahead of their instant the continuous loop claims due schedules: the claim's
+    /// database work is done before the instant, and the call leaves at it. Used up to half a
+    /// lease (so a dead instance's claims are recovered after their instant); zero claims at
+    /// the instant. `tick` always claims at the instant.
+    pub claim_ahead: Duration,
     /// The safety poll: the loop wakes at least this often.
     pub tick_interval: Duration,
     /// Upper bound on claim rounds per tick, so one tick cannot run forever under a flood.
@@ -93,6 +101,11 @@ impl EngineConfig {
     /// The lease that covers one call of `job_timeout` and its recording.
     pub fn lease_for(job_timeout: Duration) -> Duration {
         job_timeout + LEASE_MARGIN
+    }
+
+    /// How far ahead the continuous loop claims: `claim_ahead`, at most half a lease.
+    pub fn lead(&self) -> Duration {
+        self.claim_ahead.min(self.lease / 2)
     }
 }
 
@@ -110,6 +123,7 @@ impl Default for EngineConfig {
             retry: RetryPolicy::default(),
             lease: Self::lease_for(job_timeout),
             claim_seed: rand_seed(),
+            claim_ahead: Duration::from_secs(10),
             tick_interval: Duration::from_secs(60),
             max_batches_per_tick: 200,
         }
@@ -273,7 +287,7 @@ impl Engine {
     /// (waiting for slots when caps defer work), then due retries and expired leases, and
     /// returns when every attempt it started is recorded.
     async fn tick_inner(&self) -> (Result<(), EngineError>, TickSummary) {
-        let (pipeline, recorder) = self.pipeline();
+        let (pipeline, recorder) = self.pipeline(None);
         let summary = pipeline.summary.clone();
         // Leases are renewed during a tick as in the loop: a call near its timeout, or a
         // record held up, must not be recovered by another instance meanwhile.

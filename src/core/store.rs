@@ -394,6 +394,11 @@ pub trait TenantTx: Send {
     async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
+    /// Those of the schedules `ids` that have an open (pending or running) job.
+    async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
+    -> StoreResult<Vec<ScheduleId>>;
+    /// Those of `ids` whose job is running.
+    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>>;
     /// The open (pending or running) job of a schedule, if any.
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>>;
     /// Jobs matching the query, newest first.
@@ -406,6 +411,10 @@ pub trait TenantTx: Send {
     /// error; `attempt` and `next_attempt_at` are kept. `None` when the job is not pending (or
     /// does not exist).
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>>;
+    /// Withdraws a first attempt claimed ahead and never called: status `skipped`, no
+    /// `started_at` or lease, `finished_at` and `updated_at` now, the reason as its error.
+    /// `None` when the job is not running its first attempt (or does not exist).
+    async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;

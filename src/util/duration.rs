@@ -40,6 +40,12 @@ pub fn parse_duration(input: &str) -> Option<Duration> {
     Some(total)
 }
 
+/// A clap value parser: a duration, zero included.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration (examples: 30s, 2m, 500ms, 0s)"))
+}
+
 /// A clap value parser: a duration greater than zero.
 pub fn positive_duration(text: &str) -> Result<Duration, String> {
     match parse_duration(text) {

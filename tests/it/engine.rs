@@ -21,6 +21,7 @@ use serde_json::json;
 use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
+mod ahead;
 mod defects;
 mod faulty;
 mod firing;
@@ -29,6 +30,7 @@ mod pipeline;
 mod recovery;
 mod timing;
 
+pub use ahead::*;
 pub use defects::*;
 pub use faulty::FaultyStore;
 pub use firing::*;
@@ -228,6 +230,9 @@ macro_rules! engine_suite {
                 a_pause_during_an_attempt_holds_only_retries,
                 a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
+                a_fire_claimed_ahead_is_called_at_its_instant_not_before,
+                a_schedule_paused_before_its_claimed_instant_is_not_called,
+                an_open_job_does_not_skip_a_fire_claimed_ahead,
             );
         }
     };

@@ -6,7 +6,7 @@
 //! fire them: one record per run of missed occurrences, with the first, the last and the
 //! count).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
@@ -22,10 +22,21 @@ use crate::core::timing::Timing;
 /// "at least" (an every-minute schedule down for a week is about 10,000).
 pub const MISSED_COUNT_CAP: u32 = 10_000;
 
+/// What a claim may do with one due schedule.
+pub(super) enum Admit {
+    /// Claim it and call it now, in this reserved slot.
+    Slot(Slot),
+    /// Claim it and hold it for its instant (a slot is reserved when it comes).
+    Hold,
+    /// Leave it due for later (no slot is free for it).
+    Refuse,
+}
+
 /// What claiming a group of due schedules gave.
 pub(super) struct ClaimedGroup {
-    /// Jobs opened, each with its reserved slot, to call now.
-    pub runs: Vec<(Schedule, Job, Slot)>,
+    /// Jobs opened, each with the slot reserved for its call now (`None`: held for its
+    /// instant).
+    pub runs: Vec<(Schedule, Job, Option<Slot>)>,
     /// Fires recorded as skipped (the previous job was still open).
     pub skipped: usize,
     /// Skipped records of missed occurrences written.
@@ -63,7 +74,7 @@ impl Engine {
         &self,
         env: EnvId,
         due: &[DueSchedule],
-        admit: &mut (dyn FnMut(&Schedule) -> Option<Slot> + Send),
+        admit: &mut (dyn FnMut(&Schedule) -> Admit + Send),
     ) -> StoreResult<ClaimedGroup> {
         let ids: Vec<ScheduleId> = due.iter().map(|d| d.id).collect();
         let mut locks = self.store.schedule_locks_try(&ids).await?;
@@ -83,7 +94,7 @@ impl Engine {
         locks: &mut dyn ScheduleLock,
         env: EnvId,
         due: &[DueSchedule],
-        admit: &mut (dyn FnMut(&Schedule) -> Option<Slot> + Send),
+        admit: &mut (dyn FnMut(&Schedule) -> Admit + Send),
     ) -> StoreResult<ClaimedGroup> {
         let held: Vec<ScheduleId> = locks.held().to_vec();
         if held.is_empty() {
@@ -99,21 +110,46 @@ impl Engine {
             .map(|s| (s.id, s))
             .collect();
         let now = self.clock.now();
+        // An occurrence still to come is claimed ahead only if its schedule has no open job: one
+        // that is open now may finish before the instant, and the fire must not be skipped
+        // for it. It is claimed at its instant instead (and skipped then if still open).
+        let ahead: Vec<ScheduleId> = due
+            .iter()
+            .filter(|d| d.next_run_at > now && schedules.contains_key(&d.id))
+            .map(|d| d.id)
+            .collect();
+        let busy: HashSet<ScheduleId> = if ahead.is_empty() {
+            HashSet::new()
+        } else {
+            tx.schedules_with_open_job(&ahead)
+                .await?
+                .into_iter()
+                .collect()
+        };
         let mut claims = Vec::with_capacity(schedules.len());
         let mut exhausted = Vec::new();
-        let mut slots: HashMap<ScheduleId, Slot> = HashMap::new();
+        let mut slots: HashMap<ScheduleId, Option<Slot>> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
         let mut deferred = 0;
         for d in due.iter().filter(|d| held.contains(&d.id)) {
             let Some(schedule) = schedules.get(&d.id) else {
                 continue;
             };
-            let Some(slot) = admit(schedule) else {
+            if busy.contains(&d.id) {
                 deferred += 1;
                 continue;
+            }
+            match admit(schedule) {
+                Admit::Slot(slot) => slots.insert(d.id, Some(slot)),
+                Admit::Hold => slots.insert(d.id, None),
+                Admit::Refuse => {
+                    deferred += 1;
+                    continue;
+                }
             };
-            slots.insert(d.id, slot);
-            let next_run_at = match self.next_fire(schedule, now) {
+            // Claimed ahead, the occurrence is still to come: the next fire is the one after
+            // it.
+            let next_run_at = match self.next_fire(schedule, now.max(d.next_run_at)) {
                 Some(next) => Some(next),
                 // A cron schedule with nothing left to fire runs this once and is paused.
                 None if schedule.kind() == ScheduleKind::Cron => {
@@ -145,16 +181,16 @@ impl Engine {
         }
         let due_at: HashMap<ScheduleId, DateTime<Utc>> =
             due.iter().map(|d| (d.id, d.next_run_at)).collect();
-        let lease_until = now + super::chrono_duration(self.config.lease);
+        let lease = super::chrono_duration(self.config.lease);
         let new_jobs: Vec<NewJob> = claimed
             .iter()
             .map(|s| {
                 let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
-                self.metrics
-                    .lateness
-                    .observe((now - scheduled_for).to_std().unwrap_or_default());
+                // A fire claimed ahead starts at its instant, and its lease runs from there.
+                let starts = scheduled_for.max(now);
                 NewJob {
-                    lease_until: Some(lease_until),
+                    started_at: Some(starts),
+                    lease_until: Some(starts + lease),
                     ..NewJob::running(s.id, scheduled_for, now)
                 }
             })
@@ -191,9 +227,7 @@ impl Engine {
                 missed += 1;
             }
             if let Some(job) = opened.remove(&schedule.id) {
-                let slot = slots
-                    .remove(&schedule.id)
-                    .expect("a slot was reserved for every claim");
+                let slot = slots.remove(&schedule.id).flatten();
                 runs.push((schedule, job, slot));
                 continue;
             }
@@ -269,6 +303,85 @@ impl Engine {
             return Ok(None);
         };
         Ok(Some((schedule, job)))
+    }
+}
+
+/// What the instant of a fire claimed ahead decided.
+pub(super) enum Recheck {
+    /// Call it, with the schedule as it is now (its payload or target may have changed).
+    Fire(Box<Schedule>),
+    /// Not called: recorded as skipped (the schedule was paused, deleted or re-timed).
+    Withdrawn,
+}
+
+impl Engine {
+    /// Reads again, at their instant, the schedules and jobs of fires one environment claimed
+    /// ahead. A fire withdrawn meanwhile (a pause, delete or new timing withdraws it in its
+    /// own transaction) is not called. A schedule whose status or next fire changed since the
+    /// claim without that has its fire withdrawn here, recorded as skipped with the reason and
+    /// the `job:skipped` event; any other fire goes ahead with the schedule as it is now. One
+    /// read-only transaction when nothing changed.
+    pub(super) async fn recheck_held(
+        &self,
+        env: EnvId,
+        fires: &[(&Schedule, &Job)],
+    ) -> StoreResult<Vec<Recheck>> {
+        let ids: Vec<ScheduleId> = fires.iter().map(|(s, _)| s.id).collect();
+        let mut tx = self.store.tenant_begin(env).await?;
+        let fresh: HashMap<ScheduleId, Schedule> = tx
+            .schedule_get_many(&ids, false)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let job_ids: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
+        let running: HashSet<JobId> = tx.jobs_running_among(&job_ids).await?.into_iter().collect();
+        let now = self.clock.now();
+        let mut verdicts = Vec::with_capacity(fires.len());
+        let mut events = Vec::new();
+        for (held, job) in fires {
+            let current = fresh.get(&held.id);
+            let reason = match current {
+                // Withdrawn already (by the change itself, in its transaction): not called.
+                _ if !running.contains(&job.id) => {
+                    verdicts.push(Recheck::Withdrawn);
+                    continue;
+                }
+                None => "skipped: the schedule was removed before this fire's instant".to_owned(),
+                Some(s) => match s.withdraws_fire_of(held) {
+                    Some(reason) => reason,
+                    None => {
+                        verdicts.push(Recheck::Fire(Box::new(s.clone())));
+                        continue;
+                    }
+                },
+            };
+            let withdraw = JobWithdraw {
+                id: job.id,
+                reason,
+                now,
+            };
+            match tx.job_withdraw(&withdraw).await? {
+                Some(record) => {
+                    tracing::info!(schedule_id = %held.id, job_id = %job.id, reason = %withdraw.reason, "fire claimed ahead withdrawn");
+                    events.push(skip_event(current.unwrap_or(held), &record, now));
+                }
+                // Not running its first attempt any more: somebody else has it (never call
+                // it twice).
+                None => {
+                    tracing::warn!(schedule_id = %held.id, job_id = %job.id, "a fire claimed ahead was no longer running at its instant; not called")
+                }
+            }
+            verdicts.push(Recheck::Withdrawn);
+        }
+        if !events.is_empty() {
+            tx.outbox_insert_many(&events).await?;
+            tx.commit().await?;
+            for _ in &events {
+                inc(&self.metrics.skipped);
+            }
+        }
+        Ok(verdicts)
     }
 }
 

@@ -7,15 +7,21 @@
 //! through a channel to the recorder, which writes whatever is ready in one tenant
 //! transaction per environment. Running attempts hold a lease the pipeline renews while they
 //! are in flight or waiting to be recorded.
+//!
+//! The continuous loop claims ahead of the instant (`ahead.rs`): claimed fires wait in memory
+//! and are called when their instant comes, as slots allow.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::stream::{self, FuturesUnordered};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
+use super::ahead::Held;
+use super::claim::Admit;
 use super::outcome::{Attempt, Failure, call_alone};
 use super::{Engine, EngineError, Outcome, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
@@ -24,7 +30,11 @@ use crate::core::model::*;
 use crate::core::store::*;
 
 /// Environment groups claimed (or retries drained) at once.
-const CLAIMS_AT_ONCE: usize = 4;
+pub(super) const CLAIMS_AT_ONCE: usize = 4;
+
+/// Finished attempts that may wait to be recorded, per global slot: calls go on while records
+/// lag (a burst, a slow database), within this bound.
+const RECORD_BACKLOG_PER_SLOT: usize = 16;
 
 /// What is in flight: counts per environment and origin, and the jobs whose leases to renew.
 #[derive(Debug, Default)]
@@ -32,6 +42,9 @@ pub(super) struct InFlight {
     state: Mutex<Counts>,
     /// Rung whenever a slot is freed.
     pub freed: Notify,
+    /// Rung whenever a slot is freed, for the launcher of held fires alone (a waiter of its
+    /// own, so the claim loop never takes its wake-up).
+    pub launch_freed: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -56,10 +69,11 @@ impl InFlight {
     }
 }
 
-/// One reserved slot: a global permit and a place under its environment's and origin's caps.
-/// The places are given back when the call ends, the global permit once its outcome is
-/// recorded.
+/// One reserved slot: a global call permit, a place under its environment's and origin's caps,
+/// and a place in the record backlog. The call permit and the places are given back when the
+/// call ends, the backlog place once its outcome is recorded.
 pub(super) struct Slot {
+    _call: OwnedSemaphorePermit,
     permit: Option<OwnedSemaphorePermit>,
     inflight: Arc<InFlight>,
     env: EnvId,
@@ -71,7 +85,7 @@ impl Slot {
         self.origin.as_deref()
     }
 
-    /// The global permit, to hold until the outcome is recorded.
+    /// The backlog place, to hold until the outcome is recorded.
     fn keep_until_recorded(&mut self) -> Option<Arc<RecordPermit>> {
         self.permit.take().map(|permit| {
             Arc::new(RecordPermit {
@@ -82,7 +96,7 @@ impl Slot {
     }
 }
 
-/// A global slot held by an outcome waiting to be recorded; freed (and claiming woken) when
+/// A backlog place held by an outcome waiting to be recorded; freed (and claiming woken) when
 /// the record is done.
 pub(super) struct RecordPermit {
     _permit: OwnedSemaphorePermit,
@@ -92,6 +106,7 @@ pub(super) struct RecordPermit {
 impl Drop for RecordPermit {
     fn drop(&mut self) {
         self.inflight.freed.notify_one();
+        self.inflight.launch_freed.notify_one();
     }
 }
 
@@ -104,6 +119,7 @@ impl Drop for Slot {
         }
         drop(counts);
         self.inflight.freed.notify_one();
+        self.inflight.launch_freed.notify_one();
     }
 }
 
@@ -120,7 +136,7 @@ fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
 /// its target origin (scheme, host and port). Keyed per environment, so one tenant's hanging
 /// or refusing endpoint neither opens the circuit for another tenant's calls to the same
 /// origin nor takes their slots.
-fn origin_of(schedule: &Schedule) -> Option<String> {
+pub(super) fn origin_of(schedule: &Schedule) -> Option<String> {
     let base = schedule.target.base_url().ok()?;
     Some(format!(
         "{} {}",
@@ -138,7 +154,15 @@ fn origin_shown(key: &str) -> &str {
 /// closes the recorder's channel.
 pub(super) struct Pipeline<'e> {
     pub engine: &'e Engine,
+    /// Calls in flight (the global limit).
     slots: Arc<Semaphore>,
+    /// Finished attempts waiting to be recorded.
+    records: Arc<Semaphore>,
+    /// How far ahead due schedules are claimed and held for their instant; `None` claims at
+    /// the instant, into free slots only (`tick`).
+    pub ahead: Option<Duration>,
+    /// Fires claimed ahead, waiting for their instant or a slot.
+    pub held: Arc<Held>,
     pub inflight: Arc<InFlight>,
     done: mpsc::UnboundedSender<Attempt>,
     pub summary: Arc<Mutex<TickSummary>>,
@@ -174,8 +198,8 @@ impl Round {
 }
 
 impl Engine {
-    /// A new pipeline and its recorder.
-    pub(super) fn pipeline(&self) -> (Pipeline<'_>, Recorder<'_>) {
+    /// A new pipeline and its recorder; `ahead` as in [`Pipeline::ahead`].
+    pub(super) fn pipeline(&self, ahead: Option<Duration>) -> (Pipeline<'_>, Recorder<'_>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let inflight = Arc::new(InFlight::default());
         let summary = Arc::new(Mutex::new(TickSummary::default()));
@@ -183,6 +207,9 @@ impl Engine {
             Pipeline {
                 engine: self,
                 slots: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+                records: Arc::new(Semaphore::new(self.record_backlog())),
+                ahead,
+                held: Arc::new(Held::default()),
                 inflight: inflight.clone(),
                 done: tx,
                 summary: summary.clone(),
@@ -197,24 +224,46 @@ impl Engine {
     }
 }
 
+impl Engine {
+    fn record_backlog(&self) -> usize {
+        self.config
+            .concurrency
+            .max(1)
+            .saturating_mul(RECORD_BACKLOG_PER_SLOT)
+    }
+}
+
 impl Pipeline<'_> {
-    fn account(&self, f: impl FnOnce(&mut TickSummary)) {
+    pub(super) fn account(&self, f: impl FnOnce(&mut TickSummary)) {
         f(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
-    /// Global slots free now.
+    /// Calls that may start now (free global slots with room in the record backlog).
     pub(super) fn room(&self) -> usize {
-        self.slots.available_permits()
+        self.slots
+            .available_permits()
+            .min(self.records.available_permits())
     }
 
-    /// True while some call holds a slot (so one will be freed).
+    /// Due schedules a claim round may take now: free slots, or when claiming ahead, room
+    /// among the held fires.
+    pub(super) fn claim_room(&self) -> usize {
+        match self.ahead {
+            None => self.room(),
+            Some(_) => self.held.room(),
+        }
+    }
+
+    /// True while some call holds a slot or some outcome waits to be recorded (so one will be
+    /// freed).
     pub(super) fn busy(&self) -> bool {
-        self.room() < self.engine.config.concurrency.max(1)
+        self.slots.available_permits() < self.engine.config.concurrency.max(1)
+            || self.records.available_permits() < self.engine.record_backlog()
     }
 
     /// Reserves a slot for a call to `schedule`'s target, within the global limit and the
     /// environment's and origin's caps; `None` when any is full.
-    fn reserve(&self, schedule: &Schedule) -> Option<Slot> {
+    pub(super) fn reserve(&self, schedule: &Schedule) -> Option<Slot> {
         let config = &self.engine.config;
         let origin = origin_of(schedule);
         let mut counts = self.inflight.lock();
@@ -226,12 +275,14 @@ impl Pipeline<'_> {
         {
             return None;
         }
-        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        let call = self.slots.clone().try_acquire_owned().ok()?;
+        let permit = self.records.clone().try_acquire_owned().ok()?;
         *counts.envs.entry(schedule.env_id).or_default() += 1;
         if let Some(origin) = &origin {
             *counts.origins.entry(origin.clone()).or_default() += 1;
         }
         Some(Slot {
+            _call: call,
             permit: Some(permit),
             inflight: self.inflight.clone(),
             env: schedule.env_id,
@@ -247,9 +298,11 @@ impl Pipeline<'_> {
         if counts.envs.get(&env).copied().unwrap_or(0) >= self.engine.config.env_concurrency {
             return None;
         }
-        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        let call = self.slots.clone().try_acquire_owned().ok()?;
+        let permit = self.records.clone().try_acquire_owned().ok()?;
         *counts.envs.entry(env).or_default() += 1;
         Some(Slot {
+            _call: call,
             permit: Some(permit),
             inflight: self.inflight.clone(),
             env,
@@ -274,7 +327,7 @@ impl Pipeline<'_> {
 
     /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
     /// open, a fast failure), the result sent to the recorder.
-    fn launch(&self, schedule: Schedule, job: Job, slot: Slot) {
+    pub(super) fn launch(&self, schedule: Schedule, job: Job, slot: Slot) {
         let engine = self.engine;
         self.inflight.lock().jobs.insert(job.id);
         let now = engine.clock.now();
@@ -349,10 +402,11 @@ impl Pipeline<'_> {
     }
 
     /// Claims a batch of due schedules, round-robin across environments, as far as slots
-    /// allow, and starts their calls.
+    /// allow, and starts their calls; or, claiming ahead, the schedules due up to the lead
+    /// ahead, held for their instants.
     pub(super) async fn claim_due(&self) -> Result<Round, EngineError> {
         let engine = self.engine;
-        let room = self.room();
+        let room = self.claim_room();
         if room == 0 {
             return Ok(Round {
                 deferred: true,
@@ -363,9 +417,11 @@ impl Pipeline<'_> {
             .config
             .batch_size
             .min(u32::try_from(room).unwrap_or(u32::MAX));
+        let now = engine.clock.now();
+        let horizon = now + super::chrono_duration(self.ahead.unwrap_or_default());
         let due = engine
             .store
-            .schedules_due(engine.clock.now(), limit, engine.config.claim_seed)
+            .schedules_due(horizon, limit, engine.config.claim_seed)
             .await?;
         let full = due.len() as u64 >= u64::from(limit);
         self.account(|s| s.due += due.len() as u64);
@@ -376,7 +432,10 @@ impl Pipeline<'_> {
         let claimed: Vec<(EnvId, usize, StoreResult<super::claim::ClaimedGroup>)> =
             stream::iter(groups)
                 .map(|(env, group)| async move {
-                    let mut admit = |s: &Schedule| self.reserve(s);
+                    let mut admit = |s: &Schedule| match self.ahead {
+                        Some(_) => Admit::Hold,
+                        None => self.reserve(s).map_or(Admit::Refuse, Admit::Slot),
+                    };
                     let claimed = engine.claim_group(env, &group, &mut admit).await;
                     (env, group.len(), claimed)
                 })
@@ -407,11 +466,37 @@ impl Pipeline<'_> {
                 s.lost += claimed.lost as u64;
             });
             for (schedule, job, slot) in claimed.runs {
-                inc(&engine.metrics.fires);
-                self.launch(schedule, job, slot);
+                match slot {
+                    Some(slot) => {
+                        self.fire(schedule, job, slot);
+                    }
+                    None => {
+                        // Its lease is renewed while it waits, and the drain leaves it alone.
+                        self.inflight.lock().jobs.insert(job.id);
+                        let recheck = job.scheduled_for > now;
+                        self.held.hold(schedule, job, recheck);
+                    }
+                }
             }
         }
         Ok(round)
+    }
+
+    /// Forgets a held fire that was withdrawn (its lease is no longer renewed).
+    pub(super) fn inflight_forget(&self, job: JobId) {
+        self.inflight.lock().jobs.remove(&job);
+    }
+
+    /// Starts the call of a fire (not a retry): counted, and its lateness observed.
+    pub(super) fn fire(&self, schedule: Schedule, job: Job, slot: Slot) {
+        let engine = self.engine;
+        inc(&engine.metrics.fires);
+        let late = engine.clock.now() - job.scheduled_for;
+        engine
+            .metrics
+            .lateness
+            .observe(late.to_std().unwrap_or_default());
+        self.launch(schedule, job, slot);
     }
 
     /// Claims a batch of due retries (and triggered or republished runs) and starts them;

@@ -16,11 +16,17 @@ impl Engine {
     /// Runs the pipeline until `shutdown` resolves. Claiming stops at once; calls in flight
     /// finish (each bounded by the job timeout) and are recorded before this returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
-        let (pipeline, recorder) = self.pipeline();
+        let lead = self.config.lead();
+        let (pipeline, recorder) = self.pipeline((!lead.is_zero()).then_some(lead));
         let inflight = pipeline.inflight.clone();
         let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
+        let (stop_claims, claims_stopped) = tokio::sync::watch::channel(false);
         let claiming = async move {
-            self.claim_loop(&pipeline, shutdown).await;
+            let claim = async {
+                self.claim_loop(&pipeline, shutdown).await;
+                let _ = stop_claims.send(true);
+            };
+            tokio::join!(claim, pipeline.launch_loop(claims_stopped));
             // Dropping the pipeline closes the recorder's channel once the calls are done.
             drop(pipeline);
         };
@@ -56,32 +62,40 @@ impl Engine {
             self.observe_round(started, &round);
             let round = round.unwrap_or_default();
             let freed = &pipeline.inflight.freed;
-            // More is due and there are slots for it: go on at once.
-            if round.progress && round.full && pipeline.room() > 0 {
+            // More is due and there is room for it: go on at once.
+            if round.progress && round.full && pipeline.claim_room() > 0 {
                 tokio::select! {
                     biased;
                     () = &mut shutdown => return,
                     () = tokio::task::yield_now() => continue,
                 }
             }
-            let wait = self.wait_after(&round).await;
+            let wait = self
+                .wait_after(&round, pipeline.ahead.unwrap_or_default())
+                .await;
             tokio::select! {
                 biased;
                 () = &mut shutdown => return,
                 () = signals.schedules.notified() => {}
-                // Work waits for a slot: a finished call frees one.
+                // Work waits for a slot: a finished call frees one; or for room among the
+                // held fires: a launched one makes it.
                 () = freed.notified(), if round.deferred => {}
+                () = pipeline.held.left.notified(), if round.deferred => {}
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
 
-    /// How long to sleep after a round: until the earliest due instant, within the safety
-    /// interval, and never spinning on work that is due but cannot be taken now.
-    async fn wait_after(&self, round: &Round) -> Duration {
+    /// How long to sleep after a round: until the earliest due instant (a lead before it when
+    /// claiming ahead), within the safety interval, and never spinning on work that is due but
+    /// cannot be taken now.
+    async fn wait_after(&self, round: &Round, lead: Duration) -> Duration {
         match self.store.wakeup_next().await {
             Ok(Some(at)) => {
                 let until = (at - self.clock.now()).to_std().unwrap_or_default();
+                // Claimed a lead ahead; what is nearer than the lead after a round (a retry, a
+                // lease) is waited for at its own instant.
+                let until = if until > lead { until - lead } else { until };
                 // Work that is already due but could not be taken (another instance holds it,
                 // or it waits for a slot) must not spin this loop.
                 let floor = if round.progress && !round.deferred {

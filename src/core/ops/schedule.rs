@@ -68,6 +68,7 @@ impl Ops {
             let payload = EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
             tx.outbox_insert(&payload.into_event(&saved)).await?;
         }
+        withdraw_held_fire(&mut *tx, &current, &saved, actor).await?;
         tx.audit_insert(&actor.audit(
             "schedule.update",
             "schedule",
@@ -258,6 +259,7 @@ pub async fn update_schedule(
     let event =
         EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;
+    withdraw_held_fire(tx, current, &saved, actor).await?;
     tx.audit_insert(&actor.audit(
         "schedule.update",
         "schedule",
@@ -293,6 +295,7 @@ pub async fn delete_schedule(
         })
         .await?;
     }
+    withdraw_held_fire(tx, current, &saved, actor).await?;
     let event =
         EventPayload::for_schedule(events::SCHEDULE_DELETED, &saved, actor.now).by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;
@@ -306,4 +309,41 @@ pub async fn delete_schedule(
     .await?;
     tx.notify_on_commit(Channel::Schedules);
     Ok(saved)
+}
+
+/// Withdraws the schedule's fire claimed ahead of an instant still to come, when the change
+/// from `before` to `after` decides it (a new status or next fire: paused, deleted, resumed,
+/// re-timed). In the change's own transaction, so no instance calls it and the new timing may
+/// claim the occurrence again at once. A fire whose instant has come (its call may be in
+/// flight) is left alone.
+async fn withdraw_held_fire(
+    tx: &mut dyn TenantTx,
+    before: &Schedule,
+    after: &Schedule,
+    actor: &Actor,
+) -> OpsResult<()> {
+    let Some(reason) = after.withdraws_fire_of(before) else {
+        return Ok(());
+    };
+    let Some(open) = tx.job_get_open(after.id).await? else {
+        return Ok(());
+    };
+    let held = open.status == JobStatus::Running
+        && open.attempt == 1
+        && open.started_at.is_some_and(|starts| starts > actor.now);
+    if !held {
+        return Ok(());
+    }
+    let withdraw = JobWithdraw {
+        id: open.id,
+        reason,
+        now: actor.now,
+    };
+    if let Some(record) = tx.job_withdraw(&withdraw).await? {
+        let event = EventPayload::for_schedule(events::JOB_SKIPPED, after, actor.now)
+            .with_job(&record)
+            .by(&actor.name);
+        tx.outbox_insert(&event.into_event(after)).await?;
+    }
+    Ok(())
 }

@@ -405,6 +405,15 @@ pub struct JobCancel {
     pub now: DateTime<Utc>,
 }
 
+/// The withdrawal of a fire claimed ahead of its instant and never called: the schedule was
+/// paused, deleted or re-timed before the instant came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobWithdraw {
+    pub id: JobId,
+    pub reason: String,
+    pub now: DateTime<Utc>,
+}
+
 /// A job to insert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {

@@ -423,6 +423,36 @@ impl TenantTx for PgTenantTx<'_> {
         rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
+    async fn schedules_with_open_job(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let open: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT schedule_id FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
+             AND status IN ('pending', 'running')",
+        )
+        .bind(self.env_id.0)
+        .bind(&ids)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(open.into_iter().map(ScheduleId).collect())
+    }
+
+    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let running: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE env_id = $1 AND id = ANY($2) AND status = 'running'",
+        )
+        .bind(self.env_id.0)
+        .bind(&ids)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(running.into_iter().map(JobId).collect())
+    }
+
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
@@ -464,6 +494,10 @@ impl TenantTx for PgTenantTx<'_> {
 
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
         rows::set_job(self, change.id, rows::job_cancel(change)).await
+    }
+
+    async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_withdraw(change)).await
     }
 
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {

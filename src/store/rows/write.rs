@@ -337,6 +337,20 @@ pub(crate) fn job_cancel(c: &JobCancel) -> Transition {
     }
 }
 
+pub(crate) fn job_withdraw(c: &JobWithdraw) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Skipped.as_str())),
+            ("started_at", Val::Ts(None)),
+            ("lease_until", Val::Ts(None)),
+            ("finished_at", Val::ts(c.now)),
+            ("error", Val::text(&c.reason)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'running' AND attempt = 1"),
+    }
+}
+
 /// The columns [`TenantTx::job_finish_many`] writes for one outcome.
 pub(crate) struct FinishColumns {
     pub(crate) status: &'static str,

@@ -293,6 +293,32 @@ impl TenantTx for SqliteTenantTx {
         rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
+    async fn schedules_with_open_job(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>> {
+        let sql = "SELECT id FROM jobs WHERE env_id = ?1 AND schedule_id = ?2 \
+                   AND status IN ('pending', 'running')";
+        let mut open = Vec::new();
+        for id in ids {
+            if self.by_id(sql, id.0).await?.is_some() {
+                open.push(*id);
+            }
+        }
+        Ok(open)
+    }
+
+    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        let sql = "SELECT id FROM jobs WHERE env_id = ?1 AND id = ?2 AND status = 'running'";
+        let mut running = Vec::new();
+        for id in ids {
+            if self.by_id(sql, id.0).await?.is_some() {
+                running.push(*id);
+            }
+        }
+        Ok(running)
+    }
+
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
@@ -329,6 +355,10 @@ impl TenantTx for SqliteTenantTx {
 
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
         rows::set_job(self, change.id, rows::job_cancel(change)).await
+    }
+
+    async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_withdraw(change)).await
     }
 
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {

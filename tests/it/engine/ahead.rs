@@ -1,0 +1,270 @@
+//! Claiming ahead (the `serve` loop): a fire is claimed before its instant and called at it,
+//! never before; a schedule paused, deleted or re-timed in between is not called, and the
+//! withdrawn fire is on the record; a new payload goes out with the call.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use sentin8_cron::core::clock::Clock;
+use sentin8_cron::core::engine::EngineConfig;
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::ops::SchedulePatch;
+use sentin8_cron::core::store::*;
+use serde_json::json;
+
+use super::{Harness, cron};
+use crate::raw_http::Reply;
+
+/// A job timeout of 4 s gives a 9 s lease, so the lead is 4.5 s.
+fn ahead_config() -> EngineConfig {
+    EngineConfig {
+        job_timeout: StdDuration::from_secs(4),
+        claim_ahead: StdDuration::from_secs(10),
+        ..EngineConfig::default()
+    }
+}
+
+/// Polls (every 20 ms, at most 5 s) until `done` holds.
+async fn eventually<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..250 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// Runs the serve loop beside `scenario`, stopping it when the scenario ends.
+async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: Fut) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serve = h.engine.run(async {
+        let _ = stopped.await;
+    });
+    let scenario = async {
+        scenario.await;
+        let _ = stop.send(());
+    };
+    tokio::join!(serve, scenario);
+}
+
+async fn open_job(h: &Harness, id: ScheduleId) -> Option<Job> {
+    h.jobs(id)
+        .await
+        .into_iter()
+        .find(|j| j.status == JobStatus::Running)
+}
+
+pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc<dyn Store>) {
+    let h = Harness::with_config(store, ahead_config()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(1));
+    serving(&h, async {
+        eventually("the fire is claimed ahead", || async {
+            open_job(&h, s.id).await.is_some()
+        })
+        .await;
+        let job = open_job(&h, s.id).await.unwrap();
+        assert_eq!(job.scheduled_for, due);
+        assert_eq!(job.started_at, Some(due), "it starts at its instant");
+        assert_eq!(
+            h.schedule(s.id).await.next_run_at,
+            Some(due + Duration::minutes(5)),
+            "the claim advanced the schedule past the held occurrence"
+        );
+        // Held for its instant: a second of real time passes, the clock stays before it.
+        tokio::time::sleep(StdDuration::from_millis(1200)).await;
+        assert!(h.target.requests().is_empty(), "called before its instant");
+        h.clock.set(due);
+        eventually("the call arrives", || async {
+            !h.target.requests().is_empty()
+        })
+        .await;
+        eventually("the outcome is recorded", || async {
+            h.jobs(s.id).await[0].status == JobStatus::Succeeded
+        })
+        .await;
+    })
+    .await;
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(h.target.requests().len(), 1);
+    assert_eq!(h.target.requests()[0].json()["job_id"], json!(jobs[0].id));
+    let metrics = h.engine.metrics().render(None);
+    assert!(
+        metrics.contains("sentin8_cron_fires_total 1\n"),
+        "{metrics}"
+    );
+}
+
+pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: Arc<dyn Store>) {
+    let h = Harness::with_config(store, ahead_config()).await;
+    let paused = h.create(cron("*/5 * * * *", 3)).await;
+    let deleted = h.create(cron("*/5 * * * *", 3)).await;
+    let retimed = h.create(cron("*/5 * * * *", 3)).await;
+    let kept = h.create(cron("*/5 * * * *", 3)).await;
+    // Paused under the operations' feet (straight in the store, as another tool might): the
+    // engine's own read at the instant withdraws it.
+    let raw = h.create(cron("*/5 * * * *", 3)).await;
+    let due = kept.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(1));
+    serving(&h, async {
+        for s in [&paused, &deleted, &retimed, &kept, &raw] {
+            eventually("every fire is claimed ahead", || async {
+                open_job(&h, s.id).await.is_some()
+            })
+            .await;
+        }
+        let actor = h.actor();
+        h.ops
+            .schedule_pause(h.env, paused.id, &actor)
+            .await
+            .unwrap();
+        h.ops
+            .schedule_delete(h.env, deleted.id, &actor)
+            .await
+            .unwrap();
+        // The same expression again: the timing is re-applied, so the occurrence is pending
+        // once more and the new definition fires it.
+        let retime = SchedulePatch {
+            cron: Some("*/5 * * * *".into()),
+            ..SchedulePatch::default()
+        };
+        h.ops
+            .schedule_patch(h.env, retimed.id, retime, &actor)
+            .await
+            .unwrap();
+        let new_payload = SchedulePatch {
+            payload: Some(json!({"report": "weekly"})),
+            ..SchedulePatch::default()
+        };
+        h.ops
+            .schedule_patch(h.env, kept.id, new_payload, &actor)
+            .await
+            .unwrap();
+        let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+        tx.schedule_set_status(&ScheduleSetStatus {
+            id: raw.id,
+            status: ScheduleStatus::Paused,
+            now: h.now(),
+        })
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        h.clock.set(due);
+        eventually("the kept and the re-timed schedules are called", || async {
+            h.target.requests().len() >= 2
+        })
+        .await;
+        eventually("both are recorded, and the raw pause withdrawn", || async {
+            h.jobs(kept.id).await[0].status == JobStatus::Succeeded
+                && h.jobs(retimed.id)
+                    .await
+                    .iter()
+                    .any(|j| j.status == JobStatus::Succeeded)
+                && h.jobs(raw.id).await[0].status == JobStatus::Skipped
+        })
+        .await;
+    })
+    .await;
+
+    let calls = h.target.requests();
+    let called: Vec<_> = calls
+        .iter()
+        .map(|c| c.json()["schedule_id"].clone())
+        .collect();
+    assert_eq!(calls.len(), 2, "{called:?}");
+    assert!(called.contains(&json!(kept.id)) && called.contains(&json!(retimed.id)));
+    let kept_call = calls
+        .iter()
+        .find(|c| c.json()["schedule_id"] == json!(kept.id))
+        .unwrap();
+    assert_eq!(
+        kept_call.json()["payload"],
+        json!({"report": "weekly"}),
+        "the call carries the schedule as it is at the instant"
+    );
+
+    for (s, says) in [
+        (&paused, "became paused"),
+        (&deleted, "became deleted"),
+        (&retimed, "timing changed"),
+        (&raw, "became paused"),
+    ] {
+        let jobs = h.jobs(s.id).await;
+        let withdrawn = &jobs[0];
+        assert_eq!(withdrawn.status, JobStatus::Skipped, "{jobs:?}");
+        assert_eq!(withdrawn.scheduled_for, due);
+        assert!(withdrawn.started_at.is_none());
+        let error = withdrawn.error.as_deref().unwrap_or_default();
+        assert!(error.contains(says), "{error}");
+    }
+    // The re-timed schedule fired its occurrence under the new definition: one skipped record
+    // and one call, never two calls.
+    let retimed_jobs = h.jobs(retimed.id).await;
+    assert_eq!(retimed_jobs.len(), 2, "{retimed_jobs:?}");
+    assert_eq!(retimed_jobs[1].scheduled_for, due);
+
+    // Each withdrawal wrote its event.
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let events = tx.outbox_list(0, 1000).await.unwrap();
+    drop(tx);
+    let skipped: Vec<_> = events
+        .iter()
+        .filter(|e| e.event_type == "sentin8:cron:job:skipped")
+        .filter_map(|e| e.schedule_id)
+        .collect();
+    for s in [&paused, &deleted, &retimed, &raw] {
+        assert!(skipped.contains(&s.id), "no skipped event for {}", s.id);
+    }
+    assert!(h.clock.now() >= due);
+}
+
+pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store>) {
+    let h = Harness::with_config(store, ahead_config()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(1));
+    // A run triggered a second before the instant is still in flight when the occurrence
+    // comes within the lead; it ends before the instant.
+    h.reply([Reply::After(
+        StdDuration::from_millis(600),
+        Box::new(Reply::json(200, json!({"ok": true}))),
+    )]);
+    let triggered = h
+        .ops
+        .schedule_trigger(h.env, s.id, &h.actor())
+        .await
+        .unwrap();
+    serving(&h, async {
+        eventually("the triggered run succeeds", || async {
+            h.jobs(s.id).await[0].status == JobStatus::Succeeded
+        })
+        .await;
+        h.clock.set(due);
+        eventually("the occurrence is called", || async {
+            h.target.requests().len() == 2
+        })
+        .await;
+        eventually("and recorded", || async {
+            h.jobs(s.id).await.len() == 2 && h.jobs(s.id).await[1].status == JobStatus::Succeeded
+        })
+        .await;
+    })
+    .await;
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs[0].id, triggered.id);
+    let statuses: Vec<_> = jobs.iter().map(|j| j.status).collect();
+    assert_eq!(
+        statuses,
+        [JobStatus::Succeeded, JobStatus::Succeeded],
+        "the occurrence was not skipped for a run that ended before it: {jobs:?}"
+    );
+    assert_eq!(jobs[1].scheduled_for, due);
+}
