@@ -58,7 +58,7 @@ pub struct EngineArgs {
     #[arg(long, env = "SENTIN8_CRON_TICK_INTERVAL", value_name = "DURATION", default_value = "60s", value_parser = positive_duration)]
     pub tick_interval: Duration,
     /// Due schedules fetched per batch (batches repeat while full).
-    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batch_size: u32,
     /// How far ahead of their instant `serve` claims due schedules (the claim's database work
     /// is done before the instant; the call leaves at it). A schedule paused, deleted or

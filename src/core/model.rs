@@ -210,15 +210,16 @@ impl Schedule {
     }
 
     /// Why a fire claimed ahead from `claimed` (the row as the claim left it) must not be
-    /// called now that the schedule is `self`: its status or its next fire changed (paused,
-    /// deleted, resumed or re-timed; the change decides). `None` when it may be called.
+    /// called now that the schedule is `self`: its status, its timing or its next fire changed
+    /// (paused, deleted, resumed or re-timed; the change decides). `None` when it may be
+    /// called.
     pub fn withdraws_fire_of(&self, claimed: &Schedule) -> Option<String> {
         if self.status != claimed.status {
             Some(format!(
                 "skipped: the schedule became {} before this fire's instant",
                 self.status
             ))
-        } else if self.next_run_at != claimed.next_run_at {
+        } else if self.timing != claimed.timing || self.next_run_at != claimed.next_run_at {
             Some(
                 "skipped: the schedule's timing changed before this fire's instant; its new \
                  timing decides"

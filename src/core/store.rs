@@ -200,6 +200,12 @@ pub trait Store: Send + Sync + 'static {
     /// no longer running are left alone. Returns how many were extended.
     async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64>;
 
+    /// Hands off fires claimed ahead for their calls (ids only, across tenants): each of `ids`
+    /// that is still a running first attempt with no start gets its instant as its start.
+    /// Returns those handed off; any other was withdrawn meanwhile and must not be called.
+    async fn jobs_hand_off(&self, ids: &[JobId], now: DateTime<Utc>)
+    -> StoreResult<Vec<HandedOff>>;
+
     /// The earliest instant at which something becomes due (a schedule's next fire, a job's
     /// next attempt or a running attempt's lease expiry), across tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
@@ -397,8 +403,6 @@ pub trait TenantTx: Send {
     /// Those of the schedules `ids` that have an open (pending or running) job.
     async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;
-    /// Those of `ids` whose job is running.
-    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>>;
     /// The open (pending or running) job of a schedule, if any.
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>>;
     /// Jobs matching the query, newest first.
@@ -413,7 +417,8 @@ pub trait TenantTx: Send {
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>>;
     /// Withdraws a first attempt claimed ahead and never called: status `skipped`, no
     /// `started_at` or lease, `finished_at` and `updated_at` now, the reason as its error.
-    /// `None` when the job is not running its first attempt (or does not exist).
+    /// `None` when the job is not running its first attempt, or (unless `handed_off`) has been
+    /// handed off for its call, or does not exist.
     async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.

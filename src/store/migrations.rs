@@ -63,6 +63,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "lifecycle_fixes",
         sql: include_str!("../../migrations/postgres/0007_lifecycle_fixes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "claim_ahead",
+        sql: include_str!("../../migrations/postgres/0008_claim_ahead.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -101,6 +106,11 @@ pub const SQLITE: &[Migration] = &[
         version: 7,
         name: "lifecycle_fixes",
         sql: include_str!("../../migrations/sqlite/0007_lifecycle_fixes.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "claim_ahead",
+        sql: include_str!("../../migrations/sqlite/0008_claim_ahead.sql"),
     },
 ];
 

@@ -4,13 +4,16 @@
 //! when its instant comes, as slots allow: round-robin over environments and origins, so a
 //! full origin holds back its own fires only.
 //!
-//! At its instant, a fire claimed ahead has its schedule read again (one read per
-//! environment): a schedule paused, deleted or re-timed meanwhile has the fire withdrawn and
-//! recorded as skipped; otherwise the call goes out with the schedule as it is now. If that
-//! read fails (the database is away), the fire goes out as claimed: the claim is committed
-//! and the target does not need the database.
+//! Just before its instant ([`RECHECK_BEFORE`]), a fire claimed ahead is handed off for its
+//! call: one guarded write across environments gives it its start, unless a pause, delete or
+//! new timing withdrew it first (the change withdraws a fire not handed off in its own
+//! transaction, so exactly one of the two takes it; a change later than the hand-off does not
+//! reach the fire, like a change just after the instant). A fire whose schedule changed
+//! otherwise since the claim has its schedule read again, so a new payload or target goes
+//! out with the call. A fire is called only once its hand-off is confirmed: while the
+//! database is away the hand-off is tried again, and the call goes out late, never twice.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,12 +30,18 @@ use crate::core::model::*;
 /// for a slot); claiming waits for room beyond it.
 pub const HELD_MAX: usize = 50_000;
 
-/// A claimed fire waiting for its instant.
+/// How long before its instant a fire claimed ahead is handed off for its call: the hand-off
+/// of a burst is written before it, not in it. A change later than this does not reach the
+/// fire.
+pub const RECHECK_BEFORE: Duration = Duration::from_millis(250);
+
+/// How soon a failed hand-off is tried again.
+const HAND_OFF_RETRY: Duration = Duration::from_millis(500);
+
+/// A fire claimed ahead, to read again before its instant.
 struct HeldFire {
     schedule: Schedule,
     job: Job,
-    /// Claimed before its instant: its schedule is read again at the instant.
-    recheck: bool,
 }
 
 /// The fires held by one pipeline.
@@ -47,12 +56,15 @@ pub(super) struct Held {
 
 #[derive(Default)]
 struct HeldState {
-    /// By instant (and arrival, to keep keys unique).
+    /// By instant (and arrival, to keep keys unique): fires to read again before their
+    /// instant.
     waiting: BTreeMap<(DateTime<Utc>, u64), HeldFire>,
+    /// Fires read again (or claimed at their instant), waiting for it.
+    checked: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
     arrivals: u64,
     /// Past their instant, waiting for a slot: per environment and origin, taken round-robin.
     ready: BTreeMap<String, VecDeque<(Schedule, Job)>>,
-    /// Fires in `waiting` and `ready`.
+    /// Fires in `waiting`, `checked` and `ready`.
     count: usize,
 }
 
@@ -71,35 +83,73 @@ impl Held {
         let mut state = self.lock();
         state.arrivals += 1;
         let key = (job.scheduled_for, state.arrivals);
-        state.waiting.insert(
-            key,
-            HeldFire {
-                schedule,
-                job,
-                recheck,
-            },
-        );
+        if recheck {
+            state.waiting.insert(key, HeldFire { schedule, job });
+        } else {
+            state.checked.insert(key, (schedule, job));
+        }
         state.count += 1;
         drop(state);
         self.arrived.notify_one();
     }
 
-    /// Takes the fires whose instant has come.
-    fn take_due(&self, now: DateTime<Utc>) -> Vec<HeldFire> {
+    /// Puts fires whose hand-off failed back, to hand off again.
+    fn put_back(&self, fires: Vec<HeldFire>) {
         let mut state = self.lock();
-        let later = state.waiting.split_off(&(now, u64::MAX));
-        let due = std::mem::replace(&mut state.waiting, later);
-        // Taken fires stay counted until they are launched or withdrawn.
-        due.into_values().collect()
+        for fire in fires {
+            state.arrivals += 1;
+            let key = (fire.job.scheduled_for, state.arrivals);
+            state.waiting.insert(key, fire);
+        }
     }
 
-    /// The earliest instant still to come, and whether nothing at all is held.
+    /// Puts fires handed off back to wait for their instant.
+    fn checked(&self, fires: Vec<(Schedule, Job)>) {
+        let mut state = self.lock();
+        for (schedule, job) in fires {
+            state.arrivals += 1;
+            let key = (job.scheduled_for, state.arrivals);
+            state.checked.insert(key, (schedule, job));
+        }
+    }
+
+    /// Takes the fires to read again now (their instant is at most [`RECHECK_BEFORE`] away).
+    fn take_to_recheck(&self, now: DateTime<Utc>) -> Vec<HeldFire> {
+        let mut state = self.lock();
+        let until = now + chrono::Duration::from_std(RECHECK_BEFORE).unwrap_or_default();
+        let later = state.waiting.split_off(&(until, u64::MAX));
+        // Taken fires stay counted until they are launched or withdrawn.
+        std::mem::replace(&mut state.waiting, later)
+            .into_values()
+            .collect()
+    }
+
+    /// Takes the checked fires whose instant has come.
+    fn take_due(&self, now: DateTime<Utc>) -> Vec<(Schedule, Job)> {
+        let mut state = self.lock();
+        let later = state.checked.split_off(&(now, u64::MAX));
+        std::mem::replace(&mut state.checked, later)
+            .into_values()
+            .collect()
+    }
+
+    /// When the launcher has something to do next (a read before an instant, or an instant),
+    /// and whether nothing at all is held.
     fn next(&self) -> (Option<DateTime<Utc>>, bool) {
         let state = self.lock();
-        (
-            state.waiting.keys().next().map(|(at, _)| *at),
-            state.count == 0,
-        )
+        let before = chrono::Duration::from_std(RECHECK_BEFORE).unwrap_or_default();
+        let recheck = state.waiting.keys().next().map(|(at, _)| *at - before);
+        let instant = state.checked.keys().next().map(|(at, _)| *at);
+        let next = match (recheck, instant) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (next, state.count == 0)
+    }
+
+    /// True while fires whose instant has come wait for a slot (the recorder gives way).
+    pub(super) fn pressing(&self) -> bool {
+        !self.lock().ready.is_empty()
     }
 
     fn forget(&self, n: usize) {
@@ -117,6 +167,8 @@ impl Pipeline<'_> {
     /// claimed before a shutdown are still called at their instants, at most a lead later).
     pub(super) async fn launch_loop(&self, mut stop: watch::Receiver<bool>) {
         let clock = self.engine.clock.clone();
+        // After a failed hand-off (the database is away), when to try again.
+        let mut hand_off_after: Option<tokio::time::Instant> = None;
         loop {
             // Listen before looking, so no wake-up between the two is lost.
             let arrived = self.held.arrived.notified();
@@ -125,17 +177,27 @@ impl Pipeline<'_> {
             arrived.as_mut().enable();
             freed.as_mut().enable();
 
-            let due = self.held.take_due(clock.now());
-            if !due.is_empty() {
-                self.make_ready(due).await;
+            if hand_off_after.is_none_or(|at| at <= tokio::time::Instant::now()) {
+                hand_off_after = None;
+                let fires = self.held.take_to_recheck(clock.now());
+                if !fires.is_empty() && !self.hand_off(fires).await {
+                    hand_off_after = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                }
             }
+            let due = self.held.take_due(clock.now());
+            self.queue(due);
             let blocked = self.launch_ready();
             let (next, empty) = self.held.next();
             let stopping = *stop.borrow();
             if stopping && empty {
                 return;
             }
-            let sleep = next.map(|at| (at - clock.now()).to_std().unwrap_or(Duration::ZERO));
+            let mut sleep = next.map(|at| (at - clock.now()).to_std().unwrap_or(Duration::ZERO));
+            if let Some(at) = hand_off_after {
+                // Nothing to hand off before the retry.
+                let retry = at.saturating_duration_since(tokio::time::Instant::now());
+                sleep = Some(sleep.map_or(retry, |s| s.max(retry)));
+            }
             tokio::select! {
                 () = &mut arrived => {}
                 () = &mut freed, if blocked => {}
@@ -145,46 +207,84 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Reads again the schedules of fires claimed ahead (per environment, a few at once),
-    /// withdraws those whose schedule changed, and queues the rest for a slot.
-    async fn make_ready(&self, due: Vec<HeldFire>) {
-        let mut direct = Vec::new();
-        let mut by_env: BTreeMap<EnvId, Vec<HeldFire>> = BTreeMap::new();
-        for fire in due {
-            if fire.recheck {
-                by_env.entry(fire.schedule.env_id).or_default().push(fire);
+    /// Hands off fires claimed ahead for their calls, in one write across environments (see
+    /// [`crate::core::store::Store::jobs_hand_off`]): a fire withdrawn meanwhile is dropped;
+    /// one whose schedule changed since the claim has its schedule read again (its new
+    /// payload goes out, or a change that bypassed the withdrawal withdraws it here); the rest
+    /// wait for their instant. False when the hand-off failed: the fires are put back, and
+    /// called once it succeeds (never unconfirmed).
+    async fn hand_off(&self, fires: Vec<HeldFire>) -> bool {
+        let ids: Vec<JobId> = fires.iter().map(|f| f.job.id).collect();
+        let handed = match self
+            .engine
+            .store
+            .jobs_hand_off(&ids, self.engine.clock.now())
+            .await
+        {
+            Ok(handed) => handed,
+            Err(err) => {
+                tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
+                self.held.put_back(fires);
+                return false;
+            }
+        };
+        let handed: HashMap<JobId, DateTime<Utc>> = handed
+            .into_iter()
+            .map(|h| (h.job_id, h.schedule_updated_at))
+            .collect();
+        let mut ready = Vec::with_capacity(fires.len());
+        let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
+        let mut dropped = 0;
+        for HeldFire { schedule, mut job } in fires {
+            let Some(updated_at) = handed.get(&job.id) else {
+                // Withdrawn by a change (or recovered elsewhere) first: not ours to call.
+                tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
+                self.inflight_forget(job.id);
+                dropped += 1;
+                continue;
+            };
+            job.started_at = Some(job.scheduled_for);
+            if *updated_at == schedule.updated_at {
+                ready.push((schedule, job));
             } else {
-                direct.push((fire.schedule, fire.job));
+                changed
+                    .entry(schedule.env_id)
+                    .or_default()
+                    .push((schedule, job));
             }
         }
-        self.queue(direct);
-        let mut checked = stream::iter(by_env)
-            .map(|(env, fires)| self.recheck(env, fires))
+        self.account(|s| s.skipped += dropped as u64);
+        self.held.forget(dropped);
+        self.held.checked(ready);
+        let mut reread = stream::iter(changed)
+            .map(|(env, fires)| self.reread(env, fires))
             .buffer_unordered(CLAIMS_AT_ONCE);
-        while let Some(ready) = checked.next().await {
-            self.queue(ready);
-            // Fires of the environments checked so far need not wait for the rest.
-            self.launch_ready();
+        while let Some(ready) = reread.next().await {
+            self.held.checked(ready);
         }
+        true
     }
 
-    async fn recheck(&self, env: EnvId, fires: Vec<HeldFire>) -> Vec<(Schedule, Job)> {
-        let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|f| (&f.schedule, &f.job)).collect();
-        let verdicts = match self.engine.recheck_held(env, &pairs).await {
+    /// Reads again the schedules of handed-off fires that changed since their claim.
+    async fn reread(&self, env: EnvId, fires: Vec<(Schedule, Job)>) -> Vec<(Schedule, Job)> {
+        let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|(s, j)| (s, j)).collect();
+        let verdicts = match self.engine.reread_handed_off(env, &pairs).await {
             Ok(verdicts) => verdicts,
             Err(err) => {
-                tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read schedules again at their instant; calling as claimed");
-                return fires.into_iter().map(|f| (f.schedule, f.job)).collect();
+                // Handed off, and a change that decides (status, timing) would have withdrawn
+                // it: what changed is the payload or target, or nothing that matters.
+                tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read changed schedules again; calling them as claimed");
+                return fires;
             }
         };
         let mut ready = Vec::with_capacity(fires.len());
         let mut withdrawn = 0;
-        for (fire, verdict) in fires.into_iter().zip(verdicts) {
+        for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
             match verdict {
-                Recheck::Fire(schedule) => ready.push((*schedule, fire.job)),
+                Recheck::Fire(schedule) => ready.push((*schedule, job)),
                 Recheck::Withdrawn => {
                     withdrawn += 1;
-                    self.inflight_forget(fire.job.id);
+                    self.inflight_forget(job.id);
                 }
             }
         }

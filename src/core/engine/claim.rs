@@ -131,12 +131,13 @@ impl Engine {
         let mut slots: HashMap<ScheduleId, Option<Slot>> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
         let mut deferred = 0;
+        let mut later = 0;
         for d in due.iter().filter(|d| held.contains(&d.id)) {
             let Some(schedule) = schedules.get(&d.id) else {
                 continue;
             };
             if busy.contains(&d.id) {
-                deferred += 1;
+                later += 1;
                 continue;
             }
             match admit(schedule) {
@@ -186,11 +187,12 @@ impl Engine {
             .iter()
             .map(|s| {
                 let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
-                // A fire claimed ahead starts at its instant, and its lease runs from there.
-                let starts = scheduled_for.max(now);
+                // A fire claimed ahead has no start until it is handed off for its call (a
+                // change may withdraw it until then); its lease runs from its instant.
+                let ahead = scheduled_for > now;
                 NewJob {
-                    started_at: Some(starts),
-                    lease_until: Some(starts + lease),
+                    started_at: (!ahead).then_some(now),
+                    lease_until: Some(scheduled_for.max(now) + lease),
                     ..NewJob::running(s.id, scheduled_for, now)
                 }
             })
@@ -252,7 +254,7 @@ impl Engine {
             inc(&self.metrics.skipped);
         }
         Ok(ClaimedGroup {
-            lost: due.len() - runs.len() - skipped - deferred,
+            lost: due.len() - runs.len() - skipped - deferred - later,
             runs,
             skipped,
             missed,
@@ -315,13 +317,12 @@ pub(super) enum Recheck {
 }
 
 impl Engine {
-    /// Reads again, at their instant, the schedules and jobs of fires one environment claimed
-    /// ahead. A fire withdrawn meanwhile (a pause, delete or new timing withdraws it in its
-    /// own transaction) is not called. A schedule whose status or next fire changed since the
-    /// claim without that has its fire withdrawn here, recorded as skipped with the reason and
-    /// the `job:skipped` event; any other fire goes ahead with the schedule as it is now. One
-    /// read-only transaction when nothing changed.
-    pub(super) async fn recheck_held(
+    /// Reads again the schedules of fires one environment handed off whose schedule changed
+    /// since the claim. A schedule whose status, timing or next fire changed without the
+    /// change withdrawing the fire (it bypassed the operations) has the fire withdrawn here,
+    /// recorded as skipped with the reason and the `job:skipped` event; any other fire goes
+    /// ahead with the schedule as it is now (a new payload or target).
+    pub(super) async fn reread_handed_off(
         &self,
         env: EnvId,
         fires: &[(&Schedule, &Job)],
@@ -334,19 +335,12 @@ impl Engine {
             .into_iter()
             .map(|s| (s.id, s))
             .collect();
-        let job_ids: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
-        let running: HashSet<JobId> = tx.jobs_running_among(&job_ids).await?.into_iter().collect();
         let now = self.clock.now();
         let mut verdicts = Vec::with_capacity(fires.len());
         let mut events = Vec::new();
         for (held, job) in fires {
             let current = fresh.get(&held.id);
             let reason = match current {
-                // Withdrawn already (by the change itself, in its transaction): not called.
-                _ if !running.contains(&job.id) => {
-                    verdicts.push(Recheck::Withdrawn);
-                    continue;
-                }
                 None => "skipped: the schedule was removed before this fire's instant".to_owned(),
                 Some(s) => match s.withdraws_fire_of(held) {
                     Some(reason) => reason,
@@ -360,6 +354,7 @@ impl Engine {
                 id: job.id,
                 reason,
                 now,
+                handed_off: true,
             };
             match tx.job_withdraw(&withdraw).await? {
                 Some(record) => {

@@ -34,7 +34,7 @@ pub(super) const CLAIMS_AT_ONCE: usize = 4;
 
 /// Finished attempts that may wait to be recorded, per global slot: calls go on while records
 /// lag (a burst, a slow database), within this bound.
-const RECORD_BACKLOG_PER_SLOT: usize = 16;
+const RECORD_BACKLOG_PER_SLOT: usize = 64;
 
 /// What is in flight: counts per environment and origin, and the jobs whose leases to renew.
 #[derive(Debug, Default)]
@@ -174,6 +174,10 @@ pub(super) struct Recorder<'e> {
     done: mpsc::UnboundedReceiver<Attempt>,
     inflight: Arc<InFlight>,
     summary: Arc<Mutex<TickSummary>>,
+    /// The pipeline's held fires and record backlog: records give way to calls while fires
+    /// past their instant wait for a slot (see [`Recorder::gives_way`]).
+    held: Arc<Held>,
+    records: Arc<Semaphore>,
 }
 
 /// What one claim round did.
@@ -202,14 +206,16 @@ impl Engine {
     pub(super) fn pipeline(&self, ahead: Option<Duration>) -> (Pipeline<'_>, Recorder<'_>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let inflight = Arc::new(InFlight::default());
+        let records = Arc::new(Semaphore::new(self.record_backlog()));
+        let held = Arc::new(Held::default());
         let summary = Arc::new(Mutex::new(TickSummary::default()));
         (
             Pipeline {
                 engine: self,
                 slots: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
-                records: Arc::new(Semaphore::new(self.record_backlog())),
+                records: records.clone(),
                 ahead,
-                held: Arc::new(Held::default()),
+                held: held.clone(),
                 inflight: inflight.clone(),
                 done: tx,
                 summary: summary.clone(),
@@ -219,6 +225,8 @@ impl Engine {
                 done: rx,
                 inflight,
                 summary,
+                held: held.clone(),
+                records: records.clone(),
             },
         )
     }
@@ -432,9 +440,11 @@ impl Pipeline<'_> {
         let claimed: Vec<(EnvId, usize, StoreResult<super::claim::ClaimedGroup>)> =
             stream::iter(groups)
                 .map(|(env, group)| async move {
+                    // Only an occurrence still to come is held; one already due takes a free
+                    // slot, or waits unclaimed (a backlog is not claimed beyond the slots).
                     let mut admit = |s: &Schedule| match self.ahead {
-                        Some(_) => Admit::Hold,
-                        None => self.reserve(s).map_or(Admit::Refuse, Admit::Slot),
+                        Some(_) if s.next_run_at.is_some_and(|at| at > now) => Admit::Hold,
+                        _ => self.reserve(s).map_or(Admit::Refuse, Admit::Slot),
                     };
                     let claimed = engine.claim_group(env, &group, &mut admit).await;
                     (env, group.len(), claimed)
@@ -473,8 +483,9 @@ impl Pipeline<'_> {
                     None => {
                         // Its lease is renewed while it waits, and the drain leaves it alone.
                         self.inflight.lock().jobs.insert(job.id);
-                        let recheck = job.scheduled_for > now;
-                        self.held.hold(schedule, job, recheck);
+                        // Claimed ahead: handed off before its instant.
+                        let ahead = job.started_at.is_none();
+                        self.held.hold(schedule, job, ahead);
                     }
                 }
             }
@@ -608,6 +619,12 @@ enum Drained {
     Nothing,
 }
 
+/// How often a recorder giving way to calls looks again.
+const GIVE_WAY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The longest a recorder gives way to calls in a row.
+const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How soon a record that failed (the database is unreachable, say) is tried again.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -627,10 +644,13 @@ impl Recorder<'_> {
         let mut recording = FuturesUnordered::new();
         let mut busy: HashSet<EnvId> = HashSet::new();
         let mut open = true;
+        let mut giving_way_since: Option<tokio::time::Instant> = None;
         loop {
             let now = tokio::time::Instant::now();
+            let give_way = self.gives_way(&mut giving_way_since, now);
             let startable: Vec<EnvId> = waiting
                 .keys()
+                .filter(|_| !give_way)
                 .filter(|env| !busy.contains(*env))
                 .filter(|env| not_before.get(*env).is_none_or(|at| *at <= now))
                 .copied()
@@ -649,6 +669,8 @@ impl Recorder<'_> {
                 .filter_map(|env| not_before.get(env).copied())
                 .min();
             tokio::select! {
+                // Giving way: look again soon.
+                () = tokio::time::sleep(GIVE_WAY_POLL), if give_way => {}
                 n = self.done.recv_many(&mut ready, 1024), if open => {
                     open = n > 0;
                     for attempt in ready.drain(..) {
@@ -675,6 +697,25 @@ impl Recorder<'_> {
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
             }
         }
+    }
+
+    /// Whether to hold new records back for now: while fires past their instant wait for a
+    /// slot (a burst), their calls get the machine first. Bounded: never once the backlog is
+    /// three-quarters full, and never for longer than [`GIVE_WAY_MAX`] in a row.
+    fn gives_way(
+        &self,
+        since: &mut Option<tokio::time::Instant>,
+        now: tokio::time::Instant,
+    ) -> bool {
+        let backlog = self.engine.record_backlog();
+        let used = backlog.saturating_sub(self.records.available_permits());
+        let pressed = self.held.pressing() && used < backlog / 4 * 3;
+        if !pressed {
+            *since = None;
+            return false;
+        }
+        let started = *since.get_or_insert(now);
+        now.duration_since(started) < GIVE_WAY_MAX
     }
 
     fn done_with(&self, outcomes: &[(JobId, Outcome)]) {

@@ -311,11 +311,12 @@ pub async fn delete_schedule(
     Ok(saved)
 }
 
-/// Withdraws the schedule's fire claimed ahead of an instant still to come, when the change
-/// from `before` to `after` decides it (a new status or next fire: paused, deleted, resumed,
-/// re-timed). In the change's own transaction, so no instance calls it and the new timing may
-/// claim the occurrence again at once. A fire whose instant has come (its call may be in
-/// flight) is left alone.
+/// Withdraws the schedule's fire claimed ahead and not handed off for its call yet, when the
+/// change from `before` to `after` decides it (a new status, timing or next fire: paused,
+/// deleted, resumed, re-timed). In the change's own transaction, so no instance calls it and
+/// the new timing may claim the occurrence again at once; the guarded write and the engine's
+/// hand-off (`Store::jobs_hand_off`) decide which comes first. A fire handed off (its call
+/// may be in flight) is left alone.
 async fn withdraw_held_fire(
     tx: &mut dyn TenantTx,
     before: &Schedule,
@@ -328,9 +329,8 @@ async fn withdraw_held_fire(
     let Some(open) = tx.job_get_open(after.id).await? else {
         return Ok(());
     };
-    let held = open.status == JobStatus::Running
-        && open.attempt == 1
-        && open.started_at.is_some_and(|starts| starts > actor.now);
+    // Held for its instant: a first attempt not handed off for its call (no start yet).
+    let held = open.status == JobStatus::Running && open.attempt == 1 && open.started_at.is_none();
     if !held {
         return Ok(());
     }
@@ -338,6 +338,7 @@ async fn withdraw_held_fire(
         id: open.id,
         reason,
         now: actor.now,
+        handed_off: false,
     };
     if let Some(record) = tx.job_withdraw(&withdraw).await? {
         let event = EventPayload::for_schedule(events::JOB_SKIPPED, after, actor.now)

@@ -33,6 +33,14 @@ pub struct DueJob {
     pub status: JobStatus,
 }
 
+/// A fire claimed ahead that was handed off for its call, with its schedule's `updated_at` (a
+/// change since the claim means the schedule is read again before the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandedOff {
+    pub job_id: JobId,
+    pub schedule_updated_at: DateTime<Utc>,
+}
+
 /// Aggregate counts across all tenants, for health and metrics. Carries no tenant data.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StoreStats {
@@ -412,6 +420,9 @@ pub struct JobWithdraw {
     pub id: JobId,
     pub reason: String,
     pub now: DateTime<Utc>,
+    /// The engine withdraws a fire it handed off itself (and has not called); anyone else only
+    /// one not handed off yet.
+    pub handed_off: bool,
 }
 
 /// A job to insert.

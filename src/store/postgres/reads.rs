@@ -7,7 +7,9 @@ use uuid::Uuid;
 
 use super::{PgCells, clamp_limit};
 use crate::core::model::{EnvId, JobId};
-use crate::core::store::{DueJob, DueSchedule, EnvSummary, StoreResult, StoreStats, ZoneInUse};
+use crate::core::store::{
+    DueJob, DueSchedule, EnvSummary, HandedOff, StoreResult, StoreStats, ZoneInUse,
+};
 use crate::store::{db_err, rows};
 
 pub(super) async fn schedules_due(
@@ -55,6 +57,28 @@ pub(super) async fn jobs_lease_renew(
         .await
         .map_err(db_err)?;
     Ok(u64::try_from(renewed).unwrap_or_default())
+}
+
+pub(super) async fn jobs_hand_off(
+    pool: &PgPool,
+    ids: &[JobId],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<HandedOff>> {
+    let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+    let rows: Vec<(Uuid, DateTime<Utc>)> =
+        sqlx::query_as("SELECT job_id, schedule_updated_at FROM cron.jobs_hand_off($1, $2)")
+            .bind(&ids)
+            .bind(now)
+            .fetch_all(pool)
+            .await
+            .map_err(db_err)?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, updated_at)| HandedOff {
+            job_id: JobId(id),
+            schedule_updated_at: updated_at,
+        })
+        .collect())
 }
 
 pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {

@@ -440,19 +440,6 @@ impl TenantTx for PgTenantTx<'_> {
         Ok(open.into_iter().map(ScheduleId).collect())
     }
 
-    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let running: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT id FROM jobs WHERE env_id = $1 AND id = ANY($2) AND status = 'running'",
-        )
-        .bind(self.env_id.0)
-        .bind(&ids)
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(running.into_iter().map(JobId).collect())
-    }
-
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \

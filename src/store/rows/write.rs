@@ -347,7 +347,11 @@ pub(crate) fn job_withdraw(c: &JobWithdraw) -> Transition {
             ("error", Val::text(&c.reason)),
             ("updated_at", Val::ts(c.now)),
         ],
-        guard: Some("status = 'running' AND attempt = 1"),
+        guard: Some(if c.handed_off {
+            "status = 'running' AND attempt = 1"
+        } else {
+            "status = 'running' AND attempt = 1 AND started_at IS NULL"
+        }),
     }
 }
 

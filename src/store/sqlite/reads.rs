@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::SqliteCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, StoreError, StoreResult, StoreStats, ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, StoreError, StoreResult, StoreStats, ZoneInUse,
 };
 use crate::store::db_err;
 use crate::store::rows::{self, from_micros};
@@ -110,6 +110,36 @@ pub(super) async fn jobs_lease_renew(
         renewed += query.execute(pool).await.map_err(db_err)?.rows_affected();
     }
     Ok(renewed)
+}
+
+pub(super) async fn jobs_hand_off(
+    pool: &SqlitePool,
+    ids: &[JobId],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<HandedOff>> {
+    let mut tx = pool.begin().await.map_err(db_err)?;
+    let mut handed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let updated_at: Option<i64> = sqlx::query_scalar(
+            "UPDATE jobs SET started_at = scheduled_for, updated_at = ?2 \
+             WHERE id = ?1 AND status = 'running' AND attempt = 1 AND started_at IS NULL \
+             RETURNING (SELECT s.updated_at FROM schedules s \
+                        WHERE s.id = jobs.schedule_id AND s.env_id = jobs.env_id)",
+        )
+        .bind(id.0.to_string())
+        .bind(now.timestamp_micros())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if let Some(updated_at) = updated_at {
+            handed.push(HandedOff {
+                job_id: *id,
+                schedule_updated_at: from_micros(updated_at, "schedules")?,
+            });
+        }
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(handed)
 }
 
 pub(super) async fn dlq_envs(pool: &SqlitePool) -> StoreResult<Vec<EnvId>> {

@@ -308,17 +308,6 @@ impl TenantTx for SqliteTenantTx {
         Ok(open)
     }
 
-    async fn jobs_running_among(&mut self, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
-        let sql = "SELECT id FROM jobs WHERE env_id = ?1 AND id = ?2 AND status = 'running'";
-        let mut running = Vec::new();
-        for id in ids {
-            if self.by_id(sql, id.0).await?.is_some() {
-                running.push(*id);
-            }
-        }
-        Ok(running)
-    }
-
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \

@@ -623,3 +623,94 @@ pub async fn schedule_set_next_run_writes_next_fire_and_updated_at_only(store: A
     let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
     assert_eq!(other.schedule_set_next_run(&change).await.unwrap(), None);
 }
+
+/// A fire claimed ahead (a running first attempt with no start): exactly one of the hand-off
+/// and a change's withdrawal takes it, whichever comes first; the engine may still withdraw a
+/// fire it handed off itself.
+pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let mut held = Vec::new();
+    for name in ["handed", "withdrawn", "engine"] {
+        let s = insert_schedule(&store, env, new_schedule(name, "billing")).await;
+        let mut new = new_job(s.id, JobStatus::Running);
+        new.started_at = None;
+        new.scheduled_for = later(10);
+        let mut tx = store.tenant_begin(env).await.unwrap();
+        held.push((s, tx.job_insert(&new).await.unwrap()));
+        tx.commit().await.unwrap();
+    }
+    let (handed, withdrawn, engine) = (&held[0], &held[1], &held[2]);
+    // A started attempt (claimed at its instant) is never handed off, nor one of another try.
+    let started = running_job(&store, env).await;
+
+    let withdraw = |id: JobId, handed_off: bool| JobWithdraw {
+        id,
+        reason: "skipped: the schedule became paused before this fire's instant".into(),
+        now: later(5),
+        handed_off,
+    };
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let record = tx
+        .job_withdraw(&withdraw(withdrawn.1.id, false))
+        .await
+        .unwrap()
+        .expect("a held fire is withdrawn");
+    tx.commit().await.unwrap();
+    assert_eq!(record.status, JobStatus::Skipped);
+    assert_eq!(record.started_at, None);
+    assert_eq!(record.finished_at, Some(later(5)));
+    assert_eq!(record.error, Some(withdraw(record.id, false).reason));
+
+    let ids = [handed.1.id, withdrawn.1.id, engine.1.id, started.id];
+    let mut got = store.jobs_hand_off(&ids, later(9)).await.unwrap();
+    got.sort_by_key(|h| h.job_id);
+    let mut want: Vec<HandedOff> = [handed, engine]
+        .iter()
+        .map(|(s, j)| HandedOff {
+            job_id: j.id,
+            schedule_updated_at: s.updated_at,
+        })
+        .collect();
+    want.sort_by_key(|h| h.job_id);
+    assert_eq!(
+        got, want,
+        "the withdrawn and the started attempt are not handed off"
+    );
+    let stored = stored_job(&store, env, handed.1.id).await;
+    assert_eq!(
+        stored.started_at,
+        Some(later(10)),
+        "it starts at its instant"
+    );
+    assert_eq!(stored.status, JobStatus::Running);
+    // Handed off once: not again, and a change can no longer withdraw it.
+    assert!(
+        store
+            .jobs_hand_off(&ids, later(9))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert_eq!(
+        tx.job_withdraw(&withdraw(handed.1.id, false))
+            .await
+            .unwrap(),
+        None
+    );
+    // The engine withdraws one it handed off itself (a change that bypassed the operations).
+    let mine = tx
+        .job_withdraw(&withdraw(engine.1.id, true))
+        .await
+        .unwrap()
+        .expect("the engine withdraws its own hand-off");
+    assert_eq!(mine.status, JobStatus::Skipped);
+    assert_eq!(
+        tx.job_withdraw(&withdraw(started.id, true)).await.unwrap(),
+        None
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(stored_job(&store, env, started.id).await, started);
+    // The hand-off left the withdrawn record as it was.
+    assert_eq!(stored_job(&store, env, withdrawn.1.id).await, record);
+}

@@ -72,7 +72,10 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
         .await;
         let job = open_job(&h, s.id).await.unwrap();
         assert_eq!(job.scheduled_for, due);
-        assert_eq!(job.started_at, Some(due), "it starts at its instant");
+        assert_eq!(
+            job.started_at, None,
+            "held: not handed off for its call yet"
+        );
         assert_eq!(
             h.schedule(s.id).await.next_run_at,
             Some(due + Duration::minutes(5)),
@@ -94,6 +97,11 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     .await;
     let jobs = h.jobs(s.id).await;
     assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(
+        jobs[0].started_at,
+        Some(due),
+        "handed off, it starts at its instant"
+    );
     assert_eq!(h.target.requests().len(), 1);
     assert_eq!(h.target.requests()[0].json()["job_id"], json!(jobs[0].id));
     let metrics = h.engine.metrics().render(None);
@@ -121,15 +129,28 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
             })
             .await;
         }
+        // The changes come a little after the claims.
+        h.clock.set(due - Duration::milliseconds(900));
         let actor = h.actor();
+        // Each change withdraws the held fire in its own transaction, at once.
+        let withdrawn_now = |id: ScheduleId| {
+            let h = &h;
+            async move {
+                let jobs = h.jobs(id).await;
+                assert_eq!(jobs.len(), 1, "{jobs:?}");
+                assert_eq!(jobs[0].status, JobStatus::Skipped, "{jobs:?}");
+            }
+        };
         h.ops
             .schedule_pause(h.env, paused.id, &actor)
             .await
             .unwrap();
+        withdrawn_now(paused.id).await;
         h.ops
             .schedule_delete(h.env, deleted.id, &actor)
             .await
             .unwrap();
+        withdrawn_now(deleted.id).await;
         // The same expression again: the timing is re-applied, so the occurrence is pending
         // once more and the new definition fires it.
         let retime = SchedulePatch {
@@ -140,6 +161,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
             .schedule_patch(h.env, retimed.id, retime, &actor)
             .await
             .unwrap();
+        assert_eq!(h.jobs(retimed.id).await[0].status, JobStatus::Skipped);
         let new_payload = SchedulePatch {
             payload: Some(json!({"report": "weekly"})),
             ..SchedulePatch::default()
@@ -157,6 +179,13 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
         .await
         .unwrap();
         tx.commit().await.unwrap();
+        // Neither the payload change nor the pause that bypassed the operations withdrew
+        // anything: the engine's hand-off decides those.
+        assert_eq!(
+            open_job(&h, kept.id).await.map(|j| j.started_at),
+            Some(None)
+        );
+        assert_eq!(open_job(&h, raw.id).await.map(|j| j.started_at), Some(None));
         h.clock.set(due);
         eventually("the kept and the re-timed schedules are called", || async {
             h.target.requests().len() >= 2

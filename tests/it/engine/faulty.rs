@@ -97,6 +97,14 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.jobs_lease_renew(ids, until).await
     }
+    async fn jobs_hand_off(
+        &self,
+        ids: &[JobId],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<HandedOff>> {
+        self.check()?;
+        self.inner.jobs_hand_off(ids, now).await
+    }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;
         self.inner.wakeup_next().await
