@@ -420,6 +420,10 @@ pub trait TenantTx: Send {
     /// `None` when the job is not running its first attempt, or (unless `handed_off`) has been
     /// handed off for its call, or does not exist.
     async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>>;
+    /// Releases a first attempt claimed ahead and never handed off: status `pending`, attempt
+    /// 0, due now, no lease. `None` when it is not such an attempt (it was handed off or
+    /// withdrawn meanwhile).
+    async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;

@@ -27,8 +27,12 @@ use super::pipeline::{CLAIMS_AT_ONCE, Pipeline};
 use crate::core::model::*;
 
 /// At most this many fires are held at once (claimed ahead, or past their instant and waiting
-/// for a slot); claiming waits for room beyond it.
+/// for a slot); claiming ahead waits for room beyond it.
 pub const HELD_MAX: usize = 50_000;
+
+/// At most this many of them belong to one environment, so one tenant's flood leaves room for
+/// the others' fires (beyond it, its occurrences are claimed at their instant, into slots).
+pub const HELD_PER_ENV: usize = 20_000;
 
 /// How long before its instant a fire claimed ahead is handed off for its call: the hand-off
 /// of a burst is written before it, not in it. A change later than this does not reach the
@@ -64,8 +68,9 @@ struct HeldState {
     arrivals: u64,
     /// Past their instant, waiting for a slot: per environment and origin, taken round-robin.
     ready: BTreeMap<String, VecDeque<(Schedule, Job)>>,
-    /// Fires in `waiting`, `checked` and `ready`.
+    /// Fires in `waiting`, `checked` and `ready`, in all and per environment.
     count: usize,
+    per_env: HashMap<EnvId, usize>,
 }
 
 impl Held {
@@ -78,8 +83,15 @@ impl Held {
         HELD_MAX.saturating_sub(self.lock().count)
     }
 
+    /// Whether one more fire of `env` may be held.
+    pub(super) fn admits(&self, env: EnvId) -> bool {
+        let state = self.lock();
+        state.count < HELD_MAX && state.per_env.get(&env).copied().unwrap_or(0) < HELD_PER_ENV
+    }
+
     /// Holds a claimed fire until its instant.
     pub(super) fn hold(&self, schedule: Schedule, job: Job, recheck: bool) {
+        let job_env = schedule.env_id;
         let mut state = self.lock();
         state.arrivals += 1;
         let key = (job.scheduled_for, state.arrivals);
@@ -89,6 +101,7 @@ impl Held {
             state.checked.insert(key, (schedule, job));
         }
         state.count += 1;
+        *state.per_env.entry(job_env).or_default() += 1;
         drop(state);
         self.arrived.notify_one();
     }
@@ -133,18 +146,17 @@ impl Held {
             .collect()
     }
 
-    /// When the launcher has something to do next (a read before an instant, or an instant),
-    /// and whether nothing at all is held.
-    fn next(&self) -> (Option<DateTime<Utc>>, bool) {
+    /// When the launcher has something to do next: the next hand-off (a lead of
+    /// [`RECHECK_BEFORE`] before an instant) and the next instant of a fire handed off; and
+    /// whether nothing at all is held.
+    fn next(&self) -> Next {
         let state = self.lock();
         let before = chrono::Duration::from_std(RECHECK_BEFORE).unwrap_or_default();
-        let recheck = state.waiting.keys().next().map(|(at, _)| *at - before);
-        let instant = state.checked.keys().next().map(|(at, _)| *at);
-        let next = match (recheck, instant) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        (next, state.count == 0)
+        Next {
+            hand_off: state.waiting.keys().next().map(|(at, _)| *at - before),
+            instant: state.checked.keys().next().map(|(at, _)| *at),
+            empty: state.count == 0,
+        }
     }
 
     /// True while fires whose instant has come wait for a slot (the recorder gives way).
@@ -152,14 +164,32 @@ impl Held {
         !self.lock().ready.is_empty()
     }
 
-    fn forget(&self, n: usize) {
-        if n > 0 {
-            let mut state = self.lock();
-            state.count = state.count.saturating_sub(n);
-            drop(state);
+    /// Fires that left (launched, or withdrawn), by environment.
+    fn forget(&self, envs: impl IntoIterator<Item = EnvId>) {
+        let mut state = self.lock();
+        let mut left = false;
+        for env in envs {
+            left = true;
+            state.count = state.count.saturating_sub(1);
+            if let Some(n) = state.per_env.get_mut(&env) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    state.per_env.remove(&env);
+                }
+            }
+        }
+        drop(state);
+        if left {
             self.left.notify_one();
         }
     }
+}
+
+/// What [`Held::next`] tells the launcher.
+struct Next {
+    hand_off: Option<DateTime<Utc>>,
+    instant: Option<DateTime<Utc>>,
+    empty: bool,
 }
 
 impl Pipeline<'_> {
@@ -187,17 +217,22 @@ impl Pipeline<'_> {
             let due = self.held.take_due(clock.now());
             self.queue(due);
             let blocked = self.launch_ready();
-            let (next, empty) = self.held.next();
+            let next = self.held.next();
             let stopping = *stop.borrow();
-            if stopping && empty {
+            if stopping && next.empty {
                 return;
             }
-            let mut sleep = next.map(|at| (at - clock.now()).to_std().unwrap_or(Duration::ZERO));
+            let until = |at: DateTime<Utc>| (at - clock.now()).to_std().unwrap_or(Duration::ZERO);
+            let mut hand_off = next.hand_off.map(until);
             if let Some(at) = hand_off_after {
-                // Nothing to hand off before the retry.
+                // No hand-off before the retry; fires already handed off keep their instants.
                 let retry = at.saturating_duration_since(tokio::time::Instant::now());
-                sleep = Some(sleep.map_or(retry, |s| s.max(retry)));
+                hand_off = hand_off.map(|h| h.max(retry));
             }
+            let sleep = match (hand_off, next.instant.map(until)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
                 () = &mut arrived => {}
                 () = &mut freed, if blocked => {}
@@ -234,16 +269,18 @@ impl Pipeline<'_> {
             .collect();
         let mut ready = Vec::with_capacity(fires.len());
         let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
-        let mut dropped = 0;
+        let mut dropped = Vec::new();
         for HeldFire { schedule, mut job } in fires {
             let Some(updated_at) = handed.get(&job.id) else {
-                // Withdrawn by a change (or recovered elsewhere) first: not ours to call.
+                // Withdrawn by a change (or released elsewhere) first: not ours to call.
                 tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
-                self.inflight_forget(job.id);
-                dropped += 1;
+                dropped.push(schedule.env_id);
                 continue;
             };
             job.started_at = Some(job.scheduled_for);
+            // From here on its lease is renewed with the calls in flight, and the drain leaves
+            // it alone.
+            self.inflight_track(job.id);
             if *updated_at == schedule.updated_at {
                 ready.push((schedule, job));
             } else {
@@ -253,7 +290,7 @@ impl Pipeline<'_> {
                     .push((schedule, job));
             }
         }
-        self.account(|s| s.skipped += dropped as u64);
+        self.account(|s| s.skipped += dropped.len() as u64);
         self.held.forget(dropped);
         self.held.checked(ready);
         let mut reread = stream::iter(changed)
@@ -278,17 +315,17 @@ impl Pipeline<'_> {
             }
         };
         let mut ready = Vec::with_capacity(fires.len());
-        let mut withdrawn = 0;
+        let mut withdrawn = Vec::new();
         for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
             match verdict {
                 Recheck::Fire(schedule) => ready.push((*schedule, job)),
                 Recheck::Withdrawn => {
-                    withdrawn += 1;
+                    withdrawn.push(env);
                     self.inflight_forget(job.id);
                 }
             }
         }
-        self.account(|s| s.skipped += withdrawn as u64);
+        self.account(|s| s.skipped += withdrawn.len() as u64);
         self.held.forget(withdrawn);
         ready
     }
@@ -312,7 +349,7 @@ impl Pipeline<'_> {
     /// Starts ready fires as slots allow, one per environment and origin in turn. True when
     /// some are left waiting for a slot.
     fn launch_ready(&self) -> bool {
-        let mut launched = 0;
+        let mut launched = Vec::new();
         let mut blocked: HashSet<String> = HashSet::new();
         loop {
             let keys: Vec<String> = {
@@ -346,8 +383,8 @@ impl Pipeline<'_> {
                     state.ready.remove(&key);
                 }
                 drop(state);
+                launched.push(schedule.env_id);
                 self.fire(schedule, job, slot);
-                launched += 1;
                 progress = true;
             }
             if !progress || self.room() == 0 {

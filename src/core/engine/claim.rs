@@ -295,6 +295,20 @@ impl Engine {
         claimed
     }
 
+    /// Releases a fire claimed ahead that its instance never handed off (it stopped): a
+    /// pending run due now, its first attempt still to come. True when released.
+    pub(super) async fn release_unstarted(&self, env: EnvId, job: JobId) -> StoreResult<bool> {
+        let mut tx = self.store.tenant_begin(env).await?;
+        let released = tx
+            .job_release(&JobRelease {
+                id: job,
+                now: self.clock.now(),
+            })
+            .await?;
+        tx.commit().await?;
+        Ok(released.is_some())
+    }
+
     /// A running attempt whose lease ran out, with its schedule.
     pub(super) async fn load_for_stale(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
         let mut tx = self.store.tenant_begin(due.env_id).await?;

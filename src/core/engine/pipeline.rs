@@ -258,7 +258,8 @@ impl Pipeline<'_> {
     pub(super) fn claim_room(&self) -> usize {
         match self.ahead {
             None => self.room(),
-            Some(_) => self.held.room(),
+            // Occurrences already due still take free slots when the held fires are full.
+            Some(_) => self.held.room().max(self.room()),
         }
     }
 
@@ -443,7 +444,13 @@ impl Pipeline<'_> {
                     // Only an occurrence still to come is held; one already due takes a free
                     // slot, or waits unclaimed (a backlog is not claimed beyond the slots).
                     let mut admit = |s: &Schedule| match self.ahead {
-                        Some(_) if s.next_run_at.is_some_and(|at| at > now) => Admit::Hold,
+                        Some(_) if s.next_run_at.is_some_and(|at| at > now) => {
+                            if self.held.admits(s.env_id) {
+                                Admit::Hold
+                            } else {
+                                Admit::Refuse
+                            }
+                        }
                         _ => self.reserve(s).map_or(Admit::Refuse, Admit::Slot),
                     };
                     let claimed = engine.claim_group(env, &group, &mut admit).await;
@@ -481,9 +488,8 @@ impl Pipeline<'_> {
                         self.fire(schedule, job, slot);
                     }
                     None => {
-                        // Its lease is renewed while it waits, and the drain leaves it alone.
-                        self.inflight.lock().jobs.insert(job.id);
-                        // Claimed ahead: handed off before its instant.
+                        // Claimed ahead: its lease runs from its instant, so it needs no
+                        // renewal until it is handed off for its call (just before it).
                         let ahead = job.started_at.is_none();
                         self.held.hold(schedule, job, ahead);
                     }
@@ -493,16 +499,26 @@ impl Pipeline<'_> {
         Ok(round)
     }
 
+    /// Tracks a held fire handed off for its call: its lease is renewed from now on, and the
+    /// drain leaves it alone.
+    pub(super) fn inflight_track(&self, job: JobId) {
+        self.inflight.lock().jobs.insert(job);
+    }
+
     /// Forgets a held fire that was withdrawn (its lease is no longer renewed).
     pub(super) fn inflight_forget(&self, job: JobId) {
         self.inflight.lock().jobs.remove(&job);
     }
 
     /// Starts the call of a fire (not a retry): counted, and its lateness observed.
-    pub(super) fn fire(&self, schedule: Schedule, job: Job, slot: Slot) {
+    pub(super) fn fire(&self, schedule: Schedule, mut job: Job, slot: Slot) {
         let engine = self.engine;
         inc(&engine.metrics.fires);
-        let late = engine.clock.now() - job.scheduled_for;
+        let now = engine.clock.now();
+        // The attempt ledger records when the call really started (a fire claimed ahead may
+        // have waited for a slot past its hand-off).
+        job.started_at = Some(now);
+        let late = now - job.scheduled_for;
         engine
             .metrics
             .lateness
@@ -581,6 +597,25 @@ impl Pipeline<'_> {
             }
             JobStatus::Running => {
                 match engine.load_for_stale(due).await {
+                    // Claimed ahead and never handed off: never called, so released to run
+                    // (not a failed attempt); the hand-off and the release are guarded alike,
+                    // so only one takes it.
+                    Ok(Some((_, job))) if job.attempt == 1 && job.started_at.is_none() => {
+                        let released = engine.release_unstarted(due.env_id, job.id).await;
+                        self.inflight.lock().recovering.remove(&due.id);
+                        match released {
+                            Ok(true) => {
+                                tracing::warn!(job_id = %job.id, "a fire claimed ahead by a stopped instance was released to run");
+                                Drained::Progress
+                            }
+                            Ok(false) => Drained::Nothing,
+                            Err(err) => {
+                                tracing::error!(job_id = %job.id, error = %err, "releasing an abandoned claim failed");
+                                self.account(|s| s.errors += 1);
+                                Drained::Nothing
+                            }
+                        }
+                    }
                     Ok(Some((schedule, job))) => {
                         inc(&engine.metrics.failures);
                         self.account(|s| s.retried_attempts += 1);

@@ -425,6 +425,15 @@ pub struct JobWithdraw {
     pub handed_off: bool,
 }
 
+/// The release of a fire claimed ahead whose instance stopped before handing it off: it was
+/// never called, so it becomes a pending run due now (its first attempt still to come), not
+/// a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRelease {
+    pub id: JobId,
+    pub now: DateTime<Utc>,
+}
+
 /// A job to insert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {

@@ -360,7 +360,7 @@ impl TenantTx for PgTenantTx<'_> {
                          $10::timestamptz[]) \
                   AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
                        updated_at, lease_by) \
-             WHERE j.env_id = $1 AND j.id = u.id AND j.status = 'running' \
+             WHERE j.env_id = $1 AND j.id = u.id AND (j.status = 'running') IS TRUE \
                AND j.attempt = u.attempt \
                AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
              RETURNING {}",
@@ -485,6 +485,10 @@ impl TenantTx for PgTenantTx<'_> {
 
     async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
         rows::set_job(self, change.id, rows::job_withdraw(change)).await
+    }
+
+    async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_release(change)).await
     }
 
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {

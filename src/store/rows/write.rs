@@ -355,6 +355,19 @@ pub(crate) fn job_withdraw(c: &JobWithdraw) -> Transition {
     }
 }
 
+pub(crate) fn job_release(c: &JobRelease) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Pending.as_str())),
+            ("attempt", Val::I32(0)),
+            ("next_attempt_at", Val::ts(c.now)),
+            ("lease_until", Val::Ts(None)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'running' AND attempt = 1 AND started_at IS NULL"),
+    }
+}
+
 /// The columns [`TenantTx::job_finish_many`] writes for one outcome.
 pub(crate) struct FinishColumns {
     pub(crate) status: &'static str,

@@ -350,6 +350,10 @@ impl TenantTx for SqliteTenantTx {
         rows::set_job(self, change.id, rows::job_withdraw(change)).await
     }
 
+    async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
+        rows::set_job(self, change.id, rows::job_release(change)).await
+    }
+
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
         let sql = format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = ?3, \

@@ -297,3 +297,58 @@ pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store
     );
     assert_eq!(jobs[1].scheduled_for, due);
 }
+
+pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc<dyn Store>) {
+    let h = Harness::with_config(store, ahead_config()).await;
+    // No retries allowed: recorded as a failed attempt, it would be dead-lettered uncalled.
+    let s = h.create(cron("*/5 * * * *", 0)).await;
+    let due = s.next_run_at.unwrap();
+    // Another instance claimed the fire ahead, then stopped before handing it off: its job
+    // is running with no start, and its lease ran out after the instant.
+    let claimed_at = due - Duration::seconds(5);
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    tx.schedule_claim(&ScheduleClaim {
+        id: s.id,
+        expected_next_run_at: due,
+        next_run_at: Some(due + Duration::minutes(5)),
+        now: claimed_at,
+    })
+    .await
+    .unwrap()
+    .expect("claimed");
+    let held = tx
+        .job_insert(&NewJob {
+            started_at: None,
+            lease_until: Some(due + Duration::seconds(9)),
+            ..NewJob::running(s.id, due, claimed_at)
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let found = h.tick_at(due + Duration::seconds(10)).await;
+    assert_eq!(
+        (found.failed, found.dead_lettered),
+        (0, 0),
+        "never called, so not a failed attempt: {found:?}"
+    );
+    let released = h.jobs(s.id).await;
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].id, held.id);
+    assert_eq!(
+        (released[0].status, released[0].attempt),
+        (JobStatus::Pending, 0)
+    );
+
+    let ran = h.tick_at(due + Duration::seconds(11)).await;
+    assert_eq!((ran.retried_attempts, ran.succeeded), (1, 1), "{ran:?}");
+    let calls = h.target.requests();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].json()["attempt"], 1, "its first attempt");
+    assert_eq!(calls[0].json()["job_id"], json!(held.id));
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let attempts = tx.job_attempts_list(held.id).await.unwrap();
+    drop(tx);
+    assert_eq!(attempts.len(), 1, "one attempt, the call: {attempts:?}");
+    assert!(h.dlq().await.is_empty());
+}
