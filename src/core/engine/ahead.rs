@@ -4,7 +4,7 @@
 //! when its instant comes, as slots allow: round-robin over environments and origins, so a
 //! full origin holds back its own fires only.
 //!
-//! Just before its instant ([`RECHECK_BEFORE`]), a fire claimed ahead is handed off for its
+//! Just before its instant ([`HAND_OFF_BEFORE`]), a fire claimed ahead is handed off for its
 //! call: one guarded write across environments gives it its start, unless a pause, delete or
 //! new timing withdrew it first (the change withdraws a fire not handed off in its own
 //! transaction, so exactly one of the two takes it; a change later than the hand-off does not
@@ -37,7 +37,7 @@ pub const HELD_PER_ENV: usize = 20_000;
 /// How long before its instant a fire claimed ahead is handed off for its call: the hand-off
 /// of a burst is written before it, not in it. A change later than this does not reach the
 /// fire.
-pub const RECHECK_BEFORE: Duration = Duration::from_millis(250);
+pub const HAND_OFF_BEFORE: Duration = Duration::from_millis(250);
 
 /// How soon a failed hand-off is tried again.
 const HAND_OFF_RETRY: Duration = Duration::from_millis(500);
@@ -60,17 +60,25 @@ pub(super) struct Held {
 
 #[derive(Default)]
 struct HeldState {
-    /// By instant (and arrival, to keep keys unique): fires to read again before their
+    /// By instant (and arrival, to keep keys unique): fires to hand off before their
     /// instant.
     waiting: BTreeMap<(DateTime<Utc>, u64), HeldFire>,
-    /// Fires read again (or claimed at their instant), waiting for it.
-    checked: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
+    /// Fires handed off, waiting for their instant.
+    handed_off: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
     arrivals: u64,
     /// Past their instant, waiting for a slot: per environment and origin, taken round-robin.
     ready: BTreeMap<String, VecDeque<(Schedule, Job)>>,
-    /// Fires in `waiting`, `checked` and `ready`, in all and per environment.
+    /// Fires in `waiting`, `handed_off` and `ready`, in all and per environment.
     count: usize,
     per_env: HashMap<EnvId, usize>,
+}
+
+impl HeldState {
+    /// A key for a fire at `at`: by instant, then by arrival.
+    fn key(&mut self, at: DateTime<Utc>) -> (DateTime<Utc>, u64) {
+        self.arrivals += 1;
+        (at, self.arrivals)
+    }
 }
 
 impl Held {
@@ -89,17 +97,12 @@ impl Held {
         state.count < HELD_MAX && state.per_env.get(&env).copied().unwrap_or(0) < HELD_PER_ENV
     }
 
-    /// Holds a claimed fire until its instant.
-    pub(super) fn hold(&self, schedule: Schedule, job: Job, recheck: bool) {
+    /// Holds a fire claimed ahead until its hand-off.
+    pub(super) fn hold(&self, schedule: Schedule, job: Job) {
         let job_env = schedule.env_id;
         let mut state = self.lock();
-        state.arrivals += 1;
-        let key = (job.scheduled_for, state.arrivals);
-        if recheck {
-            state.waiting.insert(key, HeldFire { schedule, job });
-        } else {
-            state.checked.insert(key, (schedule, job));
-        }
+        let key = state.key(job.scheduled_for);
+        state.waiting.insert(key, HeldFire { schedule, job });
         state.count += 1;
         *state.per_env.entry(job_env).or_default() += 1;
         drop(state);
@@ -110,26 +113,24 @@ impl Held {
     fn put_back(&self, fires: Vec<HeldFire>) {
         let mut state = self.lock();
         for fire in fires {
-            state.arrivals += 1;
-            let key = (fire.job.scheduled_for, state.arrivals);
+            let key = state.key(fire.job.scheduled_for);
             state.waiting.insert(key, fire);
         }
     }
 
     /// Puts fires handed off back to wait for their instant.
-    fn checked(&self, fires: Vec<(Schedule, Job)>) {
+    fn handed_off(&self, fires: Vec<(Schedule, Job)>) {
         let mut state = self.lock();
         for (schedule, job) in fires {
-            state.arrivals += 1;
-            let key = (job.scheduled_for, state.arrivals);
-            state.checked.insert(key, (schedule, job));
+            let key = state.key(job.scheduled_for);
+            state.handed_off.insert(key, (schedule, job));
         }
     }
 
-    /// Takes the fires to read again now (their instant is at most [`RECHECK_BEFORE`] away).
-    fn take_to_recheck(&self, now: DateTime<Utc>) -> Vec<HeldFire> {
+    /// Takes the fires to hand off now (their instant is at most [`HAND_OFF_BEFORE`] away).
+    fn take_to_hand_off(&self, now: DateTime<Utc>) -> Vec<HeldFire> {
         let mut state = self.lock();
-        let until = now + chrono::Duration::from_std(RECHECK_BEFORE).unwrap_or_default();
+        let until = now + chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
         let later = state.waiting.split_off(&(until, u64::MAX));
         // Taken fires stay counted until they are launched or withdrawn.
         std::mem::replace(&mut state.waiting, later)
@@ -137,24 +138,24 @@ impl Held {
             .collect()
     }
 
-    /// Takes the checked fires whose instant has come.
+    /// Takes the handed-off fires whose instant has come.
     fn take_due(&self, now: DateTime<Utc>) -> Vec<(Schedule, Job)> {
         let mut state = self.lock();
-        let later = state.checked.split_off(&(now, u64::MAX));
-        std::mem::replace(&mut state.checked, later)
+        let later = state.handed_off.split_off(&(now, u64::MAX));
+        std::mem::replace(&mut state.handed_off, later)
             .into_values()
             .collect()
     }
 
     /// When the launcher has something to do next: the next hand-off (a lead of
-    /// [`RECHECK_BEFORE`] before an instant) and the next instant of a fire handed off; and
+    /// [`HAND_OFF_BEFORE`] before an instant) and the next instant of a fire handed off; and
     /// whether nothing at all is held.
     fn next(&self) -> Next {
         let state = self.lock();
-        let before = chrono::Duration::from_std(RECHECK_BEFORE).unwrap_or_default();
+        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
         Next {
             hand_off: state.waiting.keys().next().map(|(at, _)| *at - before),
-            instant: state.checked.keys().next().map(|(at, _)| *at),
+            instant: state.handed_off.keys().next().map(|(at, _)| *at),
             empty: state.count == 0,
         }
     }
@@ -209,7 +210,7 @@ impl Pipeline<'_> {
 
             if hand_off_after.is_none_or(|at| at <= tokio::time::Instant::now()) {
                 hand_off_after = None;
-                let fires = self.held.take_to_recheck(clock.now());
+                let fires = self.held.take_to_hand_off(clock.now());
                 if !fires.is_empty() && !self.hand_off(fires).await {
                     hand_off_after = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
                 }
@@ -292,12 +293,12 @@ impl Pipeline<'_> {
         }
         self.account(|s| s.skipped += dropped.len() as u64);
         self.held.forget(dropped);
-        self.held.checked(ready);
+        self.held.handed_off(ready);
         let mut reread = stream::iter(changed)
             .map(|(env, fires)| self.reread(env, fires))
             .buffer_unordered(CLAIMS_AT_ONCE);
         while let Some(ready) = reread.next().await {
-            self.held.checked(ready);
+            self.held.handed_off(ready);
         }
         true
     }

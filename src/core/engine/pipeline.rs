@@ -273,10 +273,22 @@ impl Pipeline<'_> {
     /// Reserves a slot for a call to `schedule`'s target, within the global limit and the
     /// environment's and origin's caps; `None` when any is full.
     pub(super) fn reserve(&self, schedule: &Schedule) -> Option<Slot> {
+        self.reserve_in(schedule.env_id, origin_of(schedule))
+    }
+
+    /// Reserves a slot for a retry of `env` before claiming it, within the global limit and
+    /// the environment's cap; `None` when either is full (the retry waits for a slot). Its
+    /// origin is known once claimed ([`Pipeline::count_origin`]).
+    fn reserve_env(&self, env: EnvId) -> Option<Slot> {
+        self.reserve_in(env, None)
+    }
+
+    /// A slot under the global limit, the record backlog, `env`'s cap and, when given, the
+    /// origin's cap.
+    fn reserve_in(&self, env: EnvId, origin: Option<String>) -> Option<Slot> {
         let config = &self.engine.config;
-        let origin = origin_of(schedule);
         let mut counts = self.inflight.lock();
-        if counts.envs.get(&schedule.env_id).copied().unwrap_or(0) >= config.env_concurrency {
+        if counts.envs.get(&env).copied().unwrap_or(0) >= config.env_concurrency {
             return None;
         }
         if let Some(origin) = &origin
@@ -286,7 +298,7 @@ impl Pipeline<'_> {
         }
         let call = self.slots.clone().try_acquire_owned().ok()?;
         let permit = self.records.clone().try_acquire_owned().ok()?;
-        *counts.envs.entry(schedule.env_id).or_default() += 1;
+        *counts.envs.entry(env).or_default() += 1;
         if let Some(origin) = &origin {
             *counts.origins.entry(origin.clone()).or_default() += 1;
         }
@@ -294,28 +306,8 @@ impl Pipeline<'_> {
             _call: call,
             permit: Some(permit),
             inflight: self.inflight.clone(),
-            env: schedule.env_id,
-            origin,
-        })
-    }
-
-    /// Reserves a slot for a retry of `env` before claiming it, within the global limit and
-    /// the environment's cap; `None` when either is full (the retry waits for a slot). Its
-    /// origin is known once claimed ([`Pipeline::count_origin`]).
-    fn reserve_env(&self, env: EnvId) -> Option<Slot> {
-        let mut counts = self.inflight.lock();
-        if counts.envs.get(&env).copied().unwrap_or(0) >= self.engine.config.env_concurrency {
-            return None;
-        }
-        let call = self.slots.clone().try_acquire_owned().ok()?;
-        let permit = self.records.clone().try_acquire_owned().ok()?;
-        *counts.envs.entry(env).or_default() += 1;
-        Some(Slot {
-            _call: call,
-            permit: Some(permit),
-            inflight: self.inflight.clone(),
             env,
-            origin: None,
+            origin,
         })
     }
 
@@ -490,8 +482,7 @@ impl Pipeline<'_> {
                     None => {
                         // Claimed ahead: its lease runs from its instant, so it needs no
                         // renewal until it is handed off for its call (just before it).
-                        let ahead = job.started_at.is_none();
-                        self.held.hold(schedule, job, ahead);
+                        self.held.hold(schedule, job);
                     }
                 }
             }
