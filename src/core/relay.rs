@@ -492,8 +492,8 @@ impl Relay {
         }
     }
 
-    /// Relays until `shutdown` resolves: a drain whenever a commit rings the outbox signal,
-    /// at least every `poll_interval`, and not before `failure_backoff` after a failure (a
+    /// Relays until `shutdown` resolves: a drain whenever a commit rings the outbox signal (at
+    /// most every [`RELAY_STEP`]), at least every `poll_interval`, and not before `failure_backoff` after a failure (a
     /// commit does not cut that short). A retention pass runs every `purge_interval`. An
     /// in-flight round finishes before the loop returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
@@ -502,6 +502,7 @@ impl Relay {
         self.refresh_parked().await;
         let mut next_purge = self.clock.now();
         loop {
+            let started = tokio::time::Instant::now();
             let drained = self.drain().await;
             if self.clock.now() >= next_purge {
                 match self.purge().await {
@@ -535,12 +536,23 @@ impl Relay {
             tokio::select! {
                 biased;
                 () = &mut shutdown => return,
-                () = signals.outbox.notified(), if wake_on_signal => {}
+                () = signals.outbox.notified(), if wake_on_signal => {
+                    // What commits meanwhile is relayed together, a step after the last round
+                    // began: a steady stream of commits is not one round each.
+                    tokio::select! {
+                        biased;
+                        () = &mut shutdown => return,
+                        () = tokio::time::sleep_until(started + RELAY_STEP) => {}
+                    }
+                }
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
 }
+
+/// Rounds woken by commits begin at most this often.
+const RELAY_STEP: Duration = Duration::from_millis(50);
 
 fn chrono_duration(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)

@@ -203,8 +203,7 @@ pub trait Store: Send + Sync + 'static {
     /// Hands off fires claimed ahead for their calls (ids only, across tenants): each of `ids`
     /// that is still a running first attempt with no start gets its instant as its start.
     /// Returns those handed off; any other was withdrawn meanwhile and must not be called.
-    async fn jobs_hand_off(&self, ids: &[JobId], now: DateTime<Utc>)
-    -> StoreResult<Vec<HandedOff>>;
+    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>>;
 
     /// The earliest instant at which something becomes due (a schedule's next fire, a job's
     /// next attempt or a running attempt's lease expiry), across tenants.

@@ -68,6 +68,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "claim_ahead",
         sql: include_str!("../../migrations/postgres/0008_claim_ahead.sql"),
     },
+    Migration {
+        version: 9,
+        name: "cheaper_hand_off",
+        sql: include_str!("../../migrations/postgres/0009_cheaper_hand_off.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -111,6 +116,11 @@ pub const SQLITE: &[Migration] = &[
         version: 8,
         name: "claim_ahead",
         sql: include_str!("../../migrations/sqlite/0008_claim_ahead.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "cheaper_hand_off",
+        sql: include_str!("../../migrations/sqlite/0009_cheaper_hand_off.sql"),
     },
 ];
 

@@ -231,6 +231,7 @@ macro_rules! engine_suite {
                 a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
                 a_fire_claimed_ahead_is_called_at_its_instant_not_before,
+                a_fire_held_by_a_claim_that_crosses_its_instant_is_called_once,
                 a_schedule_paused_before_its_claimed_instant_is_not_called,
                 an_open_job_does_not_skip_a_fire_claimed_ahead,
                 a_fire_held_by_a_stopped_instance_is_released_not_failed,

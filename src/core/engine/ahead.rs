@@ -4,11 +4,11 @@
 //! when its instant comes, as slots allow: round-robin over environments and origins, so a
 //! full origin holds back its own fires only.
 //!
-//! Just before its instant ([`HAND_OFF_BEFORE`]), a fire claimed ahead is handed off for its
-//! call: one guarded write across environments gives it its start, unless a pause, delete or
-//! new timing withdrew it first (the change withdraws a fire not handed off in its own
-//! transaction, so exactly one of the two takes it; a change later than the hand-off does not
-//! reach the fire, like a change just after the instant). A fire whose schedule changed
+//! Just before its instant ([`HAND_OFF_BEFORE`], in steps of [`HAND_OFF_STEP`]), a fire claimed
+//! ahead is handed off for its call: one guarded write across environments gives it its start,
+//! unless a pause, delete or new timing withdrew it first (the change withdraws a fire not
+//! handed off in its own transaction, so exactly one of the two takes it; a change later than
+//! the hand-off does not reach the fire, like a change just after the instant). A fire whose schedule changed
 //! otherwise since the claim has its schedule read again, so a new payload or target goes
 //! out with the call. A fire is called only once its hand-off is confirmed: while the
 //! database is away the hand-off is tried again, and the call goes out late, never twice.
@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::StreamExt;
-use futures_util::stream;
+use futures_util::future::{BoxFuture, OptionFuture};
+use futures_util::{FutureExt, StreamExt, stream};
 use tokio::sync::{Notify, watch};
 
 use super::claim::Recheck;
@@ -34,10 +34,20 @@ pub const HELD_MAX: usize = 50_000;
 /// the others' fires (beyond it, its occurrences are claimed at their instant, into slots).
 pub const HELD_PER_ENV: usize = 20_000;
 
-/// How long before its instant a fire claimed ahead is handed off for its call: the hand-off
-/// of a burst is written before it, not in it. A change later than this does not reach the
-/// fire.
-pub const HAND_OFF_BEFORE: Duration = Duration::from_millis(250);
+/// How long before its instant a fire claimed ahead is handed off for its call at the latest:
+/// the hand-off of a burst (thousands of rows) is written before it, not in it. A change later
+/// than this does not reach the fire.
+pub const HAND_OFF_BEFORE: Duration = Duration::from_secs(1);
+
+/// At most this many fires are handed off in one write, in instant order: the earliest of a
+/// large burst are called while the rest are handed off.
+const HAND_OFF_CHUNK: usize = 2_000;
+
+/// A hand-off also takes the fires due within this much after those it must take, so a steady
+/// stream of fires is handed off a few times a second in one write each, not one write per
+/// fire: a fire is handed off between [`HAND_OFF_BEFORE`] and this much more before its
+/// instant (or, in a burst larger than a chunk, as soon as the chunks before it are).
+pub const HAND_OFF_STEP: Duration = Duration::from_millis(250);
 
 /// How soon a failed hand-off is tried again.
 const HAND_OFF_RETRY: Duration = Duration::from_millis(500);
@@ -127,15 +137,30 @@ impl Held {
         }
     }
 
-    /// Takes the fires to hand off now (their instant is at most [`HAND_OFF_BEFORE`] away).
+    /// Takes the fires to hand off now: when the earliest is at most [`HAND_OFF_BEFORE`] away,
+    /// those at most [`HAND_OFF_STEP`] more away too, earliest first, at most
+    /// [`HAND_OFF_CHUNK`].
     fn take_to_hand_off(&self, now: DateTime<Utc>) -> Vec<HeldFire> {
         let mut state = self.lock();
-        let until = now + chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
-        let later = state.waiting.split_off(&(until, u64::MAX));
+        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
+        let until = now + before + chrono::Duration::from_std(HAND_OFF_STEP).unwrap_or_default();
+        if state
+            .waiting
+            .keys()
+            .next()
+            .is_none_or(|(at, _)| *at > now + before)
+        {
+            return Vec::new();
+        }
         // Taken fires stay counted until they are launched or withdrawn.
-        std::mem::replace(&mut state.waiting, later)
-            .into_values()
-            .collect()
+        let mut taken = Vec::new();
+        while taken.len() < HAND_OFF_CHUNK {
+            match state.waiting.first_entry() {
+                Some(entry) if entry.key().0 <= until => taken.push(entry.remove()),
+                _ => break,
+            }
+        }
+        taken
     }
 
     /// Takes the handed-off fires whose instant has come.
@@ -196,10 +221,14 @@ struct Next {
 impl Pipeline<'_> {
     /// Calls held fires at their instants, until `stop` is set and nothing is held (fires
     /// claimed before a shutdown are still called at their instants, at most a lead later).
+    /// A hand-off's write runs beside the launches: fires already handed off leave at their
+    /// instants while the next ones are handed off.
     pub(super) async fn launch_loop(&self, mut stop: watch::Receiver<bool>) {
         let clock = self.engine.clock.clone();
         // After a failed hand-off (the database is away), when to try again.
         let mut hand_off_after: Option<tokio::time::Instant> = None;
+        // The hand-off in progress (one at a time); true when it succeeded.
+        let mut handing: Option<BoxFuture<'_, bool>> = None;
         loop {
             // Listen before looking, so no wake-up between the two is lost.
             let arrived = self.held.arrived.notified();
@@ -208,11 +237,13 @@ impl Pipeline<'_> {
             arrived.as_mut().enable();
             freed.as_mut().enable();
 
-            if hand_off_after.is_none_or(|at| at <= tokio::time::Instant::now()) {
+            if handing.is_none()
+                && hand_off_after.is_none_or(|at| at <= tokio::time::Instant::now())
+            {
                 hand_off_after = None;
                 let fires = self.held.take_to_hand_off(clock.now());
-                if !fires.is_empty() && !self.hand_off(fires).await {
-                    hand_off_after = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                if !fires.is_empty() {
+                    handing = Some(self.hand_off(fires).boxed());
                 }
             }
             let due = self.held.take_due(clock.now());
@@ -224,7 +255,8 @@ impl Pipeline<'_> {
                 return;
             }
             let until = |at: DateTime<Utc>| (at - clock.now()).to_std().unwrap_or(Duration::ZERO);
-            let mut hand_off = next.hand_off.map(until);
+            // While a hand-off is in progress the next one waits for it to end.
+            let mut hand_off = next.hand_off.filter(|_| handing.is_none()).map(until);
             if let Some(at) = hand_off_after {
                 // No hand-off before the retry; fires already handed off keep their instants.
                 let retry = at.saturating_duration_since(tokio::time::Instant::now());
@@ -235,6 +267,12 @@ impl Pipeline<'_> {
                 (a, b) => a.or(b),
             };
             tokio::select! {
+                Some(handed) = OptionFuture::from(handing.as_mut()), if handing.is_some() => {
+                    handing = None;
+                    if !handed {
+                        hand_off_after = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                    }
+                }
                 () = &mut arrived => {}
                 () = &mut freed, if blocked => {}
                 () = sleep_for(sleep), if sleep.is_some() => {}
@@ -251,12 +289,7 @@ impl Pipeline<'_> {
     /// called once it succeeds (never unconfirmed).
     async fn hand_off(&self, fires: Vec<HeldFire>) -> bool {
         let ids: Vec<JobId> = fires.iter().map(|f| f.job.id).collect();
-        let handed = match self
-            .engine
-            .store
-            .jobs_hand_off(&ids, self.engine.clock.now())
-            .await
-        {
+        let handed = match self.engine.store.jobs_hand_off(&ids).await {
             Ok(handed) => handed,
             Err(err) => {
                 tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");

@@ -187,11 +187,14 @@ impl Engine {
             .iter()
             .map(|s| {
                 let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
-                // A fire claimed ahead has no start until it is handed off for its call (a
-                // change may withdraw it until then); its lease runs from its instant.
-                let ahead = scheduled_for > now;
+                // A fire held for its instant has no start until it is handed off for its call
+                // (a change may withdraw it until then); its lease runs from its instant. Held
+                // is what `admit` decided, not a second look at the clock: an instant passed
+                // since is still handed off (at once), never left with a start no hand-off
+                // can take.
+                let held = matches!(slots.get(&s.id), Some(None));
                 NewJob {
-                    started_at: (!ahead).then_some(now),
+                    started_at: (!held).then_some(now),
                     lease_until: Some(scheduled_for.max(now) + lease),
                     ..NewJob::running(s.id, scheduled_for, now)
                 }

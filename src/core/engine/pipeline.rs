@@ -651,12 +651,16 @@ const GIVE_WAY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 /// The longest a recorder gives way to calls in a row.
 const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// An environment's records begin at most this often: under a steady stream of outcomes, one
+/// transaction records what a step brought, not one or two outcomes each.
+const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How soon a record that failed (the database is unreachable, say) is tried again.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Recorder<'_> {
     /// Records finished attempts as they come, whatever is ready in one transaction per
-    /// environment, until every sender is gone. Each environment records on its own (a row
+    /// environment (at most one every [`RECORD_STEP`]), until every sender is gone. Each environment records on its own (a row
     /// lock held in one tenant never holds up another's records) while receiving goes on. An
     /// outcome whose record failed is kept (its job stays among the in-flight ones whose leases
     /// are renewed) and tried again for as long as this process lives, however long the
@@ -684,7 +688,10 @@ impl Recorder<'_> {
             for env in startable {
                 let attempts = waiting.remove(&env).unwrap_or_default();
                 busy.insert(env);
-                recording.push(async move { (env, engine.record(env, attempts).await) });
+                recording.push(async move {
+                    let started = tokio::time::Instant::now();
+                    (env, started, engine.record(env, attempts).await)
+                });
             }
             if !open && recording.is_empty() && waiting.is_empty() {
                 return;
@@ -703,11 +710,13 @@ impl Recorder<'_> {
                         waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
                     }
                 }
-                Some((env, result)) = recording.next(), if !recording.is_empty() => {
+                Some((env, started, result)) = recording.next(), if !recording.is_empty() => {
                     busy.remove(&env);
                     let outcomes = match result {
                         Ok(outcomes) => {
-                            not_before.remove(&env);
+                            // What finished meanwhile is recorded together, a step after this
+                            // record began.
+                            not_before.insert(env, started + RECORD_STEP);
                             outcomes
                         }
                         Err((err, attempts)) => {

@@ -93,9 +93,19 @@ impl Engine {
         match self.store.wakeup_next().await {
             Ok(Some(at)) => {
                 let until = (at - self.clock.now()).to_std().unwrap_or_default();
-                // Claimed a lead ahead; what is nearer than the lead after a round (a retry, a
-                // lease) is waited for at its own instant.
-                let until = if until > lead { until - lead } else { until };
+                // Claimed a lead ahead, at most every step (a steady stream of fires is
+                // claimed a step's worth at a time, not one claim per fire). What is nearer
+                // than the lead after a round is looked at again within a step: a fire that
+                // came within the lead while the round ran (or that the round could not take)
+                // is claimed ahead then, not at its instant; a retry or a lease sooner than
+                // that is waited for at its own instant.
+                let until = if lead.is_zero() {
+                    until
+                } else if until > lead {
+                    (until - lead).max(claim_ahead_step(lead))
+                } else {
+                    until.min(claim_ahead_step(lead))
+                };
                 // Work that is already due but could not be taken (another instance holds it,
                 // or it waits for a slot) must not spin this loop.
                 let floor = if round.progress && !round.deferred {
@@ -145,6 +155,13 @@ pub(super) async fn keep_leases(
             }
         };
     }
+}
+
+/// How often at most the loop claims ahead while nothing else wakes it (a change does): a tenth
+/// of the lead, within 100 ms and 1 s. A fire is claimed between the lead and a step less
+/// before its instant.
+fn claim_ahead_step(lead: Duration) -> Duration {
+    (lead / 10).clamp(Duration::from_millis(100), Duration::from_secs(1))
 }
 
 /// How soon a failed lease renewal is tried again.

@@ -154,12 +154,8 @@ impl Store for PgStore {
         reads::jobs_lease_renew(&self.pool, ids, until).await
     }
 
-    async fn jobs_hand_off(
-        &self,
-        ids: &[JobId],
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<HandedOff>> {
-        reads::jobs_hand_off(&self.pool, ids, now).await
+    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
+        reads::jobs_hand_off(&self.pool, ids).await
     }
 
     async fn jobs_due(

@@ -59,16 +59,11 @@ pub(super) async fn jobs_lease_renew(
     Ok(u64::try_from(renewed).unwrap_or_default())
 }
 
-pub(super) async fn jobs_hand_off(
-    pool: &PgPool,
-    ids: &[JobId],
-    now: DateTime<Utc>,
-) -> StoreResult<Vec<HandedOff>> {
+pub(super) async fn jobs_hand_off(pool: &PgPool, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
     let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
     let rows: Vec<(Uuid, DateTime<Utc>)> =
-        sqlx::query_as("SELECT job_id, schedule_updated_at FROM cron.jobs_hand_off($1, $2)")
+        sqlx::query_as("SELECT job_id, schedule_updated_at FROM cron.jobs_hand_off($1)")
             .bind(&ids)
-            .bind(now)
             .fetch_all(pool)
             .await
             .map_err(db_err)?;

@@ -112,22 +112,17 @@ pub(super) async fn jobs_lease_renew(
     Ok(renewed)
 }
 
-pub(super) async fn jobs_hand_off(
-    pool: &SqlitePool,
-    ids: &[JobId],
-    now: DateTime<Utc>,
-) -> StoreResult<Vec<HandedOff>> {
+pub(super) async fn jobs_hand_off(pool: &SqlitePool, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
     let mut tx = pool.begin().await.map_err(db_err)?;
     let mut handed = Vec::with_capacity(ids.len());
     for id in ids {
         let updated_at: Option<i64> = sqlx::query_scalar(
-            "UPDATE jobs SET started_at = scheduled_for, updated_at = ?2 \
+            "UPDATE jobs SET started_at = scheduled_for \
              WHERE id = ?1 AND status = 'running' AND attempt = 1 AND started_at IS NULL \
              RETURNING (SELECT s.updated_at FROM schedules s \
                         WHERE s.id = jobs.schedule_id AND s.env_id = jobs.env_id)",
         )
         .bind(id.0.to_string())
-        .bind(now.timestamp_micros())
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?;

@@ -662,7 +662,7 @@ pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>
     assert_eq!(record.error, Some(withdraw(record.id, false).reason));
 
     let ids = [handed.1.id, withdrawn.1.id, engine.1.id, started.id];
-    let mut got = store.jobs_hand_off(&ids, later(9)).await.unwrap();
+    let mut got = store.jobs_hand_off(&ids).await.unwrap();
     got.sort_by_key(|h| h.job_id);
     let mut want: Vec<HandedOff> = [handed, engine]
         .iter()
@@ -683,14 +683,12 @@ pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>
         "it starts at its instant"
     );
     assert_eq!(stored.status, JobStatus::Running);
-    // Handed off once: not again, and a change can no longer withdraw it.
-    assert!(
-        store
-            .jobs_hand_off(&ids, later(9))
-            .await
-            .unwrap()
-            .is_empty()
+    assert_eq!(
+        stored.updated_at, handed.1.updated_at,
+        "the hand-off writes the start alone"
     );
+    // Handed off once: not again, and a change can no longer withdraw it.
+    assert!(store.jobs_hand_off(&ids).await.unwrap().is_empty());
     let mut tx = store.tenant_begin(env).await.unwrap();
     assert_eq!(
         tx.job_withdraw(&withdraw(handed.1.id, false))

@@ -13,6 +13,7 @@ use sentin8_cron::core::ops::SchedulePatch;
 use sentin8_cron::core::store::*;
 use serde_json::json;
 
+use super::faulty::FaultyStore;
 use super::{Harness, cron};
 use crate::raw_http::Reply;
 
@@ -64,7 +65,7 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     let h = Harness::with_config(store, ahead_config()).await;
     let s = h.create(cron("*/5 * * * *", 3)).await;
     let due = s.next_run_at.unwrap();
-    h.clock.set(due - Duration::seconds(1));
+    h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
         eventually("the fire is claimed ahead", || async {
             open_job(&h, s.id).await.is_some()
@@ -121,7 +122,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
     // engine's own read at the instant withdraws it.
     let raw = h.create(cron("*/5 * * * *", 3)).await;
     let due = kept.next_run_at.unwrap();
-    h.clock.set(due - Duration::seconds(1));
+    h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
         for s in [&paused, &deleted, &retimed, &kept, &raw] {
             eventually("every fire is claimed ahead", || async {
@@ -130,7 +131,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
             .await;
         }
         // The changes come a little after the claims.
-        h.clock.set(due - Duration::milliseconds(900));
+        h.clock.set(due - Duration::milliseconds(2900));
         let actor = h.actor();
         // Each change withdraws the held fire in its own transaction, at once.
         let withdrawn_now = |id: ScheduleId| {
@@ -259,7 +260,7 @@ pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store
     let h = Harness::with_config(store, ahead_config()).await;
     let s = h.create(cron("*/5 * * * *", 3)).await;
     let due = s.next_run_at.unwrap();
-    h.clock.set(due - Duration::seconds(1));
+    h.clock.set(due - Duration::seconds(3));
     // A run triggered a second before the instant is still in flight when the occurrence
     // comes within the lead; it ends before the instant.
     h.reply([Reply::After(
@@ -351,4 +352,36 @@ pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc
     drop(tx);
     assert_eq!(attempts.len(), 1, "one attempt, the call: {attempts:?}");
     assert!(h.dlq().await.is_empty());
+}
+
+/// A claim that chose to hold a fire (its instant still to come) but reached the database after
+/// the instant: the fire is still handed off and called once, not left with a start no hand-off
+/// can take (uncalled until its lease ran out).
+pub async fn a_fire_held_by_a_claim_that_crosses_its_instant_is_called_once(store: Arc<dyn Store>) {
+    let faulty = FaultyStore::new(store);
+    let h = Harness::with_config(faulty.clone(), ahead_config()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(3));
+    let clock = h.clock.clone();
+    faulty.when_claim_locks(move || clock.set(due + Duration::milliseconds(10)));
+    serving(&h, async {
+        eventually("the call arrives", || async {
+            !h.target.requests().is_empty()
+        })
+        .await;
+        eventually("the outcome is recorded", || async {
+            h.jobs(s.id).await[0].status == JobStatus::Succeeded
+        })
+        .await;
+    })
+    .await;
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(
+        jobs[0].started_at,
+        Some(due),
+        "handed off, it starts at its instant"
+    );
+    assert_eq!(h.target.requests().len(), 1);
 }

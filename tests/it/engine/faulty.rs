@@ -1,9 +1,10 @@
 //! A store wrapper for fault tests: it can hold up or refuse the tenant transactions the
-//! recorder opens (the claim runs on its locks' own connection, so it is not affected), or
-//! fail every call as if the database were down.
+//! recorder opens (the claim runs on its locks' own connection, so it is not affected), fail
+//! every call as if the database were down, or run a hook when a claim takes its locks (to move
+//! the clock in the middle of a claim).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -18,6 +19,8 @@ pub struct FaultyStore {
     down: AtomicBool,
     /// While true, `tenant_begin` fails (the recorder's transactions).
     refuse_tenant: AtomicBool,
+    /// Run once, the next time a claim takes its schedule locks.
+    on_locks: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl FaultyStore {
@@ -27,7 +30,14 @@ impl FaultyStore {
             held: watch::channel(false).0,
             down: AtomicBool::new(false),
             refuse_tenant: AtomicBool::new(false),
+            on_locks: Mutex::new(None),
         })
+    }
+
+    /// Runs `hook` the next time a claim takes its schedule locks (after the claim chose what
+    /// to take, before it reads the schedules under their locks).
+    pub fn when_claim_locks(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.on_locks.lock().unwrap() = Some(Box::new(hook));
     }
 
     /// Holds up (or releases) tenant transactions opened on the store itself.
@@ -73,6 +83,10 @@ impl Store for FaultyStore {
     }
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
         self.check()?;
+        let hook = self.on_locks.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         self.inner.schedule_locks_try(ids).await
     }
     async fn schedules_due(
@@ -97,13 +111,9 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.jobs_lease_renew(ids, until).await
     }
-    async fn jobs_hand_off(
-        &self,
-        ids: &[JobId],
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<HandedOff>> {
+    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
         self.check()?;
-        self.inner.jobs_hand_off(ids, now).await
+        self.inner.jobs_hand_off(ids).await
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;
