@@ -62,8 +62,8 @@ pub struct EngineArgs {
     pub batch_size: u32,
     /// How far ahead of their instant `serve` claims due schedules (the claim's database work
     /// is done before the instant; the call leaves at it). A schedule paused, deleted or
-    /// re-timed before the instant is not called. Used up to half the lease (job timeout +
-    /// 5 s); 0s claims at the instant.
+    /// re-timed more than 1.25 s before the instant is not called. Used up to half the lease
+    /// (job timeout + 5 s); 0s claims at the instant.
     #[arg(long, env = "SENTIN8_CRON_CLAIM_AHEAD", value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub claim_ahead: Duration,
     /// Proxy-back calls in flight at once (claiming goes on while they run).

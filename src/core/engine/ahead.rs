@@ -135,6 +135,10 @@ impl Held {
             let key = state.key(job.scheduled_for);
             state.handed_off.insert(key, (schedule, job));
         }
+        drop(state);
+        // The launcher looks at the earliest instant again (a hand-off still reading changed
+        // schedules must not hold back the fires it already handed off).
+        self.arrived.notify_one();
     }
 
     /// Takes the fires to hand off now: when the earliest is at most [`HAND_OFF_BEFORE`] away,

@@ -696,8 +696,10 @@ impl Recorder<'_> {
             if !open && recording.is_empty() && waiting.is_empty() {
                 return;
             }
+            // Giving way, the poll below looks again (a time already past would spin here).
             let retry_at = waiting
                 .keys()
+                .filter(|_| !give_way)
                 .filter(|env| !busy.contains(*env))
                 .filter_map(|env| not_before.get(env).copied())
                 .min();

@@ -98,7 +98,8 @@ impl Engine {
                 // than the lead after a round is looked at again within a step: a fire that
                 // came within the lead while the round ran (or that the round could not take)
                 // is claimed ahead then, not at its instant; a retry or a lease sooner than
-                // that is waited for at its own instant.
+                // that is waited for at its own instant. (A schedule left for its instant
+                // because its previous job is open costs a round per step until then.)
                 let until = if lead.is_zero() {
                     until
                 } else if until > lead {
@@ -158,10 +159,12 @@ pub(super) async fn keep_leases(
 }
 
 /// How often at most the loop claims ahead while nothing else wakes it (a change does): a tenth
-/// of the lead, within 100 ms and 1 s. A fire is claimed between the lead and a step less
-/// before its instant.
+/// of the lead, within 100 ms and 1 s, and never more than the lead itself. A fire is claimed
+/// between the lead and a step less before its instant, so never after it.
 fn claim_ahead_step(lead: Duration) -> Duration {
-    (lead / 10).clamp(Duration::from_millis(100), Duration::from_secs(1))
+    (lead / 10)
+        .clamp(Duration::from_millis(100), Duration::from_secs(1))
+        .min(lead)
 }
 
 /// How soon a failed lease renewal is tried again.
@@ -170,4 +173,33 @@ const RENEW_RETRY: Duration = Duration::from_secs(1);
 /// How often leases are renewed: a few times per lease.
 fn renewal_interval(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_claim_ahead_step_is_a_tenth_of_the_lead_within_its_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(claim_ahead_step(Duration::from_secs(10)), ms(1000));
+        assert_eq!(claim_ahead_step(ms(4500)), ms(450));
+        assert_eq!(claim_ahead_step(Duration::from_secs(60)), ms(1000));
+        assert_eq!(claim_ahead_step(ms(500)), ms(100));
+        // A lead shorter than the floor: the step is the lead, so a fire is never claimed
+        // after its instant.
+        assert_eq!(claim_ahead_step(ms(50)), ms(50));
+    }
+
+    proptest! {
+        #[test]
+        fn the_claim_ahead_step_never_exceeds_the_lead_or_a_second(lead_ms in 1u64..600_000) {
+            let lead = Duration::from_millis(lead_ms);
+            let step = claim_ahead_step(lead);
+            prop_assert!(step <= lead);
+            prop_assert!(step <= Duration::from_secs(1));
+            prop_assert!(step >= Duration::from_millis(100).min(lead));
+        }
+    }
 }
