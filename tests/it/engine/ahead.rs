@@ -54,6 +54,36 @@ async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: F
     tokio::join!(serve, scenario);
 }
 
+/// Waits until the schedule's call arrives and its outcome is recorded.
+async fn called_and_recorded(h: &Harness, id: ScheduleId) {
+    eventually("the call arrives", || async {
+        !h.target.requests().is_empty()
+    })
+    .await;
+    eventually("the outcome is recorded", || async {
+        h.jobs(id).await[0].status == JobStatus::Succeeded
+    })
+    .await;
+}
+
+/// Asserts one job and one call for the schedule, the job started at its instant (handed off);
+/// returns the jobs.
+async fn called_once_from_its_instant(
+    h: &Harness,
+    id: ScheduleId,
+    due: chrono::DateTime<chrono::Utc>,
+) -> Vec<Job> {
+    let jobs = h.jobs(id).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(
+        jobs[0].started_at,
+        Some(due),
+        "handed off, it starts at its instant"
+    );
+    assert_eq!(h.target.requests().len(), 1);
+    jobs
+}
+
 async fn open_job(h: &Harness, id: ScheduleId) -> Option<Job> {
     h.jobs(id)
         .await
@@ -86,24 +116,10 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
         tokio::time::sleep(StdDuration::from_millis(1200)).await;
         assert!(h.target.requests().is_empty(), "called before its instant");
         h.clock.set(due);
-        eventually("the call arrives", || async {
-            !h.target.requests().is_empty()
-        })
-        .await;
-        eventually("the outcome is recorded", || async {
-            h.jobs(s.id).await[0].status == JobStatus::Succeeded
-        })
-        .await;
+        called_and_recorded(&h, s.id).await;
     })
     .await;
-    let jobs = h.jobs(s.id).await;
-    assert_eq!(jobs.len(), 1, "{jobs:?}");
-    assert_eq!(
-        jobs[0].started_at,
-        Some(due),
-        "handed off, it starts at its instant"
-    );
-    assert_eq!(h.target.requests().len(), 1);
+    let jobs = called_once_from_its_instant(&h, s.id, due).await;
     assert_eq!(h.target.requests()[0].json()["job_id"], json!(jobs[0].id));
     let metrics = h.engine.metrics().render(None);
     assert!(
@@ -366,22 +382,8 @@ pub async fn a_fire_held_by_a_claim_that_crosses_its_instant_is_called_once(stor
     let clock = h.clock.clone();
     faulty.when_claim_locks(move || clock.set(due + Duration::milliseconds(10)));
     serving(&h, async {
-        eventually("the call arrives", || async {
-            !h.target.requests().is_empty()
-        })
-        .await;
-        eventually("the outcome is recorded", || async {
-            h.jobs(s.id).await[0].status == JobStatus::Succeeded
-        })
-        .await;
+        called_and_recorded(&h, s.id).await;
     })
     .await;
-    let jobs = h.jobs(s.id).await;
-    assert_eq!(jobs.len(), 1, "{jobs:?}");
-    assert_eq!(
-        jobs[0].started_at,
-        Some(due),
-        "handed off, it starts at its instant"
-    );
-    assert_eq!(h.target.requests().len(), 1);
+    called_once_from_its_instant(&h, s.id, due).await;
 }
