@@ -492,10 +492,10 @@ impl Relay {
         }
     }
 
-    /// Relays until `shutdown` resolves: a drain whenever a commit rings the outbox signal (at
-    /// most every [`RELAY_STEP`]), at least every `poll_interval`, and not before `failure_backoff` after a failure (a
-    /// commit does not cut that short). A retention pass runs every `purge_interval`. An
-    /// in-flight round finishes before the loop returns.
+    /// Relays until `shutdown` resolves: a drain whenever a commit rings the outbox signal (at most
+    /// every [`RELAY_STEP`]), at least every `poll_interval`, and not before `failure_backoff`
+    /// after a failure (a commit does not cut that short). A retention pass runs every
+    /// `purge_interval`. An in-flight round finishes before the loop returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let signals = self.store.signals();

@@ -6,12 +6,12 @@
 //!
 //! Just before its instant ([`HAND_OFF_BEFORE`], in steps of [`HAND_OFF_STEP`]), a fire claimed
 //! ahead is handed off for its call: one guarded write across environments gives it its start,
-//! unless a pause, delete or new timing withdrew it first (the change withdraws a fire not
-//! handed off in its own transaction, so exactly one of the two takes it; a change later than
-//! the hand-off does not reach the fire, like a change just after the instant). A fire whose schedule changed
-//! otherwise since the claim has its schedule read again, so a new payload or target goes
-//! out with the call. A fire is called only once its hand-off is confirmed: while the
-//! database is away the hand-off is tried again, and the call goes out late, never twice.
+//! unless a pause, delete or new timing withdrew it first (the change withdraws a fire not handed
+//! off in its own transaction, so exactly one of the two takes it; a change later than the hand-off
+//! does not reach the fire, like a change just after the instant). A fire whose schedule changed
+//! otherwise since the claim has its schedule read again, so a new payload or target goes out with
+//! the call. A fire is called only once its hand-off is confirmed: while the database is away the
+//! hand-off is tried again, and the call goes out late, never twice.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;

@@ -659,12 +659,12 @@ const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Recorder<'_> {
-    /// Records finished attempts as they come, whatever is ready in one transaction per
-    /// environment (at most one every [`RECORD_STEP`]), until every sender is gone. Each environment records on its own (a row
-    /// lock held in one tenant never holds up another's records) while receiving goes on. An
-    /// outcome whose record failed is kept (its job stays among the in-flight ones whose leases
-    /// are renewed) and tried again for as long as this process lives, however long the
-    /// database is away: giving up would let recovery call an answered attempt again.
+    /// Records finished attempts as they come, whatever is ready in one transaction per environment
+    /// (at most one every [`RECORD_STEP`]), until every sender is gone. Each environment records on
+    /// its own (a row lock held in one tenant never holds up another's records) while receiving
+    /// goes on. An outcome whose record failed is kept (its job stays among the in-flight ones
+    /// whose leases are renewed) and tried again for as long as this process lives, however long
+    /// the database is away: giving up would let recovery call an answered attempt again.
     pub(super) async fn run(mut self) {
         let engine = self.engine;
         let mut ready = Vec::new();
