@@ -155,7 +155,7 @@ impl Metrics {
             ),
             (
                 "sentin8_cron_claims_lost_total",
-                "Due schedules another ticker claimed first.",
+                "Due schedules or retries another ticker claimed first (its conditional write found them no longer due); one busy elsewhere is left for a later round, not counted.",
                 &self.lost_claims,
             ),
             (

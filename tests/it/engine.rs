@@ -22,6 +22,7 @@ use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
 mod ahead;
+mod counting;
 mod defects;
 mod faulty;
 mod firing;
@@ -31,6 +32,7 @@ mod recovery;
 mod timing;
 
 pub use ahead::*;
+pub use counting::*;
 pub use defects::*;
 pub use faulty::FaultyStore;
 pub use firing::*;
@@ -228,6 +230,7 @@ macro_rules! engine_suite {
                 a_retry_waits_for_a_slot_under_its_environments_cap,
                 triggers_and_republishes_run_through_the_drain,
                 a_pause_during_an_attempt_holds_only_retries,
+                a_one_shot_paused_during_its_retries_resumes_and_completes,
                 a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
                 a_fire_claimed_ahead_is_called_at_its_instant_not_before,
@@ -235,6 +238,8 @@ macro_rules! engine_suite {
                 a_schedule_paused_before_its_claimed_instant_is_not_called,
                 an_open_job_does_not_skip_a_fire_claimed_ahead,
                 a_fire_held_by_a_stopped_instance_is_released_not_failed,
+                a_lapsed_lease_found_by_two_instances_is_one_failure,
+                an_attempts_duration_is_its_call_alone,
             );
         }
     };

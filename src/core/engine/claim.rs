@@ -41,22 +41,35 @@ pub(super) struct ClaimedGroup {
     pub skipped: usize,
     /// Skipped records of missed occurrences written.
     pub missed: usize,
-    /// Due schedules another ticker took first (or that changed meanwhile).
+    /// Due schedules another ticker claimed first (or that changed meanwhile): the claim's
+    /// conditional write found them no longer due at the instant read.
     pub lost: usize,
     /// Due schedules left for later: no slot was free for them (in-flight caps).
     pub deferred: usize,
 }
 
 impl ClaimedGroup {
-    fn lost(count: usize) -> Self {
+    /// Nothing claimed: every schedule was busy elsewhere (its lock or row held by another
+    /// claim, a record in progress or an operator's change), left for a later round and not
+    /// counted as lost.
+    fn none() -> Self {
         Self {
             runs: Vec::new(),
             skipped: 0,
             missed: 0,
-            lost: count,
+            lost: 0,
             deferred: 0,
         }
     }
+}
+
+/// What claiming a due retry gave.
+pub(super) enum RetryClaim {
+    Claimed(Schedule, Job),
+    /// Its schedule is locked elsewhere or paused since the selection: left for later.
+    Busy,
+    /// Another ticker claimed it first (its conditional write found it no longer due).
+    Lost,
 }
 
 /// Missed occurrences of a schedule, between the one fired and now.
@@ -98,7 +111,7 @@ impl Engine {
     ) -> StoreResult<ClaimedGroup> {
         let held: Vec<ScheduleId> = locks.held().to_vec();
         if held.is_empty() {
-            return Ok(ClaimedGroup::lost(due.len()));
+            return Ok(ClaimedGroup::none());
         }
         let mut tx = locks.tenant_begin(env).await?;
         // Rows another transaction holds (a record in progress, an operator's lock) are left
@@ -131,13 +144,12 @@ impl Engine {
         let mut slots: HashMap<ScheduleId, Option<Slot>> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
         let mut deferred = 0;
-        let mut later = 0;
         for d in due.iter().filter(|d| held.contains(&d.id)) {
             let Some(schedule) = schedules.get(&d.id) else {
                 continue;
             };
+            // Its open job may end before the instant: claimed at the instant instead.
             if busy.contains(&d.id) {
-                later += 1;
                 continue;
             }
             match admit(schedule) {
@@ -171,6 +183,10 @@ impl Engine {
             });
         }
         let mut claimed = tx.schedule_claim_many(&claims).await?;
+        // A claim whose conditional write found the schedule no longer due at the instant read
+        // was taken by another ticker (or changed meanwhile): lost. Rows or locks held
+        // elsewhere were left out above, for a later round, and are not lost.
+        let lost = claims.len() - claimed.len();
         for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
             *schedule = tx
                 .schedule_set_status(&ScheduleSetStatus {
@@ -257,7 +273,7 @@ impl Engine {
             inc(&self.metrics.skipped);
         }
         Ok(ClaimedGroup {
-            lost: due.len() - runs.len() - skipped - deferred - later,
+            lost,
             runs,
             skipped,
             missed,
@@ -266,19 +282,19 @@ impl Engine {
     }
 
     /// Claims a due retry under its schedule's lock.
-    pub(super) async fn claim_retry(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
+    pub(super) async fn claim_retry(&self, due: DueJob) -> StoreResult<RetryClaim> {
         let Some(mut lock) = self.store.schedule_lock_try(due.schedule_id).await? else {
-            return Ok(None);
+            return Ok(RetryClaim::Busy);
         };
         let claimed = async {
             let mut tx = lock.tenant_begin(due.env_id).await?;
             let now = self.clock.now();
             let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
-                return Ok(None);
+                return Ok(RetryClaim::Busy);
             };
             // A paused schedule's retries wait for its resume (paused after selection).
             if schedule.status == ScheduleStatus::Paused {
-                return Ok(None);
+                return Ok(RetryClaim::Busy);
             }
             let claim = JobClaim {
                 id: due.id,
@@ -286,10 +302,10 @@ impl Engine {
                 lease_until: now + super::chrono_duration(self.config.lease),
             };
             let Some(job) = tx.job_claim(&claim).await? else {
-                return Ok(None);
+                return Ok(RetryClaim::Lost);
             };
             tx.commit().await?;
-            Ok(Some((schedule, job)))
+            Ok(RetryClaim::Claimed(schedule, job))
         }
         .await;
         if let Err(err) = lock.release().await {

@@ -61,12 +61,25 @@ impl Engine {
     ) -> Result<Vec<(JobId, Outcome)>, (StoreError, Vec<Attempt>)> {
         // Kept until the transaction committed: a failed record is tried again.
         let kept = attempts.clone();
-        let ids: Vec<JobId> = attempts.iter().map(|a| a.job.id).collect();
+        // (job, recovered from a stopped instance): such a failure is counted here, once its
+        // record lands, since every instance that finds the lapsed lease sends one.
+        let ids: Vec<(JobId, bool)> = attempts
+            .iter()
+            .map(|a| {
+                (
+                    a.job.id,
+                    a.result.as_ref().is_err_and(Failure::is_abandoned),
+                )
+            })
+            .collect();
         match self.record_outcomes(env, attempts).await {
             Ok(results) => Ok(ids
                 .into_iter()
                 .zip(results)
-                .map(|(id, result)| {
+                .map(|((id, abandoned), result)| {
+                    if abandoned && result != AttemptResult::Superseded {
+                        inc(&self.metrics.failures);
+                    }
                     match result {
                         AttemptResult::Retry => inc(&self.metrics.retries),
                         AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
@@ -108,7 +121,13 @@ impl Engine {
                 decided.push(None);
                 continue;
             };
-            let (finish, result) = self.decide(schedule, &attempt.job, attempt.result, now);
+            let (finish, result) = self.decide(
+                schedule,
+                &attempt.job,
+                attempt.result,
+                attempt.ended_at,
+                now,
+            );
             decided.push(Some((finish, attempt.job.schedule_id, result)));
         }
         let finishes: Vec<JobFinish> = decided
@@ -213,13 +232,14 @@ impl Engine {
         schedule: &Schedule,
         job: &Job,
         result: Result<Value, Failure>,
+        ended_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> (JobFinish, AttemptResult) {
-        let detail = attempt_detail(job, &result);
+        let detail = attempt_detail(job, &result, ended_at);
         // A recovered attempt is written only if its lease really ran out: had its instance
         // renewed it meanwhile, that instance is alive and records the call's real outcome.
         let lease_expired_by = match &result {
-            Err(failure) if failure.kind == Failure::ABANDONED => Some(now),
+            Err(failure) if failure.is_abandoned() => Some(now),
             _ => None,
         };
         let (outcome, result) = match result {
@@ -279,10 +299,15 @@ impl Engine {
 
 /// What the attempt ledger records of a call beyond its outcome: when it started, the status
 /// and an excerpt of the answer (the stored result on success), and the failure's kind.
-fn attempt_detail(job: &Job, result: &Result<Value, Failure>) -> AttemptDetail {
+fn attempt_detail(
+    job: &Job,
+    result: &Result<Value, Failure>,
+    ended_at: Option<DateTime<Utc>>,
+) -> AttemptDetail {
     match result {
         Ok(answer) => AttemptDetail {
             started_at: job.started_at,
+            ended_at,
             http_status: None,
             error_class: None,
             response_excerpt: match answer {
@@ -292,6 +317,7 @@ fn attempt_detail(job: &Job, result: &Result<Value, Failure>) -> AttemptDetail {
         },
         Err(failure) => AttemptDetail {
             started_at: job.started_at,
+            ended_at,
             http_status: failure.http_status,
             error_class: Some(failure.kind.to_owned()),
             response_excerpt: failure.excerpt.as_deref().and_then(AttemptDetail::excerpt),
@@ -339,6 +365,11 @@ impl Failure {
 
     /// An attempt whose instance stopped before recording it: retried at once (it was lost,
     /// not refused).
+    /// Whether this failure stands for an attempt recovered from a stopped instance.
+    pub(super) fn is_abandoned(&self) -> bool {
+        self.kind == Self::ABANDONED
+    }
+
     pub(super) fn abandoned(message: String) -> Failure {
         Failure {
             class: FailureClass::Retryable,
@@ -388,6 +419,9 @@ pub(super) struct Attempt {
     pub schedule: Schedule,
     pub job: Job,
     pub result: Result<Value, Failure>,
+    /// When the call returned (`None` for an attempt recovered from another instance): the
+    /// attempt ledger's end and duration are the call's, not its record's.
+    pub ended_at: Option<DateTime<Utc>>,
     /// The call's global slot, held until the outcome is recorded (so claiming slows down when
     /// recording does); none for an attempt recovered from another instance.
     pub _permit: Option<std::sync::Arc<super::pipeline::RecordPermit>>,

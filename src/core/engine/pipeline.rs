@@ -21,7 +21,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::ahead::Held;
-use super::claim::Admit;
+use super::claim::{Admit, RetryClaim};
 use super::outcome::{Attempt, Failure, call_alone};
 use super::{Engine, EngineError, Outcome, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
@@ -354,6 +354,7 @@ impl Pipeline<'_> {
                 schedule,
                 job,
                 result: Err(failure),
+                ended_at: Some(now),
                 _permit: permit,
             });
             return;
@@ -377,12 +378,12 @@ impl Pipeline<'_> {
                 tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
                 (Err(Failure::panicked()), CallHealth::Neutral)
             });
+            let ended_at = clock.now();
             if let Some(origin) = slot.origin() {
-                breakers.lock().unwrap_or_else(|p| p.into_inner()).record(
-                    origin,
-                    health,
-                    clock.now(),
-                );
+                breakers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .record(origin, health, ended_at);
             }
             let permit = slot.keep_until_recorded();
             drop(slot);
@@ -390,6 +391,7 @@ impl Pipeline<'_> {
                 schedule,
                 job,
                 result,
+                ended_at: Some(ended_at),
                 _permit: permit,
             });
         });
@@ -559,13 +561,14 @@ impl Pipeline<'_> {
                     return Drained::Deferred;
                 };
                 match engine.claim_retry(due).await {
-                    Ok(Some((schedule, job))) => {
+                    Ok(RetryClaim::Claimed(schedule, job)) => {
                         self.account(|s| s.retried_attempts += 1);
                         self.count_origin(&mut slot, &schedule);
                         self.launch(schedule, job, slot);
                         Drained::Progress
                     }
-                    Ok(None) => {
+                    Ok(RetryClaim::Busy) => Drained::Nothing,
+                    Ok(RetryClaim::Lost) => {
                         inc(&engine.metrics.lost_claims);
                         self.account(|s| s.lost += 1);
                         Drained::Nothing
@@ -608,13 +611,15 @@ impl Pipeline<'_> {
                         }
                     }
                     Ok(Some((schedule, job))) => {
-                        inc(&engine.metrics.failures);
+                        // Counted as a failure once its record lands (several instances may
+                        // find the same lapsed lease; one record wins).
                         self.account(|s| s.retried_attempts += 1);
                         let message = "attempt abandoned: its lease ran out (the instance running it stopped)".to_owned();
                         let _ = self.done.send(Attempt {
                             schedule,
                             job,
                             result: Err(Failure::abandoned(message)),
+                            ended_at: None,
                             _permit: None,
                         });
                         Drained::Progress

@@ -40,11 +40,14 @@ impl SchedulePatch {
 }
 
 /// `current` with `patch` applied, and the event the change publishes (`None` when nothing
-/// changed). Every problem of the touched fields is reported together.
+/// changed). Every problem of the touched fields is reported together. `open_job` says whether
+/// the schedule has an open job (a retry a pause holds, say): a one-shot whose instant has
+/// passed may still be resumed to finish it.
 pub(super) fn apply(
     current: &Schedule,
     patch: SchedulePatch,
     actor: &Actor,
+    open_job: bool,
 ) -> OpsResult<(Schedule, Option<&'static str>)> {
     let mut errors = Vec::new();
     let mut updated = current.clone();
@@ -116,7 +119,14 @@ pub(super) fn apply(
                 )]));
             }
         };
-        if updated.status == ScheduleStatus::Active && updated.next_run_at.is_none() {
+        // A one-shot paused during its retries has no fire ahead but its occurrence's job is
+        // still open: resuming re-arms that job (the engine drains it), so it is no error.
+        let re_arms_open_job =
+            open_job && resumed && !timing_touched && updated.kind() == ScheduleKind::Once;
+        if updated.status == ScheduleStatus::Active
+            && updated.next_run_at.is_none()
+            && !re_arms_open_job
+        {
             return Err(OpsError::Invalid(vec![FieldError::new(
                 if updated.kind() == ScheduleKind::Once {
                     "run_at"
@@ -257,7 +267,7 @@ mod tests {
             cron: Some("30 7 * * *".into()),
             ..SchedulePatch::default()
         };
-        let (updated, event) = apply(&current, patch, &actor()).unwrap();
+        let (updated, event) = apply(&current, patch, &actor(), false).unwrap();
         let cron = updated.timing.cron().unwrap();
         assert_eq!(cron.expression, "30 7 * * *");
         assert_eq!(cron.timezone, "Europe/Berlin");
@@ -280,7 +290,7 @@ mod tests {
             run_at: Some("2030-02-01T00:00:00Z".into()),
             ..SchedulePatch::default()
         };
-        let (updated, _) = apply(&current, patch, &actor()).unwrap();
+        let (updated, _) = apply(&current, patch, &actor(), false).unwrap();
         let run_at = Utc.with_ymd_and_hms(2030, 2, 1, 0, 0, 0).unwrap();
         assert_eq!(updated.timing, Timing::Once { run_at });
         assert_eq!(updated.next_run_at, Some(run_at));
@@ -290,7 +300,10 @@ mod tests {
             timezone: Some("UTC".into()),
             ..SchedulePatch::default()
         };
-        assert_eq!(fields(apply(&current, patch, &actor())), ["timezone"]);
+        assert_eq!(
+            fields(apply(&current, patch, &actor(), false)),
+            ["timezone"]
+        );
     }
 
     #[test]
@@ -304,7 +317,7 @@ mod tests {
             ..SchedulePatch::default()
         };
         assert_eq!(
-            fields(apply(&once, patch, &actor())),
+            fields(apply(&once, patch, &actor(), false)),
             ["timezone", "on_dst_gap"]
         );
 
@@ -313,7 +326,7 @@ mod tests {
             timezone: Some("Europe/Paris".into()),
             ..SchedulePatch::default()
         };
-        let (updated, _) = apply(&cron, patch, &actor()).unwrap();
+        let (updated, _) = apply(&cron, patch, &actor(), false).unwrap();
         assert_eq!(updated.timing.timezone(), Some("Europe/Paris"));
         assert_eq!(updated.timing.cron_expression(), Some("0 6 * * *"));
     }
@@ -330,7 +343,7 @@ mod tests {
             payload: Some(json!({"n": 1})),
             ..SchedulePatch::default()
         };
-        let (updated, event) = apply(&current, patch, &actor()).unwrap();
+        let (updated, event) = apply(&current, patch, &actor(), false).unwrap();
         assert_eq!(updated.payload, json!({"n": 1}));
         assert_eq!(updated.target, current.target);
         assert_eq!(event, Some(events::SCHEDULE_UPDATED));
@@ -339,7 +352,7 @@ mod tests {
             payload: Some(json!({})),
             ..SchedulePatch::default()
         };
-        let (same, event) = apply(&current, patch, &actor()).unwrap();
+        let (same, event) = apply(&current, patch, &actor(), false).unwrap();
         assert_eq!((same, event), (current, None));
     }
 
@@ -351,14 +364,14 @@ mod tests {
             payload: Some(json!({"n": 1})),
             ..SchedulePatch::default()
         };
-        let (paused, event) = apply(&current, pause, &actor()).unwrap();
+        let (paused, event) = apply(&current, pause, &actor(), false).unwrap();
         assert_eq!(paused.status, ScheduleStatus::Paused);
         assert_eq!(event, Some(events::SCHEDULE_PAUSED));
         let resume = SchedulePatch {
             status: Some(ScheduleStatus::Active),
             ..SchedulePatch::default()
         };
-        let (resumed, event) = apply(&paused, resume, &actor()).unwrap();
+        let (resumed, event) = apply(&paused, resume, &actor(), false).unwrap();
         assert_eq!(resumed.next_run_at, Some(now() + Duration::hours(1)));
         assert_eq!(event, Some(events::SCHEDULE_RESUMED));
         // A new expression that does not parse either is still refused, naming the field.
@@ -366,7 +379,36 @@ mod tests {
             cron: Some("61 * * * *".into()),
             ..SchedulePatch::default()
         };
-        assert_eq!(fields(apply(&paused, broken, &actor())), ["cron"]);
+        assert_eq!(fields(apply(&paused, broken, &actor(), false)), ["cron"]);
+    }
+
+    #[test]
+    fn a_one_shot_past_its_instant_resumes_only_to_finish_its_open_job() {
+        let mut paused = stored(Timing::Once {
+            run_at: now() - Duration::minutes(5),
+        });
+        paused.status = ScheduleStatus::Paused;
+        paused.next_run_at = None;
+        let resume = || SchedulePatch {
+            status: Some(ScheduleStatus::Active),
+            ..SchedulePatch::default()
+        };
+        // Its retry waits for the resume: resuming re-arms it, with no fire of its own ahead.
+        let (resumed, event) = apply(&paused, resume(), &actor(), true).unwrap();
+        assert_eq!(resumed.status, ScheduleStatus::Active);
+        assert_eq!(resumed.next_run_at, None);
+        assert_eq!(event, Some(events::SCHEDULE_RESUMED));
+        // Nothing left to run: still refused, naming the field.
+        assert_eq!(
+            fields(apply(&paused, resume(), &actor(), false)),
+            ["run_at"]
+        );
+        // A new instant in the past is refused whatever is open.
+        let moved = SchedulePatch {
+            run_at: Some("2029-01-01T00:00:00Z".into()),
+            ..resume()
+        };
+        assert_eq!(fields(apply(&paused, moved, &actor(), true)), ["run_at"]);
     }
 
     #[test]
@@ -381,7 +423,7 @@ mod tests {
             ..SchedulePatch::default()
         };
         assert_eq!(
-            fields(apply(&current, patch, &actor())),
+            fields(apply(&current, patch, &actor(), false)),
             [
                 "status",
                 "cron",

@@ -53,7 +53,11 @@ impl Ops {
         }
         let mut tx = self.store.tenant_begin(env).await?;
         let current = live_for_update(&mut *tx, id).await?;
-        let (updated, event) = patch::apply(&current, patch, actor)?;
+        let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
+            && current.status == ScheduleStatus::Paused
+            && current.kind() == ScheduleKind::Once;
+        let open_job = resuming_one_shot && tx.job_get_open(id).await?.is_some();
+        let (updated, event) = patch::apply(&current, patch, actor, open_job)?;
         if updated == current {
             return Ok(current);
         }

@@ -336,6 +336,10 @@ pub struct JobFinish {
 pub struct AttemptDetail {
     /// When the attempt started (the job's `started_at` as claimed).
     pub started_at: Option<DateTime<Utc>>,
+    /// When the call ended, taken as it returned; `None` when unknown (an attempt recovered
+    /// from a stopped instance), and then the record's own instant stands for it. The wait for
+    /// the record is not part of the attempt.
+    pub ended_at: Option<DateTime<Utc>>,
     /// The owning service's answer status, when it answered.
     pub http_status: Option<u16>,
     /// The kind of failure (see `DispatchError::kind`), `None` on success.
@@ -361,10 +365,17 @@ impl AttemptDetail {
         Some(text[..end].to_owned())
     }
 
-    /// The attempt's duration in milliseconds, if it is known when it started.
-    pub fn duration_ms(&self, finished_at: DateTime<Utc>) -> Option<i64> {
+    /// When the attempt ended: the call's end, or `recorded_at` when that is unknown.
+    pub fn ended(&self, recorded_at: DateTime<Utc>) -> DateTime<Utc> {
+        self.ended_at.unwrap_or(recorded_at)
+    }
+
+    /// The attempt's duration in milliseconds (the call alone when its end is known), if it
+    /// is known when it started.
+    pub fn duration_ms(&self, recorded_at: DateTime<Utc>) -> Option<i64> {
+        let ended = self.ended(recorded_at);
         self.started_at
-            .map(|started| (finished_at - started).num_milliseconds().max(0))
+            .map(|started| (ended - started).num_milliseconds().max(0))
     }
 }
 
@@ -699,5 +710,14 @@ mod tests {
             Some(1250)
         );
         assert_eq!(AttemptDetail::default().duration_ms(start), None);
+        // The call's own end, not the later record, bounds it.
+        let ended = AttemptDetail {
+            ended_at: Some(start + chrono::Duration::milliseconds(300)),
+            ..detail
+        };
+        assert_eq!(
+            ended.duration_ms(start + chrono::Duration::seconds(8)),
+            Some(300)
+        );
     }
 }

@@ -38,7 +38,12 @@ impl PgTenantTx<'_> {
                 .map(|f| f.detail.started_at)
                 .collect::<Vec<_>>(),
         )
-        .bind(finishes.iter().map(|f| f.now).collect::<Vec<_>>())
+        .bind(
+            finishes
+                .iter()
+                .map(|f| f.detail.ended(f.now))
+                .collect::<Vec<_>>(),
+        )
         .bind(
             finishes
                 .iter()

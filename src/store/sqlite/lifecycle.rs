@@ -27,7 +27,7 @@ impl SqliteTenantTx {
             .bind(self.env())
             .bind(finish.attempt)
             .bind(finish.detail.started_at.map(|t| t.timestamp_micros()))
-            .bind(finish.now.timestamp_micros())
+            .bind(finish.detail.ended(finish.now).timestamp_micros())
             .bind(finish.detail.duration_ms(finish.now))
             .bind(finish.outcome.attempt_outcome().as_str())
             .bind(finish.detail.http_status.map(i32::from))

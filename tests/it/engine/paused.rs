@@ -152,3 +152,63 @@ pub async fn a_pause_during_an_attempt_holds_only_retries(store: Arc<dyn Store>)
     let now = clock.now();
     assert!(store.jobs_due(now, now, 10).await.unwrap().is_empty());
 }
+
+/// A one-shot paused during its retries: resuming re-arms its waiting retry (it has no fire of
+/// its own ahead), which runs and completes the schedule.
+pub async fn a_one_shot_paused_during_its_retries_resumes_and_completes(store: Arc<dyn Store>) {
+    let h = super::Harness::new(store).await;
+    let run_at = t0() + Duration::minutes(30);
+    let once = h
+        .create(ScheduleDecl {
+            schedule_type: "once-paused".into(),
+            run_at: Some(run_at.to_rfc3339()),
+            max_retries: Some(3),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    h.reply([crate::raw_http::Reply::status(503)]);
+    let summary = h.tick_at(run_at).await;
+    assert_eq!(summary.retried, 1, "{summary:?}");
+    h.ops
+        .schedule_pause(h.env, once.id, &h.actor())
+        .await
+        .unwrap();
+
+    // Paused past its backoff: the retry waits.
+    let later = run_at + Duration::hours(2);
+    let summary = h.tick_at(later).await;
+    assert_eq!(summary.retried_attempts, 0, "{summary:?}");
+    assert_eq!(h.target.requests().len(), 1);
+
+    let resumed = h
+        .ops
+        .schedule_resume(h.env, once.id, &h.actor())
+        .await
+        .expect("a one-shot with a waiting retry resumes");
+    assert_eq!(resumed.status, ScheduleStatus::Active);
+    assert_eq!(resumed.next_run_at, None);
+    let summary = h.tick_at(later + Duration::seconds(1)).await;
+    assert_eq!(
+        (summary.retried_attempts, summary.succeeded),
+        (1, 1),
+        "{summary:?}"
+    );
+    assert_eq!(h.target.requests().len(), 2);
+    assert_eq!(h.schedule(once.id).await.status, ScheduleStatus::Completed);
+    let jobs = h.jobs(once.id).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!((jobs[0].status, jobs[0].attempt), (JobStatus::Succeeded, 2));
+
+    // Completed, nothing left open: resuming again is refused as before.
+    let err = h
+        .ops
+        .schedule_resume(h.env, once.id, &h.actor())
+        .await
+        .unwrap_err();
+    match err {
+        sentin8_cron::core::ops::OpsError::Invalid(errors) => {
+            assert_eq!(errors[0].field, "status", "{errors:?}")
+        }
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}

@@ -37,6 +37,7 @@ async fn finished_job(
             now: at + Duration::seconds(1),
             detail: AttemptDetail {
                 started_at: Some(at),
+                ended_at: None,
                 http_status: Some(200),
                 error_class: None,
                 response_excerpt: AttemptDetail::excerpt(&"x".repeat(600)),
