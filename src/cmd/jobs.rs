@@ -47,7 +47,8 @@ pub enum JobsCommand {
         /// Only this schedule's jobs.
         #[arg(long, value_name = "ID")]
         schedule: Option<ScheduleId>,
-        /// Only jobs in this status (pending, running, succeeded, failed, skipped).
+        /// Only jobs in this status (scheduled, pending, running, succeeded, failed, skipped,
+        /// superseded).
         #[arg(long)]
         status: Option<JobStatus>,
         /// At most this many jobs.

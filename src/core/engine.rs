@@ -97,6 +97,12 @@ pub struct EngineConfig {
 /// How long past the job timeout a lease lasts by default: room for recording the outcome.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
+/// How long past its instant a fire claimed ahead (`scheduled`) stays claimed by its instance
+/// without a hand-off. Its instance hands it off before the instant; when the instance stopped,
+/// any instance releases the fire to run once this lapses, so it is called a few seconds late,
+/// not a whole call lease late. An instance never releases a fire it holds itself.
+pub const CLAIM_LEASE_PAST_INSTANT: Duration = Duration::from_secs(2);
+
 impl EngineConfig {
     /// The lease that covers one call of `job_timeout` and its recording.
     pub fn lease_for(job_timeout: Duration) -> Duration {

@@ -220,6 +220,11 @@ impl Metrics {
                     stats.schedules_paused,
                 ),
                 (
+                    "sentin8_cron_jobs_scheduled",
+                    "Fires claimed ahead, waiting for their instant.",
+                    stats.jobs_scheduled,
+                ),
+                (
                     "sentin8_cron_jobs_pending",
                     "Jobs waiting for an attempt.",
                     stats.jobs_pending,

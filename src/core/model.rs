@@ -153,6 +153,12 @@ text_enum!(
 text_enum!(
     /// The life cycle of a job (one execution of a schedule, with its retries).
     JobStatus {
+        /// Claimed ahead for a future instant (`scheduled_for`), no call made yet. Just before
+        /// the instant the engine hands it off (`running`); a pause, delete or new timing that
+        /// comes first withdraws it (`skipped`); when its short claim lease runs out (its
+        /// instance stopped) any instance releases it to run (`pending`, its first attempt
+        /// still to come).
+        Scheduled => "scheduled",
         /// Waiting for its (next) attempt at `next_attempt_at`.
         Pending => "pending",
         /// An attempt is in flight.
@@ -171,9 +177,13 @@ text_enum!(
 );
 
 impl JobStatus {
-    /// Pending and running jobs are open: at most one per schedule exists at any time.
+    /// Scheduled, pending and running jobs are open: at most one per schedule exists at any
+    /// time.
     pub fn is_open(self) -> bool {
-        matches!(self, JobStatus::Pending | JobStatus::Running)
+        matches!(
+            self,
+            JobStatus::Scheduled | JobStatus::Pending | JobStatus::Running
+        )
     }
 }
 
@@ -437,7 +447,14 @@ mod tests {
     #[test]
     fn only_pending_and_running_are_open() {
         let open: Vec<_> = JobStatus::ALL.iter().filter(|s| s.is_open()).collect();
-        assert_eq!(open, [&JobStatus::Pending, &JobStatus::Running]);
+        assert_eq!(
+            open,
+            [
+                &JobStatus::Scheduled,
+                &JobStatus::Pending,
+                &JobStatus::Running
+            ]
+        );
     }
 
     #[test]

@@ -201,9 +201,14 @@ pub trait Store: Send + Sync + 'static {
     async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64>;
 
     /// Hands off fires claimed ahead for their calls (ids only, across tenants): each of `ids`
-    /// that is still a running first attempt with no start gets its instant as its start.
-    /// Returns those handed off; any other was withdrawn meanwhile and must not be called.
-    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>>;
+    /// still `scheduled` becomes `running`, its instant its start and its call lease `lease`
+    /// past that. Returns those handed off; any other was withdrawn or released meanwhile and
+    /// must not be called.
+    async fn jobs_hand_off(
+        &self,
+        ids: &[JobId],
+        lease: chrono::Duration,
+    ) -> StoreResult<Vec<HandedOff>>;
 
     /// The earliest instant at which something becomes due (a schedule's next fire, a job's
     /// next attempt or a running attempt's lease expiry), across tenants.

@@ -73,6 +73,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "cheaper_hand_off",
         sql: include_str!("../../migrations/postgres/0009_cheaper_hand_off.sql"),
     },
+    Migration {
+        version: 10,
+        name: "scheduled_jobs",
+        sql: include_str!("../../migrations/postgres/0010_scheduled_jobs.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -121,6 +126,11 @@ pub const SQLITE: &[Migration] = &[
         version: 9,
         name: "cheaper_hand_off",
         sql: include_str!("../../migrations/sqlite/0009_cheaper_hand_off.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "scheduled_jobs",
+        sql: include_str!("../../migrations/sqlite/0010_scheduled_jobs.sql"),
     },
 ];
 

@@ -78,6 +78,9 @@ struct HeldState {
     arrivals: u64,
     /// Past their instant, waiting for a slot: per environment and origin, taken round-robin.
     ready: BTreeMap<String, VecDeque<(Schedule, Job)>>,
+    /// The jobs of fires claimed ahead whose hand-off is not confirmed yet: still `scheduled`
+    /// in the store, and this instance's to hand off (its drain never releases them).
+    scheduled: HashSet<JobId>,
     /// Fires in `waiting`, `handed_off` and `ready`, in all and per environment.
     count: usize,
     per_env: HashMap<EnvId, usize>,
@@ -112,11 +115,25 @@ impl Held {
         let job_env = schedule.env_id;
         let mut state = self.lock();
         let key = state.key(job.scheduled_for);
+        state.scheduled.insert(job.id);
         state.waiting.insert(key, HeldFire { schedule, job });
         state.count += 1;
         *state.per_env.entry(job_env).or_default() += 1;
         drop(state);
         self.arrived.notify_one();
+    }
+
+    /// Whether this instance holds `job`, claimed ahead and not handed off yet.
+    pub(super) fn holds_scheduled(&self, job: JobId) -> bool {
+        self.lock().scheduled.contains(&job)
+    }
+
+    /// The hand-off of `jobs` was answered: each is running now, or no longer ours.
+    fn hand_off_answered(&self, jobs: &[JobId]) {
+        let mut state = self.lock();
+        for job in jobs {
+            state.scheduled.remove(job);
+        }
     }
 
     /// Puts fires whose hand-off failed back, to hand off again.
@@ -293,8 +310,12 @@ impl Pipeline<'_> {
     /// called once it succeeds (never unconfirmed).
     async fn hand_off(&self, fires: Vec<HeldFire>) -> bool {
         let ids: Vec<JobId> = fires.iter().map(|f| f.job.id).collect();
-        let handed = match self.engine.store.jobs_hand_off(&ids).await {
-            Ok(handed) => handed,
+        let lease = super::chrono_duration(self.engine.config.lease);
+        let handed = match self.engine.store.jobs_hand_off(&ids, lease).await {
+            Ok(handed) => {
+                self.held.hand_off_answered(&ids);
+                handed
+            }
             Err(err) => {
                 tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
                 self.held.put_back(fires);
@@ -315,6 +336,7 @@ impl Pipeline<'_> {
                 dropped.push(schedule.env_id);
                 continue;
             };
+            job.status = JobStatus::Running;
             job.started_at = Some(job.scheduled_for);
             // From here on its lease is renewed with the calls in flight, and the drain leaves
             // it alone.

@@ -65,7 +65,7 @@ impl ClaimedGroup {
 
 /// What claiming a due retry gave.
 pub(super) enum RetryClaim {
-    Claimed(Schedule, Job),
+    Claimed(Box<(Schedule, Job)>),
     /// Its schedule is locked elsewhere or paused since the selection: left for later.
     Busy,
     /// Another ticker claimed it first (its conditional write found it no longer due).
@@ -199,20 +199,29 @@ impl Engine {
         let due_at: HashMap<ScheduleId, DateTime<Utc>> =
             due.iter().map(|d| (d.id, d.next_run_at)).collect();
         let lease = super::chrono_duration(self.config.lease);
+        let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
         let new_jobs: Vec<NewJob> = claimed
             .iter()
             .map(|s| {
                 let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
-                // A fire held for its instant has no start until it is handed off for its call
-                // (a change may withdraw it until then); its lease runs from its instant. Held
+                // A fire held for its instant is `scheduled` until it is handed off for its
+                // call (a change may withdraw it until then), with a short claim lease past its
+                // instant: a stopped instance's fire is released to run seconds after it. Held
                 // is what `admit` decided, not a second look at the clock: an instant passed
-                // since is still handed off (at once), never left with a start no hand-off
-                // can take.
+                // since is still handed off (at once).
                 let held = matches!(slots.get(&s.id), Some(None));
-                NewJob {
-                    started_at: (!held).then_some(now),
-                    lease_until: Some(scheduled_for.max(now) + lease),
-                    ..NewJob::running(s.id, scheduled_for, now)
+                if held {
+                    NewJob::scheduled(
+                        s.id,
+                        scheduled_for,
+                        scheduled_for.max(now) + claim_lease,
+                        now,
+                    )
+                } else {
+                    NewJob {
+                        lease_until: Some(scheduled_for.max(now) + lease),
+                        ..NewJob::running(s.id, scheduled_for, now)
+                    }
                 }
             })
             .collect();
@@ -305,7 +314,7 @@ impl Engine {
                 return Ok(RetryClaim::Lost);
             };
             tx.commit().await?;
-            Ok(RetryClaim::Claimed(schedule, job))
+            Ok(RetryClaim::Claimed(Box::new((schedule, job))))
         }
         .await;
         if let Err(err) = lock.release().await {

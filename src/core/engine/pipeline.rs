@@ -561,7 +561,8 @@ impl Pipeline<'_> {
                     return Drained::Deferred;
                 };
                 match engine.claim_retry(due).await {
-                    Ok(RetryClaim::Claimed(schedule, job)) => {
+                    Ok(RetryClaim::Claimed(claimed)) => {
+                        let (schedule, job) = *claimed;
                         self.account(|s| s.retried_attempts += 1);
                         self.count_origin(&mut slot, &schedule);
                         self.launch(schedule, job, slot);
@@ -589,27 +590,25 @@ impl Pipeline<'_> {
             JobStatus::Running if !self.inflight.lock().recovering.insert(due.id) => {
                 Drained::Nothing
             }
+            // A fire this instance claimed ahead and has still to hand off: its own.
+            JobStatus::Scheduled if self.held.holds_scheduled(due.id) => Drained::Nothing,
+            // Claimed ahead by an instance that stopped before handing it off (its claim lease
+            // ran out): never called, so released to run, not a failed attempt. The hand-off
+            // and the release are guarded alike (`scheduled`), so only one takes it.
+            JobStatus::Scheduled => match engine.release_unstarted(due.env_id, due.id).await {
+                Ok(true) => {
+                    tracing::warn!(job_id = %due.id, "a fire claimed ahead by a stopped instance was released to run");
+                    Drained::Progress
+                }
+                Ok(false) => Drained::Nothing,
+                Err(err) => {
+                    tracing::error!(job_id = %due.id, error = %err, "releasing an abandoned claim failed");
+                    self.account(|s| s.errors += 1);
+                    Drained::Nothing
+                }
+            },
             JobStatus::Running => {
                 match engine.load_for_stale(due).await {
-                    // Claimed ahead and never handed off: never called, so released to run
-                    // (not a failed attempt); the hand-off and the release are guarded alike,
-                    // so only one takes it.
-                    Ok(Some((_, job))) if job.attempt == 1 && job.started_at.is_none() => {
-                        let released = engine.release_unstarted(due.env_id, job.id).await;
-                        self.inflight.lock().recovering.remove(&due.id);
-                        match released {
-                            Ok(true) => {
-                                tracing::warn!(job_id = %job.id, "a fire claimed ahead by a stopped instance was released to run");
-                                Drained::Progress
-                            }
-                            Ok(false) => Drained::Nothing,
-                            Err(err) => {
-                                tracing::error!(job_id = %job.id, error = %err, "releasing an abandoned claim failed");
-                                self.account(|s| s.errors += 1);
-                                Drained::Nothing
-                            }
-                        }
-                    }
                     Ok(Some((schedule, job))) => {
                         // Counted as a failure once its record lands (several instances may
                         // find the same lapsed lease; one record wins).

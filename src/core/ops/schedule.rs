@@ -333,9 +333,7 @@ async fn withdraw_held_fire(
     let Some(open) = tx.job_get_open(after.id).await? else {
         return Ok(());
     };
-    // Held for its instant: a first attempt not handed off for its call (no start yet).
-    let held = open.status == JobStatus::Running && open.attempt == 1 && open.started_at.is_none();
-    if !held {
+    if open.status != JobStatus::Scheduled {
         return Ok(());
     }
     let withdraw = JobWithdraw {

@@ -46,6 +46,8 @@ pub struct HandedOff {
 pub struct StoreStats {
     pub schedules_active: i64,
     pub schedules_paused: i64,
+    /// Fires claimed ahead, waiting for their instant.
+    pub jobs_scheduled: i64,
     pub jobs_pending: i64,
     pub jobs_running: i64,
     pub dlq_entries: i64,
@@ -66,6 +68,8 @@ pub struct EnvCounts {
     pub schedules_active: i64,
     pub schedules_paused: i64,
     pub schedules_completed: i64,
+    /// Fires claimed ahead, waiting for their instant.
+    pub jobs_scheduled: i64,
     pub jobs_pending: i64,
     pub jobs_running: i64,
     pub jobs_succeeded: i64,
@@ -466,6 +470,22 @@ pub struct NewJob {
 
 impl NewJob {
     /// A running first attempt of a fire due at `scheduled_for`, started now (no lease).
+    /// A fire claimed ahead for `scheduled_for`: no start until its hand-off, its claim lease
+    /// until `claim_lease_until`.
+    pub fn scheduled(
+        schedule_id: ScheduleId,
+        scheduled_for: DateTime<Utc>,
+        claim_lease_until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            status: JobStatus::Scheduled,
+            started_at: None,
+            lease_until: Some(claim_lease_until),
+            ..Self::running(schedule_id, scheduled_for, now)
+        }
+    }
+
     pub fn running(
         schedule_id: ScheduleId,
         scheduled_for: DateTime<Utc>,

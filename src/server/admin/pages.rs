@@ -255,7 +255,14 @@ fn overview_body() -> String {
                 ("completed", "Completed")
             ]
         ),
-        jobs = count_list("jobs", &[("pending", "Pending"), ("running", "Running")]),
+        jobs = count_list(
+            "jobs",
+            &[
+                ("scheduled", "Scheduled"),
+                ("pending", "Pending"),
+                ("running", "Running")
+            ]
+        ),
         window = count_list(
             "win",
             &[
@@ -392,6 +399,7 @@ fn jobs_body() -> String {
 <p><button type="button" id="more" class="secondary" hidden>Load more</button></p>"#,
         status = status_options(&[
             ("", "Any"),
+            ("scheduled", "Scheduled"),
             ("pending", "Pending"),
             ("running", "Running"),
             ("succeeded", "Succeeded"),

@@ -97,7 +97,7 @@ pub struct JobView {
     pub id: Uuid,
     pub schedule_id: Uuid,
     pub env_id: Uuid,
-    /// `pending`, `running`, `succeeded`, `failed`, `skipped` or `superseded`.
+    /// `scheduled`, `pending`, `running`, `succeeded`, `failed`, `skipped` or `superseded`.
     pub status: String,
     pub attempt: i32,
     pub scheduled_for: DateTime<Utc>,

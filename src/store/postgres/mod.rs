@@ -154,8 +154,12 @@ impl Store for PgStore {
         reads::jobs_lease_renew(&self.pool, ids, until).await
     }
 
-    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
-        reads::jobs_hand_off(&self.pool, ids).await
+    async fn jobs_hand_off(
+        &self,
+        ids: &[JobId],
+        lease: chrono::Duration,
+    ) -> StoreResult<Vec<HandedOff>> {
+        reads::jobs_hand_off(&self.pool, ids, lease).await
     }
 
     async fn jobs_due(

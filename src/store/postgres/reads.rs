@@ -59,14 +59,21 @@ pub(super) async fn jobs_lease_renew(
     Ok(u64::try_from(renewed).unwrap_or_default())
 }
 
-pub(super) async fn jobs_hand_off(pool: &PgPool, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
+pub(super) async fn jobs_hand_off(
+    pool: &PgPool,
+    ids: &[JobId],
+    lease: chrono::Duration,
+) -> StoreResult<Vec<HandedOff>> {
     let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-    let rows: Vec<(Uuid, DateTime<Utc>)> =
-        sqlx::query_as("SELECT job_id, schedule_updated_at FROM cron.jobs_hand_off($1)")
-            .bind(&ids)
-            .fetch_all(pool)
-            .await
-            .map_err(db_err)?;
+    let rows: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT job_id, schedule_updated_at \
+           FROM cron.jobs_hand_off($1, $2::bigint * interval '1 microsecond')",
+    )
+    .bind(&ids)
+    .bind(lease.num_microseconds().unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
     Ok(rows
         .into_iter()
         .map(|(id, updated_at)| HandedOff {

@@ -13,7 +13,8 @@ use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
 use crate::store::rows::{
-    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql, prefixed,
+    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
+    prefixed,
 };
 use crate::store::{Rings, db_err};
 
@@ -325,7 +326,7 @@ impl TenantTx for PgTenantTx<'_> {
                                        next_attempt_at, started_at, idempotency_key, now, \
                                        lease_until, n) \
              ORDER BY j.n \
-             ON CONFLICT (schedule_id) WHERE status IN ('pending', 'running') DO NOTHING \
+             ON CONFLICT (schedule_id) WHERE {OPEN_JOB} DO NOTHING \
              RETURNING {JOB_COLUMNS}"
         );
         let rows = sqlx::query(&sql)
@@ -428,22 +429,23 @@ impl TenantTx for PgTenantTx<'_> {
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>> {
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let open: Vec<Uuid> = sqlx::query_scalar(
+        let sql = format!(
             "SELECT schedule_id FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
-             AND status IN ('pending', 'running')",
-        )
-        .bind(self.env_id.0)
-        .bind(&ids)
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(db_err)?;
+             AND {OPEN_JOB}"
+        );
+        let open: Vec<Uuid> = sqlx::query_scalar(&sql)
+            .bind(self.env_id.0)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
         Ok(open.into_iter().map(ScheduleId).collect())
     }
 
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = $1 AND schedule_id = $2 AND status IN ('pending', 'running')"
+             WHERE env_id = $1 AND schedule_id = $2 AND {OPEN_JOB}"
         );
         let row = sqlx::query(&sql)
             .bind(self.env_id.0)

@@ -23,6 +23,11 @@ use crate::core::store::*;
 use crate::core::target::Target;
 use crate::core::timing::{Timing, TimingColumns};
 
+/// What makes a job open (at most one per schedule: the unique index
+/// `sentin8_cron_jobs_open_per_schedule` has this predicate): `scheduled` for a future instant,
+/// `pending` its (next) attempt, or `running` an attempt in flight.
+pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')";
+
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
     last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
@@ -287,6 +292,7 @@ pub(crate) fn stats(c: &impl Cells) -> StoreResult<StoreStats> {
     Ok(StoreStats {
         schedules_active: c.i64("schedules_active")?,
         schedules_paused: c.i64("schedules_paused")?,
+        jobs_scheduled: c.i64("jobs_scheduled")?,
         jobs_pending: c.i64("jobs_pending")?,
         jobs_running: c.i64("jobs_running")?,
         dlq_entries: c.i64("dlq_entries")?,
@@ -301,6 +307,7 @@ pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
         schedules_active: c.i64("schedules_active")?,
         schedules_paused: c.i64("schedules_paused")?,
         schedules_completed: c.i64("schedules_completed")?,
+        jobs_scheduled: c.i64("jobs_scheduled")?,
         jobs_pending: c.i64("jobs_pending")?,
         jobs_running: c.i64("jobs_running")?,
         jobs_succeeded: c.i64("jobs_succeeded")?,
@@ -332,6 +339,7 @@ pub(crate) fn env_counts_sql(env: &str) -> String {
         ("schedules_active", count("schedules", Some("active"))),
         ("schedules_paused", count("schedules", Some("paused"))),
         ("schedules_completed", count("schedules", Some("completed"))),
+        ("jobs_scheduled", count("jobs", Some("scheduled"))),
         ("jobs_pending", count("jobs", Some("pending"))),
         ("jobs_running", count("jobs", Some("running"))),
         ("jobs_succeeded", count("jobs", Some("succeeded"))),

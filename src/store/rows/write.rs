@@ -350,7 +350,7 @@ pub(crate) fn job_withdraw(c: &JobWithdraw) -> Transition {
         guard: Some(if c.handed_off {
             "status = 'running' AND attempt = 1"
         } else {
-            "status = 'running' AND attempt = 1 AND started_at IS NULL"
+            "status = 'scheduled'"
         }),
     }
 }
@@ -364,7 +364,7 @@ pub(crate) fn job_release(c: &JobRelease) -> Transition {
             ("lease_until", Val::Ts(None)),
             ("updated_at", Val::ts(c.now)),
         ],
-        guard: Some("status = 'running' AND attempt = 1 AND started_at IS NULL"),
+        guard: Some("status = 'scheduled'"),
     }
 }
 

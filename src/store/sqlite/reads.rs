@@ -55,7 +55,7 @@ pub(super) async fn jobs_due(
                ORDER BY next_attempt_at LIMIT ?3) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, lease_until AS due_at \
-               FROM jobs WHERE status = 'running' AND lease_until < ?1 \
+               FROM jobs WHERE status IN ('scheduled', 'running') AND lease_until < ?1 \
                ORDER BY lease_until LIMIT ?3) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, started_at AS due_at \
@@ -81,7 +81,7 @@ pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTim
                 AND NOT EXISTS (SELECT 1 FROM schedules s \
                                  WHERE s.id = j.schedule_id AND s.status = 'paused') \
              UNION ALL \
-             SELECT min(lease_until) FROM jobs WHERE status = 'running')",
+             SELECT min(lease_until) FROM jobs WHERE status IN ('scheduled', 'running'))",
     )
     .fetch_one(pool)
     .await
@@ -112,17 +112,23 @@ pub(super) async fn jobs_lease_renew(
     Ok(renewed)
 }
 
-pub(super) async fn jobs_hand_off(pool: &SqlitePool, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
+pub(super) async fn jobs_hand_off(
+    pool: &SqlitePool,
+    ids: &[JobId],
+    lease: chrono::Duration,
+) -> StoreResult<Vec<HandedOff>> {
     let mut tx = pool.begin().await.map_err(db_err)?;
     let mut handed = Vec::with_capacity(ids.len());
     for id in ids {
         let updated_at: Option<i64> = sqlx::query_scalar(
-            "UPDATE jobs SET started_at = scheduled_for \
-             WHERE id = ?1 AND status = 'running' AND attempt = 1 AND started_at IS NULL \
+            "UPDATE jobs SET status = 'running', started_at = scheduled_for, \
+                             lease_until = scheduled_for + ?2 \
+             WHERE id = ?1 AND status = 'scheduled' \
              RETURNING (SELECT s.updated_at FROM schedules s \
                         WHERE s.id = jobs.schedule_id AND s.env_id = jobs.env_id)",
         )
         .bind(id.0.to_string())
+        .bind(lease.num_microseconds().unwrap_or(i64::MAX))
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?;
@@ -158,6 +164,7 @@ pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
     let row = sqlx::query(
         "SELECT (SELECT count(*) FROM schedules WHERE status = 'active') AS schedules_active, \
                 (SELECT count(*) FROM schedules WHERE status = 'paused') AS schedules_paused, \
+                (SELECT count(*) FROM jobs WHERE status = 'scheduled') AS jobs_scheduled, \
                 (SELECT count(*) FROM jobs WHERE status = 'pending') AS jobs_pending, \
                 (SELECT count(*) FROM jobs WHERE status = 'running') AS jobs_running, \
                 (SELECT count(*) FROM dlq) AS dlq_entries, \

@@ -11,7 +11,7 @@ use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
 use crate::store::rows::{
-    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
+    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
     TenantRows, Val,
 };
 use crate::store::{Rings, db_err};
@@ -247,7 +247,7 @@ impl TenantTx for SqliteTenantTx {
             let columns = rows::job_insert(self.env_id, job);
             let mut sql = Sql::insert(placeholder, "jobs", columns, "");
             sql.text = format!(
-                "{} ON CONFLICT (schedule_id) WHERE status IN ('pending', 'running') DO NOTHING \
+                "{} ON CONFLICT (schedule_id) WHERE {OPEN_JOB} DO NOTHING \
                  RETURNING {JOB_COLUMNS}",
                 sql.text
             );
@@ -297,11 +297,11 @@ impl TenantTx for SqliteTenantTx {
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>> {
-        let sql = "SELECT id FROM jobs WHERE env_id = ?1 AND schedule_id = ?2 \
-                   AND status IN ('pending', 'running')";
+        let sql =
+            format!("SELECT id FROM jobs WHERE env_id = ?1 AND schedule_id = ?2 AND {OPEN_JOB}");
         let mut open = Vec::new();
         for id in ids {
-            if self.by_id(sql, id.0).await?.is_some() {
+            if self.by_id(&sql, id.0).await?.is_some() {
                 open.push(*id);
             }
         }
@@ -311,7 +311,7 @@ impl TenantTx for SqliteTenantTx {
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = ?1 AND schedule_id = ?2 AND status IN ('pending', 'running')"
+             WHERE env_id = ?1 AND schedule_id = ?2 AND {OPEN_JOB}"
         );
         let row = self.by_id(&sql, schedule_id.0).await?;
         rows::map_row(row.as_ref(), "jobs", rows::job)

@@ -327,6 +327,7 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
             schedules_active: 2,
             schedules_paused: 1,
             schedules_completed: 1,
+            jobs_scheduled: 0,
             jobs_pending: 1,
             jobs_running: 0,
             jobs_succeeded: 1,

@@ -157,6 +157,8 @@ macro_rules! conformance_suite {
                 a_recovered_finish_needs_the_lease_to_have_run_out,
                 job_cancel_fails_only_pending_jobs,
                 hand_off_and_withdrawal_take_a_held_fire_once,
+                a_lapsed_claim_is_released_once,
+                a_scheduled_job_is_an_unstarted_open_first_attempt,
                 schedule_set_next_run_writes_next_fire_and_updated_at_only,
                 zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within_one,
                 job_hours_sum_each_hour_and_rank_lateness,

@@ -84,11 +84,12 @@ async fn called_once_from_its_instant(
     jobs
 }
 
-async fn open_job(h: &Harness, id: ScheduleId) -> Option<Job> {
+/// The schedule's fire claimed ahead and not handed off yet.
+async fn scheduled_job(h: &Harness, id: ScheduleId) -> Option<Job> {
     h.jobs(id)
         .await
         .into_iter()
-        .find(|j| j.status == JobStatus::Running)
+        .find(|j| j.status == JobStatus::Scheduled)
 }
 
 pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc<dyn Store>) {
@@ -98,14 +99,20 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
         eventually("the fire is claimed ahead", || async {
-            open_job(&h, s.id).await.is_some()
+            scheduled_job(&h, s.id).await.is_some()
         })
         .await;
-        let job = open_job(&h, s.id).await.unwrap();
+        let job = scheduled_job(&h, s.id).await.unwrap();
         assert_eq!(job.scheduled_for, due);
         assert_eq!(
-            job.started_at, None,
+            (job.attempt, job.started_at),
+            (1, None),
             "held: not handed off for its call yet"
+        );
+        assert_eq!(
+            h.store.wakeup_next().await.unwrap(),
+            Some(due + Duration::seconds(2)),
+            "its claim lease lapses two seconds past its instant"
         );
         assert_eq!(
             h.schedule(s.id).await.next_run_at,
@@ -142,7 +149,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
     serving(&h, async {
         for s in [&paused, &deleted, &retimed, &kept, &raw] {
             eventually("every fire is claimed ahead", || async {
-                open_job(&h, s.id).await.is_some()
+                scheduled_job(&h, s.id).await.is_some()
             })
             .await;
         }
@@ -198,11 +205,8 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
         tx.commit().await.unwrap();
         // Neither the payload change nor the pause that bypassed the operations withdrew
         // anything: the engine's hand-off decides those.
-        assert_eq!(
-            open_job(&h, kept.id).await.map(|j| j.started_at),
-            Some(None)
-        );
-        assert_eq!(open_job(&h, raw.id).await.map(|j| j.started_at), Some(None));
+        assert!(scheduled_job(&h, kept.id).await.is_some());
+        assert!(scheduled_job(&h, raw.id).await.is_some());
         h.clock.set(due);
         eventually("the kept and the re-timed schedules are called", || async {
             h.target.requests().len() >= 2
@@ -315,13 +319,16 @@ pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store
     assert_eq!(jobs[1].scheduled_for, due);
 }
 
+/// Another instance claimed a fire ahead and stopped before handing it off: the fire is
+/// released and called within three seconds of its instant (its claim lease, not the call
+/// lease), as its first attempt, and never recorded as a failed one.
 pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc<dyn Store>) {
     let h = Harness::with_config(store, ahead_config()).await;
     // No retries allowed: recorded as a failed attempt, it would be dead-lettered uncalled.
     let s = h.create(cron("*/5 * * * *", 0)).await;
     let due = s.next_run_at.unwrap();
-    // Another instance claimed the fire ahead, then stopped before handing it off: its job
-    // is running with no start, and its lease ran out after the instant.
+    // Another instance claimed the fire ahead (as the engine does: `scheduled`, its claim
+    // lease two seconds past the instant), then stopped.
     let claimed_at = due - Duration::seconds(5);
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     tx.schedule_claim(&ScheduleClaim {
@@ -334,16 +341,22 @@ pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc
     .unwrap()
     .expect("claimed");
     let held = tx
-        .job_insert(&NewJob {
-            started_at: None,
-            lease_until: Some(due + Duration::seconds(9)),
-            ..NewJob::running(s.id, due, claimed_at)
-        })
+        .job_insert(&NewJob::scheduled(
+            s.id,
+            due,
+            due + Duration::from_std(sentin8_cron::core::engine::CLAIM_LEASE_PAST_INSTANT).unwrap(),
+            claimed_at,
+        ))
         .await
         .unwrap();
     tx.commit().await.unwrap();
 
-    let found = h.tick_at(due + Duration::seconds(10)).await;
+    // Still claimed by its instance a second past the instant.
+    let early = h.tick_at(due + Duration::seconds(1)).await;
+    assert_eq!(early.retried_attempts, 0, "{early:?}");
+    assert_eq!(h.jobs(s.id).await[0].status, JobStatus::Scheduled);
+
+    let found = h.tick_at(due + Duration::milliseconds(2100)).await;
     assert_eq!(
         (found.failed, found.dead_lettered),
         (0, 0),
@@ -357,7 +370,7 @@ pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc
         (JobStatus::Pending, 0)
     );
 
-    let ran = h.tick_at(due + Duration::seconds(11)).await;
+    let ran = h.tick_at(due + Duration::milliseconds(2200)).await;
     assert_eq!((ran.retried_attempts, ran.succeeded), (1, 1), "{ran:?}");
     let calls = h.target.requests();
     assert_eq!(calls.len(), 1);

@@ -111,9 +111,13 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.jobs_lease_renew(ids, until).await
     }
-    async fn jobs_hand_off(&self, ids: &[JobId]) -> StoreResult<Vec<HandedOff>> {
+    async fn jobs_hand_off(
+        &self,
+        ids: &[JobId],
+        lease: chrono::Duration,
+    ) -> StoreResult<Vec<HandedOff>> {
         self.check()?;
-        self.inner.jobs_hand_off(ids).await
+        self.inner.jobs_hand_off(ids, lease).await
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;

@@ -1,6 +1,6 @@
-//! Migration 5 on an embedded store at version 4 that already holds work: SQLite rebuilds the
-//! jobs table to admit the `superseded` status, and every row, column, index and foreign key of
-//! version 4 (missed occurrences, leases) survives it.
+//! Migrations on an embedded store that already holds work: SQLite rebuilds the jobs table to
+//! admit the `superseded` status (version 5) and the `scheduled` one (version 10), and every
+//! row, column, index and foreign key survives it.
 
 use std::str::FromStr;
 
@@ -50,8 +50,8 @@ async fn indexes(conn: &mut SqliteConnection) -> Vec<(String, i64, i64, String)>
     found
 }
 
-#[tokio::test]
-async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
+/// A fresh embedded database at schema `version`, as the migrations up to it left it.
+async fn sqlite_at(version: i64) -> (tempfile::TempDir, String, SqliteConnection) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("old.db").display());
     let mut conn = SqliteConnectOptions::from_str(&url)
@@ -67,12 +67,8 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
     )
     .await
     .unwrap();
-    let before: Vec<_> = SQLITE.iter().filter(|m| m.version < 5).collect();
-    assert_eq!(
-        before.last().map(|m| m.version),
-        Some(4),
-        "starts from version 4"
-    );
+    let before: Vec<_> = SQLITE.iter().filter(|m| m.version <= version).collect();
+    assert_eq!(before.last().map(|m| m.version), Some(version));
     for migration in before {
         sqlx::raw_sql(migration.sql)
             .execute(&mut conn)
@@ -86,6 +82,12 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             .await
             .unwrap();
     }
+    (dir, url, conn)
+}
+
+#[tokio::test]
+async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
+    let (_dir, url, mut conn) = sqlite_at(4).await;
     let (env, schedule, job, dlq) = (
         Uuid::now_v7().to_string(),
         Uuid::now_v7().to_string(),
@@ -175,11 +177,25 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         ["superseded_by"]
     );
     let indexes_v5 = indexes(&mut conn).await;
+    // Version 10 widens two partial indexes to take `scheduled` jobs in.
+    let widened = [
+        "sentin8_cron_jobs_open_per_schedule",
+        "sentin8_cron_jobs_leases",
+    ];
     for index in indexes_v4
         .iter()
-        .filter(|i| i.0 != "sentin8_cron_jobs_running")
+        .filter(|i| i.0 != "sentin8_cron_jobs_running" && !widened.contains(&i.0.as_str()))
     {
         assert!(indexes_v5.contains(index), "{index:?} kept: {indexes_v5:?}");
+    }
+    for name in widened {
+        let [old, new] = [&indexes_v4, &indexes_v5].map(|all| {
+            all.iter()
+                .find(|i| i.0 == name)
+                .unwrap_or_else(|| panic!("{name}: {all:?}"))
+        });
+        assert_eq!((old.1, old.2), (new.1, new.2), "{name}");
+        assert!(new.3.contains("'scheduled'"), "{new:?}");
     }
     assert!(
         !indexes_v5
@@ -191,7 +207,7 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
     // read models' two.
     let mut added: Vec<&str> = indexes_v5
         .iter()
-        .filter(|index| !indexes_v4.contains(index))
+        .filter(|index| !indexes_v4.contains(index) && !widened.contains(&index.0.as_str()))
         .map(|index| index.0.as_str())
         .collect();
     added.sort_unstable();
@@ -272,4 +288,68 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         tx.job_insert(&orphan).await.is_err(),
         "the schedule key holds"
     );
+}
+
+/// Version 10 on an embedded store that holds a fire claimed ahead by the previous version (a
+/// running first attempt with no start): it becomes `scheduled`, and every other job keeps its
+/// status.
+#[tokio::test]
+async fn sqlite_turns_fires_held_by_the_previous_version_into_scheduled_jobs() {
+    let (_dir, url, mut conn) = sqlite_at(9).await;
+    let env = Uuid::now_v7().to_string();
+    let (schedule, other, held, started) = (
+        Uuid::now_v7().to_string(),
+        Uuid::now_v7().to_string(),
+        Uuid::now_v7().to_string(),
+        Uuid::now_v7().to_string(),
+    );
+    for (id, name) in [(&schedule, "held"), (&other, "started")] {
+        conn.execute(
+            format!(
+                "INSERT INTO schedules (id, env_id, domain, schedule_type, kind, cron_expr, \
+                 status, next_run_at, created_at, updated_at, created_by, updated_by) VALUES \
+                 ('{id}', '{env}', 'billing', '{name}', 'cron', '0 2 * * *', 'active', 10, 1, 1, \
+                 't', 't')"
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    }
+    for (id, schedule, started_at) in [(&held, &schedule, "NULL"), (&started, &other, "8")] {
+        conn.execute(
+            format!(
+                "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+                 started_at, idempotency_key, created_at, updated_at, lease_until) VALUES \
+                 ('{id}', '{schedule}', '{env}', 'running', 1, 8, {started_at}, 'k{id}', 5, 5, 99)"
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    }
+    drop(conn);
+    store::migrate(&url, false).await.unwrap();
+    let store = store::connect(&url, &ConnectOptions::default())
+        .await
+        .unwrap();
+    let mut tx = store
+        .tenant_begin(EnvId(env.parse().unwrap()))
+        .await
+        .unwrap();
+    let status = |job: Option<Job>| job.map(|j| (j.status, j.attempt, j.started_at.is_some()));
+    assert_eq!(
+        status(tx.job_get(JobId(held.parse().unwrap())).await.unwrap()),
+        Some((JobStatus::Scheduled, 1, false))
+    );
+    assert_eq!(
+        status(tx.job_get(JobId(started.parse().unwrap())).await.unwrap()),
+        Some((JobStatus::Running, 1, true))
+    );
+    // Still the schedule's one open job.
+    let open = tx
+        .job_get_open(ScheduleId(schedule.parse().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(open.map(|j| j.status), Some(JobStatus::Scheduled));
 }
