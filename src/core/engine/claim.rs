@@ -143,6 +143,9 @@ impl Engine {
         let mut exhausted = Vec::new();
         let mut slots: HashMap<ScheduleId, Option<Slot>> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
+        // The occurrence each claim fires: the stored next fire, or after missed ones the
+        // latest of them.
+        let mut fire_ats: HashMap<ScheduleId, DateTime<Utc>> = HashMap::new();
         let mut deferred = 0;
         for d in due.iter().filter(|d| held.contains(&d.id)) {
             let Some(schedule) = schedules.get(&d.id) else {
@@ -172,7 +175,9 @@ impl Engine {
                 // A one-shot schedule has no next fire; it completes when its job finishes.
                 None => None,
             };
-            if let Some(run) = missed_between(&schedule.timing, d.next_run_at, now) {
+            let (fire_at, missed) = catch_up(&schedule.timing, d.next_run_at, now);
+            fire_ats.insert(d.id, fire_at);
+            if let Some(run) = missed {
                 missed_runs.insert(d.id, run);
             }
             claims.push(ScheduleClaim {
@@ -196,14 +201,12 @@ impl Engine {
                 })
                 .await?;
         }
-        let due_at: HashMap<ScheduleId, DateTime<Utc>> =
-            due.iter().map(|d| (d.id, d.next_run_at)).collect();
         let lease = super::chrono_duration(self.config.lease);
         let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
         let new_jobs: Vec<NewJob> = claimed
             .iter()
             .map(|s| {
-                let scheduled_for = due_at.get(&s.id).copied().unwrap_or(now);
+                let scheduled_for = fire_ats.get(&s.id).copied().unwrap_or(now);
                 // A fire held for its instant is `scheduled` until it is handed off for its
                 // call (a change may withdraw it until then), with a short claim lease past its
                 // instant: a stopped instance's fire is released to run seconds after it. Held
@@ -422,6 +425,37 @@ impl Engine {
     }
 }
 
+/// The missed-occurrence rule: of a schedule's occurrences from its stored next fire up to
+/// `now`, the latest runs (late, once) and the ones before it are missed, one skipped run
+/// (first, last, count; never replayed). Returns the occurrence to fire and the missed run.
+/// A schedule claimed on time (or ahead) has nothing missed and fires its stored next fire.
+fn catch_up(
+    timing: &Timing,
+    stored: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> (DateTime<Utc>, Option<MissedRun>) {
+    let Some(after) = missed_between(timing, stored, now) else {
+        return (stored, None);
+    };
+    // The stored fire and every occurrence after it but the latest: as many as `after` holds.
+    let last = if after.count > 1 || after.capped {
+        last_up_to(
+            timing,
+            stored,
+            after.last - chrono::Duration::microseconds(1),
+        )
+    } else {
+        stored
+    };
+    let missed = MissedRun {
+        first: stored,
+        last,
+        count: after.count,
+        capped: after.capped,
+    };
+    (after.last, Some(missed))
+}
+
 /// The occurrences of a schedule strictly after `fired` and up to `now`: fires nobody made.
 /// Counting stops at [`MISSED_COUNT_CAP`] ("at least"), but the last is always the true last
 /// occurrence up to now.
@@ -555,6 +589,45 @@ mod tests {
         assert_eq!(run.first, fired + chrono::Duration::minutes(1));
         assert_eq!(run.last, fired + chrono::Duration::days(30));
         assert!(missed_reason(&run).contains("at least 10000"));
+    }
+
+    #[test]
+    fn after_missed_occurrences_the_latest_fires_and_the_rest_are_one_run() {
+        let stored = Utc.with_ymd_and_hms(2026, 1, 1, 0, 2, 0).unwrap();
+        let minute = chrono::Duration::minutes(1);
+        // On time, or claimed ahead: the stored fire, nothing missed.
+        for now in [
+            stored,
+            stored + chrono::Duration::seconds(59),
+            stored - minute,
+        ] {
+            let (fire, missed) = catch_up(&every_minute(), stored, now);
+            assert_eq!(fire, stored);
+            assert!(missed.is_none());
+        }
+        // Down from before 00:02 until 00:04:30: 00:04 fires, 00:02 and 00:03 were missed.
+        let (fire, missed) = catch_up(&every_minute(), stored, stored + minute * 2 + minute / 2);
+        assert_eq!(fire, stored + minute * 2);
+        let missed = missed.unwrap();
+        assert_eq!(
+            (missed.first, missed.last, missed.count, missed.capped),
+            (stored, stored + minute, 2, false)
+        );
+        // One occurrence late: the stored one alone is missed.
+        let (fire, missed) = catch_up(&every_minute(), stored, stored + minute);
+        assert_eq!(fire, stored + minute);
+        let missed = missed.unwrap();
+        assert_eq!(
+            (missed.first, missed.last, missed.count),
+            (stored, stored, 1)
+        );
+        // Thirty days down: the latest fires, the count stops at the cap.
+        let now = stored + chrono::Duration::days(30) + chrono::Duration::seconds(30);
+        let (fire, missed) = catch_up(&every_minute(), stored, now);
+        assert_eq!(fire, stored + chrono::Duration::days(30));
+        let missed = missed.unwrap();
+        assert!(missed.capped);
+        assert_eq!(missed.last, fire - minute);
     }
 
     #[test]

@@ -48,27 +48,37 @@ pub async fn a_fire_during_a_pending_retry_is_skipped(store: Arc<dyn Store>) {
 pub async fn misfires_are_skipped_not_replayed(store: Arc<dyn Store>) {
     let h = Harness::new(store).await;
     let s = h.create(cron("*/5 * * * *", 3)).await;
-    // The ticker was down for an hour: one fire now, then the next one after now.
+    // The ticker was down for an hour: the latest occurrence (:60) fires now, once, then the
+    // next one after now.
     let now = t0() + Duration::minutes(61);
     let summary = h.tick_at(now).await;
     assert_eq!((summary.fired, summary.skipped), (1, 1));
     let after = h.schedule(s.id).await;
     assert_eq!(after.next_run_at, Some(t0() + Duration::minutes(65)));
     let jobs = h.jobs(s.id).await;
-    assert_eq!(jobs[0].scheduled_for, t0() + Duration::minutes(5));
+    assert_eq!(jobs[0].scheduled_for, t0() + Duration::minutes(60));
     assert_eq!(jobs[0].status, JobStatus::Succeeded);
-    // The occurrences nobody fired (:10 to :60) are on the record as one skipped job.
+    let calls = h.target.requests();
+    assert_eq!(calls.len(), 1);
+    let called_for: chrono::DateTime<chrono::Utc> = calls[0].json()["scheduled_for"]
+        .as_str()
+        .expect("the call names its occurrence")
+        .parse()
+        .unwrap();
+    assert_eq!(called_for, t0() + Duration::minutes(60));
+    // The occurrences before it that nobody fired (:05 to :55) are on the record as one
+    // skipped job.
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[1].status, JobStatus::Skipped);
     assert_eq!(
         jobs[1].missed,
         Some(MissedOccurrences {
-            first: t0() + Duration::minutes(10),
-            last: t0() + Duration::minutes(60),
+            first: t0() + Duration::minutes(5),
+            last: t0() + Duration::minutes(55),
             count: 11,
         })
     );
-    assert_eq!(jobs[1].scheduled_for, t0() + Duration::minutes(10));
+    assert_eq!(jobs[1].scheduled_for, t0() + Duration::minutes(5));
     assert!(
         jobs[1]
             .error
