@@ -50,10 +50,12 @@ mod ahead;
 mod claim;
 mod outcome;
 mod pipeline;
+mod share;
 mod wake;
 
 pub use claim::MISSED_COUNT_CAP;
 pub use outcome::run_request;
+pub use share::{BEAT_EVERY, STALE_AFTER};
 
 /// The actor recorded for the engine's own changes.
 pub const ENGINE_ACTOR: &str = "sentin8-cron:engine";
@@ -235,6 +237,8 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     /// Kept across ticks: an origin's failures count whichever tick saw them.
     breakers: Arc<Mutex<Breakers>>,
+    /// This instance among the instances sharing the store (see `share.rs`).
+    instance: uuid::Uuid,
 }
 
 impl Engine {
@@ -247,6 +251,7 @@ impl Engine {
     ) -> Self {
         Self {
             breakers: Arc::new(Mutex::new(Breakers::new(config.breaker))),
+            instance: uuid::Uuid::new_v4(),
             store,
             dispatcher,
             clock,
@@ -353,7 +358,7 @@ impl Engine {
         let now = self.clock.now();
         let due = self
             .store
-            .schedules_due(now, self.config.batch_size, self.config.claim_seed)
+            .schedules_due(now, self.config.batch_size, self.config.claim_seed, None)
             .await?;
         let mut planned = Vec::with_capacity(due.len());
         for d in due {

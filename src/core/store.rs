@@ -178,12 +178,14 @@ pub trait Store: Send + Sync + 'static {
     /// each environment's earliest first, then each one's second, and so on (so one
     /// environment's backlog cannot push another's schedule back). Schedules due at the same
     /// instant in one environment are ordered by a hash of their id and `seed`, so instances
-    /// with different seeds start on different ones.
+    /// with different seeds start on different ones. With a `share`, of the schedules due
+    /// after `share.ahead_after` (claimed ahead) only the share's are returned.
     async fn schedules_due(
         &self,
         now: DateTime<Utc>,
         limit: u32,
         seed: u32,
+        share: Option<Share>,
     ) -> StoreResult<Vec<DueSchedule>>;
 
     /// Jobs whose next attempt is due, or whose running attempt's lease ran out before `now`
@@ -199,6 +201,19 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the leases of running attempts (ids only, across tenants) to `until`; attempts
     /// no longer running are left alone. Returns how many were extended.
     async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64>;
+
+    /// Records that instance `id` is alive at `now`, forgets instances last seen before
+    /// `stale_before`, and returns the ids of the instances alive, in order (so each knows its
+    /// place among them). Ids only; no tenant data.
+    async fn instance_beat(
+        &self,
+        id: uuid::Uuid,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> StoreResult<Vec<uuid::Uuid>>;
+
+    /// Forgets instance `id` (it is stopping), so the others take its share at once.
+    async fn instance_leave(&self, id: uuid::Uuid) -> StoreResult<()>;
 
     /// Hands off fires claimed ahead for their calls (ids only, across tenants): each of `ids`
     /// still `scheduled` becomes `running`, its instant its start and its call lease `lease`

@@ -78,6 +78,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "scheduled_jobs",
         sql: include_str!("../../migrations/postgres/0010_scheduled_jobs.sql"),
     },
+    Migration {
+        version: 11,
+        name: "instance_shares",
+        sql: include_str!("../../migrations/postgres/0011_instance_shares.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -131,6 +136,11 @@ pub const SQLITE: &[Migration] = &[
         version: 10,
         name: "scheduled_jobs",
         sql: include_str!("../../migrations/sqlite/0010_scheduled_jobs.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "instance_shares",
+        sql: include_str!("../../migrations/sqlite/0011_instance_shares.sql"),
     },
 ];
 

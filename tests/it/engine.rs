@@ -238,6 +238,7 @@ macro_rules! engine_suite {
                 a_schedule_paused_before_its_claimed_instant_is_not_called,
                 an_open_job_does_not_skip_a_fire_claimed_ahead,
                 a_fire_held_by_a_stopped_instance_is_released_not_failed,
+                two_instances_share_a_small_burst,
                 a_lapsed_lease_found_by_two_instances_is_one_failure,
                 an_attempts_duration_is_its_call_alone,
             );

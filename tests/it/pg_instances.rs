@@ -337,7 +337,7 @@ async fn instances_with_different_seeds_start_on_different_schedules_of_a_burst(
         let store = store.clone();
         async move {
             let mut ids: Vec<ScheduleId> = store
-                .schedules_due(now, 5, seed)
+                .schedules_due(now, 5, seed, None)
                 .await
                 .unwrap()
                 .into_iter()

@@ -42,10 +42,21 @@ async fn the_service_role_is_not_privileged() {
     .await
     .unwrap();
     assert_ne!(owner, "sentin8_cron_service");
+    // The instances' heartbeats hold no tenant data, and the service role may not touch them
+    // but through their functions.
+    let (read, write): (bool, bool) = sqlx::query_as(
+        "SELECT has_table_privilege('cron.instances', 'SELECT'), \
+                has_table_privilege('cron.instances', 'INSERT, UPDATE, DELETE')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(!read && !write);
     // RLS is enabled and forced on every tenant table.
     let tables: Vec<(String, bool, bool)> = sqlx::query_as(
         "SELECT relname::text, relrowsecurity, relforcerowsecurity FROM pg_class \
-         WHERE relnamespace = 'cron'::regnamespace AND relkind = 'r' AND relname <> 'schema_migrations' \
+         WHERE relnamespace = 'cron'::regnamespace AND relkind = 'r' \
+           AND relname NOT IN ('schema_migrations', 'instances') \
          ORDER BY relname",
     )
     .fetch_all(&mut conn)

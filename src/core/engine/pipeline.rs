@@ -23,6 +23,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use super::ahead::Held;
 use super::claim::{Admit, RetryClaim};
 use super::outcome::{Attempt, Failure, call_alone};
+use super::share::ShareCell;
 use super::{Engine, EngineError, Outcome, TickSummary};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::metrics::inc;
@@ -163,6 +164,8 @@ pub(super) struct Pipeline<'e> {
     pub ahead: Option<Duration>,
     /// Fires claimed ahead, waiting for their instant or a slot.
     pub held: Arc<Held>,
+    /// This instance's share of the fires claimed ahead (`serve` beats to keep it).
+    pub share: Arc<ShareCell>,
     pub inflight: Arc<InFlight>,
     done: mpsc::UnboundedSender<Attempt>,
     pub summary: Arc<Mutex<TickSummary>>,
@@ -216,6 +219,7 @@ impl Engine {
                 records: records.clone(),
                 ahead,
                 held: held.clone(),
+                share: Arc::default(),
                 inflight: inflight.clone(),
                 done: tx,
                 summary: summary.clone(),
@@ -422,9 +426,11 @@ impl Pipeline<'_> {
             .min(u32::try_from(room).unwrap_or(u32::MAX));
         let now = engine.clock.now();
         let horizon = now + super::chrono_duration(self.ahead.unwrap_or_default());
+        // Claiming ahead, several instances share what falls due by a hash of the schedule.
+        let share = self.ahead.and_then(|_| self.share.get(now));
         let due = engine
             .store
-            .schedules_due(horizon, limit, engine.config.claim_seed)
+            .schedules_due(horizon, limit, engine.config.claim_seed, share)
             .await?;
         let full = due.len() as u64 >= u64::from(limit);
         self.account(|s| s.due += due.len() as u64);

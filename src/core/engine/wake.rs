@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Engine;
 use super::pipeline::{InFlight, Round};
+use super::{Engine, share};
 use crate::core::clock::Clock;
 use crate::core::store::Store;
 
@@ -19,6 +19,17 @@ impl Engine {
         let lead = self.config.lead();
         let (pipeline, recorder) = self.pipeline((!lead.is_zero()).then_some(lead));
         let inflight = pipeline.inflight.clone();
+        // The first round already claims this instance's share only.
+        let share = pipeline.share.clone();
+        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
+        let (stop_beats, beats_stopped) = tokio::sync::watch::channel(false);
+        let beats = tokio::spawn(share::keep_share(
+            self.store.clone(),
+            self.clock.clone(),
+            self.instance,
+            share,
+            beats_stopped,
+        ));
         let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
         let (stop_claims, claims_stopped) = tokio::sync::watch::channel(false);
         let claiming = async move {
@@ -27,6 +38,8 @@ impl Engine {
                 let _ = stop_claims.send(true);
             };
             tokio::join!(claim, pipeline.launch_loop(claims_stopped));
+            // No more claims: the others take this instance's share.
+            let _ = stop_beats.send(true);
             // Dropping the pipeline closes the recorder's channel once the calls are done.
             drop(pipeline);
         };
@@ -46,6 +59,9 @@ impl Engine {
         tokio::join!(claiming, recording);
         if let Err(err) = keeper.await {
             tracing::error!(error = %err, "the lease keeper stopped");
+        }
+        if let Err(err) = beats.await {
+            tracing::error!(error = %err, "the heartbeat stopped");
         }
     }
 

@@ -23,6 +23,17 @@ pub struct DueSchedule {
     pub next_run_at: DateTime<Utc>,
 }
 
+/// This instance's share of the schedules claimed ahead of their instant, when several
+/// instances run: with `of` instances alive (ordered by id), the schedules whose id hashes to
+/// `index`. An occurrence already due by `ahead_after` (the present) is everyone's, so the
+/// share of an instance that stopped is still claimed, at its instant, by the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub index: u32,
+    pub of: u32,
+    pub ahead_after: DateTime<Utc>,
+}
+
 /// A job whose next attempt is due (pending and `next_attempt_at <= now`), or a running job
 /// whose attempt went stale (its process died mid-call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

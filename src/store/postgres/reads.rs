@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::{PgCells, clamp_limit};
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, StoreResult, StoreStats, ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, Share, StoreResult, StoreStats, ZoneInUse,
 };
 use crate::store::{db_err, rows};
 
@@ -17,15 +17,45 @@ pub(super) async fn schedules_due(
     now: DateTime<Utc>,
     limit: u32,
     seed: u32,
+    share: Option<Share>,
 ) -> StoreResult<Vec<DueSchedule>> {
-    let rows = sqlx::query("SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2, $3)")
-        .bind(clamp_limit(limit))
+    let rows = sqlx::query(
+        "SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(clamp_limit(limit))
+    .bind(now)
+    .bind(i64::from(seed))
+    .bind(share.map(|s| s.ahead_after))
+    .bind(share.map_or(1, |s| i32::try_from(s.of).unwrap_or(i32::MAX)))
+    .bind(share.map_or(0, |s| i32::try_from(s.index).unwrap_or(0)))
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    rows::map_rows(&rows, "schedules", rows::due_schedule)
+}
+
+pub(super) async fn instance_beat(
+    pool: &PgPool,
+    id: Uuid,
+    now: DateTime<Utc>,
+    stale_before: DateTime<Utc>,
+) -> StoreResult<Vec<Uuid>> {
+    sqlx::query_scalar("SELECT cron.instance_beat($1, $2, $3)")
+        .bind(id)
         .bind(now)
-        .bind(i64::from(seed))
+        .bind(stale_before)
         .fetch_all(pool)
         .await
+        .map_err(db_err)
+}
+
+pub(super) async fn instance_leave(pool: &PgPool, id: Uuid) -> StoreResult<()> {
+    sqlx::query("SELECT cron.instance_leave($1)")
+        .bind(id)
+        .execute(pool)
+        .await
         .map_err(db_err)?;
-    rows::map_rows(&rows, "schedules", rows::due_schedule)
+    Ok(())
 }
 
 pub(super) async fn jobs_due(

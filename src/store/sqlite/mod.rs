@@ -122,8 +122,22 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
         limit: u32,
         seed: u32,
+        share: Option<Share>,
     ) -> StoreResult<Vec<DueSchedule>> {
-        reads::schedules_due(&self.pool, now, limit, seed).await
+        reads::schedules_due(&self.pool, now, limit, seed, share).await
+    }
+
+    async fn instance_beat(
+        &self,
+        id: Uuid,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> StoreResult<Vec<Uuid>> {
+        reads::instance_beat(&self.pool, id, now, stale_before).await
+    }
+
+    async fn instance_leave(&self, id: Uuid) -> StoreResult<()> {
+        reads::instance_leave(&self.pool, id).await
     }
 
     async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {

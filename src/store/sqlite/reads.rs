@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::SqliteCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, StoreError, StoreResult, StoreStats, ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, Share, StoreError, StoreResult, StoreStats,
+    ZoneInUse,
 };
 use crate::store::db_err;
 use crate::store::rows::{self, from_micros};
@@ -17,6 +18,7 @@ pub(super) async fn schedules_due(
     now: DateTime<Utc>,
     limit: u32,
     seed: u32,
+    share: Option<Share>,
 ) -> StoreResult<Vec<DueSchedule>> {
     // Round-robin across environments; ties at one instant by a seeded hash of the id (its
     // last characters, multiplied by an odd factor from the seed modulo a prime, so each seed
@@ -28,16 +30,71 @@ pub(super) async fn schedules_due(
                         ((unicode(substr(id, -1)) * 31 + unicode(substr(id, -2, 1))) * 131 \
                           + unicode(substr(id, -3, 1))) * (?3 * 2 + 1) % 997, id) \
                       AS turn \
-               FROM schedules WHERE status = 'active' AND next_run_at <= ?1) \
+               FROM schedules WHERE status = 'active' AND next_run_at <= ?1 \
+                AND (?5 <= 1 OR next_run_at <= ?4 \
+                     OR ((unicode(substr(id, -4, 1)) * 31 + unicode(substr(id, -5, 1))) * 131 \
+                          + unicode(substr(id, -6, 1))) % ?5 = ?6)) \
          ORDER BY turn, next_run_at, env_id LIMIT ?2",
     )
     .bind(now.timestamp_micros())
     .bind(i64::from(limit.min(1000)))
     .bind(i64::from(seed % 997))
+    .bind(share.map(|s| s.ahead_after.timestamp_micros()))
+    .bind(share.map_or(1, |s| i64::from(s.of)))
+    .bind(share.map_or(0, |s| i64::from(s.index)))
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
     rows::map_rows(&rows, "schedules", rows::due_schedule)
+}
+
+pub(super) async fn instance_beat(
+    pool: &SqlitePool,
+    id: Uuid,
+    now: DateTime<Utc>,
+    stale_before: DateTime<Utc>,
+) -> StoreResult<Vec<Uuid>> {
+    let mut tx = pool.begin().await.map_err(db_err)?;
+    sqlx::query(
+        "INSERT INTO instances (id, seen_at) VALUES (?1, ?2) \
+         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+    )
+    .bind(id.to_string())
+    .bind(now.timestamp_micros())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query("DELETE FROM instances WHERE seen_at < ?1")
+        .bind(stale_before.timestamp_micros())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM instances ORDER BY id")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    let mut ids = ids
+        .iter()
+        .map(|id| {
+            Uuid::parse_str(id).map_err(|e| StoreError::Corrupt {
+                table: "instances",
+                detail: e.to_string(),
+            })
+        })
+        .collect::<StoreResult<Vec<Uuid>>>()?;
+    // The same order as PostgreSQL's (by the id's bytes), whatever the text's case.
+    ids.sort();
+    Ok(ids)
+}
+
+pub(super) async fn instance_leave(pool: &SqlitePool, id: Uuid) -> StoreResult<()> {
+    sqlx::query("DELETE FROM instances WHERE id = ?1")
+        .bind(id.to_string())
+        .execute(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(())
 }
 
 pub(super) async fn jobs_due(

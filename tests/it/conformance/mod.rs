@@ -136,6 +136,8 @@ macro_rules! conformance_suite {
                 leased_attempts_are_due_when_the_lease_runs_out,
                 due_selection_is_round_robin_across_environments,
                 same_instant_ties_are_ordered_by_seed,
+                instances_beat_and_are_forgotten_when_stale,
+                instances_share_what_is_claimed_ahead,
                 stats_count_across_tenants,
                 env_counts_and_upcoming_stay_in_their_tenant,
                 schedule_locks_exclude_each_other,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::Duration;
+use futures_util::FutureExt;
 use sentin8_cron::core::clock::Clock;
 use sentin8_cron::core::engine::EngineConfig;
 use sentin8_cron::core::model::*;
@@ -399,4 +400,111 @@ pub async fn a_fire_held_by_a_claim_that_crosses_its_instant_is_called_once(stor
     })
     .await;
     called_once_from_its_instant(&h, s.id, due).await;
+}
+
+/// Two instances claiming ahead share a small burst: each claims about its half of the forty
+/// fires due at one instant (by a hash of the schedule), both make calls, and every fire is
+/// called once.
+pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::Engine;
+    use sentin8_cron::core::metrics::Metrics;
+    use std::sync::atomic::Ordering;
+
+    let h = Harness::with_config(store, ahead_config()).await;
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        ids.push(h.create(cron("*/5 * * * *", 3)).await.id);
+    }
+    let due = h.schedule(ids[0]).await.next_run_at.unwrap();
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), StdDuration::from_secs(4)),
+        h.clock.clone(),
+        ahead_config(),
+        Arc::new(Metrics::default()),
+    );
+    // Nothing within the lead yet while the instances learn of each other.
+    h.clock.set(due - Duration::seconds(60));
+    let alive = |probe: uuid::Uuid| {
+        let store = h.store.clone();
+        let now = h.clock.now();
+        async move {
+            let alive = store
+                .instance_beat(probe, now, now - Duration::seconds(10))
+                .await
+                .unwrap();
+            store.instance_leave(probe).await.unwrap();
+            alive.len() - 1
+        }
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stopped_too = stopped.clone();
+    let serve_other = other.run(async move {
+        let mut stopped = stopped_too;
+        let _ = stopped.wait_for(|s| *s).await;
+    });
+    let scenario = async {
+        eventually("the other instance beats", || {
+            alive(uuid::Uuid::new_v4()).then(|n| async move { n == 1 })
+        })
+        .await;
+        serving(&h, async {
+            eventually("both instances beat", || {
+                alive(uuid::Uuid::new_v4()).then(|n| async move { n == 2 })
+            })
+            .await;
+            // Each has beaten since the other came (and the probes left).
+            tokio::time::sleep(sentin8_cron::core::engine::BEAT_EVERY * 3 / 2).await;
+            h.clock.set(due - Duration::seconds(3));
+            for _ in 0..2 {
+                h.store.signals().ring(Channel::Schedules);
+            }
+            eventually("every fire is claimed ahead", || async {
+                let mut all = true;
+                for id in &ids {
+                    all &= scheduled_job(&h, *id).await.is_some();
+                }
+                all
+            })
+            .await;
+            h.clock.set(due);
+            eventually("every fire is called and recorded", || async {
+                let mut all = h.target.requests().len() >= 40;
+                for id in &ids {
+                    all &= h.jobs(*id).await[0].status == JobStatus::Succeeded;
+                }
+                all
+            })
+            .await;
+        })
+        .await;
+        let _ = stop.send(true);
+    };
+    tokio::join!(serve_other, scenario);
+    drop(stopped);
+
+    let fired = [&h.engine, &other].map(|e| e.metrics().fires.load(Ordering::Relaxed));
+    assert_eq!(fired[0] + fired[1], 40, "{fired:?}");
+    assert!(
+        fired[0] > 0 && fired[1] > 0,
+        "both instances call: {fired:?}"
+    );
+    let mut called: Vec<String> = h
+        .target
+        .requests()
+        .iter()
+        .map(|r| r.json()["job_id"].to_string())
+        .collect();
+    called.sort();
+    called.dedup();
+    assert_eq!(called.len(), 40, "each fire called once");
+    for id in &ids {
+        let jobs = h.jobs(*id).await;
+        assert_eq!(jobs.len(), 1, "{jobs:?}");
+        assert_eq!(
+            jobs[0].started_at,
+            Some(due),
+            "handed off, called at its instant"
+        );
+    }
 }

@@ -94,9 +94,23 @@ impl Store for FaultyStore {
         now: DateTime<Utc>,
         limit: u32,
         seed: u32,
+        share: Option<Share>,
     ) -> StoreResult<Vec<DueSchedule>> {
         self.check()?;
-        self.inner.schedules_due(now, limit, seed).await
+        self.inner.schedules_due(now, limit, seed, share).await
+    }
+    async fn instance_beat(
+        &self,
+        id: uuid::Uuid,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> StoreResult<Vec<uuid::Uuid>> {
+        self.check()?;
+        self.inner.instance_beat(id, now, stale_before).await
+    }
+    async fn instance_leave(&self, id: uuid::Uuid) -> StoreResult<()> {
+        self.check()?;
+        self.inner.instance_leave(id).await
     }
     async fn jobs_due(
         &self,
