@@ -218,3 +218,26 @@ impl LoggingArgs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Engine {
+        #[command(flatten)]
+        engine: EngineArgs,
+    }
+
+    #[test]
+    fn the_engine_flags_default_to_the_engine_s_own_defaults() {
+        let parsed = Engine::try_parse_from(["sentin8-cron"]).expect("no flag is required");
+        let defaults = EngineConfig::default();
+        let from_flags = EngineConfig {
+            claim_seed: defaults.claim_seed,
+            ..parsed.engine.engine_config(defaults.job_timeout)
+        };
+        assert_eq!(format!("{from_flags:?}"), format!("{defaults:?}"));
+    }
+}

@@ -50,6 +50,7 @@ mod ahead;
 mod claim;
 mod outcome;
 mod pipeline;
+mod recorder;
 mod share;
 mod wake;
 
@@ -120,9 +121,11 @@ impl EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         let job_timeout = Duration::from_secs(30);
+        // `serve` and `tick` take these as their flags' defaults (a test in `cmd::args` holds
+        // them equal).
         Self {
-            batch_size: 100,
-            drain_size: 100,
+            batch_size: 500,
+            drain_size: 500,
             concurrency: 256,
             env_concurrency: 64,
             origin_concurrency: 32,

@@ -22,7 +22,9 @@ use crate::core::model::{
     AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, OutboxEvent, Schedule, ScheduleId,
 };
 
+mod outbox_params;
 mod params;
+pub use outbox_params::*;
 pub use params::*;
 
 /// A storage error. Database internals are kept as an opaque source: they are logged, never
