@@ -21,7 +21,9 @@ ALTER TABLE cron.jobs ADD CONSTRAINT jobs_status_check
     NOT VALID;
 
 -- The fires held by instances of the previous version when they stopped.
-UPDATE cron.jobs SET status = 'scheduled'
+-- Their claim lease is the new one (two seconds past the instant), so another instance
+-- releases them then, not a whole call lease later.
+UPDATE cron.jobs SET status = 'scheduled', lease_until = scheduled_for + interval '2 seconds'
  WHERE status = 'running' AND attempt = 1 AND started_at IS NULL;
 
 -- A scheduled job is a first attempt that has not started.
@@ -86,18 +88,21 @@ CREATE OR REPLACE FUNCTION cron.next_wakeup() RETURNS timestamptz
 $$;
 
 -- The hand-off: scheduled -> running, its start its instant and its call lease p_lease past
--- that. Only a job still scheduled is taken (a withdrawal or a release may have come first).
+-- that, or past p_now for a fire handed off late (a lease already run out would let another
+-- instance recover a call about to be made). Only a job still scheduled is taken (a
+-- withdrawal or a release may have come first). Like version 9's, the hand-off cannot be
+-- rewritten in place any more: it changes the status, which the partial indexes read.
 -- `(status = 'scheduled') IS TRUE` keeps the lookup by id (see version 8).
 DROP FUNCTION cron.jobs_hand_off(uuid[], timestamptz);
 DROP FUNCTION cron.jobs_hand_off(uuid[]);
-CREATE FUNCTION cron.jobs_hand_off(p_ids uuid[], p_lease interval)
+CREATE FUNCTION cron.jobs_hand_off(p_ids uuid[], p_lease interval, p_now timestamptz)
     RETURNS TABLE (job_id uuid, schedule_updated_at timestamptz)
     LANGUAGE sql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
     WITH handed AS (
         UPDATE cron.jobs SET status = 'running', started_at = scheduled_for,
-                             lease_until = scheduled_for + p_lease
+                             lease_until = greatest(scheduled_for, p_now) + p_lease
          WHERE id = ANY (p_ids) AND (status = 'scheduled') IS TRUE
         RETURNING id, schedule_id, env_id)
     SELECT h.id, s.updated_at
@@ -105,8 +110,9 @@ CREATE FUNCTION cron.jobs_hand_off(p_ids uuid[], p_lease interval)
       JOIN cron.schedules s ON s.id = h.schedule_id AND s.env_id = h.env_id
 $$;
 
-REVOKE ALL ON FUNCTION cron.jobs_hand_off(uuid[], interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cron.jobs_hand_off(uuid[], interval) TO sentin8_cron_service;
+REVOKE ALL ON FUNCTION cron.jobs_hand_off(uuid[], interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cron.jobs_hand_off(uuid[], interval, timestamptz)
+    TO sentin8_cron_service;
 
 -- Health and metrics count scheduled jobs apart from running ones.
 DROP FUNCTION cron.stats();

@@ -46,7 +46,10 @@ SELECT id, schedule_id, env_id,
             THEN 'scheduled' ELSE status END,
        attempt, scheduled_for, next_attempt_at, started_at, finished_at, result, error,
        idempotency_key, created_at, updated_at, missed_first, missed_last, missed_count,
-       lease_until, superseded_by
+       -- Their claim lease is the new one, two seconds past the instant.
+       CASE WHEN status = 'running' AND attempt = 1 AND started_at IS NULL
+            THEN scheduled_for + 2000000 ELSE lease_until END,
+       superseded_by
   FROM jobs;
 DROP TABLE jobs;
 ALTER TABLE jobs_v10 RENAME TO jobs;

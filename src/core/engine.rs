@@ -9,14 +9,16 @@
 //!    and claimed per environment under their schedule locks, in one tenant transaction on
 //!    the locks' connection, as far as free slots allow (a global limit, and caps per
 //!    environment and per target origin). The claim-conditional UPDATE advances each
-//!    `next_run_at` to the next fire strictly after now, and a running job with a lease is
-//!    opened for each. Every other due occurrence is recorded as a skipped job with its
-//!    reason, the `job:skipped` event and the metric: a fire overlapping an open job, and the
-//!    occurrences missed between the stored next fire and now (one record per run, with the
-//!    first, the last and the count). The unique open-job index is the backstop: whatever
-//!    races, a schedule has at most one open job. The continuous loop claims ahead of the
-//!    instant (`ahead.rs`): fires due within the lead are claimed early, held, read again at
-//!    their instant and called then.
+//!    `next_run_at` to the next fire strictly after now, and a job is opened for each:
+//!    `running` with a lease, or `scheduled` with a short claim lease for a fire claimed
+//!    ahead. Every other due occurrence is recorded as a skipped job with its reason, the
+//!    `job:skipped` event and the metric: a fire overlapping an open job, and after an
+//!    outage the occurrences missed before the latest one, which fires (one record per run,
+//!    with the first, the last and the count). The unique open-job index is the backstop:
+//!    whatever races, a schedule has at most one open job. The continuous loop claims ahead
+//!    of the instant (`ahead.rs`; several instances share what falls due, `share.rs`): fires
+//!    due within the lead are claimed early, held, handed off (`scheduled` to `running`) and
+//!    called at their instant.
 //! 2. **Call** the owning service, each call on its own task, bounded by the job timeout
 //!    alone. While a target origin's circuit is open (`core::breaker`), its calls fail fast
 //!    onto the retry path, recorded as `circuit open`.
@@ -88,8 +90,7 @@ pub struct EngineConfig {
     pub claim_seed: u32,
     /// How far ahead of their instant the continuous loop claims due schedules: the claim's
     /// database work is done before the instant, and the call leaves at it. Used up to half a
-    /// lease (so a dead instance's claims are recovered after their instant); zero claims at
-    /// the instant. `tick` always claims at the instant.
+    /// lease; zero claims at the instant. `tick` always claims at the instant.
     pub claim_ahead: Duration,
     /// The safety poll: the loop wakes at least this often.
     pub tick_interval: Duration,

@@ -445,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn only_pending_and_running_are_open() {
+    fn only_scheduled_pending_and_running_are_open() {
         let open: Vec<_> = JobStatus::ALL.iter().filter(|s| s.is_open()).collect();
         assert_eq!(
             open,

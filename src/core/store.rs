@@ -190,9 +190,10 @@ pub trait Store: Send + Sync + 'static {
         share: Option<Share>,
     ) -> StoreResult<Vec<DueSchedule>>;
 
-    /// Jobs whose next attempt is due, or whose running attempt's lease ran out before `now`
-    /// (a running attempt without a lease counts as expired when it started before
-    /// `stale_before`), across tenants, at most `limit`.
+    /// Jobs whose next attempt is due, whose running attempt's lease ran out before `now` (a
+    /// running attempt without a lease counts as expired when it started before
+    /// `stale_before`), or whose claim ahead (`scheduled`) lapsed before `now`, across tenants,
+    /// at most `limit`.
     async fn jobs_due(
         &self,
         now: DateTime<Utc>,
@@ -219,16 +220,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Hands off fires claimed ahead for their calls (ids only, across tenants): each of `ids`
     /// still `scheduled` becomes `running`, its instant its start and its call lease `lease`
-    /// past that. Returns those handed off; any other was withdrawn or released meanwhile and
-    /// must not be called.
+    /// past its instant, or past `now` for one handed off late (a lease already run out would
+    /// let another instance recover a call about to be made). Returns those handed off; any
+    /// other was withdrawn or released meanwhile and must not be called.
     async fn jobs_hand_off(
         &self,
         ids: &[JobId],
         lease: chrono::Duration,
+        now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>>;
 
     /// The earliest instant at which something becomes due (a schedule's next fire, a job's
-    /// next attempt or a running attempt's lease expiry), across tenants.
+    /// next attempt, a running attempt's lease expiry or a claim ahead lapsing), across
+    /// tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
     /// The environments that have dead-letter entries (ids only), for the operator's
@@ -436,14 +440,14 @@ pub trait TenantTx: Send {
     /// error; `attempt` and `next_attempt_at` are kept. `None` when the job is not pending (or
     /// does not exist).
     async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>>;
-    /// Withdraws a first attempt claimed ahead and never called: status `skipped`, no
-    /// `started_at` or lease, `finished_at` and `updated_at` now, the reason as its error.
-    /// `None` when the job is not running its first attempt, or (unless `handed_off`) has been
-    /// handed off for its call, or does not exist.
+    /// Withdraws a fire claimed ahead and never called: status `skipped`, no `started_at` or
+    /// lease, `finished_at` and `updated_at` now, the reason as its error. `None` when the job
+    /// is not `scheduled` (or, with `handed_off`, not running its first attempt), or does not
+    /// exist.
     async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>>;
-    /// Releases a first attempt claimed ahead and never handed off: status `pending`, attempt
-    /// 0, due now, no lease. `None` when it is not such an attempt (it was handed off or
-    /// withdrawn meanwhile).
+    /// Releases a fire claimed ahead and never handed off (`scheduled`): status `pending`,
+    /// attempt 0, due now, no lease. `None` when it is no longer `scheduled` (it was handed off,
+    /// withdrawn or released meanwhile).
     async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.

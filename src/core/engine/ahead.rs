@@ -311,7 +311,8 @@ impl Pipeline<'_> {
     async fn hand_off(&self, fires: Vec<HeldFire>) -> bool {
         let ids: Vec<JobId> = fires.iter().map(|f| f.job.id).collect();
         let lease = super::chrono_duration(self.engine.config.lease);
-        let handed = match self.engine.store.jobs_hand_off(&ids, lease).await {
+        let now = self.engine.clock.now();
+        let handed = match self.engine.store.jobs_hand_off(&ids, lease, now).await {
             Ok(handed) => {
                 self.held.hand_off_answered(&ids);
                 handed

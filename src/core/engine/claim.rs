@@ -72,7 +72,7 @@ pub(super) enum RetryClaim {
     Lost,
 }
 
-/// Missed occurrences of a schedule, between the one fired and now.
+/// A run of a schedule's missed occurrences (first, last, count), recorded as one skipped job.
 struct MissedRun {
     first: DateTime<Utc>,
     last: DateTime<Utc>,

@@ -363,13 +363,13 @@ impl Failure {
         }
     }
 
-    /// An attempt whose instance stopped before recording it: retried at once (it was lost,
-    /// not refused).
     /// Whether this failure stands for an attempt recovered from a stopped instance.
     pub(super) fn is_abandoned(&self) -> bool {
         self.kind == Self::ABANDONED
     }
 
+    /// An attempt whose instance stopped before recording it: retried at once (it was lost,
+    /// not refused).
     pub(super) fn abandoned(message: String) -> Failure {
         Failure {
             class: FailureClass::Retryable,

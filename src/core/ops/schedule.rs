@@ -53,9 +53,13 @@ impl Ops {
         }
         let mut tx = self.store.tenant_begin(env).await?;
         let current = live_for_update(&mut *tx, id).await?;
+        // A one-shot whose occurrence was claimed (no next fire left) and whose job is still
+        // open, a retry the pause holds: resuming finishes it. (A job triggered by hand while
+        // paused does not stand for the occurrence itself.)
         let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
             && current.status == ScheduleStatus::Paused
-            && current.kind() == ScheduleKind::Once;
+            && current.kind() == ScheduleKind::Once
+            && current.next_run_at.is_none();
         let open_job = resuming_one_shot && tx.job_get_open(id).await?.is_some();
         let (updated, event) = patch::apply(&current, patch, actor, open_job)?;
         if updated == current {

@@ -480,7 +480,6 @@ pub struct NewJob {
 }
 
 impl NewJob {
-    /// A running first attempt of a fire due at `scheduled_for`, started now (no lease).
     /// A fire claimed ahead for `scheduled_for`: no start until its hand-off, its claim lease
     /// until `claim_lease_until`.
     pub fn scheduled(
@@ -497,6 +496,7 @@ impl NewJob {
         }
     }
 
+    /// A running first attempt of a fire due at `scheduled_for`, started now (no lease).
     pub fn running(
         schedule_id: ScheduleId,
         scheduled_for: DateTime<Utc>,

@@ -172,8 +172,9 @@ impl Store for PgStore {
         &self,
         ids: &[JobId],
         lease: chrono::Duration,
+        now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>> {
-        reads::jobs_hand_off(&self.pool, ids, lease).await
+        reads::jobs_hand_off(&self.pool, ids, lease, now).await
     }
 
     async fn jobs_due(

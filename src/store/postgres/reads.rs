@@ -93,14 +93,16 @@ pub(super) async fn jobs_hand_off(
     pool: &PgPool,
     ids: &[JobId],
     lease: chrono::Duration,
+    now: DateTime<Utc>,
 ) -> StoreResult<Vec<HandedOff>> {
     let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
     let rows: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
         "SELECT job_id, schedule_updated_at \
-           FROM cron.jobs_hand_off($1, $2::bigint * interval '1 microsecond')",
+           FROM cron.jobs_hand_off($1, $2::bigint * interval '1 microsecond', $3)",
     )
     .bind(&ids)
     .bind(lease.num_microseconds().unwrap_or(i64::MAX))
+    .bind(now)
     .fetch_all(pool)
     .await
     .map_err(db_err)?;

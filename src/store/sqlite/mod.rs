@@ -148,8 +148,9 @@ impl Store for SqliteStore {
         &self,
         ids: &[JobId],
         lease: chrono::Duration,
+        now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>> {
-        reads::jobs_hand_off(&self.pool, ids, lease).await
+        reads::jobs_hand_off(&self.pool, ids, lease, now).await
     }
 
     async fn jobs_due(

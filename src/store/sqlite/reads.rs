@@ -173,19 +173,21 @@ pub(super) async fn jobs_hand_off(
     pool: &SqlitePool,
     ids: &[JobId],
     lease: chrono::Duration,
+    now: DateTime<Utc>,
 ) -> StoreResult<Vec<HandedOff>> {
     let mut tx = pool.begin().await.map_err(db_err)?;
     let mut handed = Vec::with_capacity(ids.len());
     for id in ids {
         let updated_at: Option<i64> = sqlx::query_scalar(
             "UPDATE jobs SET status = 'running', started_at = scheduled_for, \
-                             lease_until = scheduled_for + ?2 \
+                             lease_until = max(scheduled_for, ?3) + ?2 \
              WHERE id = ?1 AND status = 'scheduled' \
              RETURNING (SELECT s.updated_at FROM schedules s \
                         WHERE s.id = jobs.schedule_id AND s.env_id = jobs.env_id)",
         )
         .bind(id.0.to_string())
         .bind(lease.num_microseconds().unwrap_or(i64::MAX))
+        .bind(now.timestamp_micros())
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?;

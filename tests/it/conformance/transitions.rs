@@ -670,7 +670,10 @@ pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>
 
     let ids = [handed.1.id, withdrawn.1.id, engine.1.id, started.id];
     let call_lease = Duration::seconds(35);
-    let mut got = store.jobs_hand_off(&ids, call_lease).await.unwrap();
+    let mut got = store
+        .jobs_hand_off(&ids, call_lease, later(5))
+        .await
+        .unwrap();
     got.sort_by_key(|h| h.job_id);
     let mut want: Vec<HandedOff> = [handed, engine]
         .iter()
@@ -715,7 +718,7 @@ pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>
     // Handed off once: not again, and a change can no longer withdraw it.
     assert!(
         store
-            .jobs_hand_off(&ids, call_lease)
+            .jobs_hand_off(&ids, call_lease, later(5))
             .await
             .unwrap()
             .is_empty()
@@ -742,6 +745,29 @@ pub async fn hand_off_and_withdrawal_take_a_held_fire_once(store: Arc<dyn Store>
     assert_eq!(stored_job(&store, env, started.id).await, started);
     // The hand-off left the withdrawn record as it was.
     assert_eq!(stored_job(&store, env, withdrawn.1.id).await, record);
+
+    // Handed off fifty seconds late (the database was away): its call lease runs from the
+    // hand-off, not from its long-past instant, so no instance recovers it before its call.
+    let (_, late) = scheduled_job(&store, env, "late").await;
+    let handed_at = later(60);
+    let handed = store
+        .jobs_hand_off(&[late.id], call_lease, handed_at)
+        .await
+        .unwrap();
+    assert_eq!(handed.len(), 1);
+    let due_at = |at| {
+        let store = store.clone();
+        async move {
+            store
+                .jobs_due(at, t0(), 100)
+                .await
+                .unwrap()
+                .iter()
+                .any(|d| d.id == late.id)
+        }
+    };
+    assert!(!due_at(handed_at + call_lease - Duration::seconds(1)).await);
+    assert!(due_at(handed_at + call_lease + Duration::seconds(1)).await);
 }
 
 /// A fire claimed ahead whose instance stopped: once its claim lease ran out it is due, and
@@ -791,7 +817,7 @@ pub async fn a_lapsed_claim_is_released_once(store: Arc<dyn Store>) {
     tx.commit().await.unwrap();
     assert!(
         store
-            .jobs_hand_off(&[fire.id], Duration::seconds(35))
+            .jobs_hand_off(&[fire.id], Duration::seconds(35), later(14))
             .await
             .unwrap()
             .is_empty(),

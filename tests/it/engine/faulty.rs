@@ -129,9 +129,10 @@ impl Store for FaultyStore {
         &self,
         ids: &[JobId],
         lease: chrono::Duration,
+        now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>> {
         self.check()?;
-        self.inner.jobs_hand_off(ids, lease).await
+        self.inner.jobs_hand_off(ids, lease, now).await
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;

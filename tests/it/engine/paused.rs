@@ -212,3 +212,38 @@ pub async fn a_one_shot_paused_during_its_retries_resumes_and_completes(store: A
         other => panic!("expected a field error, got {other:?}"),
     }
 }
+
+/// A one-shot paused before its instant, whose instant passed while paused: a run triggered by
+/// hand meanwhile does not stand for its occurrence, so resuming is still refused (no fire
+/// left), and the triggered run stays as it is.
+pub async fn a_one_shot_missed_while_paused_is_not_resumed_by_a_triggered_run(
+    store: Arc<dyn Store>,
+) {
+    let h = super::Harness::new(store).await;
+    let run_at = t0() + Duration::minutes(30);
+    let once = h
+        .create(ScheduleDecl {
+            schedule_type: "once-missed".into(),
+            run_at: Some(run_at.to_rfc3339()),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    h.ops
+        .schedule_pause(h.env, once.id, &h.actor())
+        .await
+        .unwrap();
+    let triggered = h
+        .ops
+        .schedule_trigger(h.env, once.id, &h.actor())
+        .await
+        .unwrap();
+    h.clock.set(run_at + Duration::hours(1));
+    match h.ops.schedule_resume(h.env, once.id, &h.actor()).await {
+        Err(sentin8_cron::core::ops::OpsError::Invalid(errors)) => {
+            assert_eq!(errors[0].field, "run_at", "{errors:?}")
+        }
+        other => panic!("expected the resume refused, got {other:?}"),
+    }
+    assert_eq!(h.schedule(once.id).await.status, ScheduleStatus::Paused);
+    assert_eq!(h.jobs(once.id).await, [triggered]);
+}
