@@ -15,15 +15,19 @@ use crate::support::t0;
 
 mod admin_reads;
 mod engine;
+mod instances;
 mod jobs;
 mod outbox;
+mod scheduled;
 mod schedules;
 mod transitions;
 
 pub use admin_reads::*;
 pub use engine::*;
+pub use instances::*;
 pub use jobs::*;
 pub use outbox::*;
+pub use scheduled::*;
 pub use schedules::*;
 pub use transitions::*;
 
