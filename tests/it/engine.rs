@@ -145,6 +145,30 @@ impl Harness {
         self.engine.tick().await.expect("tick")
     }
 
+    /// What another instance leaves behind when it stops after a claim: `s` advanced from its
+    /// occurrence `due` to `next`, and `job` opened for the occurrence, committed as `now`.
+    pub async fn claimed_elsewhere(
+        &self,
+        s: &Schedule,
+        due: DateTime<Utc>,
+        next: DateTime<Utc>,
+        job: NewJob,
+    ) -> Job {
+        let mut tx = self.store.tenant_begin(self.env).await.unwrap();
+        tx.schedule_claim(&ScheduleClaim {
+            id: s.id,
+            expected_next_run_at: due,
+            next_run_at: Some(next),
+            now: job.now,
+        })
+        .await
+        .unwrap()
+        .expect("claimed");
+        let job = tx.job_insert(&job).await.unwrap();
+        tx.commit().await.unwrap();
+        job
+    }
+
     pub async fn schedule(&self, id: ScheduleId) -> Schedule {
         let mut tx = self.store.tenant_begin(self.env).await.unwrap();
         tx.schedule_get(id).await.unwrap().unwrap()

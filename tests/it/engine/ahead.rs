@@ -331,26 +331,20 @@ pub async fn a_fire_held_by_a_stopped_instance_is_released_not_failed(store: Arc
     // Another instance claimed the fire ahead (as the engine does: `scheduled`, its claim
     // lease two seconds past the instant), then stopped.
     let claimed_at = due - Duration::seconds(5);
-    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-    tx.schedule_claim(&ScheduleClaim {
-        id: s.id,
-        expected_next_run_at: due,
-        next_run_at: Some(due + Duration::minutes(5)),
-        now: claimed_at,
-    })
-    .await
-    .unwrap()
-    .expect("claimed");
-    let held = tx
-        .job_insert(&NewJob::scheduled(
-            s.id,
+    let held = h
+        .claimed_elsewhere(
+            &s,
             due,
-            due + Duration::from_std(sentin8_cron::core::engine::CLAIM_LEASE_PAST_INSTANT).unwrap(),
-            claimed_at,
-        ))
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
+            due + Duration::minutes(5),
+            NewJob::scheduled(
+                s.id,
+                due,
+                due + Duration::from_std(sentin8_cron::core::engine::CLAIM_LEASE_PAST_INSTANT)
+                    .unwrap(),
+                claimed_at,
+            ),
+        )
+        .await;
 
     // Still claimed by its instance a second past the instant.
     let early = h.tick_at(due + Duration::seconds(1)).await;

@@ -27,25 +27,18 @@ pub async fn a_lapsed_lease_found_by_two_instances_is_one_failure(store: Arc<dyn
     let due = t0() + Duration::hours(1);
     for _ in 0..20 {
         let s = h.create(cron("0 * * * *", 3)).await;
-        let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-        tx.schedule_claim(&ScheduleClaim {
-            id: s.id,
-            expected_next_run_at: due,
-            next_run_at: Some(due + Duration::hours(1)),
-            now: due,
-        })
-        .await
-        .unwrap()
-        .unwrap();
-        let orphan = tx
-            .job_insert(&NewJob {
-                started_at: Some(due),
-                lease_until: Some(due + Duration::seconds(15)),
-                ..NewJob::running(s.id, due, due)
-            })
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
+        let orphan = h
+            .claimed_elsewhere(
+                &s,
+                due,
+                due + Duration::hours(1),
+                NewJob {
+                    started_at: Some(due),
+                    lease_until: Some(due + Duration::seconds(15)),
+                    ..NewJob::running(s.id, due, due)
+                },
+            )
+            .await;
         orphans.push(orphan.id);
     }
     let other = Engine::new(

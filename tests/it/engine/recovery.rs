@@ -36,34 +36,17 @@ pub async fn stale_attempts_are_recovered_as_failures(store: Arc<dyn Store>) {
     let s = h.create(cron("0 0 * * *", 2)).await;
     // A process claimed the fire and died before recording an outcome.
     let due = s.next_run_at.unwrap();
-    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-    tx.schedule_claim(&ScheduleClaim {
-        id: s.id,
-        expected_next_run_at: due,
-        next_run_at: Some(due + Duration::days(1)),
-        now: due,
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let orphan = tx
-        .job_insert(&NewJob {
-            id: JobId::new(),
-            schedule_id: s.id,
-            status: JobStatus::Running,
-            attempt: 1,
-            scheduled_for: due,
-            next_attempt_at: None,
-            started_at: Some(due),
-            finished_at: None,
-            error: None,
-            lease_until: Some(due + Duration::seconds(15)),
-            missed: None,
-            now: due,
-        })
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
+    let orphan = h
+        .claimed_elsewhere(
+            &s,
+            due,
+            due + Duration::days(1),
+            NewJob {
+                lease_until: Some(due + Duration::seconds(15)),
+                ..NewJob::running(s.id, due, due)
+            },
+        )
+        .await;
 
     // Its lease (15 s) is not renewed by anyone: it is recovered once the lease ran out,
     // within the job timeout and a few seconds, and its retry is due at once.
