@@ -1,14 +1,24 @@
-//! The clock is injected so that retries, backoff and DST can be tested without sleeping.
+//! The clock is injected so that retries, backoff and DST can be tested without sleeping, and
+//! so that the engine's timers run on it: with a [`ManualClock`] a test moves time and the
+//! timers that are due fire, with no wall-clock wait.
 
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use tokio::sync::watch;
 
-/// A source of the current instant.
+/// A timer of a clock: resolves once the clock has reached its instant.
+pub type Sleep<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A source of the current instant, and timers on it.
 pub trait Clock: Send + Sync + 'static {
     /// The current instant, truncated to microseconds (the precision both stores keep, so a
     /// value read back equals the value written).
     fn now(&self) -> DateTime<Utc>;
+
+    /// Resolves once [`Clock::now`] has reached `at` (at once when it has).
+    fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_>;
 }
 
 /// Truncates an instant to the microsecond precision the stores keep.
@@ -24,37 +34,50 @@ impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         to_micros(Utc::now())
     }
+
+    fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_> {
+        let wait = (at - Utc::now()).to_std().unwrap_or_default();
+        Box::pin(tokio::time::sleep(wait))
+    }
 }
 
-/// A clock that only moves when told to. For tests and simulations.
+/// A clock that only moves when told to. For tests and simulations: its timers fire when it is
+/// moved past their instants, never by themselves.
 #[derive(Debug)]
 pub struct ManualClock {
-    now: Mutex<DateTime<Utc>>,
+    now: watch::Sender<DateTime<Utc>>,
 }
 
 impl ManualClock {
     /// A clock stopped at `start`.
     pub fn new(start: DateTime<Utc>) -> Self {
         Self {
-            now: Mutex::new(to_micros(start)),
+            now: watch::Sender::new(to_micros(start)),
         }
     }
 
     /// Moves the clock to `t`.
     pub fn set(&self, t: DateTime<Utc>) {
-        *self.now.lock().unwrap_or_else(|p| p.into_inner()) = to_micros(t);
+        self.now.send_replace(to_micros(t));
     }
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
-        *now += by;
+        self.now.send_modify(|now| *now += by);
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap_or_else(|p| p.into_inner())
+        *self.now.borrow()
+    }
+
+    fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_> {
+        let mut moved = self.now.subscribe();
+        Box::pin(async move {
+            // The sender lives as long as the clock, which the borrow keeps alive.
+            let _ = moved.wait_for(|now| *now >= at).await;
+        })
     }
 }
 
@@ -72,6 +95,23 @@ mod tests {
         assert_eq!(clock.now(), start + Duration::seconds(90));
         clock.set(start);
         assert_eq!(clock.now(), start);
+    }
+
+    #[tokio::test]
+    async fn a_manual_clock_s_timer_fires_when_the_clock_is_moved_past_it() {
+        use std::task::Context;
+
+        let start = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
+        let clock = ManualClock::new(start);
+        let mut timer = clock.sleep_until(start + Duration::seconds(10));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(timer.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::seconds(9));
+        assert!(timer.as_mut().poll(&mut cx).is_pending(), "not there yet");
+        clock.advance(Duration::seconds(1));
+        assert!(timer.as_mut().poll(&mut cx).is_ready());
+        // An instant already reached fires at once.
+        assert!(clock.sleep_until(start).as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub(super) async fn keep_share(
 ) {
     loop {
         tokio::select! {
+            biased;
             _ = stopped.wait_for(|s| *s) => break,
             () = tokio::time::sleep(BEAT_EVERY) => {}
         }

@@ -151,26 +151,33 @@ pub(super) async fn keep_leases(
     inflight: Arc<InFlight>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
+    // On the injected clock: leases are judged by it, so renewals keep time with it (a test
+    // moves the clock past a renewal and the renewal happens, with no wall-clock wait).
     let every = renewal_interval(lease);
-    let mut next = every;
+    let mut next = clock.now() + super::chrono_duration(every);
     loop {
+        // Stopping comes first: a keeper whose pipeline is gone (its instance stopped, or its
+        // tick was dropped) must not renew once more because the clock moved meanwhile.
         tokio::select! {
+            biased;
             _ = stopped.wait_for(|s| *s) => return,
-            () = tokio::time::sleep(next) => {}
+            () = clock.sleep_until(next) => {}
         }
         let jobs = inflight.jobs();
+        let now = clock.now();
         if jobs.is_empty() {
-            next = every;
+            next = now + super::chrono_duration(every);
             continue;
         }
-        let until = clock.now() + super::chrono_duration(lease);
-        next = match store.jobs_lease_renew(&jobs, until).await {
+        let until = now + super::chrono_duration(lease);
+        let after = match store.jobs_lease_renew(&jobs, until).await {
             Ok(_) => every,
             Err(err) => {
                 tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
                 RENEW_RETRY.min(every)
             }
         };
+        next = now + super::chrono_duration(after);
     }
 }
 

@@ -200,6 +200,21 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     );
 }
 
+/// Waits until the schedule's running attempt is leased past the clock's present again: its
+/// instance renewed it once the clock moved past the lease.
+async fn renewed(h: &Harness, id: ScheduleId) {
+    let job = h.jobs(id).await[0].id;
+    for _ in 0..250 {
+        let now = h.now();
+        let lapsed = h.store.jobs_due(now, now, 100).await.unwrap();
+        if !lapsed.iter().any(|d| d.id == job) {
+            return;
+        }
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    }
+    panic!("the lease of job {job} was not renewed after the clock moved past it");
+}
+
 pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
     use sentin8_cron::core::engine::Engine;
     use sentin8_cron::core::metrics::Metrics;
@@ -233,9 +248,10 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
             tokio::time::sleep(StdDuration::from_millis(20)).await;
         }
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
-        // Time passes the first lease; the loop renews it (every third of a lease).
+        // The clock passes the first lease: the keeper's renewal, on the same clock, is due
+        // and runs (no wall-clock wait for a third of a lease).
         h.clock.set(due + Duration::seconds(2));
-        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        renewed(&h, s.id).await;
         let summary = other.tick().await.unwrap();
         assert_eq!(
             summary.retried_attempts, 0,
@@ -281,9 +297,9 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
             tokio::time::sleep(StdDuration::from_millis(20)).await;
         }
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
-        // Time passes the first lease; `tick --once` renews it like the loop does.
+        // The clock passes the first lease; `tick --once` renews it like the loop does.
         h.clock.set(due + Duration::seconds(2));
-        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        renewed(&h, s.id).await;
         other.tick().await.unwrap()
     };
     let (tick, summary) = tokio::join!(h.engine.tick(), probe);
