@@ -27,6 +27,7 @@ mod registration;
 mod relay;
 mod relay_sinks;
 mod schema_checks;
+mod schema_snapshot;
 mod signed_calls;
 mod stalling_proxy;
 mod support;
