@@ -391,8 +391,11 @@ impl EgressPolicy {
         let Ok(target) = Target::of(url) else {
             return false;
         };
+        // A wildcard port names no origin: a tenant could aim its base URL at its own port
+        // on the same host.
         self.entries.iter().any(|e| {
             e.scheme == target.scheme
+                && e.port != PortRule::Any
                 && e.port_matches(target.port)
                 && match (&e.host, &target.host) {
                     (HostPattern::Name(n), TargetHost::Name(name)) => n == name,

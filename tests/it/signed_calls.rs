@@ -305,6 +305,20 @@ async fn the_static_token_reaches_only_origins_the_allow_list_names() {
     // What the unlisted origin gets instead is a call only it can accept.
     verify(call, &signer.jwks(), &unlisted.url()).unwrap();
 
+    // An entry naming the host with a wildcard port names no origin: a tenant's own listener
+    // on another port of the same host gets the call, signed, and no token.
+    let tenant_own = ok_target().await;
+    let wildcard = EgressPolicy::parse(&["http://127.0.0.1:*".to_owned()], None, false).unwrap();
+    let dispatcher = signed_dispatcher(&static_config(wildcard), signer.clone());
+    dispatcher
+        .run(&run_request(&tenant_own.url()))
+        .await
+        .unwrap();
+    let call = &tenant_own.requests()[0];
+    assert_eq!(call.header("authorization"), None);
+    assert!(!format!("{:?}", call.headers).contains("dev-static-token"));
+    verify(call, &signer.jwks(), &tenant_own.url()).unwrap();
+
     // In development mode (embedded store, no authentication) the token goes to loopback.
     let dev = signed_dispatcher(&static_config(dev_egress()), signer);
     dev.run(&run_request(&unlisted.url())).await.unwrap();

@@ -391,6 +391,7 @@ fn explicit_origins_are_told_apart_from_wildcards() {
             "*.svc.example.com",
             "http://127.0.0.1:9000",
             "https://billing.internal",
+            "http://10.1.2.3:*",
         ],
         None,
         false,
@@ -400,6 +401,8 @@ fn explicit_origins_are_told_apart_from_wildcards() {
     assert!(named("https://billing.internal/x"));
     assert!(!named("https://a.svc.example.com"));
     assert!(!named("http://127.0.0.1:9001"));
+    // A host named exactly with a wildcard port names no origin.
+    assert!(!named("http://10.1.2.3:8080"));
 }
 
 #[tokio::test]
