@@ -84,10 +84,12 @@ struct ProblemField {
 
 /// Checks a `--server` value: an http(s) URL (a bare host:port gets a hint).
 pub fn parse_server_url(text: &str) -> Result<Url, String> {
+    // The text is shown with its secrets hidden: a malformed URL may still carry a password.
     let hint = || {
         format!(
-            "{text:?} is not a server URL; give one such as http://127.0.0.1:8080 or \
-             https://cron.example.com"
+            "{:?} is not a server URL; give one such as http://127.0.0.1:8080 or \
+             https://cron.example.com",
+            crate::util::url::redact(text)
         )
     };
     if !text.contains("://") {
@@ -309,6 +311,16 @@ mod tests {
                 !err.contains("pw-not-shown") && !err.contains("user@"),
                 "{err}"
             );
+        }
+        // Malformed, or with no scheme: refused as not a URL, the password still hidden.
+        for text in [
+            "http://user:pw-not-shown@127.0.0.1:99999",
+            "user:pw-not-shown@127.0.0.1:8080",
+            "http://127.0.0.1:99999/?token=pw-not-shown",
+        ] {
+            let err = parse_server_url(text).unwrap_err();
+            assert!(err.contains("is not a server URL"), "{err}");
+            assert!(!err.contains("pw-not-shown"), "{err}");
         }
         assert!(parse_server_url("https://cron.example.com/base").is_ok());
     }

@@ -4,18 +4,57 @@ use std::net::IpAddr;
 
 use reqwest::Url;
 
-/// Hides the password of a URL for messages (`postgres://u:***@h/db`); the user stays visible.
+/// Query parameters that carry a secret in connection URLs (libpq's `password` and
+/// `sslpassword`, and the common token names), compared without case.
+const SECRET_PARAMS: [&str; 6] = [
+    "password",
+    "sslpassword",
+    "token",
+    "secret",
+    "access_token",
+    "api_key",
+];
+
+/// Hides the secrets of a URL for messages and logs: the password of its user info
+/// (`postgres://u:***@h/db`; the user stays visible) and the value of every query parameter
+/// that carries one (`?sslmode=require&password=***`). Text that is not quite a URL is handled
+/// too: whatever stands before an `@` with no scheme is hidden whole.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut shown = match (head.find("://"), head.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
+            let userinfo = &head[scheme_end + 3..at];
             match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_owned(),
+                Some((user, _)) => {
+                    format!("{}{user}:***{}", &head[..scheme_end + 3], &head[at..])
+                }
+                None => head.to_owned(),
             }
         }
-        _ => url.to_owned(),
+        (None, Some(at)) => format!("***{}", &head[at..]),
+        _ => head.to_owned(),
+    };
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _))
+                    if SECRET_PARAMS
+                        .iter()
+                        .any(|secret| name.eq_ignore_ascii_case(secret)) =>
+                {
+                    format!("{name}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&params.join("&"));
     }
+    shown
 }
 
 /// Hides the whole userinfo of a URL (user, password or token) for messages
@@ -48,6 +87,33 @@ mod tests {
         assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+    }
+
+    #[test]
+    fn redact_hides_a_secret_in_every_position() {
+        let marker = "SEKRET-MARKER";
+        for url in [
+            format!("postgres://u:{marker}@h/db"),
+            format!("postgres://u@h/db?password={marker}"),
+            format!("postgres://h/db?sslmode=require&PASSWORD={marker}&application_name=x"),
+            format!("postgres://h/db?sslpassword={marker}"),
+            format!("http://h:8080/x?token={marker}"),
+            format!("http://h/?secret={marker}&api_key={marker}&access_token={marker}"),
+            format!("u:{marker}@h:8080"),
+            format!("postgres://u:{marker}@h/db?password={marker}"),
+        ] {
+            let shown = redact(&url);
+            assert!(!shown.contains(marker), "{url} -> {shown}");
+        }
+        // What is not secret stays, in order.
+        assert_eq!(
+            redact("postgres://u:pw@h:5432/db?sslmode=require&password=pw&application_name=a"),
+            "postgres://u:***@h:5432/db?sslmode=require&password=***&application_name=a"
+        );
+        assert_eq!(
+            redact("postgres://h/db?sslmode=disable"),
+            "postgres://h/db?sslmode=disable"
+        );
     }
 
     #[test]

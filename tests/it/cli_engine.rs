@@ -196,3 +196,35 @@ async fn unknown_database_schemes_get_an_actionable_error() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_database_url_s_secrets_never_reach_the_output() {
+    let cli = Cli::new().await;
+    // Nothing listens on port 9: every command fails, naming the database it could not reach.
+    let url = "postgres://cron:MARK-USERINFO@127.0.0.1:9/cron?sslmode=disable\
+               &password=MARK-QUERY&sslpassword=MARK-SSL";
+    for args in [
+        vec!["migrate", "--database-url", url],
+        vec!["migrate", "--status", "--database-url", url],
+        vec![
+            "dlq",
+            "list",
+            "--env",
+            "00000000-0000-0000-0000-000000000001",
+            "--database-url",
+            url,
+        ],
+    ] {
+        let (code, stdout, stderr) = cli.run(&args).await;
+        assert_ne!(code, 0, "{args:?}: {stdout}{stderr}");
+        let shown = format!("{stdout}{stderr}");
+        assert!(
+            !shown.contains("MARK-"),
+            "{args:?} showed a secret: {shown}"
+        );
+        assert!(
+            shown.contains("127.0.0.1:9"),
+            "{args:?} names the database: {shown}"
+        );
+    }
+}
