@@ -20,23 +20,25 @@ const SECRET_PARAMS: [&str; 6] = [
 /// that carries one (`?sslmode=require&password=***`). Text that is not quite a URL is handled
 /// too: whatever stands before an `@` with no scheme is hidden whole.
 pub fn redact(url: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let mut shown = match (head.find("://"), head.rfind('@')) {
+    // The user info first, up to the last `@` (a raw `?` or `/` in a password must not hide
+    // it from the split); then the query of what follows.
+    let (mut shown, rest) = match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &head[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => {
-                    format!("{}{user}:***{}", &head[..scheme_end + 3], &head[at..])
-                }
-                None => head.to_owned(),
-            }
+            let userinfo = &url[scheme_end + 3..at];
+            let shown = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***@", &url[..scheme_end + 3]),
+                None => url[..=at].to_owned(),
+            };
+            (shown, &url[at + 1..])
         }
-        (None, Some(at)) => format!("***{}", &head[at..]),
-        _ => head.to_owned(),
+        (None, Some(at)) => ("***@".to_owned(), &url[at + 1..]),
+        _ => (String::new(), url),
     };
+    let (head, query) = match rest.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (rest, None),
+    };
+    shown.push_str(head);
     if let Some(query) = query {
         let params: Vec<String> = query
             .split('&')
@@ -101,6 +103,8 @@ mod tests {
             format!("http://h/?secret={marker}&api_key={marker}&access_token={marker}"),
             format!("u:{marker}@h:8080"),
             format!("postgres://u:{marker}@h/db?password={marker}"),
+            // A raw `?` or `/` in a password (not percent-encoded) is still the password's.
+            format!("postgres://u:a?b/{marker}@h/db"),
         ] {
             let shown = redact(&url);
             assert!(!shown.contains(marker), "{url} -> {shown}");
