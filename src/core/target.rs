@@ -232,14 +232,25 @@ impl serde::Serialize for Target {
 }
 
 /// Keys that would smuggle a credential into `target_config`: proxy-back authenticates with
-/// sentin8-cron's own M2M token and nothing else.
+/// sentin8-cron's own M2M token and nothing else. Compared with their letters and digits alone,
+/// lower-cased (`X-Api-Key` is `xapikey`), so the common header spellings of API keys count.
 const CREDENTIAL_KEYS: &[&str] = &[
     "authorization",
+    "proxyauthorization",
     "auth",
     "token",
+    "authtoken",
+    "xauthtoken",
     "accesstoken",
+    "xaccesstoken",
+    "sessiontoken",
+    "apitoken",
+    "xapitoken",
     "bearer",
     "apikey",
+    "xapikey",
+    "accesskey",
+    "privatekey",
     "password",
     "secret",
     "clientsecret",
@@ -398,6 +409,11 @@ mod tests {
             json!({"baseUrl": "https://x", "client-secret": "s"}),
             json!({"baseUrl": "https://user:pw@x"}),
             json!({"baseUrl": "https://x", "extra": ["Bearer abc"]}),
+            json!({"baseUrl": "https://x", "headers": {"X-Api-Key": "k"}}),
+            json!({"baseUrl": "https://x", "headers": {"Proxy-Authorization": "Basic abc"}}),
+            json!({"baseUrl": "https://x", "headers": {"X-Auth-Token": "t"}}),
+            json!({"baseUrl": "https://x", "headers": {"api-token": "t"}}),
+            json!({"baseUrl": "https://x", "private_key": "-----BEGIN"}),
         ];
         for case in cases {
             let errors = Target::validate(&case).unwrap_err();

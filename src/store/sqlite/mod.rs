@@ -40,6 +40,23 @@ use crate::core::store::*;
 
 pub use migrate::migrate;
 
+/// Creates a missing database file readable and writable by its owner alone (0600), before
+/// SQLite opens it: the file holds every tenant's schedules and payloads, and SQLite gives its
+/// `-wal` and `-shm` files the database file's permissions. An existing file is left as it is.
+fn create_private(path: &std::path::Path) {
+    let shown = path.to_string_lossy();
+    if shown.is_empty() || shown == ":memory:" || path.exists() {
+        return;
+    }
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    // A failure is left to SQLite, which says why it cannot create the file (a missing folder,
+    // say); one created meanwhile by another process is as good.
+    let _ = open.open(path);
+}
+
 /// A SQLite-backed [`Store`].
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -51,6 +68,7 @@ pub struct SqliteStore {
 fn sqlite_options(url: &str) -> StoreResult<SqliteConnectOptions> {
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|e| StoreError::Config(format!("invalid SQLite URL: {e}")))?;
+    create_private(options.get_filename());
     Ok(options
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -305,5 +323,34 @@ impl RowCells for SqliteRow {
 
     fn cells(&self, table: &'static str) -> SqliteCells<'_> {
         SqliteCells(self, table)
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_new_embedded_database_and_its_side_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cron.db");
+        let store = SqliteStore::connect(
+            &format!("sqlite://{}", path.display()),
+            &ConnectOptions::default(),
+        )
+        .await
+        .unwrap();
+        store.migrate_in_place(false).await.unwrap();
+        let mut checked = 0;
+        for name in ["cron.db", "cron.db-wal", "cron.db-shm"] {
+            let Ok(meta) = std::fs::metadata(dir.path().join(name)) else {
+                continue;
+            };
+            assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 2, "the database and its write-ahead log exist");
     }
 }
