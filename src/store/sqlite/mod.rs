@@ -40,12 +40,18 @@ use crate::core::store::*;
 
 pub use migrate::migrate;
 
+/// Whether an SQLite filename is a file on disk: an in-memory database is named `:memory:`,
+/// or by sqlx a `file:` URI of its own.
+fn names_a_file(path: &std::path::Path) -> bool {
+    let shown = path.to_string_lossy();
+    !(shown.is_empty() || shown == ":memory:" || shown.starts_with("file:"))
+}
+
 /// Creates a missing database file readable and writable by its owner alone (0600), before
 /// SQLite opens it: the file holds every tenant's schedules and payloads, and SQLite gives its
 /// `-wal` and `-shm` files the database file's permissions. An existing file is left as it is.
 fn create_private(path: &std::path::Path) {
-    let shown = path.to_string_lossy();
-    if shown.is_empty() || shown == ":memory:" || path.exists() {
+    if !names_a_file(path) || path.exists() {
         return;
     }
     let mut open = std::fs::OpenOptions::new();
@@ -352,5 +358,15 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 2, "the database and its write-ahead log exist");
+    }
+
+    #[test]
+    fn an_in_memory_database_names_no_file_to_create() {
+        for url in ["sqlite::memory:", "sqlite://:memory:"] {
+            let options = SqliteConnectOptions::from_str(url).unwrap();
+            assert!(!names_a_file(options.get_filename()), "{url}");
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://data/cron.db").unwrap();
+        assert!(names_a_file(options.get_filename()));
     }
 }
