@@ -41,8 +41,8 @@ impl SchedulePatch {
 
 /// `current` with `patch` applied, and the event the change publishes (`None` when nothing
 /// changed). Every problem of the touched fields is reported together. `open_job` says whether
-/// the schedule has an open job (a retry a pause holds, say): a one-shot whose instant has
-/// passed may still be resumed to finish it.
+/// the schedule has an open job (a retry a pause holds, say): a one-shot whose occurrence was
+/// claimed may still be resumed to finish it.
 pub(super) fn apply(
     current: &Schedule,
     patch: SchedulePatch,
@@ -119,10 +119,15 @@ pub(super) fn apply(
                 )]));
             }
         };
-        // A one-shot paused during its retries has no fire ahead but its occurrence's job is
-        // still open: resuming re-arms that job (the engine drains it), so it is no error.
-        let re_arms_open_job =
-            open_job && resumed && !timing_touched && updated.kind() == ScheduleKind::Once;
+        // A one-shot paused during its retries has no fire ahead (its occurrence was claimed)
+        // but that occurrence's job is still open: resuming re-arms the job (the engine drains
+        // it), so it is no error. A job triggered by hand while the occurrence was still ahead
+        // does not stand for it.
+        let re_arms_open_job = open_job
+            && resumed
+            && !timing_touched
+            && updated.kind() == ScheduleKind::Once
+            && current.next_run_at.is_none();
         if updated.status == ScheduleStatus::Active
             && updated.next_run_at.is_none()
             && !re_arms_open_job
@@ -403,6 +408,13 @@ mod tests {
             fields(apply(&paused, resume(), &actor(), false)),
             ["run_at"]
         );
+        // Its instant passed while paused, never claimed: an open job (a run triggered by
+        // hand) does not stand for the occurrence, so it is refused too.
+        let missed = Schedule {
+            next_run_at: Some(now() - Duration::minutes(5)),
+            ..paused.clone()
+        };
+        assert_eq!(fields(apply(&missed, resume(), &actor(), true)), ["run_at"]);
         // A new instant in the past is refused whatever is open.
         let moved = SchedulePatch {
             run_at: Some("2029-01-01T00:00:00Z".into()),

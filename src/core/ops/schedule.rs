@@ -53,9 +53,8 @@ impl Ops {
         }
         let mut tx = self.store.tenant_begin(env).await?;
         let current = live_for_update(&mut *tx, id).await?;
-        // A one-shot whose occurrence was claimed (no next fire left) and whose job is still
-        // open, a retry the pause holds: resuming finishes it. (A job triggered by hand while
-        // paused does not stand for the occurrence itself.)
+        // Whether a resumed one-shot may finish an open job is `patch::apply`'s rule; the open
+        // job is looked up only when that rule can use it.
         let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
             && current.status == ScheduleStatus::Paused
             && current.kind() == ScheduleKind::Once
