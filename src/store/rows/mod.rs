@@ -28,6 +28,10 @@ use crate::core::timing::{Timing, TimingColumns};
 /// `pending` its (next) attempt, or `running` an attempt in flight.
 pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')";
 
+/// What makes a job hold a lease that can run out: a claim ahead (`scheduled`) or an attempt in
+/// flight (`running`). The leases index has this predicate.
+pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
+
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
     last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";

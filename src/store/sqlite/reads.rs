@@ -11,7 +11,7 @@ use crate::core::store::{
     ZoneInUse,
 };
 use crate::store::db_err;
-use crate::store::rows::{self, from_micros};
+use crate::store::rows::{self, LEASED_JOB, from_micros};
 
 pub(super) async fn schedules_due(
     pool: &SqlitePool,
@@ -103,7 +103,7 @@ pub(super) async fn jobs_due(
     stale_before: DateTime<Utc>,
     limit: u32,
 ) -> StoreResult<Vec<DueJob>> {
-    let rows = sqlx::query(
+    let sql = format!(
         "SELECT id, schedule_id, env_id, status FROM ( \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, next_attempt_at AS due_at \
                FROM jobs j WHERE status = 'pending' AND next_attempt_at <= ?1 \
@@ -112,25 +112,26 @@ pub(super) async fn jobs_due(
                ORDER BY next_attempt_at LIMIT ?3) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, lease_until AS due_at \
-               FROM jobs WHERE status IN ('scheduled', 'running') AND lease_until < ?1 \
+               FROM jobs WHERE {LEASED_JOB} AND lease_until < ?1 \
                ORDER BY lease_until LIMIT ?3) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, started_at AS due_at \
                FROM jobs WHERE status = 'running' AND lease_until IS NULL AND started_at < ?2 \
                ORDER BY started_at LIMIT ?3)) \
-         ORDER BY due_at LIMIT ?3",
-    )
-    .bind(now.timestamp_micros())
-    .bind(stale_before.timestamp_micros())
-    .bind(i64::from(limit.min(1000)))
-    .fetch_all(pool)
-    .await
-    .map_err(db_err)?;
+         ORDER BY due_at LIMIT ?3"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(now.timestamp_micros())
+        .bind(stale_before.timestamp_micros())
+        .bind(i64::from(limit.min(1000)))
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
     rows::map_rows(&rows, "jobs", rows::due_job)
 }
 
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {
-    let micros: Option<i64> = sqlx::query_scalar(
+    let sql = format!(
         "SELECT min(t) FROM ( \
              SELECT min(next_run_at) AS t FROM schedules WHERE status = 'active' \
              UNION ALL \
@@ -138,11 +139,12 @@ pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTim
                 AND NOT EXISTS (SELECT 1 FROM schedules s \
                                  WHERE s.id = j.schedule_id AND s.status = 'paused') \
              UNION ALL \
-             SELECT min(lease_until) FROM jobs WHERE status IN ('scheduled', 'running'))",
-    )
-    .fetch_one(pool)
-    .await
-    .map_err(db_err)?;
+             SELECT min(lease_until) FROM jobs WHERE {LEASED_JOB})"
+    );
+    let micros: Option<i64> = sqlx::query_scalar(&sql)
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
     micros.map(|m| from_micros(m, "schedules")).transpose()
 }
 
