@@ -126,6 +126,11 @@ impl Deployment {
             if !made.status.success() {
                 bail!("openssl genpkey failed");
             }
+            // serve refuses a private key that other users can read.
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+            }
             let secret = random_hex(32);
             let key = key.display().to_string();
             deployment.env = vec![

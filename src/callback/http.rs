@@ -133,14 +133,15 @@ impl HttpDispatcher {
         self.inner.job_timeout
     }
 
-    /// The bearer token source for `url`, if one may go there: an OAuth2 token (requested for
-    /// that origin) always; the static development token only in development mode or to an
-    /// origin the allow list names explicitly.
+    /// The bearer token source for `url`, if one may go there: a token of either kind (the
+    /// static development token, or an OAuth2 token requested for that origin) goes only to an
+    /// origin the allow list names exactly, or anywhere in development mode. An origin allowed
+    /// only through a wildcard host, a network or the port `*` may be a tenant's own listener:
+    /// it gets the signed call and no bearer.
     fn bearer_for(&self, url: &Url) -> Option<&dyn TokenSource> {
         let tokens = self.inner.tokens.as_deref()?;
-        let allowed = !tokens.is_static()
-            || self.inner.egress.dev_mode()
-            || self.inner.egress.names_origin_explicitly(url);
+        let allowed =
+            self.inner.egress.dev_mode() || self.inner.egress.names_origin_explicitly(url);
         allowed.then_some(tokens)
     }
 
@@ -265,7 +266,6 @@ impl HttpDispatcher {
             request.env_id.0,
             request.schedule_id.0,
             request.job_id.0,
-            &request.idempotency_key,
             body,
             self.inner.clock.now().timestamp(),
         )

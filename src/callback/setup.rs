@@ -25,6 +25,12 @@ pub enum SignerError {
          without authentication, generates one)"
     )]
     KeyRequired,
+    /// A private key file that users other than the owner can read (checked on Unix).
+    #[error(
+        "the signing key {path} is readable by other users (mode {mode:04o}): make it readable \
+         by the service's user alone (chmod 600 or 400)"
+    )]
+    KeyFileExposed { path: PathBuf, mode: u32 },
     #[error(transparent)]
     Key(#[from] SigningError),
 }
@@ -72,7 +78,8 @@ fn embedded_file(url: &str) -> Option<PathBuf> {
 }
 
 /// The signer of proxy-back calls: the configured key file (and previous keys), else the
-/// development key, else [`SignerError::KeyRequired`].
+/// development key, else [`SignerError::KeyRequired`]. A key file other users can read is
+/// refused, or in development mode only warned about.
 pub fn call_signer(settings: &SigningSettings, dev: &DevKey) -> Result<CallSigner, SignerError> {
     let issuer = settings.issuer.clone();
     if let Some(current) = &settings.key_file {
@@ -81,13 +88,50 @@ pub fn call_signer(settings: &SigningSettings, dev: &DevKey) -> Result<CallSigne
             .iter()
             .map(PathBuf::as_path)
             .collect();
+        for path in std::iter::once(current.as_path()).chain(previous.iter().copied()) {
+            check_private(path, *dev != DevKey::None)?;
+        }
         return Ok(CallSigner::from_pem_files(issuer, current, &previous)?);
     }
     match dev {
         DevKey::None => Err(SignerError::KeyRequired),
-        DevKey::File(path) => Ok(CallSigner::load_or_create(issuer, path)?),
+        DevKey::File(path) => {
+            // Created 0600; one loosened since is reported, not refused (development mode).
+            if path.exists() {
+                check_private(path, true)?;
+            }
+            Ok(CallSigner::load_or_create(issuer, path)?)
+        }
         DevKey::Memory => Ok(CallSigner::generate_dev(issuer)?),
     }
+}
+
+/// Refuses (or with `warn_only`, logs) a key file whose group or other users may read it. A
+/// file that cannot be inspected is left to the read that follows, which names the error.
+#[cfg(unix)]
+fn check_private(path: &Path, warn_only: bool) -> Result<(), SignerError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o044 == 0 {
+        return Ok(());
+    }
+    let exposed = SignerError::KeyFileExposed {
+        path: path.to_path_buf(),
+        mode,
+    };
+    if warn_only {
+        tracing::warn!("{exposed} (accepted in development mode only)");
+        return Ok(());
+    }
+    Err(exposed)
+}
+
+#[cfg(not(unix))]
+fn check_private(_path: &Path, _warn_only: bool) -> Result<(), SignerError> {
+    Ok(())
 }
 
 /// Logs, once at start-up, what the operator should know of the proxy-back configuration.
@@ -136,6 +180,47 @@ mod tests {
                 .contains("--signing-key-file (SENTIN8_CRON_SIGNING_KEY_FILE)"),
             "{err}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_others_can_read_is_refused_outside_development_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("signing.pem");
+        let (_, pem) = crate::callback::signing::SigningKey::generate_ed25519().unwrap();
+        std::fs::write(&path, pem).unwrap();
+        let settings = SigningSettings {
+            key_file: Some(path.clone()),
+            ..SigningSettings::default()
+        };
+        let chmod = |mode| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        for exposed in [0o644, 0o640, 0o604] {
+            chmod(exposed).unwrap();
+            let err = call_signer(&settings, &DevKey::None).unwrap_err();
+            assert!(
+                matches!(err, SignerError::KeyFileExposed { mode, .. } if mode == exposed),
+                "{err}"
+            );
+            assert!(err.to_string().contains("chmod 600"), "{err}");
+            // Development mode accepts it, with a warning.
+            call_signer(&settings, &DevKey::Memory).unwrap();
+        }
+        for private in [0o600, 0o400] {
+            chmod(private).unwrap();
+            call_signer(&settings, &DevKey::None).unwrap();
+        }
+        // A previous key is held to the same rule.
+        let previous = dir.path().join("previous.pem");
+        let (_, pem) = crate::callback::signing::SigningKey::generate_ed25519().unwrap();
+        std::fs::write(&previous, pem).unwrap();
+        std::fs::set_permissions(&previous, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let rotated = SigningSettings {
+            previous_files: vec![previous],
+            ..settings
+        };
+        let err = call_signer(&rotated, &DevKey::None).unwrap_err();
+        assert!(matches!(err, SignerError::KeyFileExposed { .. }), "{err}");
     }
 
     #[test]

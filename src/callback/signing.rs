@@ -252,7 +252,8 @@ pub struct CallClaims {
     pub schedule_id: Uuid,
     /// The job (attempt group) being run.
     pub job_id: Uuid,
-    /// The idempotency key of the call (also sent as `Idempotency-Key`).
+    /// Unique per signed call, so a receiver can tell a replayed request (the same `jti`)
+    /// from a retry (a new `jti`, the same `Idempotency-Key`).
     pub jti: String,
     /// Base64url (unpadded) SHA-256 of the exact body bytes.
     pub body_sha256: String,
@@ -261,14 +262,13 @@ pub struct CallClaims {
 }
 
 impl CallClaims {
-    /// The claims for a call to `target` carrying `body`, issued at `iat` (Unix seconds).
-    /// The audience is `target`'s origin, whatever its path.
+    /// The claims for a call to `target` carrying `body`, issued at `iat` (Unix seconds),
+    /// with a fresh `jti`. The audience is `target`'s canonical origin, whatever its path.
     pub fn for_call(
         target: &url::Url,
         env_id: Uuid,
         schedule_id: Uuid,
         job_id: Uuid,
-        idempotency_key: &str,
         body: &[u8],
         iat: i64,
     ) -> Result<Self, SigningError> {
@@ -277,23 +277,43 @@ impl CallClaims {
             env_id,
             schedule_id,
             job_id,
-            jti: idempotency_key.to_owned(),
+            jti: Uuid::new_v4().to_string(),
             body_sha256: body_sha256(body),
             iat,
         })
     }
 }
 
-/// `scheme://host[:port]` of an http(s) URL, the default port omitted, the host in its
-/// normalized (lowercase, punycode, bracketed IPv6) form.
+/// The canonical origin of an http(s) URL, `scheme://host[:port]`: the default port omitted,
+/// a name lowercased (punycode) without a trailing dot, an IPv4-mapped IPv6 address written as
+/// the IPv4 address it is, other IPv6 addresses bracketed and compressed.
+/// It is the origin the egress policy judged, so a receiver that knows itself as
+/// `http://127.0.0.1:8080` accepts a call the policy let through as `http://[::ffff:7f00:1]:8080`.
 pub fn target_origin(url: &url::Url) -> Result<String, SigningError> {
+    use std::net::IpAddr;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(SigningError::NoOrigin);
     }
-    match url.origin() {
-        origin @ url::Origin::Tuple(..) => Ok(origin.ascii_serialization()),
-        url::Origin::Opaque(_) => Err(SigningError::NoOrigin),
-    }
+    let host = match url.host() {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            if name.is_empty() {
+                return Err(SigningError::NoOrigin);
+            }
+            name
+        }
+        Some(url::Host::Ipv4(v4)) => v4.to_string(),
+        Some(url::Host::Ipv6(v6)) => match IpAddr::V6(v6).to_canonical() {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        },
+        None => return Err(SigningError::NoOrigin),
+    };
+    // `port()` is `None` for the scheme's default port.
+    Ok(match url.port() {
+        Some(port) => format!("{}://{host}:{port}", url.scheme()),
+        None => format!("{}://{host}", url.scheme()),
+    })
 }
 
 /// Base64url (unpadded) SHA-256 of `body`: the `body_sha256` claim.

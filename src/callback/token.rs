@@ -43,12 +43,6 @@ pub trait TokenSource: Send + Sync + 'static {
     /// Reports that `origin` rejected `rejected` (HTTP 401). Returns whether asking again may
     /// yield a different token, i.e. whether a retry is worth it.
     async fn invalidate(&self, origin: &str, rejected: &Secret) -> bool;
-
-    /// Whether the token is a fixed development token, sent only where the egress policy
-    /// allows it (development mode, or origins named explicitly).
-    fn is_static(&self) -> bool {
-        false
-    }
 }
 
 /// A fixed token from `SENTIN8_CRON_TOKEN`. For development: it never rotates, so a real
@@ -81,10 +75,6 @@ impl TokenSource for StaticTokenSource {
     async fn invalidate(&self, _origin: &str, _rejected: &Secret) -> bool {
         // There is no other token to try.
         false
-    }
-
-    fn is_static(&self) -> bool {
-        true
     }
 }
 

@@ -164,13 +164,25 @@ async fn every_delivered_call_verifies_against_the_served_key_set() {
         dispatcher.run(request).await.unwrap();
     }
 
+    // A retry of the same job: the same Idempotency-Key, a new jti, so a receiver tells a
+    // retry from a replayed request.
+    dispatcher.run(&requests[0]).await.unwrap();
+    let billing_calls = billing.requests();
+    let (first, retry) = (&billing_calls[0], &billing_calls[2]);
+    assert_eq!(
+        first.header("idempotency-key"),
+        retry.header("idempotency-key")
+    );
+    let jti = |call: &Recorded| verify(call, &jwks, &billing.url()).unwrap()["jti"].clone();
+    assert_ne!(jti(first), jti(retry));
+
     let calls: Vec<(Recorded, String)> = billing
         .requests()
         .into_iter()
         .map(|c| (c, billing.url()))
         .chain(reports.requests().into_iter().map(|c| (c, reports.url())))
         .collect();
-    assert_eq!(calls.len(), 3);
+    assert_eq!(calls.len(), 4);
     for (call, origin) in &calls {
         let claims = verify(call, &jwks, origin).unwrap_or_else(|e| panic!("{origin}: {e}"));
         let envelope = call.json();
@@ -178,10 +190,10 @@ async fn every_delivered_call_verifies_against_the_served_key_set() {
         assert_eq!(claims["env_id"], envelope["env_id"]);
         assert_eq!(claims["schedule_id"], envelope["schedule_id"]);
         assert_eq!(claims["job_id"], envelope["job_id"]);
-        assert_eq!(
+        assert_ne!(
             claims["jti"].as_str(),
             call.header("idempotency-key"),
-            "jti is the idempotency key"
+            "jti is per call, the idempotency key per job"
         );
         let lifetime = claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap();
         assert!((1..=300).contains(&lifetime), "{lifetime}");
@@ -221,6 +233,12 @@ fn write_key(dir: &Path, name: &str) -> std::path::PathBuf {
     let (_, pem) = SigningKey::generate_ed25519().unwrap();
     let path = dir.join(name);
     std::fs::write(&path, pem).unwrap();
+    // A private key readable by others is refused outside development mode.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     path
 }
 
@@ -276,6 +294,24 @@ async fn after_a_rotation_calls_signed_by_the_previous_key_still_verify() {
 }
 
 #[tokio::test]
+async fn a_target_spelled_as_a_mapped_ipv6_address_is_signed_for_its_canonical_origin() {
+    let target = ok_target().await;
+    let port = target.url().rsplit(':').next().unwrap().to_owned();
+    let signer = Arc::new(CallSigner::generate_dev(ISSUER).unwrap());
+    let egress = EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")], None, false).unwrap();
+    let dispatcher = signed_dispatcher(&static_config(egress), signer.clone());
+    // The policy judges the address the spelling stands for; the receiver knows itself by
+    // that address too, and accepts the call.
+    dispatcher
+        .run(&run_request(&format!("http://[::ffff:7f00:1]:{port}/")))
+        .await
+        .unwrap();
+    let call = &target.requests()[0];
+    let claims = verify(call, &signer.jwks(), &target.url()).unwrap();
+    assert_eq!(claims["aud"], format!("http://127.0.0.1:{port}"));
+}
+
+#[tokio::test]
 async fn the_static_token_reaches_only_origins_the_allow_list_names() {
     let listed = ok_target().await;
     let unlisted = ok_target().await;
@@ -323,6 +359,66 @@ async fn the_static_token_reaches_only_origins_the_allow_list_names() {
     let dev = signed_dispatcher(&static_config(dev_egress()), signer);
     dev.run(&run_request(&unlisted.url())).await.unwrap();
     assert_eq!(unlisted.requests()[1].bearer(), Some("dev-static-token"));
+}
+
+#[tokio::test]
+async fn oauth2_tokens_reach_only_origins_the_allow_list_names() {
+    let tokens = RawServer::start(|_: &Recorded| {
+        Reply::json(
+            200,
+            json!({"access_token": "m2m-token", "token_type": "Bearer", "expires_in": 3600}),
+        )
+    })
+    .await;
+    let listed = ok_target().await;
+    let tenant_own = ok_target().await;
+    let port = listed.url().rsplit(':').next().unwrap().to_owned();
+    // The listed target is named exactly; a wildcard-port entry lets the same host's other
+    // ports through, so a tenant can aim its base URL at a listener of its own.
+    let egress = EgressPolicy::parse(
+        &[
+            format!("http://127.0.0.1:{port}"),
+            "http://127.0.0.1:*".into(),
+        ],
+        None,
+        false,
+    )
+    .unwrap();
+    let config = DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: format!("{}/oauth/token", tokens.url()),
+            client_id: "cron".into(),
+            client_secret: Secret::new("secret"),
+            scope: None,
+            resource_param: Some("resource".into()),
+            audience_param: None,
+        }),
+        job_timeout: Duration::from_secs(10),
+        egress,
+        ..DispatchConfig::default()
+    };
+    let signer = Arc::new(CallSigner::generate_dev(ISSUER).unwrap());
+    let dispatcher = signed_dispatcher(&config, signer.clone());
+    dispatcher.run(&run_request(&listed.url())).await.unwrap();
+    dispatcher
+        .run(&run_request(&tenant_own.url()))
+        .await
+        .unwrap();
+
+    assert_eq!(listed.requests()[0].bearer(), Some("m2m-token"));
+    let call = &tenant_own.requests()[0];
+    assert_eq!(call.header("authorization"), None);
+    assert!(!format!("{:?}", call.headers).contains("m2m-token"));
+    verify(call, &signer.jwks(), &tenant_own.url()).unwrap();
+    // No token was even asked for the tenant's origin.
+    let asked: Vec<String> = tokens
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let listed_origin = listed.url().replace(':', "%3A").replace('/', "%2F");
+    assert!(asked[0].contains(&format!("resource={listed_origin}")));
 }
 
 #[tokio::test]

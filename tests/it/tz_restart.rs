@@ -53,6 +53,12 @@ pub async fn a_newer_tz_database_recomputes_next_fires_at_start_up(db: Db) {
     // `tick` calls out, so outside development mode (PostgreSQL) it needs a signing key.
     let (_, pem) = SigningKey::generate_ed25519().unwrap();
     let key = enroll.write("signing-key.pem", &pem);
+    // A private key readable by others is refused outside development mode.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     enroll
         .run_with(
             &[

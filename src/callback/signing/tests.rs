@@ -23,7 +23,6 @@ fn claims(target: &str, body: &[u8]) -> CallClaims {
         Uuid::now_v7(),
         Uuid::now_v7(),
         Uuid::now_v7(),
-        "idem-123",
         body,
         now(),
     )
@@ -91,7 +90,7 @@ fn an_ed25519_signed_call_verifies_against_the_published_jwks() {
     assert_eq!(verified["env_id"], claims.env_id.to_string());
     assert_eq!(verified["schedule_id"], claims.schedule_id.to_string());
     assert_eq!(verified["job_id"], claims.job_id.to_string());
-    assert_eq!(verified["jti"], "idem-123");
+    assert_eq!(verified["jti"], claims.jti);
     assert_eq!(verified["iat"], claims.iat);
 }
 
@@ -446,5 +445,40 @@ fn keys_made_with_openssl_load() {
             "{name}: {err}"
         );
         assert!(err.to_string().contains(name));
+    }
+}
+
+#[test]
+fn every_signed_call_has_its_own_jti() {
+    // A retry is a new call: the receiver tells it from a replay by its jti.
+    let jtis: std::collections::HashSet<String> = (0..50)
+        .map(|_| claims("https://billing.internal", b"{}").jti)
+        .collect();
+    assert_eq!(jtis.len(), 50);
+}
+
+#[test]
+fn the_audience_is_the_canonical_origin_the_egress_policy_judged() {
+    for (target, origin) in [
+        ("http://[::ffff:7f00:1]:43100/run", "http://127.0.0.1:43100"),
+        ("http://[::ffff:127.0.0.1]:43100", "http://127.0.0.1:43100"),
+        ("http://2130706433:8080/x", "http://127.0.0.1:8080"),
+        (
+            "HTTPS://Billing.Internal.:443/v1",
+            "https://billing.internal",
+        ),
+        (
+            "https://billing.internal:8443",
+            "https://billing.internal:8443",
+        ),
+        ("http://[0:0:0:0:0:0:0:1]:80/", "http://[::1]"),
+        ("https://bücher.example/", "https://xn--bcher-kva.example"),
+    ] {
+        let url = url::Url::parse(target).unwrap();
+        assert_eq!(target_origin(&url).unwrap(), origin, "{target}");
+    }
+    for not_http in ["ftp://billing.internal/", "file:///etc/passwd"] {
+        let url = url::Url::parse(not_http).unwrap();
+        assert!(target_origin(&url).is_err(), "{not_http}");
     }
 }
