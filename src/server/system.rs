@@ -1,13 +1,14 @@
-//! Unauthenticated operational endpoints: health (ticker liveness and counts) and Prometheus
-//! metrics. Both expose aggregate numbers only, never tenant data, and both read the counts
-//! from the in-memory snapshot: no request runs a cross-tenant query.
+//! Unauthenticated operational endpoints: health (ticker liveness; its detail and store-wide
+//! counts only for an admin token) and Prometheus metrics (meant for a listener of its own).
+//! Both expose aggregate numbers only, never tenant data, and both read the counts from the
+//! in-memory snapshot: no request runs a cross-tenant query.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use super::AppState;
 use super::error::ApiError;
+use super::policy::SCOPE_ADMIN;
 use crate::core::snapshot::Counts;
 use crate::core::store::StoreStats;
 
@@ -41,7 +43,7 @@ impl Default for HealthRules {
     }
 }
 
-/// Ticker liveness and store-wide counts.
+/// Ticker liveness; with an admin token, the detail behind it and store-wide counts.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
     /// `ok`; `degraded` (HTTP 200, see `reasons`); `stalled` (HTTP 503: no tick within 3× the
@@ -49,6 +51,14 @@ pub struct Health {
     pub status: String,
     /// Why the status is not `ok`, one sentence each.
     pub reasons: Vec<String>,
+    /// Shown only to a token with the admin scope: the counts are summed over every tenant.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<HealthDetail>,
+}
+
+/// What health shows an administrator beyond its status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthDetail {
     /// Age in seconds of the oldest outbox event not relayed yet (as of `counts_at`).
     pub outbox_backlog_age_seconds: Option<i64>,
     /// Since when the relay has found the bus unreachable, if it has.
@@ -172,7 +182,10 @@ fn secs(d: Duration) -> i64 {
     get, path = "/v1/health", tag = "system",
     responses((status = 200, description = "ok or degraded", body = Health), (status = 503, description = "Stalled, or the database is unavailable", body = Health))
 )]
-pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Health>) {
+pub async fn health(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> (StatusCode, Json<Health>) {
     let TickerState {
         ticking,
         last_tick_at,
@@ -198,22 +211,40 @@ pub async fn health(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Hea
         (true, true) if reasons.is_empty() => ("ok", StatusCode::OK),
         (true, true) => ("degraded", StatusCode::OK),
     };
+    let detail = is_admin(&state, &headers).await.then(|| HealthDetail {
+        outbox_backlog_age_seconds: backlog_age,
+        bus_unreachable_since: bus_since,
+        backend: state.store.capabilities().backend.to_owned(),
+        last_tick_at,
+        tick_interval_seconds: state.tick_interval.as_secs(),
+        counts: counts.as_ref().map(|c| c.stats.clone()),
+        counts_at: counts.map(|c| c.at),
+        outbox_parked: state.metrics.events_parked.load(Ordering::Relaxed),
+        tz_database: TzDatabaseView::current(),
+    });
     (
         code,
         Json(Health {
             status: status.to_owned(),
             reasons,
-            outbox_backlog_age_seconds: backlog_age,
-            bus_unreachable_since: bus_since,
-            backend: state.store.capabilities().backend.to_owned(),
-            last_tick_at,
-            tick_interval_seconds: state.tick_interval.as_secs(),
-            counts: counts.as_ref().map(|c| c.stats.clone()),
-            counts_at: counts.map(|c| c.at),
-            outbox_parked: state.metrics.events_parked.load(Ordering::Relaxed),
-            tz_database: TzDatabaseView::current(),
+            detail,
         }),
     )
+}
+
+/// Whether the request carries a valid token with the admin scope. Anything else (no token,
+/// an invalid one, a tenant's token) gets the status alone: probes need no credential, and
+/// health never answers 401.
+async fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(authorization) = headers.get(header::AUTHORIZATION) else {
+        return false;
+    };
+    let authorization = authorization.to_str().ok();
+    state
+        .auth
+        .authenticate(authorization)
+        .await
+        .is_ok_and(|principal| principal.has_scope(SCOPE_ADMIN))
 }
 
 /// Prometheus text exposition: fires, failures, retries, DLQ landings, lateness, tick

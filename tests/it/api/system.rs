@@ -14,7 +14,16 @@ use super::{Api, problem_type};
 
 pub async fn health_and_metrics(store: Arc<dyn Store>) {
     let api = Api::start(store).await;
-    let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    let admin = api.token(super::ADMIN);
+    let admin = Some(admin.as_str());
+    // Without an admin token: the status and its reasons, nothing summed over tenants.
+    let reader = api.token(super::READ);
+    for token in [None, Some(reader.as_str()), Some("not-a-token")] {
+        let (status, health, _) = api.call(Method::GET, "/v1/health", token, None).await;
+        assert_eq!(status, StatusCode::OK, "{health}");
+        assert_eq!(health, json!({"status": "ok", "reasons": []}), "{token:?}");
+    }
+    let (status, health, _) = api.call(Method::GET, "/v1/health", admin, None).await;
     assert_eq!(status, StatusCode::OK, "{health}");
     assert_eq!(health["status"], "ok");
     assert_eq!(health["counts"]["schedules_active"], 0);
@@ -27,16 +36,16 @@ pub async fn health_and_metrics(store: Arc<dyn Store>) {
     assert!(counted_at.is_string(), "{health}");
     api.create(api.env_a, "nightly").await;
     // The counts are served from memory: they change when they are recomputed, not per request.
-    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    let (_, health, _) = api.call(Method::GET, "/v1/health", admin, None).await;
     assert_eq!(health["counts"]["schedules_active"], 0, "{health}");
     api.clock.advance(Duration::seconds(5));
     api.refresh_counts().await;
-    let (_, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    let (_, health, _) = api.call(Method::GET, "/v1/health", admin, None).await;
     assert_eq!(health["counts"]["schedules_active"], 1, "{health}");
     assert_ne!(health["counts_at"], counted_at);
     // Three intervals without a tick: the ticker is stalled.
     api.clock.advance(Duration::seconds(3 * 60 + 1));
-    let (status, health, _) = api.call(Method::GET, "/v1/health", None, None).await;
+    let (status, health, _) = api.call(Method::GET, "/v1/health", admin, None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(health["status"], "stalled");
     assert_eq!(health["counts"]["schedules_active"], 1);
