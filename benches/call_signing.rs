@@ -51,7 +51,6 @@ fn bench(c: &mut Criterion) {
                     env,
                     schedule,
                     job,
-                    "01JABCDEF-idempotency",
                     black_box(&body),
                     1_767_225_600,
                 )

@@ -23,8 +23,8 @@ use crate::core::snapshot::StatsSnapshot;
 use crate::core::store::Store;
 use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
-use crate::server::listener::{ListenerLimits, limit_requests, serve};
-use crate::server::system::{HealthRules, metrics_text};
+use crate::server::listener::{HEALTH_PATH, ListenerLimits, limit_requests, serve};
+use crate::server::system::{HealthRules, health_report, metrics_text};
 use crate::server::{AppState, app};
 
 /// Everything a serving process is made of.
@@ -147,10 +147,18 @@ impl Service {
         let state = self.state();
         let drain = self.drain;
         let metrics = self.metrics_listener.take().map(|listener| {
+            // The operator's address: health with its detail, on connections of its own, so
+            // probes pass while clients fill the main listener.
             let router = Router::new()
                 .route(
                     "/metrics",
                     get(|State(state): State<Arc<AppState>>| async move { metrics_text(&state) }),
+                )
+                .route(
+                    HEALTH_PATH,
+                    get(|State(state): State<Arc<AppState>>| async move {
+                        health_report(&state, true).await
+                    }),
                 )
                 .with_state(state.clone());
             let rx = stop_rx.clone();

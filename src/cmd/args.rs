@@ -168,7 +168,15 @@ pub struct ListenerArgs {
     /// Connections open at once; further ones are closed as soon as they are accepted.
     #[arg(long, env = "SENTIN8_CRON_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
-    /// Serve /metrics on this address only (plain HTTP), and not on --listen.
+    /// Connections one client (an IPv4 address, an IPv6 /64) may hold open; further ones are
+    /// closed as soon as they are accepted.
+    #[arg(long, env = "SENTIN8_CRON_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections_per_client: u32,
+    /// Of --max-connections, the ones kept for /v1/health when the rest are taken (at most half).
+    #[arg(long, env = "SENTIN8_CRON_RESERVED_FOR_HEALTH", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub reserved_for_health: u32,
+    /// Serve /metrics on this address only (plain HTTP), and not on --listen; /v1/health is
+    /// served there too, with its detail.
     #[arg(long, env = "SENTIN8_CRON_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
 }
@@ -180,6 +188,9 @@ impl ListenerArgs {
             header_timeout: self.header_timeout,
             request_timeout: self.request_timeout,
             max_connections: usize::try_from(self.max_connections).unwrap_or(1024),
+            max_connections_per_client: usize::try_from(self.max_connections_per_client)
+                .unwrap_or(128),
+            reserved_for_health: usize::try_from(self.reserved_for_health).unwrap_or(32),
         }
     }
 }

@@ -2,15 +2,22 @@
 //! a client, authenticated or not, from holding the server's connections or memory. A
 //! connection must finish its request head within the header timeout (the first request
 //! includes protocol detection and, on TLS, follows a bounded handshake); a request gets the
-//! request timeout to be answered (503 otherwise); at most `max_connections` connections are
-//! open at once (further ones are closed as soon as they are accepted, so no file descriptor
-//! waits on them); a body over the limit is a 413 before it is read.
+//! request timeout to be answered (503 otherwise); a body over the limit is a 413 before it is
+//! read.
+//!
+//! Connections: at most `max_connections` are open at once, and at most
+//! `max_connections_per_client` from one client (an IPv4 address, or an IPv6 /64, which one
+//! host usually holds whole); further ones are closed as soon as they are accepted, so no file
+//! descriptor waits on them. The last `reserved_for_health` of the cap are a reserve: a
+//! connection admitted there (because the rest are taken) may ask for `/v1/health` only, and is
+//! closed after its answer, so a probe still gets through while the server is full.
 
+use std::collections::HashMap;
 use std::future::{Future, Ready};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,8 +41,12 @@ pub struct ListenerLimits {
     pub header_timeout: Duration,
     /// Time a request gets to be answered, its body included.
     pub request_timeout: Duration,
-    /// Connections open at once.
+    /// Connections open at once, the reserve included.
     pub max_connections: usize,
+    /// Connections one client (an IPv4 address, an IPv6 /64) may hold open.
+    pub max_connections_per_client: usize,
+    /// Of `max_connections`, the ones kept for `/v1/health` when the rest are taken.
+    pub reserved_for_health: usize,
 }
 
 impl Default for ListenerLimits {
@@ -44,17 +55,51 @@ impl Default for ListenerLimits {
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            max_connections_per_client: 128,
+            reserved_for_health: 32,
         }
     }
 }
 
-/// Adds the per-request limits to `app`: the request timeout and the early body-size check.
+/// The path a connection admitted on the reserve may ask for.
+pub const HEALTH_PATH: &str = "/v1/health";
+
+/// Adds the per-request limits to `app`: the request timeout, the early body-size check, and
+/// the rule of reserved connections (health only).
 pub fn limit_requests(app: Router, limits: &ListenerLimits) -> Router {
     app.layer(middleware::from_fn(refuse_large_bodies))
         .layer(middleware::from_fn_with_state(
             limits.request_timeout,
             answer_within,
         ))
+        .layer(middleware::from_fn(health_only_on_the_reserve))
+}
+
+/// How a connection was admitted (a request extension set by the acceptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Within the general part of the cap.
+    General,
+    /// On the reserve kept for health probes.
+    Reserve,
+}
+
+async fn health_only_on_the_reserve(request: Request, next: Next) -> Response {
+    if request.extensions().get::<Admission>() != Some(&Admission::Reserve) {
+        return next.run(request).await;
+    }
+    let mut response = if request.uri().path() == HEALTH_PATH {
+        next.run(request).await
+    } else {
+        ApiError::Unavailable("the server is at its connection limit: try again shortly".to_owned())
+            .into_response()
+    };
+    // The reserve is for one probe at a time, not for keeping.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 async fn answer_within(State(limit): State<Duration>, request: Request, next: Next) -> Response {
@@ -117,7 +162,7 @@ pub async fn serve(
     let service = app.into_make_service_with_connect_info::<SocketAddr>();
     let handle = axum_server::Handle::new();
     tokio::spawn(graceful(handle.clone(), shutdown, drain));
-    let cap = ConnectionCap::new(limits.max_connections);
+    let cap = ConnectionCap::new(&limits);
     let server = axum_server::from_tcp(listener)?
         .handle(handle)
         .first_request_timeout(limits.header_timeout)
@@ -152,49 +197,171 @@ async fn graceful<A: axum_server::Address>(
     handle.graceful_shutdown(Some(drain));
 }
 
-/// Admits a connection only while fewer than the cap are open; the permit lives as long as the
-/// connection's stream.
+/// Admits a connection within the cap and its client's share, on the general part or the
+/// reserve; what it holds is given back when its stream is dropped.
 #[derive(Clone)]
 struct ConnectionCap {
-    permits: Arc<Semaphore>,
+    general: Arc<Semaphore>,
+    reserve: Arc<Semaphore>,
+    per_client: usize,
+    clients: Arc<Mutex<HashMap<ClientKey, usize>>>,
 }
 
-impl ConnectionCap {
-    fn new(max: usize) -> Self {
-        Self {
-            permits: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
+/// Who a client is, for its share of the connections: an IPv4 address, or the /64 of an IPv6
+/// address (an IPv4-mapped IPv6 address counts as its IPv4 address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ClientKey {
+    V4(Ipv4Addr),
+    V6Net(u64),
+}
+
+impl ClientKey {
+    fn of(ip: IpAddr) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => ClientKey::V4(v4),
+            IpAddr::V6(v6) => ClientKey::V6Net((v6.to_bits() >> 64) as u64),
         }
     }
 }
 
-impl<I, S> Accept<I, S> for ConnectionCap {
-    type Stream = Counted<I>;
-    type Service = S;
-    type Future = Ready<io::Result<(Counted<I>, S)>>;
+impl ConnectionCap {
+    fn new(limits: &ListenerLimits) -> Self {
+        let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        // The reserve never takes the whole cap.
+        let reserve = limits.reserved_for_health.min(max / 2);
+        Self {
+            general: Arc::new(Semaphore::new(max - reserve)),
+            reserve: Arc::new(Semaphore::new(reserve)),
+            per_client: limits.max_connections_per_client.max(1),
+            clients: Arc::default(),
+        }
+    }
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        std::future::ready(match self.permits.clone().try_acquire_owned() {
-            Ok(permit) => Ok((
-                Counted {
-                    inner: stream,
-                    _permit: permit,
-                },
-                service,
-            )),
-            Err(_) => {
-                tracing::warn!("connection limit reached: a new connection was closed");
-                Err(io::Error::other("connection limit reached"))
+    fn admit(&self, peer: Option<IpAddr>) -> io::Result<(Admission, Held)> {
+        let client = peer.map(ClientKey::of);
+        let share = match client {
+            Some(key) => {
+                let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+                let open = clients.entry(key).or_default();
+                if *open >= self.per_client {
+                    tracing::debug!(client = ?key, "per-client connection limit reached: a new connection was closed");
+                    return Err(io::Error::other("per-client connection limit reached"));
+                }
+                *open += 1;
+                Some(ClientShare {
+                    key,
+                    clients: self.clients.clone(),
+                })
             }
-        })
+            None => None,
+        };
+        let (admission, permit) = match self.general.clone().try_acquire_owned() {
+            Ok(permit) => (Admission::General, permit),
+            Err(_) => match self.reserve.clone().try_acquire_owned() {
+                Ok(permit) => (Admission::Reserve, permit),
+                Err(_) => {
+                    tracing::warn!("connection limit reached: a new connection was closed");
+                    // `share` is dropped here, giving the client's count back.
+                    return Err(io::Error::other("connection limit reached"));
+                }
+            },
+        };
+        Ok((
+            admission,
+            Held {
+                _permit: permit,
+                _share: share,
+            },
+        ))
     }
 }
 
-/// A stream holding one connection permit.
-struct Counted<I> {
-    inner: I,
-    _permit: OwnedSemaphorePermit,
+/// One connection's count in its client's share.
+struct ClientShare {
+    key: ClientKey,
+    clients: Arc<Mutex<HashMap<ClientKey, usize>>>,
 }
 
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = clients.get_mut(&self.key) {
+            *open -= 1;
+            if *open == 0 {
+                clients.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What an admitted connection holds while its stream lives.
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    _share: Option<ClientShare>,
+}
+
+/// A stream whose peer address is known (the TCP stream an acceptor is given).
+pub trait PeerAddress {
+    fn peer_ip(&self) -> Option<IpAddr>;
+}
+
+impl PeerAddress for tokio::net::TcpStream {
+    fn peer_ip(&self) -> Option<IpAddr> {
+        self.peer_addr().ok().map(|a| a.ip())
+    }
+}
+
+impl<I: PeerAddress, S> Accept<I, S> for ConnectionCap {
+    type Stream = Counted<I>;
+    type Service = Admitted<S>;
+    type Future = Ready<io::Result<(Counted<I>, Admitted<S>)>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        std::future::ready(self.admit(stream.peer_ip()).map(|(admission, held)| {
+            (
+                Counted {
+                    inner: stream,
+                    _held: held,
+                },
+                Admitted {
+                    inner: service,
+                    admission,
+                },
+            )
+        }))
+    }
+}
+
+/// A connection's service, marking each request with how the connection was admitted.
+#[derive(Clone)]
+pub struct Admitted<S> {
+    inner: S,
+    admission: Admission,
+}
+
+impl<S, B> tower_service::Service<axum::http::Request<B>> for Admitted<S>
+where
+    S: tower_service::Service<axum::http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        request.extensions_mut().insert(self.admission);
+        self.inner.call(request)
+    }
+}
+
+/// A stream holding its connection's admission.
+pub struct Counted<I> {
+    inner: I,
+    _held: Held,
+}
 impl<I: AsyncRead + Unpin> AsyncRead for Counted<I> {
     fn poll_read(
         self: Pin<&mut Self>,

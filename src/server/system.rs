@@ -186,16 +186,22 @@ pub async fn health(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> (StatusCode, Json<Health>) {
+    let detail = is_admin(&state, &headers).await;
+    health_report(&state, detail).await
+}
+
+/// Health as answered, with its detail when `detail` (an admin, or the metrics listener).
+pub async fn health_report(state: &AppState, detail: bool) -> (StatusCode, Json<Health>) {
     let TickerState {
         ticking,
         last_tick_at,
-    } = ticker_state(&state);
+    } = ticker_state(state);
     let reachable = state
         .stats
         .reachable(state.store.as_ref(), state.clock.as_ref())
         .await;
     let counts = state.stats.counts();
-    let bus_since = bus_unreachable_since(&state);
+    let bus_since = bus_unreachable_since(state);
     let backlog_age = outbox_backlog_age(counts.as_ref());
     let mut reasons = Vec::new();
     if !ticking {
@@ -204,14 +210,14 @@ pub async fn health(
     if !reachable {
         reasons.push("the database did not answer".to_owned());
     }
-    reasons.extend(degraded_reasons(&state, bus_since, backlog_age));
+    reasons.extend(degraded_reasons(state, bus_since, backlog_age));
     let (status, code) = match (ticking, reachable) {
         (false, _) => ("stalled", StatusCode::SERVICE_UNAVAILABLE),
         (true, false) => ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
         (true, true) if reasons.is_empty() => ("ok", StatusCode::OK),
         (true, true) => ("degraded", StatusCode::OK),
     };
-    let detail = is_admin(&state, &headers).await.then(|| HealthDetail {
+    let detail = detail.then(|| HealthDetail {
         outbox_backlog_age_seconds: backlog_age,
         bus_unreachable_since: bus_since,
         backend: state.store.capabilities().backend.to_owned(),
