@@ -24,6 +24,7 @@ use crate::core::store::Store;
 use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
 use crate::server::listener::{HEALTH_PATH, ListenerLimits, limit_requests, serve};
+use crate::server::rate::RateLimits;
 use crate::server::system::{HealthRules, health_report, metrics_text};
 use crate::server::{AppState, app};
 
@@ -75,6 +76,7 @@ impl Service {
             metrics_elsewhere: self.metrics_listener.is_some(),
             jwks: self.jwks.clone().map(Arc::new),
             health: self.health,
+            rate: Arc::new(RateLimits::new(self.limits.rate)),
         })
     }
 

@@ -9,6 +9,7 @@ use crate::core::breaker::BreakerConfig;
 use crate::core::engine::EngineConfig;
 use crate::core::retry::RetryPolicy;
 use crate::server::listener::ListenerLimits;
+use crate::server::rate::{Rate, RateSettings};
 use crate::util::duration::{duration, positive_duration};
 use crate::util::process::LogFormat;
 
@@ -175,6 +176,14 @@ pub struct ListenerArgs {
     /// Of --max-connections, the ones kept for /v1/health when the rest are taken (at most half).
     #[arg(long, env = "SENTIN8_CRON_RESERVED_FOR_HEALTH", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub reserved_for_health: u32,
+    /// API requests per second one client (a token's subject) may make, with bursts of twice
+    /// as many; over it, 429 with Retry-After (0: no limit).
+    #[arg(long, env = "SENTIN8_CRON_RATE_LIMIT_PER_CLIENT", value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub rate_limit_per_client: u32,
+    /// API requests per second addressed to one environment, whoever makes them, with bursts
+    /// of twice as many; over it, 429 with Retry-After (0: no limit).
+    #[arg(long, env = "SENTIN8_CRON_RATE_LIMIT_PER_ENV", value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub rate_limit_per_env: u32,
     /// Serve /metrics on this address only (plain HTTP), and not on --listen; /v1/health is
     /// served there too, with its detail.
     #[arg(long, env = "SENTIN8_CRON_METRICS_LISTEN", value_name = "ADDR")]
@@ -191,6 +200,10 @@ impl ListenerArgs {
             max_connections_per_client: usize::try_from(self.max_connections_per_client)
                 .unwrap_or(128),
             reserved_for_health: usize::try_from(self.reserved_for_health).unwrap_or(32),
+            rate: RateSettings {
+                per_client: Rate::per_second(self.rate_limit_per_client),
+                per_env: Rate::per_second(self.rate_limit_per_env),
+            },
         }
     }
 }

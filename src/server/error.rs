@@ -14,6 +14,7 @@ use crate::core::ops::OpsError;
 use crate::core::store::StoreError;
 use crate::server::auth::AuthError;
 use crate::server::policy::PolicyError;
+use crate::server::rate::{Limited, RateLimited};
 
 /// The problem kinds the API answers with.
 #[derive(Debug)]
@@ -35,6 +36,8 @@ pub enum ApiError {
     Superseded { detail: String, successor: Uuid },
     /// 413: the request body is over the limit.
     TooLarge(String),
+    /// 429: over a rate limit; `Retry-After` says when to come back.
+    RateLimited(RateLimited),
     /// 503: not ready to serve.
     Unavailable(String),
     /// 503: the request was not answered in time.
@@ -105,6 +108,11 @@ impl ApiError {
                 "too-large",
                 "Request body too large",
             ),
+            ApiError::RateLimited(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many requests",
+            ),
             ApiError::Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
@@ -134,7 +142,22 @@ impl IntoResponse for ApiError {
         let (status, slug, title) = self.parts();
         let mut challenge = None;
         let mut successor_job_id = None;
+        let mut retry_after = None;
         let (detail, errors) = match self {
+            ApiError::RateLimited(limited) => {
+                retry_after = Some(limited.retry_after_secs);
+                let whose = match limited.limit {
+                    Limited::Client => "this client's",
+                    Limited::Environment => "this environment's",
+                };
+                (
+                    format!(
+                        "{whose} request rate limit is reached: retry after {} s",
+                        limited.retry_after_secs
+                    ),
+                    Vec::new(),
+                )
+            }
             ApiError::Invalid { detail, errors } => (detail, errors),
             ApiError::Unauthorized(err) => {
                 challenge = Some(err.www_authenticate());
@@ -176,6 +199,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response
                 .headers_mut()
@@ -224,3 +252,9 @@ impl From<PolicyError> for ApiError {
 
 /// Result alias for handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<RateLimited> for ApiError {
+    fn from(limited: RateLimited) -> Self {
+        ApiError::RateLimited(limited)
+    }
+}

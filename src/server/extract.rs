@@ -10,15 +10,26 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use chrono::{DateTime, Utc};
+
 use super::auth::Principal;
 use super::error::ApiError;
 use super::policy::{self, Access};
+use super::rate::RateLimits;
 use super::{AppState, REQUEST_ID};
 use crate::core::model::EnvId;
 
-/// The authenticated caller, with the request id that correlates its changes.
+/// The authenticated caller, with the request id that correlates its changes (and the
+/// environment budget its request draws on once the environment is known).
 #[derive(Debug, Clone)]
-pub struct Caller(pub Principal, pub Option<String>);
+pub struct Caller(pub Principal, pub Option<String>, EnvBudget);
+
+/// What [`Caller::env`] charges the addressed environment's rate limit with.
+#[derive(Debug, Clone)]
+struct EnvBudget {
+    limits: Arc<RateLimits>,
+    at: DateTime<Utc>,
+}
 
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
@@ -32,23 +43,32 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         let principal = state.auth.authenticate(header).await?;
+        let at = state.clock.now();
+        state.rate.client(&principal.subject, at)?;
         let request_id = parts
             .headers
             .get(REQUEST_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        Ok(Caller(principal, request_id))
+        let budget = EnvBudget {
+            limits: state.rate.clone(),
+            at,
+        };
+        Ok(Caller(principal, request_id, budget))
     }
 }
 
 impl Caller {
     /// Resolves the addressed environment and checks the policy: `target_env_id` is required
-    /// (never taken from the token), and the caller must hold `access` on it.
+    /// (never taken from the token), and the caller must hold `access` on it. Then the request
+    /// draws on the environment's rate limit (after the policy, so a caller cannot spend
+    /// another tenant's budget).
     pub fn env(&self, target_env_id: Option<Uuid>, access: Access) -> Result<EnvId, ApiError> {
         let env = target_env_id
             .map(EnvId)
             .ok_or_else(|| ApiError::field("target_env_id", "is required (query or body)"))?;
         policy::authorize(&self.0, env, access)?;
+        self.2.limits.env(env, self.2.at)?;
         Ok(env)
     }
 

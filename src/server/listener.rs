@@ -33,9 +33,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::MAX_BODY_BYTES;
 use super::error::ApiError;
+use super::rate::RateSettings;
 
-/// The listener's limits (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The listener's limits (see the module documentation), and the API's rate limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ListenerLimits {
     /// Time a connection gets to send a complete request head.
     pub header_timeout: Duration,
@@ -47,6 +48,8 @@ pub struct ListenerLimits {
     pub max_connections_per_client: usize,
     /// Of `max_connections`, the ones kept for `/v1/health` when the rest are taken.
     pub reserved_for_health: usize,
+    /// Requests per client and per environment (see [`crate::server::rate`]).
+    pub rate: RateSettings,
 }
 
 impl Default for ListenerLimits {
@@ -57,6 +60,7 @@ impl Default for ListenerLimits {
             max_connections: 1024,
             max_connections_per_client: 128,
             reserved_for_health: 32,
+            rate: RateSettings::default(),
         }
     }
 }

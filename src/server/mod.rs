@@ -11,6 +11,7 @@ pub mod extract;
 pub mod keys;
 pub mod listener;
 pub mod policy;
+pub mod rate;
 pub mod system;
 pub mod tls;
 
@@ -62,6 +63,8 @@ pub struct AppState {
     pub jwks: Option<Arc<serde_json::Value>>,
     /// When health reports `degraded`.
     pub health: system::HealthRules,
+    /// The API's request rate limits.
+    pub rate: Arc<rate::RateLimits>,
 }
 
 #[derive(OpenApi)]

@@ -282,6 +282,7 @@ pub fn metrics_text(state: &AppState) -> Response {
             .map(|since| (state.clock.now() - since).num_seconds().max(0))
             .unwrap_or(0)
     ));
+    state.rate.render(&mut body);
     let zones = TzDatabaseView::current();
     body.push_str(&format!(
         "# HELP sentin8_cron_tz_database_info The time-zone database in use.\n\

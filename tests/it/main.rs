@@ -21,6 +21,7 @@ mod nul;
 mod pg_instances;
 mod pg_only;
 mod pg_purge_floor;
+mod rate_limits;
 mod raw_http;
 mod readme_tour;
 mod registration;

@@ -314,7 +314,9 @@ fn serve_help_shows_every_setting_once_and_hides_secrets() {
     }
     for var in &configuration {
         assert_eq!(
-            help.matches(&format!("[env: {}", var.name)).count(),
+            // The name whole: `SENTIN8_CRON_MAX_CONNECTIONS` is also the start of another.
+            help.matches(&format!("[env: {}]", var.name)).count()
+                + help.matches(&format!("[env: {}=", var.name)).count(),
             1,
             "{} in {help}",
             var.name
