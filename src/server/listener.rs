@@ -68,10 +68,17 @@ impl Default for ListenerLimits {
 /// The path a connection admitted on the reserve may ask for.
 pub const HEALTH_PATH: &str = "/v1/health";
 
-/// Adds the per-request limits to `app`: the request timeout, the early body-size check, and
-/// the rule of reserved connections (health only).
+/// How long a `429 Too Many Requests` is held before it is sent. A client over its rate limit
+/// that asks again at once would otherwise turn the refusals themselves into the flood (each
+/// costs the parse and the token check); held, one connection asks at most four times a second.
+/// A well-behaved client waits `Retry-After` (at least a second) anyway.
+pub const RATE_LIMITED_PAUSE: Duration = Duration::from_millis(250);
+
+/// Adds the per-request limits to `app`: the request timeout, the early body-size check, the
+/// pause before a 429, and the rule of reserved connections (health only).
 pub fn limit_requests(app: Router, limits: &ListenerLimits) -> Router {
-    app.layer(middleware::from_fn(refuse_large_bodies))
+    app.layer(middleware::from_fn(pace_refusals))
+        .layer(middleware::from_fn(refuse_large_bodies))
         .layer(middleware::from_fn_with_state(
             limits.request_timeout,
             answer_within,
@@ -115,6 +122,15 @@ async fn answer_within(State(limit): State<Duration>, request: Request, next: Ne
         ))
         .into_response(),
     }
+}
+
+async fn pace_refusals(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::TOO_MANY_REQUESTS {
+        // Transport pacing, not domain time: the real clock, like the header timeout.
+        tokio::time::sleep(RATE_LIMITED_PAUSE).await;
+    }
+    response
 }
 
 /// A declared length over the limit is refused before any of the body is read; a chunked body
