@@ -298,6 +298,11 @@ fn serve_help_shows_every_setting_once_and_hides_secrets() {
             "SENTIN8_CRON_M2M_CLIENT_SECRET",
             "client-secret-not-for-help",
         )
+        .env(
+            "SENTIN8_CRON_DATABASE_URL",
+            "postgres://svc:pw-not-for-help@db/cron?sslpassword=ssl-not-for-help",
+        )
+        .env("SENTIN8_CRON_TOKEN", "static-token-not-for-help")
         .env("SENTIN8_CRON_LISTEN", "127.0.0.1:9999")
         .output()
         .expect("the binary runs");
