@@ -32,6 +32,7 @@ mod schema_snapshot;
 mod signed_calls;
 mod stalling_proxy;
 mod support;
+mod target_examples;
 mod tls;
 mod tz_restart;
 mod webdriver;
