@@ -170,7 +170,9 @@ impl Running {
     fn line_after(&mut self, prefix: &str, within: Duration) -> String {
         let started = Instant::now();
         loop {
-            let output = self.output();
+            let mut output = self.output();
+            // Complete lines only: a line may arrive in pieces.
+            output.truncate(output.rfind('\n').map_or(0, |end| end + 1));
             if let Some(line) = output.lines().find_map(|l| l.strip_prefix(prefix)) {
                 return line.trim().to_owned();
             }
@@ -220,6 +222,18 @@ fn pem(der: &[u8]) -> String {
     )
 }
 
+/// A key file only its owner may read, as `serve` wants it.
+fn write_private(path: &Path, pem: &str) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    file.write_all(pem.as_bytes()).unwrap();
+}
+
 /// `serve` on a fresh embedded database, signing with a new P-256 key (ES256) and still
 /// publishing an Ed25519 one as a previous key; returns it, its base URL and the Ed25519 key.
 fn start_serve(dir: &Path) -> (Running, String, SigningKey) {
@@ -227,10 +241,10 @@ fn start_serve(dir: &Path) -> (Running, String, SigningKey) {
         EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
             .unwrap();
     let es256_path = dir.join("es256.pem");
-    std::fs::write(&es256_path, pem(es256.as_ref())).unwrap();
+    write_private(&es256_path, &pem(es256.as_ref()));
     let (ed25519, ed25519_pem) = SigningKey::generate_ed25519().unwrap();
     let ed25519_path = dir.join("ed25519.pem");
-    std::fs::write(&ed25519_path, ed25519_pem).unwrap();
+    write_private(&ed25519_path, &ed25519_pem);
 
     let database = format!("sqlite://{}", dir.join("cron.db").display());
     let mut command = Command::new(env!("CARGO_BIN_EXE_sentin8-cron"));
@@ -370,8 +384,7 @@ async fn example_target_verifies_signed_calls(example: Example) {
     let now = chrono::Utc::now().timestamp();
     let sign = |signer: &CallSigner, url: &url::Url, body: &[u8], iat: i64| {
         let id = Uuid::now_v7();
-        let jti = format!("schedule:{id}:{id}");
-        let claims = CallClaims::for_call(url, env, id, id, &jti, body, iat).unwrap();
+        let claims = CallClaims::for_call(url, env, id, id, body, iat).unwrap();
         signer.sign(&claims).unwrap()
     };
     let body = br#"{"attempt": 1, "payload": {"from": "the test"}}"#;
@@ -437,9 +450,19 @@ async fn example_target_verifies_signed_calls(example: Example) {
         "unsigned: {why}"
     );
 
+    // Each line is printed before its answer is sent, but read from the pipe a little later.
+    let started = Instant::now();
+    let counts = |printed: &str| {
+        (
+            printed.matches("\n200 job ").count(),
+            printed.matches("\n401 ").count(),
+        )
+    };
+    while counts(&target.output()) != (2, 6) && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let printed = target.output();
-    assert_eq!(printed.matches("\n200 job ").count(), 2, "{printed}");
-    assert_eq!(printed.matches("\n401 ").count(), 6, "{printed}");
+    assert_eq!(counts(&printed), (2, 6), "{printed}");
     drop(target);
     drop(serve);
 }

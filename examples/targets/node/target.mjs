@@ -64,10 +64,10 @@ function checkSignature(jwk, signingInput, signature) {
 }
 
 // Replay protection: each token is accepted once, remembered until it expires. A token is
-// known by its jti together with its body hash. Today jti is the call's Idempotency-Key, the
-// same for every retry of a job, but each retry is signed anew for a new body (its attempt
-// number differs); a replayed token repeats both. Once jti is unique per attempt, the hash
-// adds nothing and the check still holds.
+// known by its jti together with its body hash. sentin8-cron gives every call a jti of its
+// own, so the hash adds nothing there; with a version whose jti was the call's
+// Idempotency-Key (the same for every retry of a job), a retry still differs by its body (its
+// attempt number), while a replayed token repeats both.
 const seen = new Map(); // "jti body_sha256" -> exp
 
 function firstTime(jti, bodyHash, exp) {

@@ -96,10 +96,10 @@ def check_signature(jwk, signing_input, signature):
 class SeenTokens:
     """Replay protection: each token is accepted once, remembered until it expires.
 
-    A token is known by its jti together with its body hash. Today jti is the call's
-    Idempotency-Key, the same for every retry of a job, but each retry is signed anew for a
-    new body (its attempt number differs); a replayed token repeats both. Once jti is unique
-    per attempt, the hash adds nothing and the check still holds."""
+    A token is known by its jti together with its body hash. sentin8-cron gives every call a
+    jti of its own, so the hash adds nothing there; with a version whose jti was the call's
+    Idempotency-Key (the same for every retry of a job), a retry still differs by its body
+    (its attempt number), while a replayed token repeats both."""
 
     def __init__(self):
         self.expiries = {}
