@@ -92,7 +92,23 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     // The signing key is loaded (or, in development mode, created) before the store opens.
     let no_token = dispatch.token == TokenSettings::None;
     let proxy = proxy_back::build(dispatch, &url, clock.clone())?;
+    // The embedded database's file (absolute), and whether this start creates it.
+    let embedded_file = crate::store::sqlite_file(&url).map(|path| {
+        let existed = path.exists();
+        (path, existed)
+    });
     let store = open_store(&args.database, StoreUse::Serve).await?;
+    match &embedded_file {
+        Some((path, true)) => {
+            tracing::info!(path = %path.display(), "embedded database {}", path.display());
+        }
+        Some((path, false)) => tracing::info!(
+            path = %path.display(),
+            "created a new embedded database at {}",
+            path.display()
+        ),
+        None => {}
+    }
     let capabilities = store.capabilities();
     if capabilities.rls_bypassed {
         tracing::warn!(

@@ -26,6 +26,8 @@ pub enum Needs {
     Browser,
     /// The shell tools the README tour runs: bash, curl, jq and openssl.
     TourTools,
+    /// The toolchains of the example targets: Python 3 with `cryptography`, Node.js 20, Go.
+    TargetToolchains,
 }
 
 impl Needs {
@@ -35,6 +37,7 @@ impl Needs {
             Needs::Nats => 1,
             Needs::Browser => 2,
             Needs::TourTools => 3,
+            Needs::TargetToolchains => 4,
         }
     }
 
@@ -48,6 +51,7 @@ impl Needs {
             Needs::Nats => "the NATS JetStream relay tests",
             Needs::Browser => "the admin pages browser test",
             Needs::TourTools => "the README tour test",
+            Needs::TargetToolchains => "the example target tests (examples/targets/)",
         }
     }
 
@@ -58,6 +62,7 @@ impl Needs {
             Needs::Nats => "SENTIN8_CRON_REQUIRE_NATS",
             Needs::Browser => "SENTIN8_CRON_REQUIRE_BROWSER",
             Needs::TourTools => "SENTIN8_CRON_REQUIRE_TOUR_TOOLS",
+            Needs::TargetToolchains => "SENTIN8_CRON_REQUIRE_TARGET_TOOLCHAINS",
         }
     }
 
@@ -68,7 +73,8 @@ impl Needs {
 }
 
 /// Why each service's tests are being skipped, once known.
-static UNAVAILABLE: [OnceLock<String>; 4] = [
+static UNAVAILABLE: [OnceLock<String>; 5] = [
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -76,7 +82,7 @@ static UNAVAILABLE: [OnceLock<String>; 4] = [
 ];
 
 /// How many tests skipped for each service so far.
-static SKIPPED: Mutex<[usize; 4]> = Mutex::new([0; 4]);
+static SKIPPED: Mutex<[usize; 5]> = Mutex::new([0; 5]);
 
 /// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
 pub fn unavailable(needs: Needs) -> Option<&'static str> {

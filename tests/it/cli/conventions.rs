@@ -435,6 +435,59 @@ fn serve_prints_the_port_it_bound() {
     );
 }
 
+/// `serve` logs the absolute path of its embedded database, and says when it created it.
+#[test]
+fn serve_logs_where_its_embedded_database_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = || {
+        let mut child = binary()
+            .args([
+                "serve",
+                "--database-url",
+                "sqlite://cron.db",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .current_dir(dir.path())
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    };
+    let path = dir.path().canonicalize().unwrap().join("cron.db");
+    let first = logged();
+    assert!(
+        first.contains(&format!(
+            "created a new embedded database at {}",
+            path.display()
+        )),
+        "{first}"
+    );
+    let second = logged();
+    assert!(
+        second.contains(&format!("embedded database {}", path.display())),
+        "{second}"
+    );
+    assert!(!second.contains("created a new"), "{second}");
+}
+
 #[test]
 fn logs_carry_no_colour_off_a_terminal() {
     let dir = tempfile::tempdir().unwrap();

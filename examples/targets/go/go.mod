@@ -1,0 +1,3 @@
+module sentin8-cron.example/target
+
+go 1.19
