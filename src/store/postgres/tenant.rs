@@ -3,19 +3,15 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-use super::{PgCells, placeholder, query};
+use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
-use crate::store::rows::{
-    self, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS, SCHEDULE_COLUMNS, Sql,
-    prefixed,
-};
+use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, prefixed};
 use crate::store::{Rings, db_err};
 
 /// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
@@ -97,14 +93,20 @@ impl rows::TenantRows for PgTenantTx<'_> {
     async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<PgRow> {
         query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
     }
-}
 
-#[async_trait]
-impl TenantTx for PgTenantTx<'_> {
-    fn env_id(&self) -> EnvId {
-        self.env_id
+    async fn fetch_all(&mut self, sql: &Sql) -> StoreResult<Vec<PgRow>> {
+        query(sql).fetch_all(&mut *self.tx).await.map_err(db_err)
     }
 
+    async fn execute(&mut self, sql: &Sql) -> StoreResult<u64> {
+        let done = query(sql).execute(&mut *self.tx).await.map_err(db_err)?;
+        Ok(done.rows_affected())
+    }
+}
+
+// The methods both backends run alike come from the macro; these are this backend's own.
+rows::tenant_tx! {
+impl TenantTx for PgTenantTx<'_> {
     async fn lock_timeout_set(&mut self, timeout: std::time::Duration) -> StoreResult<()> {
         sqlx::query("SELECT set_config('lock_timeout', $1, true)")
             .bind(format!("{}ms", timeout.as_millis().max(1)))
@@ -124,39 +126,11 @@ impl TenantTx for PgTenantTx<'_> {
         }
     }
 
-    async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
-        rows::insert_schedule(self, new).await
-    }
-
-    async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-        let sql = format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = $2");
-        self.one_schedule(&sql, id).await
-    }
-
     async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
         let sql = format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = $2 FOR UPDATE"
         );
         self.one_schedule(&sql, id).await
-    }
-
-    async fn schedule_get_by_type(
-        &mut self,
-        domain: &str,
-        schedule_type: &str,
-    ) -> StoreResult<Option<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = $1 AND domain = $2 AND schedule_type = $3 AND status <> 'deleted'"
-        );
-        let row = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(domain)
-            .bind(schedule_type)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "schedules", rows::schedule)
     }
 
     async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
@@ -184,21 +158,6 @@ impl TenantTx for PgTenantTx<'_> {
         rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
-    async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = $1 AND status = 'active' AND next_run_at IS NOT NULL \
-             ORDER BY next_run_at, id LIMIT $2"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
-    }
-
     async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
         // SKIP LOCKED: a row another instance is claiming right now is left out rather than
         // waited for, so this never waits on (or deadlocks with) a claim; that claim moves the
@@ -215,32 +174,6 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "schedules", rows::schedule)
-    }
-
-    async fn schedule_set_next_run(
-        &mut self,
-        change: &ScheduleSetNextRun,
-    ) -> StoreResult<Option<Schedule>> {
-        rows::set_schedule_guarded(self, change.id, rows::schedule_set_next_run(change)).await
-    }
-
-    async fn schedule_set_definition(
-        &mut self,
-        change: &ScheduleSetDefinition,
-    ) -> StoreResult<Schedule> {
-        rows::set_schedule(self, change.id, rows::schedule_set_definition(change)).await
-    }
-
-    async fn schedule_set_status(&mut self, change: &ScheduleSetStatus) -> StoreResult<Schedule> {
-        rows::set_schedule(self, change.id, rows::schedule_set_status(change)).await
-    }
-
-    async fn schedule_set_deleted(&mut self, change: &ScheduleSetDeleted) -> StoreResult<Schedule> {
-        rows::set_schedule(self, change.id, rows::schedule_set_deleted(change)).await
-    }
-
-    async fn schedule_set_outcome(&mut self, change: &ScheduleSetOutcome) -> StoreResult<Schedule> {
-        rows::set_schedule(self, change.id, rows::schedule_set_outcome(change)).await
     }
 
     async fn schedule_get_many(
@@ -401,29 +334,6 @@ impl TenantTx for PgTenantTx<'_> {
         Ok(written)
     }
 
-    async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
-        self.attempts_list(job_id).await
-    }
-
-    async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>> {
-        rows::set_job(self, change.id, rows::job_set_superseded(change)).await
-    }
-
-    async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
-        rows::insert_job(self, new).await
-    }
-
-    async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {
-        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE env_id = $1 AND id = $2");
-        let row = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(id.0)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "jobs", rows::job)
-    }
-
     async fn schedules_with_open_job(
         &mut self,
         ids: &[ScheduleId],
@@ -454,118 +364,6 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::map_row(row.as_ref(), "jobs", rows::job)
-    }
-
-    async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>> {
-        let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = $1 \
-               AND ($2::uuid IS NULL OR schedule_id = $2) \
-               AND ($3::text IS NULL OR status = $3) \
-               AND ($4::uuid IS NULL OR id < $4) \
-             ORDER BY id DESC LIMIT $5"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(query.schedule_id.map(|id| id.0))
-            .bind(query.status.map(|s| s.as_str()))
-            .bind(query.before.map(|id| id.0))
-            .bind(i64::from(query.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "jobs", rows::job)
-    }
-
-    async fn job_set_pending(&mut self, change: &JobSetPending) -> StoreResult<Option<Job>> {
-        rows::set_job(self, change.id, rows::job_set_pending(change)).await
-    }
-
-    async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
-        rows::set_job(self, change.id, rows::job_cancel(change)).await
-    }
-
-    async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
-        rows::set_job(self, change.id, rows::job_withdraw(change)).await
-    }
-
-    async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
-        rows::set_job(self, change.id, rows::job_release(change)).await
-    }
-
-    async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
-        let sql = format!(
-            "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = $3, \
-             next_attempt_at = NULL, updated_at = $3, lease_until = $4 \
-             WHERE env_id = $1 AND id = $2 AND status = 'pending' AND next_attempt_at <= $3 \
-             RETURNING {JOB_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(claim.id.0)
-            .bind(claim.now)
-            .bind(claim.lease_until)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "jobs", rows::job)
-    }
-
-    async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry> {
-        rows::insert_dlq(self, new).await
-    }
-
-    async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>> {
-        let sql = format!("SELECT {DLQ_COLUMNS} FROM dlq WHERE env_id = $1 AND id = $2");
-        let row = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(id.0)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "dlq", rows::dlq)
-    }
-
-    async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>> {
-        let sql = format!(
-            "SELECT {DLQ_COLUMNS} FROM dlq \
-             WHERE env_id = $1 \
-               AND ($2::text IS NULL OR domain = $2) \
-               AND ($3::uuid IS NULL OR schedule_id = $3) \
-               AND ($4::uuid IS NULL OR id < $4) \
-               AND ($6::uuid IS NULL OR job_id = $6) \
-             ORDER BY id DESC LIMIT $5"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(&query.domain)
-            .bind(query.schedule_id.map(|id| id.0))
-            .bind(query.before.map(|id| id.0))
-            .bind(i64::from(query.limit))
-            .bind(query.job_id.map(|id| id.0))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "dlq", rows::dlq)
-    }
-
-    async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM dlq WHERE env_id = $1 AND id = $2")
-            .bind(self.env_id.0)
-            .bind(id.0)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn env_counts(&mut self) -> StoreResult<EnvCounts> {
-        let row = sqlx::query(&rows::env_counts_sql("$1"))
-            .bind(self.env_id.0)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::env_counts(&PgCells(&row, "counts"))
     }
 
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
@@ -627,44 +425,6 @@ impl TenantTx for PgTenantTx<'_> {
         Ok(())
     }
 
-    async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>> {
-        let sql = format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE env_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(after_seq)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "outbox", rows::outbox)
-    }
-
-    async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
-        let columns = rows::audit_insert(self.env_id, entry);
-        let sql = Sql::insert(placeholder, "audit_journal", columns, "");
-        query(&sql).execute(&mut *self.tx).await.map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit_journal WHERE env_id = $1 ORDER BY at, id LIMIT $2"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "audit_journal", rows::audit)
-    }
-
-    async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
-        self.audit_page(query).await
-    }
-
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {
         for channel in self.on_commit.cross_process() {
             // Delivered to listeners when (and only if) the transaction commits.
@@ -684,4 +444,5 @@ impl TenantTx for PgTenantTx<'_> {
         }
         Ok(())
     }
+}
 }

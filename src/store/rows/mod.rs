@@ -8,8 +8,10 @@
 //! as integer microseconds and JSON as checked text.
 
 pub(crate) mod hours;
+mod shared;
 mod write;
 
+pub(crate) use shared::*;
 pub(crate) use write::*;
 
 use std::str::FromStr;

@@ -15,6 +15,7 @@ pub(crate) enum Val {
     Uuid(Option<Uuid>),
     Text(Option<String>),
     I32(i32),
+    I64(i64),
     Ts(Option<DateTime<Utc>>),
     Json(Option<Value>),
 }
@@ -440,6 +441,9 @@ pub(crate) trait TenantRows: Send {
     fn tenant(&self) -> EnvId;
     async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<Self::Row>>;
     async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<Self::Row>;
+    async fn fetch_all(&mut self, sql: &Sql) -> StoreResult<Vec<Self::Row>>;
+    /// Runs a statement; the rows it touched.
+    async fn execute(&mut self, sql: &Sql) -> StoreResult<u64>;
 }
 
 /// Applies a named transition to one row of `table` in the transaction's environment.

@@ -1,0 +1,409 @@
+//! The tenant operations both backends run the same way: reads by id and small lists whose SQL
+//! differs only in placeholders, and the [`shared_tenant_methods!`] macro that puts them, and
+//! the named transitions, into each backend's `TenantTx` implementation, so each is written
+//! once.
+
+use uuid::Uuid;
+
+use super::{
+    AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, RowCells, SCHEDULE_COLUMNS, Sql,
+    TenantRows, Val, map_row, map_rows,
+};
+use crate::core::model::*;
+use crate::core::store::*;
+
+/// A statement with the transaction's environment as its first value; `text` builds the SQL
+/// from that placeholder and the ones it adds.
+fn scoped<T: TenantRows>(tx: &T, text: impl FnOnce(&str, &mut Sql) -> String) -> Sql {
+    let mut sql = Sql::new(T::PLACEHOLDER);
+    let env = sql.val(Val::uuid(tx.tenant().0));
+    sql.text = text(&env, &mut sql);
+    sql
+}
+
+/// The row of `table` with `id` in the transaction's environment.
+pub(crate) async fn row_by_id<T: TenantRows>(
+    tx: &mut T,
+    table: &str,
+    columns: &str,
+    id: Uuid,
+) -> StoreResult<Option<T::Row>> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(id));
+        format!("SELECT {columns} FROM {table} WHERE env_id = {env} AND id = {id}")
+    });
+    tx.fetch_optional(&sql).await
+}
+
+/// Deletes the row of `table` with `id`; whether there was one.
+pub(crate) async fn delete_by_id<T: TenantRows>(
+    tx: &mut T,
+    table: &str,
+    id: Uuid,
+) -> StoreResult<bool> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(id));
+        format!("DELETE FROM {table} WHERE env_id = {env} AND id = {id}")
+    });
+    Ok(tx.execute(&sql).await? == 1)
+}
+
+/// Active schedules with a next fire, soonest first.
+pub(crate) async fn schedules_upcoming<T: TenantRows>(
+    tx: &mut T,
+    limit: u32,
+) -> StoreResult<Vec<Schedule>> {
+    let sql = scoped(tx, |env, sql| {
+        let limit = sql.val(Val::I64(i64::from(limit)));
+        format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = {env} AND status = 'active' AND next_run_at IS NOT NULL \
+             ORDER BY next_run_at, id LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "schedules", super::schedule)
+}
+
+/// The first audit entries, oldest first.
+pub(crate) async fn audit_first<T: TenantRows>(
+    tx: &mut T,
+    limit: u32,
+) -> StoreResult<Vec<AuditEntry>> {
+    let sql = scoped(tx, |env, sql| {
+        let limit = sql.val(Val::I64(i64::from(limit)));
+        format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_journal WHERE env_id = {env} \
+             ORDER BY at, id LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "audit_journal", super::audit)
+}
+
+/// Outbox events after `after_seq`, in order.
+pub(crate) async fn outbox_after<T: TenantRows>(
+    tx: &mut T,
+    after_seq: i64,
+    limit: u32,
+) -> StoreResult<Vec<OutboxEvent>> {
+    let sql = scoped(tx, |env, sql| {
+        let after = sql.val(Val::I64(after_seq));
+        let limit = sql.val(Val::I64(i64::from(limit)));
+        format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE env_id = {env} AND seq > {after} \
+             ORDER BY seq LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "outbox", super::outbox)
+}
+
+/// The environment's counts.
+pub(crate) async fn counts<T: TenantRows>(tx: &mut T) -> StoreResult<EnvCounts> {
+    let sql = scoped(tx, |env, _| super::env_counts_sql(env));
+    let row = tx.fetch_one(&sql).await?;
+    super::env_counts(&row.cells("counts"))
+}
+
+/// The live schedule of `domain` and `schedule_type`.
+pub(crate) async fn schedule_by_type<T: TenantRows>(
+    tx: &mut T,
+    domain: &str,
+    schedule_type: &str,
+) -> StoreResult<Option<Schedule>> {
+    let sql = scoped(tx, |env, sql| {
+        let domain = sql.val(Val::text(domain));
+        let schedule_type = sql.val(Val::text(schedule_type));
+        format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = {env} AND domain = {domain} \
+             AND schedule_type = {schedule_type} AND status <> 'deleted'"
+        )
+    });
+    let row = tx.fetch_optional(&sql).await?;
+    map_row(row.as_ref(), "schedules", super::schedule)
+}
+
+/// A page of jobs, newest first, filtered as `query` says.
+pub(crate) async fn jobs_page<T: TenantRows>(
+    tx: &mut T,
+    query: &JobQuery,
+) -> StoreResult<Vec<Job>> {
+    let sql = scoped(tx, |env, sql| {
+        let schedule = sql.val(Val::Uuid(query.schedule_id.map(|id| id.0)));
+        let status = sql.val(Val::Text(query.status.map(|s| s.as_str().to_owned())));
+        let before = sql.val(Val::Uuid(query.before.map(|id| id.0)));
+        let limit = sql.val(Val::I64(i64::from(query.limit)));
+        format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE env_id = {env} \
+               AND ({schedule} IS NULL OR schedule_id = {schedule}) \
+               AND ({status} IS NULL OR status = {status}) \
+               AND ({before} IS NULL OR id < {before}) \
+             ORDER BY id DESC LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "jobs", super::job)
+}
+
+/// A page of dead letters, newest first, filtered as `query` says.
+pub(crate) async fn dlq_page<T: TenantRows>(
+    tx: &mut T,
+    query: &DlqQuery,
+) -> StoreResult<Vec<DlqEntry>> {
+    let sql = scoped(tx, |env, sql| {
+        let domain = sql.val(Val::Text(query.domain.clone()));
+        let schedule = sql.val(Val::Uuid(query.schedule_id.map(|id| id.0)));
+        let job = sql.val(Val::Uuid(query.job_id.map(|id| id.0)));
+        let before = sql.val(Val::Uuid(query.before.map(|id| id.0)));
+        let limit = sql.val(Val::I64(i64::from(query.limit)));
+        format!(
+            "SELECT {DLQ_COLUMNS} FROM dlq WHERE env_id = {env} \
+               AND ({domain} IS NULL OR domain = {domain}) \
+               AND ({schedule} IS NULL OR schedule_id = {schedule}) \
+               AND ({job} IS NULL OR job_id = {job}) \
+               AND ({before} IS NULL OR id < {before}) \
+             ORDER BY id DESC LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "dlq", super::dlq)
+}
+
+/// Claims a pending retry that is due: it becomes the next running attempt, leased.
+pub(crate) async fn claim_retry<T: TenantRows>(
+    tx: &mut T,
+    claim: &JobClaim,
+) -> StoreResult<Option<Job>> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(claim.id.0));
+        let now = sql.val(Val::ts(claim.now));
+        let lease = sql.val(Val::ts(claim.lease_until));
+        format!(
+            "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = {now}, \
+             next_attempt_at = NULL, updated_at = {now}, lease_until = {lease} \
+             WHERE env_id = {env} AND id = {id} AND status = 'pending' \
+               AND next_attempt_at <= {now} \
+             RETURNING {JOB_COLUMNS}"
+        )
+    });
+    let row = tx.fetch_optional(&sql).await?;
+    map_row(row.as_ref(), "jobs", super::job)
+}
+
+/// A backend's `impl TenantTx` with the methods both backends implement alike written once:
+/// `tenant_tx! { impl TenantTx for Backend { its own methods } }`. The backend also implements
+/// [`TenantRows`], and has its own `attempts_list` and `audit_page` reads and an `env_id`
+/// field. (The whole impl is generated so that `async_trait` sees every method.)
+macro_rules! tenant_tx {
+    (impl TenantTx for $backend:ty { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl TenantTx for $backend {
+        $($own)*
+        fn env_id(&self) -> $crate::core::model::EnvId {
+            self.env_id
+        }
+
+        async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule> {
+            $crate::store::rows::insert_schedule(self, new).await
+        }
+
+        async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
+            let row = $crate::store::rows::row_by_id(
+                self,
+                "schedules",
+                $crate::store::rows::SCHEDULE_COLUMNS,
+                id.0,
+            )
+            .await?;
+            $crate::store::rows::map_row(row.as_ref(), "schedules", $crate::store::rows::schedule)
+        }
+
+        async fn schedule_get_by_type(
+            &mut self,
+            domain: &str,
+            schedule_type: &str,
+        ) -> StoreResult<Option<Schedule>> {
+            $crate::store::rows::schedule_by_type(self, domain, schedule_type).await
+        }
+
+        async fn job_list(&mut self, query: &JobQuery) -> StoreResult<Vec<Job>> {
+            $crate::store::rows::jobs_page(self, query).await
+        }
+
+        async fn dlq_list(&mut self, query: &DlqQuery) -> StoreResult<Vec<DlqEntry>> {
+            $crate::store::rows::dlq_page(self, query).await
+        }
+
+        async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
+            $crate::store::rows::claim_retry(self, claim).await
+        }
+
+        async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {
+            $crate::store::rows::schedules_upcoming(self, limit).await
+        }
+
+        async fn schedule_set_next_run(
+            &mut self,
+            change: &ScheduleSetNextRun,
+        ) -> StoreResult<Option<Schedule>> {
+            $crate::store::rows::set_schedule_guarded(
+                self,
+                change.id,
+                $crate::store::rows::schedule_set_next_run(change),
+            )
+            .await
+        }
+
+        async fn schedule_set_definition(
+            &mut self,
+            change: &ScheduleSetDefinition,
+        ) -> StoreResult<Schedule> {
+            $crate::store::rows::set_schedule(
+                self,
+                change.id,
+                $crate::store::rows::schedule_set_definition(change),
+            )
+            .await
+        }
+
+        async fn schedule_set_status(
+            &mut self,
+            change: &ScheduleSetStatus,
+        ) -> StoreResult<Schedule> {
+            $crate::store::rows::set_schedule(
+                self,
+                change.id,
+                $crate::store::rows::schedule_set_status(change),
+            )
+            .await
+        }
+
+        async fn schedule_set_deleted(
+            &mut self,
+            change: &ScheduleSetDeleted,
+        ) -> StoreResult<Schedule> {
+            $crate::store::rows::set_schedule(
+                self,
+                change.id,
+                $crate::store::rows::schedule_set_deleted(change),
+            )
+            .await
+        }
+
+        async fn schedule_set_outcome(
+            &mut self,
+            change: &ScheduleSetOutcome,
+        ) -> StoreResult<Schedule> {
+            $crate::store::rows::set_schedule(
+                self,
+                change.id,
+                $crate::store::rows::schedule_set_outcome(change),
+            )
+            .await
+        }
+
+        async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
+            self.attempts_list(job_id).await
+        }
+
+        async fn job_set_superseded(
+            &mut self,
+            change: &JobSetSuperseded,
+        ) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(
+                self,
+                change.id,
+                $crate::store::rows::job_set_superseded(change),
+            )
+            .await
+        }
+
+        async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
+            $crate::store::rows::insert_job(self, new).await
+        }
+
+        async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {
+            let row = $crate::store::rows::row_by_id(
+                self,
+                "jobs",
+                $crate::store::rows::JOB_COLUMNS,
+                id.0,
+            )
+            .await?;
+            $crate::store::rows::map_row(row.as_ref(), "jobs", $crate::store::rows::job)
+        }
+
+        async fn job_set_pending(&mut self, change: &JobSetPending) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(
+                self,
+                change.id,
+                $crate::store::rows::job_set_pending(change),
+            )
+            .await
+        }
+
+        async fn job_cancel(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_cancel(change))
+                .await
+        }
+
+        async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_withdraw(change))
+                .await
+        }
+
+        async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_release(change))
+                .await
+        }
+
+        async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry> {
+            $crate::store::rows::insert_dlq(self, new).await
+        }
+
+        async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>> {
+            let row =
+                $crate::store::rows::row_by_id(self, "dlq", $crate::store::rows::DLQ_COLUMNS, id.0)
+                    .await?;
+            $crate::store::rows::map_row(row.as_ref(), "dlq", $crate::store::rows::dlq)
+        }
+
+        async fn dlq_delete(&mut self, id: DlqId) -> StoreResult<bool> {
+            $crate::store::rows::delete_by_id(self, "dlq", id.0).await
+        }
+
+        async fn env_counts(&mut self) -> StoreResult<EnvCounts> {
+            $crate::store::rows::counts(self).await
+        }
+
+        async fn outbox_list(
+            &mut self,
+            after_seq: i64,
+            limit: u32,
+        ) -> StoreResult<Vec<OutboxEvent>> {
+            $crate::store::rows::outbox_after(self, after_seq, limit).await
+        }
+
+        async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
+            let sql = $crate::store::rows::Sql::insert(
+                <Self as $crate::store::rows::TenantRows>::PLACEHOLDER,
+                "audit_journal",
+                $crate::store::rows::audit_insert(self.env_id, entry),
+                "",
+            );
+            $crate::store::rows::TenantRows::execute(self, &sql).await?;
+            Ok(())
+        }
+
+        async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+            $crate::store::rows::audit_first(self, limit).await
+        }
+
+        async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+            self.audit_page(query).await
+        }
+        }
+    };
+}
+pub(crate) use tenant_tx;
