@@ -216,6 +216,117 @@ pub(crate) fn db_err(err: sqlx::Error) -> StoreError {
     StoreError::Database(Box::new(err))
 }
 
+/// A backend's `impl Store` with the methods both backends delegate alike written once:
+/// `store_impl! { impl Store for Backend { its own methods } }`. Each delegates to the
+/// backend's own `reads`, `outbox` and `migrate` modules (named at the expansion site) over
+/// its `pool`; the whole impl is generated so that `async_trait` sees every method.
+macro_rules! store_impl {
+    (impl Store for $backend:ty { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl Store for $backend {
+        $($own)*
+
+        fn signals(&self) -> Arc<Signals> {
+            self.signals.clone()
+        }
+
+        async fn schedules_due(
+            &self,
+            now: DateTime<Utc>,
+            limit: u32,
+            seed: u32,
+            share: Option<Share>,
+        ) -> StoreResult<Vec<DueSchedule>> {
+            reads::schedules_due(&self.pool, now, limit, seed, share).await
+        }
+
+        async fn instance_beat(
+            &self,
+            id: Uuid,
+            now: DateTime<Utc>,
+            stale_before: DateTime<Utc>,
+        ) -> StoreResult<Vec<Uuid>> {
+            reads::instance_beat(&self.pool, id, now, stale_before).await
+        }
+
+        async fn instance_leave(&self, id: Uuid) -> StoreResult<()> {
+            reads::instance_leave(&self.pool, id).await
+        }
+
+        async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
+            reads::jobs_lease_renew(&self.pool, ids, until).await
+        }
+
+        async fn jobs_hand_off(
+            &self,
+            ids: &[JobId],
+            lease: chrono::Duration,
+            now: DateTime<Utc>,
+        ) -> StoreResult<Vec<HandedOff>> {
+            reads::jobs_hand_off(&self.pool, ids, lease, now).await
+        }
+
+        async fn jobs_due(
+            &self,
+            now: DateTime<Utc>,
+            stale_before: DateTime<Utc>,
+            limit: u32,
+        ) -> StoreResult<Vec<DueJob>> {
+            reads::jobs_due(&self.pool, now, stale_before, limit).await
+        }
+
+        async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
+            reads::wakeup_next(&self.pool).await
+        }
+
+        async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
+            reads::dlq_envs(&self.pool).await
+        }
+
+        async fn stats_get(&self) -> StoreResult<StoreStats> {
+            reads::stats_get(&self.pool).await
+        }
+
+        async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
+            reads::schedule_zones_active(&self.pool).await
+        }
+
+        async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>> {
+            reads::envs_with_data(&self.pool, limit).await
+        }
+
+        async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
+            outbox::claim(&self.pool, claim).await
+        }
+
+        async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
+            outbox::mark_relayed(&self.pool, relayed).await
+        }
+
+        async fn outbox_mark_failed(
+            &self,
+            failed: &OutboxFailed,
+        ) -> StoreResult<Vec<OutboxFailureRecorded>> {
+            outbox::mark_failed(&self.pool, failed).await
+        }
+
+        async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
+            outbox::release(&self.pool, release).await
+        }
+
+        async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
+            outbox::purge(&self.pool, purge).await
+        }
+
+        async fn schema_status(&self) -> StoreResult<SchemaStatus> {
+            let mut conn = self.pool.acquire().await.map_err(db_err)?;
+            migrate::schema_status(&mut conn).await
+        }
+        }
+    };
+}
+pub(crate) use store_impl;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
-use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, prefixed};
+use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, prefixed};
 use crate::store::{Rings, db_err};
 
 /// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
@@ -75,34 +75,7 @@ impl<'c> PgTenantTx<'c> {
     }
 }
 
-impl rows::TenantRows for PgTenantTx<'_> {
-    type Row = PgRow;
-    const PLACEHOLDER: rows::Placeholder = placeholder;
-
-    fn tenant(&self) -> EnvId {
-        self.env_id
-    }
-
-    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<PgRow>> {
-        query(sql)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)
-    }
-
-    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<PgRow> {
-        query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
-    }
-
-    async fn fetch_all(&mut self, sql: &Sql) -> StoreResult<Vec<PgRow>> {
-        query(sql).fetch_all(&mut *self.tx).await.map_err(db_err)
-    }
-
-    async fn execute(&mut self, sql: &Sql) -> StoreResult<u64> {
-        let done = query(sql).execute(&mut *self.tx).await.map_err(db_err)?;
-        Ok(done.rows_affected())
-    }
-}
+rows::tenant_rows!(PgTenantTx<'_>, PgRow);
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {

@@ -407,3 +407,54 @@ macro_rules! tenant_tx {
     };
 }
 pub(crate) use tenant_tx;
+
+/// A backend tenant transaction's [`TenantRows`]: its `tx` runs the backend's `query` (the
+/// statement with its values bound, named at the expansion site) with `placeholder`.
+macro_rules! tenant_rows {
+    ($backend:ty, $row:ty) => {
+        impl $crate::store::rows::TenantRows for $backend {
+            type Row = $row;
+            const PLACEHOLDER: $crate::store::rows::Placeholder = placeholder;
+
+            fn tenant(&self) -> EnvId {
+                self.env_id
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &$crate::store::rows::Sql,
+            ) -> StoreResult<Option<$row>> {
+                query(sql)
+                    .fetch_optional(&mut *self.tx)
+                    .await
+                    .map_err($crate::store::db_err)
+            }
+
+            async fn fetch_one(&mut self, sql: &$crate::store::rows::Sql) -> StoreResult<$row> {
+                query(sql)
+                    .fetch_one(&mut *self.tx)
+                    .await
+                    .map_err($crate::store::db_err)
+            }
+
+            async fn fetch_all(
+                &mut self,
+                sql: &$crate::store::rows::Sql,
+            ) -> StoreResult<Vec<$row>> {
+                query(sql)
+                    .fetch_all(&mut *self.tx)
+                    .await
+                    .map_err($crate::store::db_err)
+            }
+
+            async fn execute(&mut self, sql: &$crate::store::rows::Sql) -> StoreResult<u64> {
+                let done = query(sql)
+                    .execute(&mut *self.tx)
+                    .await
+                    .map_err($crate::store::db_err)?;
+                Ok(done.rows_affected())
+            }
+        }
+    };
+}
+pub(crate) use tenant_rows;

@@ -23,7 +23,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::{
@@ -111,7 +110,8 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
+// The methods both backends delegate alike come from the macro; these are this backend's own.
+crate::store::store_impl! {
 impl Store for SqliteStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -122,10 +122,6 @@ impl Store for SqliteStore {
             rls_bypassed: false,
             embedded: true,
         }
-    }
-
-    fn signals(&self) -> Arc<Signals> {
-        self.signals.clone()
     }
 
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
@@ -141,94 +137,6 @@ impl Store for SqliteStore {
         Ok(locks::try_lock(self, ids))
     }
 
-    async fn schedules_due(
-        &self,
-        now: DateTime<Utc>,
-        limit: u32,
-        seed: u32,
-        share: Option<Share>,
-    ) -> StoreResult<Vec<DueSchedule>> {
-        reads::schedules_due(&self.pool, now, limit, seed, share).await
-    }
-
-    async fn instance_beat(
-        &self,
-        id: Uuid,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> StoreResult<Vec<Uuid>> {
-        reads::instance_beat(&self.pool, id, now, stale_before).await
-    }
-
-    async fn instance_leave(&self, id: Uuid) -> StoreResult<()> {
-        reads::instance_leave(&self.pool, id).await
-    }
-
-    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
-        reads::jobs_lease_renew(&self.pool, ids, until).await
-    }
-
-    async fn jobs_hand_off(
-        &self,
-        ids: &[JobId],
-        lease: chrono::Duration,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<HandedOff>> {
-        reads::jobs_hand_off(&self.pool, ids, lease, now).await
-    }
-
-    async fn jobs_due(
-        &self,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-        limit: u32,
-    ) -> StoreResult<Vec<DueJob>> {
-        reads::jobs_due(&self.pool, now, stale_before, limit).await
-    }
-
-    async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        reads::wakeup_next(&self.pool).await
-    }
-
-    async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
-        reads::dlq_envs(&self.pool).await
-    }
-
-    async fn stats_get(&self) -> StoreResult<StoreStats> {
-        reads::stats_get(&self.pool).await
-    }
-
-    async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
-        reads::schedule_zones_active(&self.pool).await
-    }
-
-    async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>> {
-        reads::envs_with_data(&self.pool, limit).await
-    }
-
-    async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
-        outbox::claim(&self.pool, claim).await
-    }
-
-    async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
-        outbox::mark_relayed(&self.pool, relayed).await
-    }
-
-    async fn outbox_mark_failed(
-        &self,
-        failed: &OutboxFailed,
-    ) -> StoreResult<Vec<OutboxFailureRecorded>> {
-        outbox::mark_failed(&self.pool, failed).await
-    }
-
-    async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
-        outbox::release(&self.pool, release).await
-    }
-
-    async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
-        outbox::purge(&self.pool, purge).await
-    }
-
     async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
         lifecycle::jobs_purge(&self.pool, purge).await
     }
@@ -241,10 +149,7 @@ impl Store for SqliteStore {
         lifecycle::schedules_purge(&self.pool, purge).await
     }
 
-    async fn schema_status(&self) -> StoreResult<SchemaStatus> {
-        let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        migrate::schema_status(&mut conn).await
-    }
+}
 }
 
 /// SQLite's placeholders: `?1`, `?2`, ...

@@ -48,34 +48,7 @@ impl SqliteTenantTx {
     }
 }
 
-impl rows::TenantRows for SqliteTenantTx {
-    type Row = SqliteRow;
-    const PLACEHOLDER: rows::Placeholder = placeholder;
-
-    fn tenant(&self) -> EnvId {
-        self.env_id
-    }
-
-    async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<SqliteRow>> {
-        query(sql)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)
-    }
-
-    async fn fetch_one(&mut self, sql: &Sql) -> StoreResult<SqliteRow> {
-        query(sql).fetch_one(&mut *self.tx).await.map_err(db_err)
-    }
-
-    async fn fetch_all(&mut self, sql: &Sql) -> StoreResult<Vec<SqliteRow>> {
-        query(sql).fetch_all(&mut *self.tx).await.map_err(db_err)
-    }
-
-    async fn execute(&mut self, sql: &Sql) -> StoreResult<u64> {
-        let done = query(sql).execute(&mut *self.tx).await.map_err(db_err)?;
-        Ok(done.rows_affected())
-    }
-}
+rows::tenant_rows!(SqliteTenantTx, SqliteRow);
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
