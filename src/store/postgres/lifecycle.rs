@@ -1,14 +1,12 @@
-//! PostgreSQL: the attempt ledger, supersede, the audit journal's query and retention.
+//! PostgreSQL: the attempt ledger, supersede and retention.
 //! Retention runs through SECURITY DEFINER functions (`cron.purge_*`), each call one bounded
 //! batch, because the service role may not delete jobs, schedules or journal entries itself.
 
 use sqlx::PgPool;
 
 use super::tenant::PgTenantTx;
-use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::db_err;
-use crate::store::rows::{self, ATTEMPT_COLUMNS, AUDIT_COLUMNS};
 
 impl PgTenantTx<'_> {
     /// One ledger row per written outcome, in one statement.
@@ -84,43 +82,6 @@ impl PgTenantTx<'_> {
         .await
         .map_err(db_err)?;
         Ok(())
-    }
-
-    pub(super) async fn attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
-        let sql = format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE env_id = $1 AND job_id = $2 \
-             ORDER BY attempt"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(job_id.0)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "job_attempts", rows::attempt)
-    }
-
-    pub(super) async fn audit_page(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit_journal \
-             WHERE env_id = $1 \
-               AND ($2::uuid IS NULL OR schedule_id = $2) \
-               AND ($3::text IS NULL OR actor = $3) \
-               AND ($4::timestamptz IS NULL OR at >= $4) \
-               AND ($5::uuid IS NULL OR id < $5) \
-             ORDER BY id DESC LIMIT $6"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(query.schedule_id.map(|id| id.0))
-            .bind(query.actor.as_deref())
-            .bind(query.since)
-            .bind(query.before)
-            .bind(i64::from(query.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "audit_journal", rows::audit)
     }
 }
 

@@ -75,7 +75,7 @@ impl<'c> PgTenantTx<'c> {
     }
 }
 
-rows::tenant_rows!(PgTenantTx<'_>, PgRow);
+rows::tenant_rows!(PgTenantTx<'_>, PgRow, contains: |column, needle| format!("strpos(lower({column} COLLATE \"C\"), lower({needle}::text COLLATE \"C\")) > 0"));
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
@@ -104,31 +104,6 @@ impl TenantTx for PgTenantTx<'_> {
             "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = $2 FOR UPDATE"
         );
         self.one_schedule(&sql, id).await
-    }
-
-    async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = $1 \
-               AND ($2::text IS NULL OR domain = $2) \
-               AND ($3::text IS NULL OR status = $3) \
-               AND ($4 OR status <> 'deleted') \
-               AND ($5::uuid IS NULL OR id > $5) \
-               AND ($7::text IS NULL OR strpos(lower(schedule_type COLLATE \"C\"), lower($7::text COLLATE \"C\")) > 0) \
-             ORDER BY id LIMIT $6"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(&query.domain)
-            .bind(query.status.map(|s| s.as_str()))
-            .bind(query.include_deleted)
-            .bind(query.after.map(|id| id.0))
-            .bind(i64::from(query.limit))
-            .bind(&query.type_contains)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
@@ -323,20 +298,6 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         Ok(open.into_iter().map(ScheduleId).collect())
-    }
-
-    async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
-        let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = $1 AND schedule_id = $2 AND {OPEN_JOB}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(schedule_id.0)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {

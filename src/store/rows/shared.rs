@@ -6,8 +6,8 @@
 use uuid::Uuid;
 
 use super::{
-    AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OUTBOX_COLUMNS, RowCells, SCHEDULE_COLUMNS, Sql,
-    TenantRows, Val, map_row, map_rows,
+    ATTEMPT_COLUMNS, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS, RowCells,
+    SCHEDULE_COLUMNS, Sql, TenantRows, Val, map_row, map_rows,
 };
 use crate::core::model::*;
 use crate::core::store::*;
@@ -191,10 +191,92 @@ pub(crate) async fn claim_retry<T: TenantRows>(
     map_row(row.as_ref(), "jobs", super::job)
 }
 
+/// The open job of a schedule (at most one: a unique index holds it).
+pub(crate) async fn open_job<T: TenantRows>(
+    tx: &mut T,
+    schedule_id: ScheduleId,
+) -> StoreResult<Option<Job>> {
+    let sql = scoped(tx, |env, sql| {
+        let schedule = sql.val(Val::uuid(schedule_id.0));
+        format!(
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE env_id = {env} AND schedule_id = {schedule} AND {OPEN_JOB}"
+        )
+    });
+    let row = tx.fetch_optional(&sql).await?;
+    map_row(row.as_ref(), "jobs", super::job)
+}
+
+/// A job's attempts, first to last.
+pub(crate) async fn attempts_of<T: TenantRows>(
+    tx: &mut T,
+    job_id: JobId,
+) -> StoreResult<Vec<JobAttempt>> {
+    let sql = scoped(tx, |env, sql| {
+        let job = sql.val(Val::uuid(job_id.0));
+        format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE env_id = {env} AND job_id = {job} \
+             ORDER BY attempt"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "job_attempts", super::attempt)
+}
+
+/// A page of the audit journal, newest first, filtered as `query` says.
+pub(crate) async fn audit_page<T: TenantRows>(
+    tx: &mut T,
+    query: &AuditQuery,
+) -> StoreResult<Vec<AuditEntry>> {
+    let sql = scoped(tx, |env, sql| {
+        let schedule = sql.val(Val::Uuid(query.schedule_id.map(|id| id.0)));
+        let actor = sql.val(Val::Text(query.actor.clone()));
+        let since = sql.val(Val::Ts(query.since));
+        let before = sql.val(Val::Uuid(query.before));
+        let limit = sql.val(Val::I64(i64::from(query.limit)));
+        format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_journal WHERE env_id = {env} \
+               AND ({schedule} IS NULL OR schedule_id = {schedule}) \
+               AND ({actor} IS NULL OR actor = {actor}) \
+               AND ({since} IS NULL OR at >= {since}) \
+               AND ({before} IS NULL OR id < {before}) \
+             ORDER BY id DESC LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "audit_journal", super::audit)
+}
+
+/// A page of schedules in id order, filtered as `query` says.
+pub(crate) async fn schedules_page<T: TenantRows>(
+    tx: &mut T,
+    query: &ScheduleQuery,
+) -> StoreResult<Vec<Schedule>> {
+    let sql = scoped(tx, |env, sql| {
+        let domain = sql.val(Val::Text(query.domain.clone()));
+        let status = sql.val(Val::Text(query.status.map(|s| s.as_str().to_owned())));
+        let deleted = sql.val(Val::Bool(query.include_deleted));
+        let after = sql.val(Val::Uuid(query.after.map(|id| id.0)));
+        let limit = sql.val(Val::I64(i64::from(query.limit)));
+        let needle = sql.val(Val::Text(query.type_contains.clone()));
+        let contains = (T::CONTAINS_IGNORING_CASE)("schedule_type", &needle);
+        format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = {env} \
+               AND ({domain} IS NULL OR domain = {domain}) \
+               AND ({status} IS NULL OR status = {status}) \
+               AND ({deleted} OR status <> 'deleted') \
+               AND ({after} IS NULL OR id > {after}) \
+               AND ({needle} IS NULL OR {contains}) \
+             ORDER BY id LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "schedules", super::schedule)
+}
+
 /// A backend's `impl TenantTx` with the methods both backends implement alike written once:
 /// `tenant_tx! { impl TenantTx for Backend { its own methods } }`. The backend also implements
-/// [`TenantRows`], and has its own `attempts_list` and `audit_page` reads and an `env_id`
-/// field. (The whole impl is generated so that `async_trait` sees every method.)
+/// [`TenantRows`] and has an `env_id` field. (The whole impl is generated so that `async_trait` sees every method.)
 macro_rules! tenant_tx {
     (impl TenantTx for $backend:ty { $($own:tt)* }) => {
         #[async_trait::async_trait]
@@ -304,7 +386,15 @@ macro_rules! tenant_tx {
         }
 
         async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
-            self.attempts_list(job_id).await
+            $crate::store::rows::attempts_of(self, job_id).await
+        }
+
+        async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
+            $crate::store::rows::open_job(self, schedule_id).await
+        }
+
+        async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
+            $crate::store::rows::schedules_page(self, query).await
         }
 
         async fn job_set_superseded(
@@ -401,7 +491,7 @@ macro_rules! tenant_tx {
         }
 
         async fn audit_query(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
-            self.audit_page(query).await
+            $crate::store::rows::audit_page(self, query).await
         }
         }
     };
@@ -409,12 +499,14 @@ macro_rules! tenant_tx {
 pub(crate) use tenant_tx;
 
 /// A backend tenant transaction's [`TenantRows`]: its `tx` runs the backend's `query` (the
-/// statement with its values bound, named at the expansion site) with `placeholder`.
+/// statement with its values bound, named at the expansion site) with `placeholder`, and
+/// `contains` writes its case-insensitive substring test.
 macro_rules! tenant_rows {
-    ($backend:ty, $row:ty) => {
+    ($backend:ty, $row:ty, contains: $contains:expr) => {
         impl $crate::store::rows::TenantRows for $backend {
             type Row = $row;
             const PLACEHOLDER: $crate::store::rows::Placeholder = placeholder;
+            const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String = $contains;
 
             fn tenant(&self) -> EnvId {
                 self.env_id

@@ -16,6 +16,7 @@ pub(crate) enum Val {
     Text(Option<String>),
     I32(i32),
     I64(i64),
+    Bool(bool),
     Ts(Option<DateTime<Utc>>),
     Json(Option<Value>),
 }
@@ -437,6 +438,9 @@ pub(crate) trait TenantRows: Send {
     type Row: RowCells + Send;
     /// How the backend writes placeholders.
     const PLACEHOLDER: Placeholder;
+    /// SQL testing whether `column` contains the text of `needle` (a placeholder), ignoring
+    /// ASCII case.
+    const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String;
     /// The environment the transaction is scoped to.
     fn tenant(&self) -> EnvId;
     async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<Self::Row>>;

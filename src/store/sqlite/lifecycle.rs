@@ -1,13 +1,11 @@
-//! SQLite: the attempt ledger, supersede, the audit journal's query and retention. Retention
+//! SQLite: the attempt ledger, supersede and retention. Retention
 //! deletes one bounded batch per statement; the one writer connection keeps each short.
 
 use sqlx::SqlitePool;
 
 use super::tenant::SqliteTenantTx;
-use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::db_err;
-use crate::store::rows::{self, ATTEMPT_COLUMNS, AUDIT_COLUMNS};
 
 /// The most rows one retention statement deletes, whatever the caller asks.
 const MAX_PURGE_BATCH: u32 = 10_000;
@@ -39,43 +37,6 @@ impl SqliteTenantTx {
             .map_err(db_err)?;
         }
         Ok(())
-    }
-
-    pub(super) async fn attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>> {
-        let sql = format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE env_id = ?1 AND job_id = ?2 \
-             ORDER BY attempt"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env())
-            .bind(job_id.0.to_string())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "job_attempts", rows::attempt)
-    }
-
-    pub(super) async fn audit_page(&mut self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit_journal \
-             WHERE env_id = ?1 \
-               AND (?2 IS NULL OR schedule_id = ?2) \
-               AND (?3 IS NULL OR actor = ?3) \
-               AND (?4 IS NULL OR at >= ?4) \
-               AND (?5 IS NULL OR id < ?5) \
-             ORDER BY id DESC LIMIT ?6"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env())
-            .bind(query.schedule_id.map(|id| id.0.to_string()))
-            .bind(query.actor.as_deref())
-            .bind(query.since.map(|t| t.timestamp_micros()))
-            .bind(query.before.map(|id| id.to_string()))
-            .bind(i64::from(query.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "audit_journal", rows::audit)
     }
 }
 

@@ -167,6 +167,7 @@ fn bind(query: SqliteQuery<'_>, val: Val) -> SqliteQuery<'_> {
         Val::Text(v) => query.bind(v),
         Val::I32(v) => query.bind(v),
         Val::I64(v) => query.bind(v),
+        Val::Bool(v) => query.bind(v),
         Val::Ts(v) => query.bind(v.map(|t| t.timestamp_micros())),
         Val::Json(v) => query.bind(v.map(|j| j.to_string())),
     }

@@ -48,7 +48,7 @@ impl SqliteTenantTx {
     }
 }
 
-rows::tenant_rows!(SqliteTenantTx, SqliteRow);
+rows::tenant_rows!(SqliteTenantTx, SqliteRow, contains: |column, needle| format!("instr(lower({column}), lower({needle})) > 0"));
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
@@ -61,31 +61,6 @@ impl TenantTx for SqliteTenantTx {
     async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
         // One connection serialises every transaction: a plain read is already exclusive.
         self.schedule_get(id).await
-    }
-
-    async fn schedule_list(&mut self, query: &ScheduleQuery) -> StoreResult<Vec<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = ?1 \
-               AND (?2 IS NULL OR domain = ?2) \
-               AND (?3 IS NULL OR status = ?3) \
-               AND (?4 OR status <> 'deleted') \
-               AND (?5 IS NULL OR id > ?5) \
-               AND (?7 IS NULL OR instr(lower(schedule_type), lower(?7)) > 0) \
-             ORDER BY id LIMIT ?6"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env())
-            .bind(&query.domain)
-            .bind(query.status.map(|s| s.as_str()))
-            .bind(query.include_deleted)
-            .bind(query.after.map(|id| id.0.to_string()))
-            .bind(i64::from(query.limit))
-            .bind(&query.type_contains)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
@@ -193,15 +168,6 @@ impl TenantTx for SqliteTenantTx {
             }
         }
         Ok(open)
-    }
-
-    async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>> {
-        let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = ?1 AND schedule_id = ?2 AND {OPEN_JOB}"
-        );
-        let row = self.by_id(&sql, schedule_id.0).await?;
-        rows::map_row(row.as_ref(), "jobs", rows::job)
     }
 
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
