@@ -49,6 +49,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use url::{Host, Url};
 
+use super::config::ENV_TARGET_ALLOW;
+
 mod address;
 mod resolver;
 
@@ -445,6 +447,44 @@ impl EgressPolicy {
                 }
             }
         }
+    }
+
+    /// [`check_url`](Self::check_url) with its refusal explained for the one who can change
+    /// it: the message names the setting that would allow the target (an entry of
+    /// `SENTIN8_CRON_TARGET_ALLOW` for its origin, or development mode for loopback). Used at
+    /// create and update (the API's field error, `enroll`, the CLI's checks).
+    pub fn check_url_explained(&self, url: &Url) -> Result<(), String> {
+        let Err(denied) = self.check_url(url) else {
+            return Ok(());
+        };
+        let Ok(target) = Target::of(url) else {
+            return Err(denied.to_string());
+        };
+        let origin = &target.origin;
+        let add = format!("add {origin} to {ENV_TARGET_ALLOW}");
+        let hint = match &denied {
+            EgressDenied::NotAllowed { .. } => Some(format!("not on the egress allow list: {add}")),
+            EgressDenied::RefusedAddress {
+                class: AddrClass::Loopback,
+                ..
+            } => Some(format!(
+                "{add}, or use development mode (the embedded store without authentication), \
+                 which allows loopback"
+            )),
+            EgressDenied::ReservedName { host } if is_loopback_name(host) => Some(format!(
+                "{add}, or use development mode (the embedded store without authentication), \
+                 which allows loopback"
+            )),
+            EgressDenied::RefusedAddress { .. } | EgressDenied::ReservedName { .. } => {
+                Some(format!("{add} to allow it"))
+            }
+            _ => None,
+        };
+        Err(match (denied, hint) {
+            (EgressDenied::NotAllowed { origin }, Some(hint)) => format!("{origin} is {hint}"),
+            (denied, Some(hint)) => format!("{denied}: {hint}"),
+            (denied, None) => denied.to_string(),
+        })
     }
 
     /// Checks a connection to `addr` for `url` (after DNS resolution): the URL must pass

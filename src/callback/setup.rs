@@ -11,7 +11,7 @@ use crate::core::target::{BaseUrl, TargetPolicy};
 
 impl TargetPolicy for EgressPolicy {
     fn check(&self, url: &BaseUrl) -> Result<(), String> {
-        self.check_url(url.as_url()).map_err(|e| e.to_string())
+        self.check_url_explained(url.as_url())
     }
 }
 

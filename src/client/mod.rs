@@ -155,6 +155,66 @@ impl ApiClient {
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
         let what = format!("{method} {path}");
+        let (status, text) = self.send(method, path, query, body).await?;
+        if !status.is_success() {
+            return Err(ClientError::Rejected {
+                server: self.server(),
+                status: status.as_u16(),
+                detail: problem_text(status, &text),
+            });
+        }
+        if status == StatusCode::NO_CONTENT || text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text).map_err(|err| ClientError::Unexpected {
+            server: self.server(),
+            what,
+            cause: err.to_string(),
+        })
+    }
+
+    /// `GET` an endpoint that validates: `Ok(Err(fields))` for a 400 naming invalid fields
+    /// (each `(field, message)`), so a caller can pick out the fields it asked about.
+    pub async fn get_checked(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<Result<Value, Vec<(String, String)>>, ClientError> {
+        let (status, text) = self.send(Method::GET, path, query, None).await?;
+        if status == StatusCode::BAD_REQUEST
+            && let Ok(problem) = serde_json::from_str::<Problem>(&text)
+            && !problem.errors.is_empty()
+        {
+            return Ok(Err(problem
+                .errors
+                .into_iter()
+                .map(|f| (f.field, f.message))
+                .collect()));
+        }
+        if !status.is_success() {
+            return Err(ClientError::Rejected {
+                server: self.server(),
+                status: status.as_u16(),
+                detail: problem_text(status, &text),
+            });
+        }
+        serde_json::from_str(&text)
+            .map(Ok)
+            .map_err(|err| ClientError::Unexpected {
+                server: self.server(),
+                what: format!("GET {path}"),
+                cause: err.to_string(),
+            })
+    }
+
+    /// Sends one request; its status and body.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, String), ClientError> {
         let mut request = self.http.request(method, self.url(path)).query(query);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
@@ -177,21 +237,7 @@ impl ApiClient {
                 server: self.server(),
                 cause: deepest_cause(&err),
             })?;
-        if !status.is_success() {
-            return Err(ClientError::Rejected {
-                server: self.server(),
-                status: status.as_u16(),
-                detail: problem_text(status, &text),
-            });
-        }
-        if status == StatusCode::NO_CONTENT || text.trim().is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_str(&text).map_err(|err| ClientError::Unexpected {
-            server: self.server(),
-            what,
-            cause: err.to_string(),
-        })
+        Ok((status, text))
     }
 
     /// `GET` one record.

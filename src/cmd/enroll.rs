@@ -16,6 +16,7 @@ use std::time::Duration;
 use clap::ArgGroup;
 use serde::Serialize;
 
+use super::checks::{CheckFormat, Problem, annotate, describe};
 use super::output::{self, OutputFormat, time_text};
 use super::schedule_args::EXIT_INVALID;
 use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
@@ -101,9 +102,46 @@ pub struct Args {
     /// development mode, so loopback targets are refused as `serve` refuses them.
     #[command(flatten)]
     pub auth: AuthArgs,
-    /// Output format.
+    /// Output format (github adds an `::error file=F,line=L,col=C::message` line per problem,
+    /// for CI annotations).
     #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
-    pub output: OutputFormat,
+    pub output: CheckFormat,
+}
+
+/// A report as `-o json|yaml` print it: the changes, with the counts a script checks against
+/// the document (`declared` is the document's entries).
+#[derive(Serialize)]
+pub(crate) struct Summary<'a> {
+    #[serde(flatten)]
+    pub report: &'a EnrollReport,
+    pub declared: usize,
+    pub counts: Counts,
+}
+
+/// How many changes of each action a report holds.
+#[derive(Serialize)]
+pub(crate) struct Counts {
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub pruned: usize,
+    pub undeclared: usize,
+}
+
+impl<'a> Summary<'a> {
+    pub(crate) fn of(report: &'a EnrollReport, declared: usize) -> Self {
+        Summary {
+            report,
+            declared,
+            counts: Counts {
+                created: report.count(Action::Created),
+                updated: report.count(Action::Updated),
+                unchanged: report.count(Action::Unchanged),
+                pruned: report.count(Action::Pruned),
+                undeclared: report.count(Action::Undeclared),
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -119,8 +157,13 @@ struct InvalidReport<'a> {
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let json = args.output.is_structured();
+    let format = args.output.format();
+    let json = format.is_structured();
     let now = SystemClock.now();
+    // `-o github`: every problem also as an annotation on the file (none for a command's
+    // output or standard input).
+    let annotated_file = args.file.as_deref();
+    let github = args.output.is_github();
 
     // The request itself first: nothing is read or run for an unusable one.
     let mut problems = Vec::new();
@@ -143,6 +186,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 args.platform_domain.as_deref(),
                 dev_mode,
             )?);
+            if args.dry_run && !json {
+                let note = describe(&args.egress, args.platform_domain.as_deref(), dev_mode);
+                eprintln!("note: the target is checked against {note}");
+            }
             target.check(policy.as_ref()).map(|()| (target, policy))
         }
         Err(errors) => Err(errors),
@@ -169,7 +216,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         for problem in &problems {
             eprintln!("error: {problem}");
         }
-        return invalid(out, args.output, None, &problems, &[]);
+        let code = invalid(out, format, None, &problems, &[])?;
+        if github {
+            let problems: Vec<Problem> = problems.iter().map(Problem::field).collect();
+            annotate(out, annotated_file, &problems)?;
+        }
+        return Ok(code);
     };
 
     // Then the document, every entry of it, before the database is opened.
@@ -188,25 +240,32 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         Ok(checked) => checked,
         Err(err) => {
             // Invalid input, like an invalid entry: its own exit status.
-            let reason = format!(
-                "{} is not a valid declaration document: {err}",
-                document.origin
-            );
+            let problem = Problem::document(&err);
+            let reason = problem.located(&document.origin);
             eprintln!("error: {reason}");
-            return invalid(out, args.output, Some(reason), &[], &[]);
+            let code = invalid(out, format, Some(reason), &[], &[])?;
+            if github {
+                annotate(out, annotated_file, &[problem])?;
+            }
+            return Ok(code);
         }
     };
+    let declared = specs.len() + errors.len();
     if !errors.is_empty() {
-        for entry in &errors {
-            eprintln!("error: {entry}");
+        let located: Vec<Problem> = errors.iter().map(Problem::entry).collect();
+        for problem in &located {
+            eprintln!("error: {}", problem.located(&document.origin));
         }
         eprintln!(
-            "{} of {} schedules in {} are invalid; nothing was enrolled",
+            "{} of {declared} schedules in {} are invalid; nothing was enrolled",
             errors.len(),
-            errors.len() + specs.len(),
             document.origin
         );
-        return invalid(out, args.output, None, &[], &errors);
+        let code = invalid(out, format, None, &[], &errors)?;
+        if github {
+            annotate(out, annotated_file, &located)?;
+        }
+        return Ok(code);
     }
 
     // A dry run writes nothing, not even the embedded database's schema.
@@ -237,16 +296,21 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            return invalid(out, args.output, None, &problems, &[]);
+            let code = invalid(out, format, None, &problems, &[])?;
+            if github {
+                let problems: Vec<Problem> = problems.iter().map(Problem::field).collect();
+                annotate(out, annotated_file, &problems)?;
+            }
+            return Ok(code);
         }
         Err(err) => {
             return Err(anyhow::Error::new(err).context("enrollment failed; nothing was written"));
         }
     };
     if json {
-        output::write_structured(out, args.output, &report)?;
+        output::write_structured(out, format, &Summary::of(&report, declared))?;
     } else {
-        write_report(out, &report, args.prune)?;
+        write_report(out, &report, args.prune, declared, false)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -279,6 +343,8 @@ pub(crate) fn write_report(
     out: &mut (dyn Write + Send),
     report: &EnrollReport,
     prune: bool,
+    declared: usize,
+    stopped: bool,
 ) -> anyhow::Result<()> {
     let counts = [
         Action::Created,
@@ -289,14 +355,19 @@ pub(crate) fn write_report(
     .map(|action| format!("{} {}", report.count(action), action.as_str()))
     .join(", ");
     let prefix = if report.dry_run { "dry run: " } else { "" };
+    let verb = if report.dry_run { "would be " } else { "" };
+    let suffix = if stopped { " before it stopped" } else { "" };
     writeln!(
         out,
-        "{prefix}domain {} in environment {}: {counts}",
+        "{prefix}domain {} in environment {}: {declared} declared; {verb}{counts}{suffix}",
         report.domain, report.env_id
     )?;
-    if report.changes.is_empty() {
-        writeln!(out, "nothing is declared or enrolled in this domain")?;
-    } else {
+    if report.changes.is_empty() && declared == 0 {
+        writeln!(
+            out,
+            "nothing is declared in the document or enrolled in this domain"
+        )?;
+    } else if !report.changes.is_empty() {
         let mut table = output::table(["action", "schedule_type", "changed", "next_run_at"]);
         for change in &report.changes {
             table.add_row([

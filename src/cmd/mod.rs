@@ -6,6 +6,7 @@
 
 mod args;
 pub mod audit;
+pub mod checks;
 pub mod completions;
 pub mod dlq;
 pub mod echo_target;

@@ -9,11 +9,12 @@ use clap::ArgGroup;
 use serde::Serialize;
 
 use crate::core::decl::{
-    DeclError, EntryError, FieldError, ScheduleSpec, Timing, check_declarations,
+    EntryError, FieldError, Position, ScheduleSpec, Timing, check_declarations,
 };
-use crate::core::target::{BASE_URL_FIELD, BaseUrl};
+use crate::core::target::{BASE_URL_FIELD, BaseUrl, TargetPolicy as _};
 
-use super::output::{self, OutputFormat, time_text};
+use super::checks::{CheckFormat, PolicyArgs, Problem, annotate};
+use super::output::{self, time_text};
 use super::schedule_args::{EXIT_INVALID, ScheduleArgs, is_json, local_text, report_invalid};
 
 /// Check a cron expression, or a schedule declaration file.
@@ -33,20 +34,26 @@ pub struct Args {
     #[arg(long, value_name = "PATH", conflicts_with_all = ["tz", "on_dst_gap", "on_dst_repeat"])]
     pub file: Option<PathBuf>,
     /// With --file: also check the base URL the schedules would be enrolled with, as `enroll
-    /// --base-url` and the API check target_config.baseUrl.
+    /// --base-url` and the API check target_config.baseUrl: parsed, then judged by the egress
+    /// policy `serve` would build from the same settings (--target-allow, --platform-domain,
+    /// development mode from --database-url and the authentication settings).
     #[arg(long, value_name = "URL", requires = "file", conflicts_with = "expr")]
     pub base_url: Option<String>,
     #[command(flatten)]
     pub schedule: ScheduleArgs,
-    /// Output format (yaml prints the JSON document, which is YAML too).
+    /// With --base-url: the egress policy `serve` applies, from the same settings.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format (yaml prints the JSON document, which is YAML too; github adds an
+    /// `::error file=F,line=L,col=C::message` line per problem, for CI annotations).
     #[arg(short = 'o', long, value_enum, default_value_t, value_name = "FORMAT")]
-    pub output: OutputFormat,
+    pub output: CheckFormat,
 }
 
 pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
     match (&args.expr, &args.file) {
-        (_, Some(path)) => check_file(path, args.base_url.as_deref(), args.output, now, out),
+        (_, Some(path)) => check_file(path, &args, now, out),
         (Some(expr), None) => check_expression(expr, &args, now, out),
         // clap requires one of the two.
         (None, None) => Ok(ExitCode::from(2)),
@@ -75,15 +82,23 @@ fn check_expression(
     now: DateTime<Utc>,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ExitCode> {
-    let json = is_json(args.output);
-    let format = args.output;
+    let format = args.output.format();
+    let json = is_json(format);
+    let invalid = |out: &mut (dyn Write + Send), errors: &[FieldError]| {
+        let code = report_invalid(out, format, errors)?;
+        if args.output.is_github() {
+            let problems: Vec<Problem> = errors.iter().map(Problem::field).collect();
+            annotate(out, None, &problems)?;
+        }
+        Ok(code)
+    };
     let schedule = match args.schedule.compile(expression) {
         Ok(schedule) => schedule,
-        Err(errors) => return report_invalid(out, args.output, &errors),
+        Err(errors) => return invalid(out, &errors),
     };
     let Some(fire) = schedule.next_fire_after(now) else {
-        let errors = [crate::core::decl::FieldError::new("cron", "no future fire")];
-        return report_invalid(out, args.output, &errors);
+        let errors = [FieldError::new("cron", "no future fire")];
+        return invalid(out, &errors);
     };
     let expression = expression.trim();
     let timezone = schedule.tz.name();
@@ -124,40 +139,66 @@ fn check_expression(
 #[derive(Serialize)]
 struct FileReport<'a> {
     valid: bool,
+    /// The entries the file declares, valid or not.
     schedules: usize,
+    /// Of those, how many are valid and how many invalid.
+    valid_schedules: usize,
+    invalid_schedules: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Where `error` is in the file, when the parser said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    position: Option<Position>,
     /// Problems of the command's own arguments (`--base-url`).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     problems: &'a [FieldError],
     errors: &'a [EntryError],
+    /// Which egress policy `--base-url` was checked against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress_policy: Option<String>,
 }
 
 fn check_file(
     path: &Path,
-    base_url: Option<&str>,
-    format: OutputFormat,
+    args: &Args,
     now: DateTime<Utc>,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<ExitCode> {
+    let format = args.output.format();
     let json = is_json(format);
-    let problems: Vec<FieldError> = base_url
-        .and_then(|raw| BaseUrl::parse(raw).err())
-        .map(|problem| FieldError::new(BASE_URL_FIELD, problem.to_string()))
-        .into_iter()
-        .collect();
+    // The base URL as `serve` would judge it: parsed, then the egress policy built from the
+    // same settings (allow list, platform domain, development mode).
+    let mut egress_note = None;
+    let mut problems: Vec<FieldError> = Vec::new();
+    if let Some(raw) = args.base_url.as_deref() {
+        match BaseUrl::parse(raw) {
+            Err(problem) => problems.push(FieldError::new(BASE_URL_FIELD, problem.to_string())),
+            Ok(url) => {
+                let (policy, note) = args.policy.policy()?;
+                if let Err(problem) = policy.check(&url) {
+                    problems.push(FieldError::new(BASE_URL_FIELD, problem));
+                }
+                egress_note = Some(note);
+            }
+        }
+    }
+    if let Some(note) = &egress_note
+        && !json
+    {
+        eprintln!("note: --base-url checked against {note}");
+    }
     for problem in &problems {
         eprintln!("error: {problem}");
     }
+    let mut annotations: Vec<Problem> = problems.iter().map(Problem::field).collect();
     // A file that cannot be read is a runtime failure (1), as everywhere a file is read; one
     // that does not parse is invalid input (3), with its report.
     let document = super::enroll::source::read_input(path)?;
-    let checked = check_declarations(&document.text, document.format, now)
-        .map_err(|err: DeclError| format!("{}: {err}", document.origin));
-    let (specs, errors) = match checked {
+    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(report) => report,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(err) => {
+            let problem = Problem::document(&err);
+            eprintln!("error: {}", problem.located(&document.origin));
             if json {
                 output::write_structured(
                     out,
@@ -165,43 +206,61 @@ fn check_file(
                     &FileReport {
                         valid: false,
                         schedules: 0,
-                        error: Some(message),
+                        valid_schedules: 0,
+                        invalid_schedules: 0,
+                        error: Some(format!("{}: {err}", document.origin)),
+                        position: err.position(),
                         problems: &problems,
                         errors: &[],
+                        egress_policy: egress_note,
                     },
                 )?;
+            }
+            annotations.push(problem);
+            if args.output.is_github() {
+                annotate(out, Some(path), &annotations)?;
             }
             return Ok(ExitCode::from(EXIT_INVALID));
         }
     };
 
+    let declared = errors.len() + specs.len();
     if !errors.is_empty() {
         for entry in &errors {
-            eprintln!("error: {entry}");
+            let problem = Problem::entry(entry);
+            eprintln!("error: {}", problem.located(&document.origin));
+            annotations.push(problem);
         }
         eprintln!(
-            "{} of {} schedules in {} are invalid",
+            "{} of {declared} schedules in {} are invalid",
             errors.len(),
-            errors.len() + specs.len(),
-            path.display()
+            document.origin
         );
     }
+    let valid = errors.is_empty() && problems.is_empty();
     if json {
         output::write_structured(
             out,
             format,
             &FileReport {
-                valid: errors.is_empty() && problems.is_empty(),
-                schedules: specs.len(),
+                valid,
+                schedules: declared,
+                valid_schedules: specs.len(),
+                invalid_schedules: errors.len(),
                 error: None,
+                position: None,
                 problems: &problems,
                 errors: &errors,
+                egress_policy: egress_note,
             },
         )?;
-    } else if errors.is_empty() && problems.is_empty() {
+    } else if valid {
         write_valid_table(out, path, &specs, now)?;
     }
-    Ok(if errors.is_empty() && problems.is_empty() {
+    if args.output.is_github() {
+        annotate(out, Some(path), &annotations)?;
+    }
+    Ok(if valid {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_INVALID)

@@ -138,14 +138,41 @@ impl fmt::Display for FieldError {
 pub struct EntryError {
     /// Position in the `schedules` list, from 0.
     pub index: usize,
+    /// The entry's number as people count, from 1 (`schedule #1` is the first entry).
+    pub entry: usize,
+    /// Where the entry starts in the document (line and column from 1), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u64>,
     /// The entry's `schedule_type`, when it has a readable one.
     pub schedule_type: Option<String>,
     pub errors: Vec<FieldError>,
 }
 
+impl EntryError {
+    fn new(index: usize, location: Option<Position>, schedule_type: Option<String>) -> Self {
+        EntryError {
+            index,
+            entry: index + 1,
+            line: location.map(|p| p.line),
+            column: location.map(|p| p.column),
+            schedule_type,
+            errors: Vec::new(),
+        }
+    }
+}
+
+/// A place in a declaration document: line and column, both from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Position {
+    pub line: u64,
+    pub column: u64,
+}
+
 impl fmt::Display for EntryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "schedule #{}", self.index)?;
+        write!(f, "schedule #{}", self.entry)?;
         if let Some(schedule_type) = &self.schedule_type {
             write!(f, " ({schedule_type})")?;
         }
@@ -208,6 +235,25 @@ pub enum DeclError {
     Entries(Vec<EntryError>),
 }
 
+impl DeclError {
+    /// Where in the document the problem is, when the parser said.
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            DeclError::Json { line, column, .. } => Some(Position {
+                line: u64::try_from(*line).ok()?,
+                column: u64::try_from(*column).ok()?,
+            })
+            .filter(|p| p.line > 0),
+            DeclError::Yaml { line, column, .. } => Some(Position {
+                line: (*line)?,
+                column: (*column)?,
+            })
+            .filter(|p| p.line > 0),
+            _ => None,
+        }
+    }
+}
+
 /// Parses a declaration file, reporting syntax errors and every structural problem of every
 /// entry (unknown keys, wrong value types, missing `schedule_type`).
 pub fn parse_declarations(text: &str, format: DeclFormat) -> Result<DeclarationFile, DeclError> {
@@ -219,9 +265,8 @@ pub fn parse_declarations(text: &str, format: DeclFormat) -> Result<DeclarationF
             schedules.push(entry.decl);
         } else {
             errors.push(EntryError {
-                index,
-                schedule_type: entry.schedule_type,
                 errors: entry.errors,
+                ..EntryError::new(index, entry.location, entry.schedule_type)
             });
         }
     }
@@ -244,6 +289,7 @@ pub fn validate_declarations(
             decl: decl.clone(),
             schedule_type: Some(decl.schedule_type.clone()),
             errors: Vec::new(),
+            location: None,
         })
         .collect();
     let (specs, errors) = validate_entries(entries, now);
@@ -505,7 +551,10 @@ fn validate_entries(
             match first_index_of_type.get(schedule_type) {
                 Some(first) => errors.push(FieldError::new(
                     "schedule_type",
-                    format!("duplicate schedule_type {schedule_type:?} (first declared at index {first})"),
+                    format!(
+                        "duplicate schedule_type {schedule_type:?} (first declared as schedule #{})",
+                        first + 1
+                    ),
                 )),
                 None => {
                     first_index_of_type.insert(schedule_type.clone(), index);
@@ -524,9 +573,8 @@ fn validate_entries(
         }
         if !errors.is_empty() {
             failures.push(EntryError {
-                index,
-                schedule_type: entry.schedule_type,
                 errors,
+                ..EntryError::new(index, entry.location, entry.schedule_type)
             });
         }
     }

@@ -172,7 +172,8 @@ fn validate_expr_accepts_both_example_files() {
         assert_eq!(output.status.code(), Some(0));
         assert_eq!(
             json_out(&output),
-            json!({"valid": true, "schedules": count, "errors": []})
+            json!({"valid": true, "schedules": count, "valid_schedules": count,
+                   "invalid_schedules": 0, "errors": []})
         );
     }
 }
@@ -270,16 +271,18 @@ fn validate_expr_reports_every_bad_entry_of_a_file() {
         json_out(&output),
         json!({
             "valid": false,
-            "schedules": 1,
+            "schedules": 5,
+            "valid_schedules": 1,
+            "invalid_schedules": 4,
             "errors": [
-                {"index": 1, "schedule_type": "broken.cron", "errors": [
+                {"index": 1, "entry": 2, "line": 4, "column": 5, "schedule_type": "broken.cron", "errors": [
                     {"field": "cron", "message": "hour: 25 is out of range 0-23"}]},
-                {"index": 2, "schedule_type": "broken.zone", "errors": [
+                {"index": 2, "entry": 3, "line": 6, "column": 5, "schedule_type": "broken.zone", "errors": [
                     {"field": "timezone", "message": "unknown time zone \"Nowhere/Land\""}]},
-                {"index": 3, "schedule_type": "broken.past", "errors": [
+                {"index": 3, "entry": 4, "line": 9, "column": 5, "schedule_type": "broken.past", "errors": [
                     {"field": "run_at", "message": "2001-01-01T00:00:00Z is not in the future"}]},
-                {"index": 4, "schedule_type": "fine", "errors": [
-                    {"field": "schedule_type", "message": "duplicate schedule_type \"fine\" (first declared at index 0)"}]}
+                {"index": 4, "entry": 5, "line": 11, "column": 5, "schedule_type": "fine", "errors": [
+                    {"field": "schedule_type", "message": "duplicate schedule_type \"fine\" (first declared as schedule #1)"}]}
             ]
         })
     );
@@ -288,10 +291,10 @@ fn validate_expr_reports_every_bad_entry_of_a_file() {
     assert_eq!(table.status.code(), Some(3));
     let errors = stderr(&table);
     for expected in [
-        "schedule #1 (broken.cron): cron: hour: 25 is out of range 0-23",
-        "schedule #2 (broken.zone): timezone: unknown time zone \"Nowhere/Land\"",
-        "schedule #3 (broken.past): run_at: 2001-01-01T00:00:00Z is not in the future",
-        "schedule #4 (fine): schedule_type: duplicate",
+        ":4:5: schedule #2 (broken.cron): cron: hour: 25 is out of range 0-23",
+        ":6:5: schedule #3 (broken.zone): timezone: unknown time zone \"Nowhere/Land\"",
+        ":9:5: schedule #4 (broken.past): run_at: 2001-01-01T00:00:00Z is not in the future",
+        ":11:5: schedule #5 (fine): schedule_type: duplicate",
         "4 of 5 schedules",
     ] {
         assert!(
@@ -571,7 +574,7 @@ fn enroll_says_why_an_unparseable_document_is_invalid_in_json_and_yaml() {
         report["error"]
             .as_str()
             .unwrap()
-            .contains("is not a valid declaration document"),
+            .contains("not a valid declaration document"),
         "{report}"
     );
     let output = enroll("yaml");
@@ -618,5 +621,176 @@ fn apply_prints_its_invalid_report_as_json() {
         report["errors"][0]["schedule_type"],
         json!("bad.cron"),
         "{report}"
+    );
+}
+
+/// `validate-expr --base-url` judges the target by the egress policy `serve` builds from the
+/// same settings, and a refusal names the setting that would allow it.
+#[test]
+fn validate_expr_applies_the_egress_policy_of_serve() {
+    let path = example("billing.schedules.yaml");
+    let check = |base: &str, settings: &[(&str, &str)], format: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sentin8-cron"));
+        for var in [
+            "SENTIN8_CRON_TARGET_ALLOW",
+            "SENTIN8_CRON_PLATFORM_DOMAIN",
+            "SENTIN8_CRON_DATABASE_URL",
+            "SENTIN8_CRON_JWKS_URL",
+            "SENTIN8_CRON_JWT_HS256_SECRET",
+        ] {
+            command.env_remove(var);
+        }
+        command
+            .args([
+                "validate-expr",
+                "--file",
+                &path,
+                "--base-url",
+                base,
+                "-o",
+                format,
+            ])
+            .envs(settings.iter().copied())
+            .output()
+            .expect("the binary runs")
+    };
+    // The defaults are serve's: development mode, so loopback only.
+    for (base, message) in [
+        (
+            "http://169.254.169.254",
+            "169.254.169.254 is a cloud metadata address, which the egress policy does not \
+             name: add http://169.254.169.254:80 to SENTIN8_CRON_TARGET_ALLOW",
+        ),
+        (
+            "http://10.0.0.1",
+            "add http://10.0.0.1:80 to SENTIN8_CRON_TARGET_ALLOW",
+        ),
+        (
+            "https://billing.example.com",
+            "https://billing.example.com:443 is not on the egress allow list: add \
+             https://billing.example.com:443 to SENTIN8_CRON_TARGET_ALLOW",
+        ),
+    ] {
+        let output = check(base, &[], "json");
+        assert_eq!(output.status.code(), Some(3), "{base}");
+        let report = json_out(&output);
+        assert_eq!(report["valid"], false);
+        assert_eq!(report["schedules"], 5, "every entry is counted");
+        assert_eq!(report["problems"][0]["field"], "target_config.baseUrl");
+        let text = report["problems"][0]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{base}: {text}");
+        assert!(
+            report["egress_policy"]
+                .as_str()
+                .unwrap()
+                .contains("development mode"),
+            "{report}"
+        );
+        // As a CI annotation on the file.
+        let github = check(base, &[], "github");
+        assert_eq!(github.status.code(), Some(3));
+        let annotation = stdout(&github);
+        assert!(
+            annotation.starts_with("::error file=")
+                && annotation.contains("::target_config.baseUrl: ")
+                && annotation.contains(message),
+            "{annotation}"
+        );
+    }
+    // The same settings serve reads allow them.
+    let allowed = check(
+        "http://10.0.0.1",
+        &[("SENTIN8_CRON_TARGET_ALLOW", "http://10.0.0.1:80")],
+        "table",
+    );
+    assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+    let platform = check(
+        "https://billing.svc.example.com",
+        &[("SENTIN8_CRON_PLATFORM_DOMAIN", "svc.example.com")],
+        "table",
+    );
+    assert_eq!(platform.status.code(), Some(0), "{}", stderr(&platform));
+    // Loopback: allowed in development mode, refused once authentication is configured (as
+    // serve refuses it), naming both ways to allow it.
+    assert_eq!(
+        check("http://127.0.0.1:9000", &[], "table").status.code(),
+        Some(0)
+    );
+    let authenticated = check(
+        "http://127.0.0.1:9000",
+        &[(
+            "SENTIN8_CRON_JWT_HS256_SECRET",
+            "0123456789abcdef0123456789abcdef0123",
+        )],
+        "table",
+    );
+    assert_eq!(authenticated.status.code(), Some(3));
+    let text = stderr(&authenticated);
+    assert!(
+        text.contains(
+            "add http://127.0.0.1:9000 to SENTIN8_CRON_TARGET_ALLOW, or use development mode"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("not development mode"), "{text}");
+}
+
+/// `-o github`: one workflow command per bad entry, at the entry's line and column, for
+/// YAML and JSON alike; a document that does not parse is located where the parser stopped.
+#[test]
+fn validate_expr_annotates_a_file_for_github() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("bad.schedules.yaml");
+    std::fs::write(
+        &yaml,
+        "schedules:\n  - schedule_type: ok.one\n    cron: \"0 2 * * *\"\n  - schedule_type: bad.minute\n    cron: \"61 * * * *\"\n",
+    )
+    .unwrap();
+    let json_file = dir.path().join("bad.schedules.json");
+    std::fs::write(
+        &json_file,
+        "{\"schedules\": [\n  {\"schedule_type\": \"a\", \"cron\": \"0 0 * * *\"},\n  {\"schedule_type\": \"b\", \"cron\": \"99 0 * * *\"}\n]}\n",
+    )
+    .unwrap();
+    let broken = dir.path().join("broken.schedules.yaml");
+    std::fs::write(&broken, "schedules:\n  - [\n").unwrap();
+    for (file, expected) in [
+        (
+            &yaml,
+            "line=4,col=5::schedule #2 (bad.minute): cron: minute: 61 is out of range 0-59\n",
+        ),
+        (
+            &json_file,
+            "line=3,col=3::schedule #2 (b): cron: minute: 99 is out of range 0-59\n",
+        ),
+    ] {
+        let path = file.to_str().unwrap();
+        let output = run(&["validate-expr", "--file", path, "-o", "github"]);
+        assert_eq!(output.status.code(), Some(3));
+        assert_eq!(
+            stdout(&output),
+            format!("::error file={},{expected}", path.replace(':', "%3A"))
+        );
+        let at = expected.split("::").next().unwrap();
+        let (line, col) = at.split_once(",col=").unwrap();
+        let line = line.trim_start_matches("line=");
+        assert!(
+            stderr(&output).contains(&format!("{path}:{line}:{col}: schedule #2 (")),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let output = run(&[
+        "validate-expr",
+        "--file",
+        broken.to_str().unwrap(),
+        "-o",
+        "github",
+    ]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stdout(&output).contains(",line=2,col=5::not a valid declaration document: invalid YAML"),
+        "{}",
+        stdout(&output)
     );
 }

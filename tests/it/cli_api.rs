@@ -118,6 +118,7 @@ macro_rules! cli_api_suite {
                 schedules_are_managed_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,
+                apply_dry_run_agrees_with_the_server,
                 jobs_and_the_dlq_through_the_api_from_the_command_line,
                 dlq_discard_through_the_api,
                 audit_list_through_the_api,

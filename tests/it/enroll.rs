@@ -221,6 +221,27 @@ pub fn normalise_times(text: &str) -> String {
 /// An enroll JSON report with ids and times replaced by placeholders (null stays null).
 pub fn normalise_report(mut report: Value) -> Value {
     report["env_id"] = json!("<env>");
+    // The counts agree with the changes listed; `declared` is checked where the document's
+    // size is known.
+    let count = |action: &str| {
+        report["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .filter(|c| c["action"] == action)
+            .count()
+    };
+    for action in ["created", "updated", "unchanged", "pruned", "undeclared"] {
+        assert_eq!(
+            report["counts"][action],
+            count(action),
+            "{action}: {report}"
+        );
+    }
+    assert!(report["declared"].is_u64(), "{report}");
+    let object = report.as_object_mut().expect("a report");
+    object.remove("counts");
+    object.remove("declared");
     for change in report["changes"].as_array_mut().expect("changes") {
         if change["schedule_id"].is_string() {
             change["schedule_id"] = json!("<id>");

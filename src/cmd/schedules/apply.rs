@@ -15,8 +15,9 @@ use clap::ArgGroup;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::super::enroll::{self as cli_enroll, source::read_input, write_report};
-use super::super::output::{self, OutputArgs};
+use super::super::checks::{CheckFormat, Problem, annotate};
+use super::super::enroll::{self as cli_enroll, Summary, source::read_input, write_report};
+use super::super::output;
 use super::super::remote::{ServerArgs, env_query};
 use super::super::schedule_args::EXIT_INVALID;
 use crate::client::ApiClient;
@@ -25,7 +26,7 @@ use crate::core::decl::{FieldError, ScheduleSpec, check_declarations};
 use crate::core::enroll::{self, Action, Change, EnrollError, EnrollReport, Step};
 use crate::core::model::{EnvId, Schedule, ScheduleId};
 use crate::core::ops::validate_domain;
-use crate::core::target::Target;
+use crate::core::target::{BASE_URL_FIELD, Target};
 
 /// Make a domain's schedules match a declaration document, through the API.
 #[derive(Debug, clap::Args)]
@@ -60,15 +61,28 @@ pub struct Args {
     pub dry_run: bool,
     #[command(flatten)]
     pub server: ServerArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
+    /// Output format (github adds an `::error file=F,line=L,col=C::message` line per problem,
+    /// for CI annotations).
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT",
+        help_heading = "Output"
+    )]
+    pub output: CheckFormat,
+    /// Accepted for symmetry with the other schedules commands (the plan has no header to
+    /// leave out).
+    #[arg(long, hide = true)]
+    pub no_headers: bool,
 }
 
 /// The report of a run, with where it stopped when a step was refused.
 #[derive(serde::Serialize)]
 struct Applied<'a> {
     #[serde(flatten)]
-    report: &'a EnrollReport,
+    summary: Summary<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stopped: Option<Stopped>,
 }
@@ -81,6 +95,9 @@ struct Stopped {
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
+    let format = args.output.format();
+    let github = args.output.is_github();
+    let file = Some(args.file.as_path());
     // The request and the document first: nothing is asked of the server for invalid input.
     let mut problems: Vec<FieldError> = validate_domain(&args.domain).err().into_iter().collect();
     let target = enroll::target_config(
@@ -90,37 +107,62 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     )
     .map_err(|mut errors| problems.append(&mut errors))
     .ok();
+    let mut annotations: Vec<Problem> = problems.iter().map(Problem::field).collect();
     let document = read_input(&args.file)?;
     let (specs, errors) = match check_declarations(&document.text, document.format, now) {
         Ok(checked) => checked,
         Err(err) => {
-            let reason = format!(
-                "{} is not a valid declaration document: {err}",
-                document.origin
-            );
+            let problem = Problem::document(&err);
+            let reason = problem.located(&document.origin);
             eprintln!("error: {reason}");
-            return cli_enroll::invalid(out, args.output.format, Some(reason), &problems, &[]);
+            let code = cli_enroll::invalid(out, format, Some(reason), &problems, &[])?;
+            if github {
+                annotations.push(problem);
+                annotate(out, file, &annotations)?;
+            }
+            return Ok(code);
         }
     };
+    let declared = specs.len() + errors.len();
     for problem in &problems {
         eprintln!("error: {problem}");
     }
     for entry in &errors {
-        eprintln!("error: {entry}");
+        let problem = Problem::entry(entry);
+        eprintln!("error: {}", problem.located(&document.origin));
+        annotations.push(problem);
     }
     let (Some(target), true, true) = (target, problems.is_empty(), errors.is_empty()) else {
         if !errors.is_empty() {
             eprintln!(
-                "{} of {} schedules in {} are invalid; nothing was applied",
+                "{} of {declared} schedules in {} are invalid; nothing was applied",
                 errors.len(),
-                errors.len() + specs.len(),
                 document.origin
             );
         }
-        return cli_enroll::invalid(out, args.output.format, None, &problems, &errors);
+        let code = cli_enroll::invalid(out, format, None, &problems, &errors)?;
+        if github {
+            annotate(out, file, &annotations)?;
+        }
+        return Ok(code);
     };
 
     let client = args.server.require()?;
+    // The server's own egress policy judges the target before anything is planned or written,
+    // so a dry run agrees with the real run and a real run does not stop half-way on it.
+    if let Some(problem) = server_refusal(&client, args.env, &target).await? {
+        eprintln!("error: {problem}");
+        eprintln!(
+            "{} refuses the target (its egress policy); nothing was applied",
+            client.server()
+        );
+        let problems = [problem];
+        let code = cli_enroll::invalid(out, format, None, &problems, &[])?;
+        if github {
+            annotate(out, file, &[Problem::field(&problems[0])])?;
+        }
+        return Ok(code);
+    }
     let current = domain_schedules(&client, args.env, &args.domain).await?;
     let steps = match enroll::plan(&current, &specs, &target, args.prune, now) {
         Ok(steps) => steps,
@@ -128,7 +170,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            return cli_enroll::invalid(out, args.output.format, None, &problems, &[]);
+            let code = cli_enroll::invalid(out, format, None, &problems, &[])?;
+            if github {
+                let problems: Vec<Problem> = problems.iter().map(Problem::field).collect();
+                annotate(out, file, &problems)?;
+            }
+            return Ok(code);
         }
         Err(err) => return Err(err.into()),
     };
@@ -152,21 +199,21 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             }
         }
     }
-    if args.output.format.is_structured() {
+    if format.is_structured() {
         // A partial run says where it stopped, so a script does not read it as complete.
         let stopped = failure.as_ref().map(|err| Stopped {
             error: err.to_string(),
         });
         output::write_structured(
             out,
-            args.output.format,
+            format,
             &Applied {
-                report: &report,
+                summary: Summary::of(&report, declared),
                 stopped,
             },
         )?;
     } else {
-        write_report(out, &report, args.prune)?;
+        write_report(out, &report, args.prune, declared, failure.is_some())?;
     }
     match failure {
         None => Ok(ExitCode::SUCCESS),
@@ -182,8 +229,53 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 "stopped after {applied} change(s); the rest were not applied (apply again to \
                  finish)"
             );
+            if github {
+                let problem = Problem {
+                    position: None,
+                    message: err.to_string(),
+                };
+                annotate(out, file, &[problem])?;
+            }
             Ok(ExitCode::from(if invalid { EXIT_INVALID } else { 1 }))
         }
+    }
+}
+
+/// Asks the server whether its egress policy accepts the target (`GET /v1/admin/preview`
+/// checks a base URL exactly as creating a schedule does): the refusal as a field problem, or
+/// `None`. A server without that endpoint is said to be unchecked, and the run goes on.
+async fn server_refusal(
+    client: &ApiClient,
+    env: EnvId,
+    target: &Target,
+) -> anyhow::Result<Option<FieldError>> {
+    let Some(base_url) = target.config().get("baseUrl").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let mut query = env_query(env);
+    query.push(("cron", "@daily".to_owned()));
+    query.push(("count", "1".to_owned()));
+    query.push(("base_url", base_url.to_owned()));
+    match client.get_checked("/v1/admin/preview", &query).await {
+        Ok(Ok(_)) => Ok(None),
+        Ok(Err(fields)) => Ok(fields
+            .into_iter()
+            .find(|(field, _)| field == BASE_URL_FIELD)
+            .map(|(field, message)| {
+                FieldError::new(
+                    field,
+                    format!("{message} (the egress policy of {})", client.server()),
+                )
+            })),
+        Err(err) if err.status() == Some(404) => {
+            eprintln!(
+                "note: {} cannot check a target before it is written (no /v1/admin/preview); \
+                 its egress policy is applied at the first write",
+                client.server()
+            );
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
     }
 }
 

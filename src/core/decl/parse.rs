@@ -3,13 +3,20 @@
 
 use serde_json::Value;
 
-use super::{DeclError, DeclFormat, FieldError, MAX_RETRIES_LIMIT, ScheduleDecl, json_kind};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::{
+    DeclError, DeclFormat, FieldError, MAX_RETRIES_LIMIT, Position, ScheduleDecl, json_kind,
+};
 
 /// An entry read as far as its structure allows, with the structural problems found.
 pub(super) struct ParsedEntry {
     pub decl: ScheduleDecl,
     pub schedule_type: Option<String>,
     pub errors: Vec<FieldError>,
+    /// Where the entry starts in the document, when known.
+    pub location: Option<Position>,
 }
 
 pub(super) fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<ParsedEntry>, DeclError> {
@@ -39,7 +46,43 @@ pub(super) fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<Parsed
         Some(Value::Array(list)) => list,
         Some(_) => return Err(DeclError::SchedulesNotAList),
     };
-    Ok(schedules.iter().map(parse_entry).collect())
+    let mut locations = entry_locations(text).into_iter();
+    Ok(schedules
+        .iter()
+        .map(|value| ParsedEntry {
+            location: locations.next().flatten(),
+            ..parse_entry(value)
+        })
+        .collect())
+}
+
+/// Only what locating the entries needs: the `schedules` list, each entry skipped over with
+/// where it starts.
+#[derive(Deserialize)]
+struct Located {
+    #[serde(default)]
+    schedules: Vec<serde_saphyr::Spanned<IgnoredAny>>,
+}
+
+/// Where each entry of the `schedules` list starts. JSON is read by the YAML parser too (a
+/// JSON document is YAML flow syntax), so both formats get the same positions; a document
+/// the YAML parser reads differently from serde_json gets none (errors then name the entry
+/// by number alone).
+fn entry_locations(text: &str) -> Vec<Option<Position>> {
+    let Ok(located) = serde_saphyr::from_str::<Located>(text) else {
+        return Vec::new();
+    };
+    located
+        .schedules
+        .iter()
+        .map(|entry| {
+            let at = entry.referenced;
+            (at.line() > 0).then(|| Position {
+                line: at.line(),
+                column: at.column(),
+            })
+        })
+        .collect()
 }
 
 /// serde_json appends " at line L column C" to its messages; the error reports those apart.
@@ -55,6 +98,7 @@ fn parse_entry(value: &Value) -> ParsedEntry {
         decl: ScheduleDecl::default(),
         schedule_type: None,
         errors: Vec::new(),
+        location: None,
     };
     let Value::Object(map) = value else {
         entry.errors.push(FieldError::new(

@@ -159,7 +159,7 @@ schedules:
             (
                 6,
                 Some("ok.one"),
-                vec![r#"schedule_type: duplicate schedule_type "ok.one" (first declared at index 0)"#.to_owned()]
+                vec![r#"schedule_type: duplicate schedule_type "ok.one" (first declared as schedule #1)"#.to_owned()]
             ),
             (
                 7,
@@ -175,7 +175,7 @@ schedules:
     );
     assert_eq!(
         errors[3].to_string(),
-        "schedule #4 (bad.never): colour: unknown field; cron: no future fire"
+        "schedule #5 (bad.never): colour: unknown field; cron: no future fire"
     );
 }
 

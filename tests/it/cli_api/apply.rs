@@ -93,7 +93,8 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
     let text = table.ok();
     assert!(
         text.starts_with(&format!(
-            "domain billing in environment {env}: 5 created, 0 updated, 0 unchanged, 0 pruned\n"
+            "domain billing in environment {env}: 5 declared; 5 created, 0 updated, 0 unchanged, \
+             0 pruned\n"
         )),
         "{text}"
     );
@@ -211,5 +212,126 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
             .unwrap()
             .contains("(403)"),
         "{report}"
+    );
+}
+
+/// A dry run asks the server's egress policy about the target, so it fails exactly where the
+/// real run would; the summary counts what the document declares; errors are located.
+pub async fn apply_dry_run_agrees_with_the_server(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let env = api.env_a.to_string();
+    let file = example("billing.schedules.yaml");
+    let apply = |base: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "schedules",
+            "apply",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--base-url",
+            base,
+            "-f",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let run = |args: Vec<String>, stdin: Option<&'static str>| {
+        let api = &api;
+        let token = &token;
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli(api, token, &refs, stdin).await
+        }
+    };
+
+    // Refused by the server's policy: the dry run and the real run alike, naming the setting.
+    for extra in [&["--dry-run"][..], &[][..]] {
+        let mut args = apply("http://10.0.0.1", &[&file]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let refused = run(args, None).await;
+        assert_eq!(refused.code, 3, "{extra:?}: {}", refused.stderr);
+        assert!(
+            refused
+                .stderr
+                .contains("add http://10.0.0.1:80 to SENTIN8_CRON_TARGET_ALLOW"),
+            "{}",
+            refused.stderr
+        );
+        assert!(
+            !refused.stdout.contains("nothing is declared"),
+            "{}",
+            refused.stdout
+        );
+    }
+    let github = run(
+        apply("http://10.0.0.1", &[&file, "--dry-run", "-o", "github"]),
+        None,
+    )
+    .await;
+    assert_eq!(github.code, 3);
+    assert!(
+        github.stdout.starts_with("::error file=")
+            && github
+                .stdout
+                .contains("::target_config.baseUrl: 10.0.0.1 is a private address"),
+        "{}",
+        github.stdout
+    );
+    let listed = run(
+        vec![
+            "schedules".into(),
+            "list".into(),
+            "--env".into(),
+            env.clone(),
+            "-o".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(listed["items"], json!([]), "nothing was written");
+
+    // Accepted: the summary counts the document's entries and the plan.
+    let base = format!("{}/billing", api.target.url());
+    let plan = run(apply(&base, &[&file, "--dry-run"]), None).await;
+    assert!(
+        plan.ok().starts_with(&format!(
+            "dry run: domain billing in environment {env}: 5 declared; would be 5 created, \
+             0 updated, 0 unchanged, 0 pruned\n"
+        )),
+        "{}",
+        plan.stdout
+    );
+    let plan = run(apply(&base, &[&file, "--dry-run", "-o", "json"]), None)
+        .await
+        .json();
+    assert_eq!(plan["declared"], 5);
+    assert_eq!(
+        plan["counts"],
+        json!({"created": 5, "updated": 0, "unchanged": 0, "pruned": 0, "undeclared": 0})
+    );
+
+    // An invalid entry is located in the document, and annotated for CI.
+    let bad = run(
+        apply(&base, &["-", "--dry-run", "-o", "github"]),
+        Some("schedules:\n  - schedule_type: billing.ok\n    cron: \"0 3 * * *\"\n  - schedule_type: billing.bad\n    cron: \"99 * * * *\"\n"),
+    )
+    .await;
+    assert_eq!(bad.code, 3, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .contains("standard input:4:5: schedule #2 (billing.bad): cron: minute: 99"),
+        "{}",
+        bad.stderr
+    );
+    assert_eq!(
+        bad.stdout,
+        "::error::schedule #2 (billing.bad): cron: minute: 99 is out of range 0-59\n"
     );
 }

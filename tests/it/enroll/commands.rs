@@ -28,7 +28,7 @@ pub async fn documents_from_commands(db: Db) {
         .invalid();
     assert!(
         run.stderr.contains(
-            "the output of `echo this is not a declaration document` is not a valid declaration \
+            "the output of `echo this is not a declaration document`: not a valid declaration \
              document: the top level must be an object"
         ),
         "{}",

@@ -14,7 +14,7 @@ pub async fn enrolls_a_file_and_re_enrolling_changes_nothing(db: Db) {
     assert_eq!(
         t.normalise(&run.stdout),
         "\
-domain billing in environment <env>: 5 created, 0 updated, 0 unchanged, 0 pruned
+domain billing in environment <env>: 5 declared; 5 created, 0 updated, 0 unchanged, 0 pruned
 action    schedule_type                     changed   next_run_at
 created   billing.invoice-run               -         YYYY-MM-DDTHH:MM:SSZ
 created   billing.dunning-reminders         -         YYYY-MM-DDTHH:MM:SSZ
@@ -264,7 +264,7 @@ pub async fn undeclared_schedules_are_pruned_only_when_asked(db: Db) {
     assert_eq!(
         t.normalise(&run.stdout),
         "\
-domain billing in environment <env>: 0 created, 0 updated, 2 unchanged, 0 pruned
+domain billing in environment <env>: 2 declared; 0 created, 0 updated, 2 unchanged, 0 pruned
 action       schedule_type       changed   next_run_at
 unchanged    billing.nightly     -         YYYY-MM-DDTHH:MM:SSZ
 unchanged    billing.reminders   -         YYYY-MM-DDTHH:MM:SSZ
@@ -357,7 +357,7 @@ pub async fn dry_runs_write_nothing(db: Db) {
     assert_eq!(
         t.normalise(&run.stdout),
         "\
-dry run: domain billing in environment <env>: 0 created, 1 updated, 0 unchanged, 2 pruned
+dry run: domain billing in environment <env>: 1 declared; would be 0 created, 1 updated, 0 unchanged, 2 pruned
 action    schedule_type       changed   next_run_at
 updated   billing.nightly     cron      YYYY-MM-DDTHH:MM:SSZ
 pruned    billing.cutover     -         -
@@ -373,6 +373,12 @@ dry run: nothing was written
     let next: DateTime<Utc> = serde_json::from_value(report["changes"][0]["next_run_at"].clone())
         .expect("the planned next fire");
     assert_eq!((next.hour(), next.minute()), (8, 0));
+    // The counts match the document (one entry) and the plan.
+    assert_eq!(report["declared"], 1);
+    assert_eq!(
+        report["counts"],
+        json!({"created": 0, "updated": 1, "unchanged": 0, "pruned": 0, "undeclared": 2})
+    );
     assert_eq!(
         report["changes"][0]["schedule_id"],
         json!(before["billing.nightly"].id)

@@ -24,13 +24,13 @@ schedules:
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     assert!(
         run.stderr
-            .contains("error: schedule #1 (billing.bad-cron): cron: "),
+            .contains("billing.yaml:5:5: schedule #2 (billing.bad-cron): cron: "),
         "{}",
         run.stderr
     );
     assert!(
         run.stderr
-            .contains("error: schedule #3 (billing.bad-zone): "),
+            .contains("billing.yaml:9:5: schedule #4 (billing.bad-zone): "),
         "{}",
         run.stderr
     );
@@ -65,6 +65,40 @@ schedules:
         })
         .collect();
     assert_eq!(indexes, [(1, "billing.bad-cron"), (3, "billing.bad-zone")]);
+    let located: Vec<(u64, u64, u64)> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["entry"].as_u64().unwrap(),
+                e["line"].as_u64().unwrap(),
+                e["column"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(located, [(2, 5, 5), (4, 9, 5)]);
+
+    // For CI: one GitHub Actions annotation per entry, at the entry, with the dry run too.
+    let run = t
+        .enroll(&["--file", &file, "--dry-run", "--output", "github"])
+        .await
+        .invalid();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(
+        lines[0].starts_with(&format!(
+            "::error file={},line=5,col=5::schedule #2 (billing.bad-cron): cron: ",
+            file.replace(':', "%3A").replace(',', "%2C")
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines[1].contains(",line=9,col=5::schedule #4 (billing.bad-zone): "),
+        "{}",
+        run.stdout
+    );
 
     // Nothing was written, not even the valid entries.
     assert!(t.schedules().await.is_empty());
