@@ -41,8 +41,8 @@ pub struct Source {
 pub enum JobsCommand {
     /// List an environment's jobs, newest first.
     List {
-        /// The environment (required: environments are always explicit).
-        #[arg(long, value_name = "ENV_ID")]
+        /// The environment (required: on the command line or in SENTIN8_CRON_ENV).
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: EnvId,
         /// Only this schedule's jobs.
         #[arg(long, value_name = "ID")]
@@ -63,7 +63,7 @@ pub enum JobsCommand {
         #[arg(value_name = "ID")]
         id: JobId,
         /// Its environment.
-        #[arg(long, value_name = "ENV_ID")]
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: EnvId,
         #[command(flatten)]
         source: Source,
