@@ -123,7 +123,7 @@ pub enum Command {
     Schedules(schedules::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
-    /// Print the manual page (roff).
+    /// Print the manual page (roff), or write a page per command with --dir.
     Man(completions::ManArgs),
     /// Run a local target that prints every call it receives (for trying sentin8-cron out).
     EchoTarget(echo_target::Args),

@@ -646,3 +646,72 @@ fn the_environment_comes_from_sentin8_cron_env_unless_given() {
     );
     drop(target);
 }
+
+/// The `sentin8-cron-COMMAND(N)` pages a manual page refers to.
+fn page_references(page: &str) -> Vec<String> {
+    let plain = page.replace("\\-", "-");
+    let mut found = Vec::new();
+    let mut rest = plain.as_str();
+    while let Some(at) = rest.find("sentin8-cron-") {
+        let tail = &rest[at..];
+        let name_end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(tail.len());
+        if tail[name_end..].starts_with("(1)") {
+            found.push(format!("{}.1", &tail[..name_end]));
+        }
+        rest = &tail[name_end..];
+    }
+    found
+}
+
+#[test]
+fn the_manual_pages_refer_only_to_pages_that_exist() {
+    // Printed alone, the main page names its commands and refers to no other page.
+    let man = run(&["man"]);
+    assert_eq!(man.status.code(), Some(0));
+    let page = stdout(&man);
+    assert_eq!(page_references(&page), Vec::<String>::new(), "{page}");
+    assert!(page.contains("\\fBsentin8\\-cron schedules\\fR"), "{page}");
+    assert!(page.contains("man \\-\\-dir"), "{page}");
+
+    // Written to a directory: a page per command, and every reference is one of them.
+    let dir = tempfile::tempdir().unwrap();
+    let written = run(&["man", "--dir", &dir.path().display().to_string()]);
+    assert_eq!(written.status.code(), Some(0), "{}", stderr(&written));
+    let files: std::collections::BTreeSet<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(stdout(&written).lines().count(), files.len());
+    for name in [
+        "sentin8-cron.1",
+        "sentin8-cron-schedules.1",
+        "sentin8-cron-schedules-pause.1",
+        "sentin8-cron-dlq-discard.1",
+        "sentin8-cron-man.1",
+    ] {
+        assert!(files.contains(name), "{name} in {files:?}");
+    }
+    let mut references = 0;
+    for file in &files {
+        let page = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        for reference in page_references(&page) {
+            references += 1;
+            assert!(files.contains(&reference), "{file} refers to {reference}");
+        }
+    }
+    assert!(
+        references > 20,
+        "the pages refer to each other ({references})"
+    );
+    // A directory that does not exist is a runtime error naming it.
+    let missing = dir.path().join("no-such-dir");
+    let refused = run(&["man", "--dir", &missing.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("no-such-dir"),
+        "{}",
+        stderr(&refused)
+    );
+}
