@@ -95,7 +95,13 @@ impl Kind {
                     "scheduled_for",
                     "error",
                 ],
-                &["env_id", "next_attempt_at", "started_at", "finished_at"],
+                &[
+                    "env_id",
+                    "next_attempt_at",
+                    "started_at",
+                    "finished_at",
+                    "held_by_pause",
+                ],
             ),
             Kind::Dlq => (
                 &[
