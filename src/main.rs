@@ -4,11 +4,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use sentin8_cron::cmd::{self, Cli};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_env();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

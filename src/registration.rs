@@ -77,9 +77,14 @@ pub fn configuration() -> Vec<ConfigVar> {
     vars
 }
 
-/// Settings of the operator commands (which server to call, with which token): they configure
-/// the client, not the service, so they are not part of its registration.
-pub const CLIENT_SETTINGS: [&str; 2] = ["SENTIN8_CRON_SERVER", "SENTIN8_CRON_API_TOKEN"];
+/// Settings of the operator commands (which server to call, with which token, about which
+/// environment by default): they configure the client, not the service, so they are not part
+/// of its registration.
+pub const CLIENT_SETTINGS: [&str; 3] = [
+    "SENTIN8_CRON_SERVER",
+    "SENTIN8_CRON_API_TOKEN",
+    "SENTIN8_CRON_ENV",
+];
 
 fn collect(command: &clap::Command, vars: &mut Vec<ConfigVar>) {
     for arg in command.get_arguments() {

@@ -30,7 +30,7 @@ pub enum AuditCommand {
     /// List an environment's audit entries, newest first.
     List {
         /// The environment.
-        #[arg(long, value_name = "ENV_ID")]
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: EnvId,
         /// Only this schedule's entries.
         #[arg(long, value_name = "ID")]

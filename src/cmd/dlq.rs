@@ -35,8 +35,8 @@ pub struct Entry {
     /// The dead-letter entry's id.
     #[arg(value_name = "ID")]
     pub id: DlqId,
-    /// Its environment (required: environments are always explicit).
-    #[arg(long, value_name = "ENV_ID")]
+    /// Its environment (required: on the command line or in SENTIN8_CRON_ENV).
+    #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
     pub env: EnvId,
     #[command(flatten)]
     pub source: Source,
@@ -48,7 +48,7 @@ pub enum DlqCommand {
     /// every environment that has any.
     List {
         /// Only this environment (required with --server).
-        #[arg(long, value_name = "ENV_ID")]
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: Option<EnvId>,
         /// Only this domain.
         #[arg(long)]

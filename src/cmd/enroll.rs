@@ -48,7 +48,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
     sentin8-cron enroll --env $ENV --domain billing --file - --platform-domain svc.example.com")]
 pub struct Args {
     /// The environment the schedules belong to.
-    #[arg(long, value_name = "ENV_ID")]
+    #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
     pub env: EnvId,
     /// The owning service's domain; its schedules are the ones enrolled (and pruned).
     #[arg(long)]

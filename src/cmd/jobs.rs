@@ -41,8 +41,8 @@ pub struct Source {
 pub enum JobsCommand {
     /// List an environment's jobs, newest first.
     List {
-        /// The environment (required: environments are always explicit).
-        #[arg(long, value_name = "ENV_ID")]
+        /// The environment (required: on the command line or in SENTIN8_CRON_ENV).
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: EnvId,
         /// Only this schedule's jobs.
         #[arg(long, value_name = "ID")]
@@ -63,7 +63,7 @@ pub enum JobsCommand {
         #[arg(value_name = "ID")]
         id: JobId,
         /// Its environment.
-        #[arg(long, value_name = "ENV_ID")]
+        #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
         env: EnvId,
         #[command(flatten)]
         source: Source,
@@ -88,7 +88,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 }
                 None => {
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
-                    let jobs = Ops::new(store)
+                    let ops = Ops::new(store);
+                    let jobs = ops
                         .job_list(
                             env,
                             &JobQuery {
@@ -99,8 +100,15 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             },
                         )
                         .await?;
+                    let held = ops.jobs_held_by_pause(env, &jobs).await?;
                     jobs.into_iter()
-                        .map(|job| serde_json::to_value(JobView::from(job)))
+                        .map(|job| {
+                            let held_by_pause = held.contains(&job.id);
+                            serde_json::to_value(JobView {
+                                held_by_pause,
+                                ..JobView::from(job)
+                            })
+                        })
                         .collect::<Result<_, _>>()?
                 }
             };
@@ -115,8 +123,14 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 }
                 None => {
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
-                    let (job, attempts) = Ops::new(store).job_get_with_attempts(env, id).await?;
-                    serde_json::to_value(JobView::with_attempts(job, attempts))?
+                    let ops = Ops::new(store);
+                    let (job, attempts) = ops.job_get_with_attempts(env, id).await?;
+                    let held = ops
+                        .jobs_held_by_pause(env, std::slice::from_ref(&job))
+                        .await?;
+                    let mut view = JobView::with_attempts(job, attempts);
+                    view.held_by_pause = held.contains(&JobId(view.id));
+                    serde_json::to_value(view)?
                 }
             };
             remote::print_one(out, &source.output, Kind::Job, &record)?;

@@ -123,7 +123,7 @@ pub enum Command {
     Schedules(schedules::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
-    /// Print the manual page (roff).
+    /// Print the manual page (roff), or write a page per command with --dir.
     Man(completions::ManArgs),
     /// Run a local target that prints every call it receives (for trying sentin8-cron out).
     EchoTarget(echo_target::Args),
@@ -226,6 +226,79 @@ pub fn cli_actor() -> Actor {
         correlation_id: None,
         now: crate::core::clock::SystemClock.now(),
     }
+}
+
+impl Cli {
+    /// Parses the process's arguments (exiting with clap's usage error, as [`Parser::parse`]
+    /// does) with what the environment sets taken into account: see [`Cli::try_parse_env`].
+    pub fn parse_env() -> Cli {
+        Cli::try_parse_env(std::env::args_os()).unwrap_or_else(|err| err.exit())
+    }
+
+    /// Parses `args`. An argument whose variable is set in this process's environment
+    /// (`--env` from `SENTIN8_CRON_ENV`, `--server`, `--token`, ...) is not required, and no
+    /// usage line lists it: not the help's, and not an error's (clap's own lists the arguments
+    /// it found, those a variable set included, as if they had to be typed).
+    pub fn try_parse_env<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString>,
+    {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let mut command = env_relaxed(Cli::command(), &|var| std::env::var_os(var).is_some());
+        match command.try_get_matches_from_mut(&args) {
+            Ok(matches) => Cli::from_arg_matches(&matches).map_err(|err| err.format(&mut command)),
+            Err(mut err) => {
+                use clap::error::{ContextKind, ContextValue};
+                if err.get(ContextKind::Usage).is_some() {
+                    let usage = usage_of(&mut command, &args);
+                    err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// `command` and its subcommands with every argument whose variable `is_set` made optional.
+fn env_relaxed(command: clap::Command, is_set: &dyn Fn(&std::ffi::OsStr) -> bool) -> clap::Command {
+    let command = command.mut_args(|arg| {
+        if arg.get_env().is_some_and(is_set) {
+            arg.required(false)
+        } else {
+            arg
+        }
+    });
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    names.iter().fold(command, |command, name| {
+        command.mut_subcommand(name, |sub| env_relaxed(sub, is_set))
+    })
+}
+
+/// The usage line of the (sub)command `args` name: the deepest one their words lead to.
+fn usage_of(command: &mut clap::Command, args: &[std::ffi::OsString]) -> clap::builder::StyledStr {
+    let mut path = Vec::new();
+    let mut at: &clap::Command = command;
+    for word in args.iter().skip(1).filter_map(|arg| arg.to_str()) {
+        if let Some(sub) = at.find_subcommand(word).filter(|_| !word.starts_with('-')) {
+            path.push(sub.get_name().to_owned());
+            at = sub;
+        }
+    }
+    usage_at(command, &path)
+}
+
+fn usage_at(command: &mut clap::Command, path: &[String]) -> clap::builder::StyledStr {
+    if let Some((first, rest)) = path.split_first()
+        && let Some(sub) = command.find_subcommand_mut(first)
+    {
+        return usage_at(sub, rest);
+    }
+    command.render_usage()
 }
 
 /// Runs the parsed command line, writing its output to `out`.

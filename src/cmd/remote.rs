@@ -47,6 +47,11 @@ impl ServerArgs {
     }
 }
 
+/// The variable an `--env` left off the command line is read from, so a shell that works in
+/// one environment sets it once (`--env` still wins). The CLI's other defaults are variables
+/// too (`SENTIN8_CRON_SERVER`, `SENTIN8_CRON_API_TOKEN`); it reads no configuration file.
+pub const ENV_VAR: &str = "SENTIN8_CRON_ENV";
+
 /// The `target_env_id` query parameter of `env`.
 pub fn env_query(env: EnvId) -> Vec<(&'static str, String)> {
     vec![("target_env_id", env.to_string())]
@@ -90,7 +95,13 @@ impl Kind {
                     "scheduled_for",
                     "error",
                 ],
-                &["env_id", "next_attempt_at", "started_at", "finished_at"],
+                &[
+                    "env_id",
+                    "next_attempt_at",
+                    "started_at",
+                    "finished_at",
+                    "held_by_pause",
+                ],
             ),
             Kind::Dlq => (
                 &[

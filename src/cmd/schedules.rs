@@ -40,7 +40,7 @@ pub struct Args {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Target {
     /// The environment the schedules belong to.
-    #[arg(long, value_name = "ENV_ID")]
+    #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
     pub env: EnvId,
     #[command(flatten)]
     pub server: ServerArgs,

@@ -126,6 +126,8 @@ pub struct ScheduleListQuery {
     pub status: Option<String>,
     /// Only schedules whose type contains this text (ASCII case-insensitively).
     pub type_contains: Option<String>,
+    /// Also list deleted schedules (default false), as `GET /v1/schedules/{id}` reads one.
+    pub include_deleted: Option<bool>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
@@ -159,6 +161,10 @@ pub struct JobListQuery {
 pub struct DlqListQuery {
     pub target_env_id: Option<Uuid>,
     pub domain: Option<String>,
+    /// Only this schedule's entries.
+    pub schedule_id: Option<Uuid>,
+    /// Only the entry of this job (a job lands at most once).
+    pub job_id: Option<Uuid>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
@@ -238,7 +244,8 @@ pub async fn create_schedule(
     Ok((StatusCode::CREATED, Json(schedule.into())))
 }
 
-/// Lists an environment's schedules (deleted ones left out), by creation order.
+/// Lists an environment's schedules by creation order; deleted ones only with
+/// `include_deleted=true` or `status=deleted`.
 #[utoipa::path(
     get, path = "/v1/schedules", tag = "schedules",
     params(ScheduleListQuery),
@@ -260,7 +267,8 @@ pub async fn list_schedules(
             &ScheduleQuery {
                 domain: query.domain,
                 status,
-                include_deleted: status == Some(ScheduleStatus::Deleted),
+                include_deleted: status == Some(ScheduleStatus::Deleted)
+                    || query.include_deleted.unwrap_or(false),
                 type_contains: query.type_contains.filter(|text| !text.is_empty()),
                 after: cursor(query.cursor.as_deref())?.map(ScheduleId),
                 limit,
@@ -412,7 +420,8 @@ pub async fn resume_schedule(
     Ok(Json(schedule.into()))
 }
 
-/// Runs a schedule now. 409 while it has an open job.
+/// Runs a schedule now. 409 while it has an open job, and while it is paused (a paused
+/// schedule runs nothing; the problem says how to resume it).
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/trigger", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
@@ -460,7 +469,12 @@ pub async fn list_jobs(
             },
         )
         .await?;
-    Ok(Json(page(items, limit, |j: &Job| j.id.0)))
+    let held = state.ops.jobs_held_by_pause(env, &items).await?;
+    let mut answer: Page<JobView> = page(items, limit, |j: &Job| j.id.0);
+    for view in &mut answer.items {
+        view.held_by_pause = held.contains(&JobId(view.id));
+    }
+    Ok(Json(answer))
 }
 
 /// One job, with every recorded attempt (`attempts`, first attempt first).
@@ -478,7 +492,13 @@ pub async fn get_job(
 ) -> ApiResult<Json<JobView>> {
     let env = caller.env(query.target_env_id, Access::Read)?;
     let (job, attempts) = state.ops.job_get_with_attempts(env, JobId(id)).await?;
-    Ok(Json(JobView::with_attempts(job, attempts)))
+    let held = state
+        .ops
+        .jobs_held_by_pause(env, std::slice::from_ref(&job))
+        .await?;
+    let mut view = JobView::with_attempts(job, attempts);
+    view.held_by_pause = held.contains(&JobId(view.id));
+    Ok(Json(view))
 }
 
 /// Retries a failed job now (failed → pending); its DLQ entry, if any, is removed. A job
@@ -526,8 +546,8 @@ pub async fn list_dlq(
             env,
             &DlqQuery {
                 domain: query.domain,
-                schedule_id: None,
-                job_id: None,
+                schedule_id: query.schedule_id.map(ScheduleId),
+                job_id: query.job_id.map(JobId),
                 before: cursor(query.cursor.as_deref())?.map(DlqId),
                 limit,
             },

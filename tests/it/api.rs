@@ -26,11 +26,13 @@ use crate::support::t0;
 
 mod access;
 mod jobs;
+mod oncall;
 mod schedules;
 mod system;
 
 pub use access::*;
 pub use jobs::*;
+pub use oncall::*;
 pub use schedules::*;
 pub use system::*;
 
@@ -328,6 +330,8 @@ macro_rules! api_suite {
                 the_policy_decides_scopes_and_environments,
                 other_tenants_resources_are_404,
                 jobs_and_the_dlq_through_the_api,
+                a_paused_schedule_refuses_a_trigger_and_holds_its_jobs,
+                the_schedule_list_includes_deleted_ones_on_request,
                 lists_page_with_cursors,
                 health_and_metrics,
                 the_openapi_document_matches_the_routes,

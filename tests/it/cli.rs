@@ -11,6 +11,7 @@ mod zones;
 pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
         .args(args)
+        .env_remove("SENTIN8_CRON_ENV")
         .output()
         .expect("the binary runs")
 }

@@ -91,6 +91,7 @@ pub async fn cli(api: &Api, token: &str, args: &[&str], stdin: Option<&str>) -> 
         .env("RUST_LOG", "error")
         .env("NO_COLOR", "1")
         .env_remove("SENTIN8_CRON_DATABASE_URL")
+        .env_remove("SENTIN8_CRON_ENV")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

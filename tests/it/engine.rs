@@ -255,7 +255,7 @@ macro_rules! engine_suite {
                 triggers_and_republishes_run_through_the_drain,
                 a_pause_during_an_attempt_holds_only_retries,
                 a_one_shot_paused_during_its_retries_resumes_and_completes,
-                a_one_shot_missed_while_paused_is_not_resumed_by_a_triggered_run,
+                a_paused_schedule_refuses_a_trigger,
                 a_call_that_panics_is_recorded_as_a_failed_attempt,
                 dry_run_plans_without_firing,
                 a_fire_claimed_ahead_is_called_at_its_instant_not_before,

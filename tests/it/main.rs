@@ -2,6 +2,7 @@
 
 mod admin;
 mod admin_browser;
+mod admin_oncall;
 mod admin_pages;
 mod api;
 mod architecture;

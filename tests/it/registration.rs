@@ -238,7 +238,7 @@ fn names_in_source(dir: &Path, names: &mut BTreeSet<(String, String)>) {
 fn client_settings_of(command: &clap::Command) -> BTreeSet<String> {
     let mut names: BTreeSet<String> = command
         .get_arguments()
-        .filter(|arg| matches!(arg.get_long(), Some("server" | "token")))
+        .filter(|arg| matches!(arg.get_long(), Some("server" | "token" | "env")))
         .filter_map(|arg| arg.get_env()?.to_str().map(str::to_owned))
         .collect();
     for sub in command.get_subcommands() {

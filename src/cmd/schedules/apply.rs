@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(short = 'f', long, value_name = "PATH")]
     pub file: PathBuf,
     /// The environment the schedules belong to.
-    #[arg(long, value_name = "ENV_ID")]
+    #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
     pub env: EnvId,
     /// The owning service's domain; its schedules are the ones applied (and pruned).
     #[arg(long)]

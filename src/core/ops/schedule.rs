@@ -77,7 +77,7 @@ impl Ops {
         }
         withdraw_held_fire(&mut *tx, &current, &saved, actor).await?;
         tx.audit_insert(&actor.audit(
-            "schedule.update",
+            audit_action(event),
             "schedule",
             id.to_string(),
             snapshot(&current),
@@ -144,7 +144,8 @@ impl Ops {
 
     /// Runs a schedule now, outside its timing: a pending job due immediately, with its
     /// `triggered` event. Refused while the schedule has an open job (one open job per
-    /// schedule). A paused schedule's triggered job waits for its resume, like its retries.
+    /// schedule), and while it is paused: a paused schedule runs nothing, so a triggered job
+    /// would only wait for the resume; the conflict says how to resume it.
     pub async fn schedule_trigger(
         &self,
         env: EnvId,
@@ -153,6 +154,9 @@ impl Ops {
     ) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
+        if schedule.status == ScheduleStatus::Paused {
+            return Err(OpsError::Conflict(paused_trigger_detail(id)));
+        }
         ensure_no_open_job(&mut *tx, id).await?;
         let job = tx
             .job_insert(&pending_now(schedule.id, actor.now, actor.now))
@@ -172,6 +176,27 @@ impl Ops {
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
         Ok(job)
+    }
+}
+
+/// Why a trigger of a paused schedule is refused, and how to resume it.
+fn paused_trigger_detail(id: ScheduleId) -> String {
+    format!(
+        "schedule {id} is paused, and a paused schedule runs nothing (a triggered run would \
+         only wait for the resume): resume it first (POST /v1/schedules/{id}/resume, \
+         `sentin8-cron schedules resume {id}`, or Resume on its admin page), then trigger it"
+    )
+}
+
+/// The audit action of a patch, after the event it publishes: a change of status is recorded
+/// as `schedule.pause` or `schedule.resume` (with the rest of the patch in its snapshots),
+/// anything else as `schedule.update`. Entries written before pause and resume had their own
+/// actions are `schedule.update` with the status change in their snapshots.
+fn audit_action(event: Option<&str>) -> &'static str {
+    match event {
+        Some(events::SCHEDULE_PAUSED) => "schedule.pause",
+        Some(events::SCHEDULE_RESUMED) => "schedule.resume",
+        _ => "schedule.update",
     }
 }
 

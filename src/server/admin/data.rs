@@ -405,6 +405,7 @@ pub async fn schedules(
         domain: query.domain,
         status: query.status,
         type_contains: query.type_contains,
+        include_deleted: None,
         cursor: query.cursor,
         limit: query.limit,
     };

@@ -429,6 +429,7 @@ fn dlq_body() -> String {
 <div class="field"><label for="f-domain">Domain</label><input id="f-domain" name="domain" autocomplete="off" spellcheck="false"></div>
 <button type="submit">Apply</button>
 </form>
+<p id="dlq-scope" class="muted" hidden></p>
 {table}
 <p><button type="button" id="more" class="secondary" hidden>Load more</button></p>"#,
         table = table(

@@ -115,6 +115,9 @@ pub struct JobView {
     pub missed: Option<MissedView>,
     /// The job that runs this one's occurrence instead (a republished dead letter).
     pub superseded_by: Option<Uuid>,
+    /// A pending job whose schedule is paused: nothing runs it until the schedule is resumed
+    /// (a retry waiting out the pause). False for every other job.
+    pub held_by_pause: bool,
     /// Every recorded attempt, first attempt first (on a single job only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<AttemptView>>,
@@ -234,6 +237,7 @@ impl From<Job> for JobView {
                 count: m.count,
             }),
             superseded_by: j.superseded_by.map(|id| id.0),
+            held_by_pause: false,
             attempts: None,
         }
     }

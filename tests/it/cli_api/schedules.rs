@@ -240,6 +240,21 @@ pub async fn schedules_are_managed_from_the_command_line(store: Arc<dyn Store>) 
     .json();
     assert_eq!(paused["status"], "paused");
     assert_eq!(paused["id"], json!(id));
+    // A paused schedule's trigger is refused, with the way out.
+    let refused = cli(
+        &api,
+        &token,
+        &["schedules", "trigger", &id, "--env", &env],
+        None,
+    )
+    .await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("is paused"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("sentin8-cron schedules resume"),
+        "{}",
+        refused.stderr
+    );
     let text = cli(
         &api,
         &token,
@@ -263,6 +278,48 @@ pub async fn schedules_are_managed_from_the_command_line(store: Arc<dyn Store>) 
     assert_eq!(job["env_id"], json!(env));
     assert_eq!(job["status"], "pending");
     assert_eq!(job["attempt"], 0);
+    // Paused again, its pending job is held by the pause (the wide table says so).
+    cli(
+        &api,
+        &token,
+        &["schedules", "pause", &id, "--env", &env],
+        None,
+    )
+    .await
+    .ok();
+    let wide = cli(
+        &api,
+        &token,
+        &[
+            "jobs",
+            "list",
+            "--env",
+            &env,
+            "--schedule",
+            &id,
+            "-o",
+            "wide",
+        ],
+        None,
+    )
+    .await;
+    let table = wide.ok();
+    assert!(
+        table.lines().next().unwrap().contains("held_by_pause"),
+        "{table}"
+    );
+    assert!(
+        table.lines().nth(1).unwrap().trim_end().ends_with("true"),
+        "{table}"
+    );
+    cli(
+        &api,
+        &token,
+        &["schedules", "resume", &id, "--env", &env],
+        None,
+    )
+    .await
+    .ok();
 
     // Delete: the schedule is gone from the list.
     let deleted = cli(

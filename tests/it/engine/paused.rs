@@ -213,12 +213,10 @@ pub async fn a_one_shot_paused_during_its_retries_resumes_and_completes(store: A
     }
 }
 
-/// A one-shot paused before its instant, whose instant passed while paused: a run triggered by
-/// hand meanwhile does not stand for its occurrence, so resuming is still refused (no fire
-/// left), and the triggered run stays as it is.
-pub async fn a_one_shot_missed_while_paused_is_not_resumed_by_a_triggered_run(
-    store: Arc<dyn Store>,
-) {
+/// A paused schedule runs nothing, so triggering it is refused (a conflict saying how to resume
+/// it) and leaves no job. A one-shot whose instant passed while paused is still refused its
+/// resume (no fire left); once resumed, a cron schedule can be triggered again.
+pub async fn a_paused_schedule_refuses_a_trigger(store: Arc<dyn Store>) {
     let h = super::Harness::new(store).await;
     let run_at = t0() + Duration::minutes(30);
     let once = h
@@ -232,11 +230,20 @@ pub async fn a_one_shot_missed_while_paused_is_not_resumed_by_a_triggered_run(
         .schedule_pause(h.env, once.id, &h.actor())
         .await
         .unwrap();
-    let triggered = h
-        .ops
-        .schedule_trigger(h.env, once.id, &h.actor())
-        .await
-        .unwrap();
+    match h.ops.schedule_trigger(h.env, once.id, &h.actor()).await {
+        Err(sentin8_cron::core::ops::OpsError::Conflict(detail)) => {
+            assert!(detail.contains("is paused"), "{detail}");
+            assert!(
+                detail.contains(&format!("/v1/schedules/{}/resume", once.id)),
+                "{detail}"
+            );
+        }
+        other => panic!("expected the trigger refused, got {other:?}"),
+    }
+    assert!(
+        h.jobs(once.id).await.is_empty(),
+        "no job waits for the resume"
+    );
     h.clock.set(run_at + Duration::hours(1));
     match h.ops.schedule_resume(h.env, once.id, &h.actor()).await {
         Err(sentin8_cron::core::ops::OpsError::Invalid(errors)) => {
@@ -245,5 +252,32 @@ pub async fn a_one_shot_missed_while_paused_is_not_resumed_by_a_triggered_run(
         other => panic!("expected the resume refused, got {other:?}"),
     }
     assert_eq!(h.schedule(once.id).await.status, ScheduleStatus::Paused);
-    assert_eq!(h.jobs(once.id).await, [triggered]);
+
+    let cron = h
+        .create(ScheduleDecl {
+            schedule_type: "cron-paused".into(),
+            cron: Some("0 3 * * *".into()),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    h.ops
+        .schedule_pause(h.env, cron.id, &h.actor())
+        .await
+        .unwrap();
+    assert!(
+        h.ops
+            .schedule_trigger(h.env, cron.id, &h.actor())
+            .await
+            .is_err()
+    );
+    h.ops
+        .schedule_resume(h.env, cron.id, &h.actor())
+        .await
+        .unwrap();
+    let job = h
+        .ops
+        .schedule_trigger(h.env, cron.id, &h.actor())
+        .await
+        .unwrap();
+    assert_eq!(h.jobs(cron.id).await, [job]);
 }

@@ -42,7 +42,7 @@ pub async fn the_audit_journal_is_readable_and_paged(store: Arc<dyn Store>) {
     assert_eq!(
         actions,
         [
-            ("schedule.update", first.as_str()),
+            ("schedule.pause", first.as_str()),
             ("schedule.create", second.as_str()),
             ("schedule.create", first.as_str()),
         ],

@@ -125,11 +125,13 @@ const sentin8AdminChart = (() => {
       group.addEventListener('mouseenter', show);
       chart.append(group);
     });
+    // A label at the start of each day (a week) or every fourth hour (a day), none at the
+    // right edge: a label pushed in from the edge would sit on its neighbour.
     const ticks = week ? 7 : 6;
-    for (let t = 0; t <= ticks; t += 1) {
-      const i = Math.min(Math.round((t * hours.length) / ticks), hours.length - 1);
-      if (i < 0) break;
-      const x = Math.min(i * step + 2, width - (week ? 96 : 56));
+    for (let t = 0; t < ticks; t += 1) {
+      const i = Math.round((t * hours.length) / ticks);
+      if (i >= hours.length) break;
+      const x = i * step + 2;
       // Every other tick is hidden on a phone, where the labels are drawn larger.
       chart.append(svg('text', { x, y: axis + 2, class: t % 2 ? 'tick odd' : 'tick' }, hourLabel(hours[i].hour, week)));
     }

@@ -160,6 +160,16 @@ const sentin8AdminKit = (() => {
     return h('span', { class: `badge ${status}` }, status);
   }
 
+  /**
+   * A job's status badge; a pending job its paused schedule holds (`held_by_pause`) says so,
+   * since nothing runs it until the schedule is resumed.
+   */
+  function jobBadge(job) {
+    if (!job.held_by_pause) return badge(job.status);
+    return h('span', { class: 'badges' }, badge(job.status), ' ',
+      h('span', { class: 'badge held', title: 'Its schedule is paused: it runs once the schedule is resumed.' }, 'held by pause'));
+  }
+
   /** The random end of an id (a time-ordered id's start is the same for a whole day). */
   function short(id) {
     return `…${String(id).slice(-8)}`;
@@ -254,6 +264,7 @@ const sentin8AdminKit = (() => {
     relative,
     fireEl,
     badge,
+    jobBadge,
     short,
     label,
     cell,

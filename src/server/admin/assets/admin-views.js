@@ -7,7 +7,7 @@
 const sentin8AdminViews = (() => {
   const {
     $, UI, UUID, FLASH_KEY, storage, session, h, api, say, report, utc, timeEl, relative, fireEl,
-    badge, short, label, cell, fill, canWrite, actionButton, confirmButton,
+    badge, jobBadge, short, label, cell, fill, canWrite, actionButton, confirmButton,
   } = sentin8AdminKit;
   const { runsChart, duration } = sentin8AdminChart;
 
@@ -187,11 +187,12 @@ const sentin8AdminViews = (() => {
     }
     let s;
     try {
-      s = await api('GET', `/v1/schedules/${id}`);
+      // A deleted schedule is still shown (its jobs and dead letters link to it), without actions.
+      s = await api('GET', `/v1/schedules/${id}`, { query: { include_deleted: true } });
     } catch (err) {
       if (err.status !== 404) throw err;
       $('s-title').textContent = 'Schedule not found';
-      say('This environment has no such schedule (it may have been deleted).', 'error');
+      say('This environment has no such schedule.', 'error');
       return;
     }
     showSchedule(s, first);
@@ -367,11 +368,22 @@ const sentin8AdminViews = (() => {
     const jobs = await api('GET', '/v1/jobs', { query: { schedule_id: s.id, limit: 10 } });
     fill('s-jobs-table', jobs.items.map((job) => h('tr', { 'data-job': job.id },
       cell('Job', jobLink(job.id)),
-      cell('Status', badge(job.status)),
+      cell('Status', jobBadge(job)),
       cell('Scheduled for', timeEl(job.scheduled_for)),
       cell('Attempts', job.attempt),
       cell('Finished', timeEl(job.finished_at)),
       cell('Error', errorText(job.error)))));
+  }
+
+  /**
+   * An entry written before pause and resume had their own actions is a `schedule.update`
+   * whose snapshots differ in status: it says which change it was.
+   */
+  function statusChange(entry) {
+    const before = entry.before && entry.before.status;
+    const after = entry.after && entry.after.status;
+    if (entry.action !== 'schedule.update' || !before || !after || before === after) return null;
+    return h('span', { class: 'muted' }, ` (status ${before} → ${after})`);
   }
 
   async function scheduleAudit(s) {
@@ -387,7 +399,7 @@ const sentin8AdminViews = (() => {
     const items = audit && Array.isArray(audit.items) ? audit.items : [];
     area.replaceChildren(items.length
       ? h('ol', { class: 'audit', id: 's-audit-list' }, items.map((entry) => h('li', {},
-        timeEl(entry.at), ' ', h('strong', {}, entry.action), ` by ${entry.actor}`,
+        timeEl(entry.at), ' ', h('strong', {}, entry.action), statusChange(entry), ` by ${entry.actor}`,
         entry.detail && Object.keys(entry.detail).length
           ? h('code', { class: 'detail' }, ` ${JSON.stringify(entry.detail)}`) : null)))
       : h('p', { class: 'muted' }, 'No entries.'));
@@ -421,8 +433,9 @@ const sentin8AdminViews = (() => {
     } catch (err) {
       if (err.status !== 404) throw err;
     }
+    const letter = await deadLetter(job);
     const name = s ? `${s.domain}/${s.schedule_type}` : `schedule ${short(job.schedule_id)}`;
-    $('j-title').replaceChildren(`Job ${short(job.id)} of `, s ? label(s.domain, s.schedule_type) : name, ' ', badge(job.status));
+    $('j-title').replaceChildren(`Job ${short(job.id)} of `, s ? label(s.domain, s.schedule_type) : name, ' ', jobBadge(job));
     $('j-facts').replaceChildren(
       ...fact('Schedule', scheduleLink(job.schedule_id, name)),
       ...fact('Scheduled for', timeEl(job.scheduled_for)),
@@ -430,9 +443,12 @@ const sentin8AdminViews = (() => {
       ...fact('Started', timeEl(job.started_at)),
       ...fact('Finished', timeEl(job.finished_at)),
       ...fact('Duration', duration(ms(job.started_at, job.finished_at))),
+      ...(job.held_by_pause ? fact('Held', h('span', { id: 'j-held' }, 'Its schedule is paused: this job runs once the schedule is resumed.')) : []),
       ...fact('Next retry', job.status === 'pending' && job.next_attempt_at
         ? h('span', { id: 'j-next-retry' }, timeEl(job.next_attempt_at)) : h('span', { class: 'muted' }, 'none')),
       ...fact('Error', errorText(job.error)),
+      ...(letter ? fact('Dead-lettered', h('span', { id: 'j-dead-letter' }, timeEl(letter.landed_at), ' · ',
+        h('a', { href: `${UI}/dlq?job_id=${encodeURIComponent(job.id)}` }, `dead-letter entry ${short(letter.id)}`))) : []),
       ...(job.superseded_by ? fact('Superseded by', jobLink(job.superseded_by)) : []),
       ...fact('Result', job.result === null || job.result === undefined
         ? h('span', { class: 'muted' }, '—') : h('pre', { class: 'json' }, JSON.stringify(job.result, null, 2))),
@@ -452,10 +468,22 @@ const sentin8AdminViews = (() => {
     if (job.superseded_by) related.push(h('li', {}, 'Superseded by ', jobLink(job.superseded_by)));
     for (const other of others.items.filter((o) => o.id !== job.id)) {
       const newer = other.id > job.id ? 'later' : 'earlier';
-      related.push(h('li', {}, jobLink(other.id), ' ', badge(other.status),
+      related.push(h('li', {}, jobLink(other.id), ' ', jobBadge(other),
         h('span', { class: 'muted' }, ` ${newer}, scheduled for ${utc(other.scheduled_for)}`)));
     }
     $('j-related').replaceChildren(...(related.length ? related : [h('li', { class: 'muted' }, 'None.')]));
+  }
+
+  /** The job's dead-letter entry, if it sits in the queue (a server without the filter: none). */
+  async function deadLetter(job) {
+    if (job.status !== 'failed') return null;
+    try {
+      const found = await api('GET', '/v1/dlq', { query: { job_id: job.id, limit: 1 } });
+      return found.items.find((entry) => entry.job_id === job.id) || null;
+    } catch (err) {
+      if (err.status !== 400) throw err;
+      return null;
+    }
   }
 
   /** Every attempt of the job, from the attempt ledger. */

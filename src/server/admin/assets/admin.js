@@ -29,6 +29,7 @@
     relative,
     fireEl,
     badge,
+    jobBadge,
     short,
     label,
     cell,
@@ -506,7 +507,7 @@
     return h('tr', { 'data-job': job.id },
       cell('Schedule', s ? label(s.domain, s.schedule_type) : h('span', { class: 'muted' }, name),
         h('div', { class: 'mono', title: job.id }, h('a', { href: `${UI}/jobs/view?id=${encodeURIComponent(job.id)}` }, `job ${short(job.id)}`))),
-      cell('Status', badge(job.status)),
+      cell('Status', jobBadge(job)),
       cell('Scheduled for', timeEl(job.scheduled_for)),
       cell('Attempts', job.attempt),
       cell('Finished', timeEl(job.finished_at)),
@@ -519,20 +520,35 @@
   // ---------------------------------------------------------------------------------------
 
   let dlqCursor = null;
+  // A job's or a schedule's entries only, when the page was opened from one (?job_id=, ?schedule_id=).
+  const dlqScope = {};
 
   async function dlqPage(first) {
     if (first) {
+      const params = new URLSearchParams(window.location.search);
+      for (const key of ['job_id', 'schedule_id']) {
+        const value = params.get(key);
+        if (value && UUID.test(value)) dlqScope[key] = value.toLowerCase();
+      }
       $('filters').addEventListener('submit', (event) => {
         event.preventDefault();
         loadDlq(false).catch(report);
       });
       $('more').addEventListener('click', () => loadDlq(true).catch(report));
     }
+    showDlqScope();
     await loadDlq(false);
   }
 
+  function showDlqScope() {
+    const scope = $('dlq-scope');
+    const what = dlqScope.job_id ? `job ${short(dlqScope.job_id)}` : dlqScope.schedule_id ? `schedule ${short(dlqScope.schedule_id)}` : null;
+    scope.hidden = !what;
+    if (what) scope.replaceChildren(`Only the dead letters of ${what}. `, h('a', { href: `${UI}/dlq` }, 'Show every dead letter'));
+  }
+
   async function loadDlq(more) {
-    const query = { domain: $('f-domain').value.trim(), limit: 50 };
+    const query = { domain: $('f-domain').value.trim(), limit: 50, ...dlqScope };
     if (more && dlqCursor) query.cursor = dlqCursor;
     const result = await api('GET', '/v1/dlq', { query });
     fill('dlq-table', result.items.map(dlqRow), more);
@@ -549,10 +565,18 @@
         say(`Republished ${name}: job ${short(job.id)} is ${job.status}.`, 'ok');
         await loadDlq(false);
       }, 'primary'));
+      // The same operation as `sentin8-cron dlq discard`: the occurrence will not run.
+      actions.append(confirmButton('Discard', `Discard the dead letter of ${name}`, async () => {
+        await api('DELETE', `/v1/dlq/${encodeURIComponent(entry.id)}`);
+        say(`Discarded the dead letter of ${name}: job ${short(entry.job_id)} will not run.`, 'ok');
+        await loadDlq(false);
+      }));
     }
     actions.append(h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(entry.schedule_id)}` }, 'Jobs'));
-    return h('tr', { 'data-dlq': entry.id },
-      cell('Schedule', label(entry.domain, entry.schedule_type)),
+    return h('tr', { 'data-dlq': entry.id, id: `dlq-${entry.id}` },
+      cell('Schedule', h('a', { href: `${UI}/schedules/view?id=${encodeURIComponent(entry.schedule_id)}`, class: 'dlq-schedule' }, label(entry.domain, entry.schedule_type)),
+        h('div', { class: 'mono', title: entry.job_id },
+          h('a', { href: `${UI}/jobs/view?id=${encodeURIComponent(entry.job_id)}`, class: 'dlq-job' }, `job ${short(entry.job_id)}`))),
       cell('Scheduled for', timeEl(entry.scheduled_for)),
       cell('Landed', timeEl(entry.landed_at)),
       cell('Attempts', entry.attempts),
