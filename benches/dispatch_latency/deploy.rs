@@ -298,6 +298,18 @@ impl Deployment {
     }
 
     /// SIGTERM to every instance, as an orchestrator stops them; SIGKILL after 40 s.
+    /// Kills the first instance at once (SIGKILL): no drain, no record of what it held.
+    pub fn kill_first(&mut self) {
+        if let Some(pid) = self
+            .instances
+            .first()
+            .and_then(Child::id)
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+
     pub async fn stop(&mut self) {
         for child in &self.instances {
             if let Some(pid) = child

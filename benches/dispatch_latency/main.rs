@@ -20,6 +20,7 @@
 //! postgresql-15-cron when it is missing). Not run by `cargo test`.
 
 mod deploy;
+mod kill;
 mod pgcron;
 mod procstat;
 mod records;
@@ -363,6 +364,15 @@ async fn measure(
     ctx.target.take();
     sleep_until(first).await;
     ctx.sampler.sample_now();
+    let killed_at = match scenario.kill_first_after_ms {
+        Some(ms) => {
+            let at = first + ms as i64 * 1000;
+            sleep_until(at).await;
+            deployment.kill_first();
+            Some(now_micros())
+        }
+        None => None,
+    };
     let mut loads = Vec::new();
     for m in 1..=scenario.minutes as i64 {
         sleep_until(first + m * MINUTE_US).await;
@@ -420,6 +430,10 @@ async fn measure(
          before the first measured minute; records read from {}",
         records.sources.join(", ")
     );
+    if let (Some(at), Some(ms)) = (killed_at, scenario.kill_first_after_ms) {
+        let count = kill::count(&deployment.owner_url, &arrivals, first, at).await?;
+        println!("{}", kill::table(&count, ms));
+    }
     let http2: usize = analysis.totals.values().map(|s| s.http2).sum();
     let fired: usize = analysis.totals.values().map(|s| s.fired).sum();
     println!("- calls over HTTP/2: {http2} of {fired}\n");

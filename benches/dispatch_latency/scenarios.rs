@@ -42,6 +42,9 @@ pub struct Scenario {
     pub default: bool,
     /// The group whose lateness the summary reports.
     pub headline: &'static str,
+    /// Kill -9 the first instance this many milliseconds after the first measured instant, and
+    /// report what became of the calls it had made (see `kill.rs`).
+    pub kill_first_after_ms: Option<u64>,
 }
 
 fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Group {
@@ -71,6 +74,7 @@ fn scenario(
         serve_args: Vec::new(),
         default: true,
         headline: "all",
+        kill_first_after_ms: None,
     }
 }
 
@@ -139,6 +143,18 @@ pub fn all() -> Vec<Scenario> {
                 Postgres,
                 1,
                 vec![group("A", 1, 300, Hang), group("B", 1, 5, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            kill_first_after_ms: Some(500),
+            ..scenario(
+                "kill-3k-x2",
+                "3,000 `* * * * *` over 10 environments, two serve on PostgreSQL; the first \
+                 is killed (SIGKILL) 0.5 s into the burst",
+                Postgres,
+                2,
+                vec![group("all", 10, 3_000, Fast)],
             )
         },
         Scenario {

@@ -47,8 +47,10 @@ pub struct Arrival {
     pub peer_port: u16,
     pub schedule_id: String,
     pub scheduled_for_us: i64,
-    /// The `Idempotency-Key` header (the signature's `jti`): one per job.
+    /// The `Idempotency-Key` header: one per job.
     pub key: String,
+    /// The envelope's attempt number.
+    pub attempt: i32,
 }
 
 /// The part of the envelope the bench reads.
@@ -56,6 +58,7 @@ pub struct Arrival {
 struct Envelope {
     schedule_id: String,
     scheduled_for: DateTime<Utc>,
+    attempt: i32,
 }
 
 type Lines = mpsc::UnboundedSender<String>;
@@ -80,12 +83,13 @@ async fn handle(
         return StatusCode::BAD_REQUEST.into_response();
     };
     let _ = lines.send(format!(
-        "{at} {} {} {} {} {}\n",
+        "{at} {} {} {} {} {} {}\n",
         u8::from(http2),
         peer.port(),
         envelope.schedule_id,
         envelope.scheduled_for.timestamp_micros(),
-        key
+        key,
+        envelope.attempt
     ));
     match kind {
         Kind::Fast => {}
@@ -149,6 +153,7 @@ fn parse(line: &str) -> Option<Arrival> {
         schedule_id: f.next()?.to_owned(),
         scheduled_for_us: f.next()?.parse().ok()?,
         key: f.next()?.to_owned(),
+        attempt: f.next()?.parse().ok()?,
     })
 }
 
