@@ -21,7 +21,7 @@ use super::output::{self, OutputFormat, time_text};
 use super::schedule_args::EXIT_INVALID;
 use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
 use crate::callback::TargetAllowArgs;
-use crate::callback::config::egress_policy;
+use crate::callback::config::{ENV_PLATFORM_DOMAIN, egress_policy};
 use crate::core::clock::{Clock as _, SystemClock};
 use crate::core::decl::{EntryError, FieldError, check_declarations};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
@@ -181,13 +181,20 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         args.platform_domain.as_deref(),
     ) {
         Ok(target) => {
+            // `serve`'s platform domain is SENTIN8_CRON_PLATFORM_DOMAIN; --platform-domain (which
+            // also derives the base URL) stands in for it when given.
+            let policy_domain = args.platform_domain.clone().or_else(|| {
+                std::env::var(ENV_PLATFORM_DOMAIN)
+                    .ok()
+                    .filter(|domain| !domain.trim().is_empty())
+            });
             let policy = Arc::new(egress_policy(
                 &args.egress,
-                args.platform_domain.as_deref(),
+                policy_domain.as_deref(),
                 dev_mode,
             )?);
             if args.dry_run && !json {
-                let note = describe(&args.egress, args.platform_domain.as_deref(), dev_mode);
+                let note = describe(&args.egress, policy_domain.as_deref(), dev_mode);
                 eprintln!("note: the target is checked against {note}");
             }
             target.check(policy.as_ref()).map(|()| (target, policy))

@@ -1,7 +1,8 @@
 //! README's tour, run literally: the commands of its first `sh` block, in order, by bash in a
 //! fresh folder, with the built binary on `PATH` as `sentin8-cron`. Only the two ports are
 //! changed (to free ones, so the test never collides with anything on 8080 or 9000). It
-//! passes when the echo target prints the triggered call with a signature that verifies.
+//! passes when the echo target prints the triggered call with a signature that verifies and
+//! the command line lists the schedule and its job.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
@@ -18,6 +19,23 @@ fn tour_commands(readme: &str) -> String {
     let start = tour.find("```sh\n").expect("the tour has a sh block") + "```sh\n".len();
     let end = start + tour[start..].find("\n```").expect("the block ends");
     tour[start..end].to_owned()
+}
+
+/// Whether the command line's tables are there: the schedule list's header and its row (the
+/// schedule's type and timing), and the job list's header with a row under it.
+fn cli_listed(text: &str) -> bool {
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let schedules = lines
+        .iter()
+        .any(|w| w.contains(&"dunning") && w.contains(&"active") && w.contains(&"MON-FRI"));
+    let jobs_header = lines.iter().position(|w| {
+        w.first() == Some(&"id") && w.contains(&"attempt") && w.contains(&"scheduled_for")
+    });
+    let job_row = jobs_header.is_some_and(|at| lines.get(at + 1).is_some_and(|w| w.len() >= 4));
+    schedules && job_row
 }
 
 fn free_port() -> u16 {
@@ -104,7 +122,7 @@ fn the_readme_tour_fires_a_call_at_the_echo_target() {
     let started = Instant::now();
     let arrived = loop {
         let text = output.lock().unwrap().clone();
-        if text.contains("answered 200") || started.elapsed() > OVERALL {
+        if (text.contains("answered 200") && cli_listed(&text)) || started.elapsed() > OVERALL {
             break text;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -135,6 +153,10 @@ fn the_readme_tour_fires_a_call_at_the_echo_target() {
             "missing {expected:?} in:\n{arrived}"
         );
     }
+    assert!(
+        cli_listed(&arrived),
+        "the command line did not list the schedule and its job:\n{arrived}"
+    );
     if let Some(status) = script_status {
         assert!(status.success(), "the tour's commands failed:\n{arrived}");
     }

@@ -288,6 +288,30 @@ pub async fn targets_outside_the_egress_policy_are_refused(db: Db) {
     ];
     t.run_with(&args, &platform_only).await.ok();
     assert_eq!(t.schedules().await.len(), 3);
+    // `serve`'s platform domain setting counts for a base URL given as such, as it does for
+    // serve: the same service named by --base-url passes with it and is refused without it.
+    let named = [
+        "enroll",
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--file",
+        &good,
+        "--base-url",
+        "https://billing.apps.example.test",
+        "--dry-run",
+    ];
+    t.run_with(&named, &platform_only).await.invalid();
+    t.run_with(
+        &named,
+        &[
+            ("SENTIN8_CRON_TARGET_ALLOW", ""),
+            ("SENTIN8_CRON_PLATFORM_DOMAIN", "apps.example.test"),
+        ],
+    )
+    .await
+    .ok();
     // ...and an allow list that does not name them refuses them.
     let run = t
         .run_with(
