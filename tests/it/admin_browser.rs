@@ -26,16 +26,7 @@ pub fn artifacts() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_pages_work_in_a_real_browser() {
-    let scenario = async {
-        let Some(browser) = Browser::launch().await else {
-            return;
-        };
-        scenario(&browser).await;
-        browser.quit_with_a_clean_console().await;
-    };
-    tokio::time::timeout(OVERALL, scenario)
-        .await
-        .expect("the browser scenario took too long");
+    Browser::run_bounded(OVERALL, async |browser| scenario(browser).await).await;
 }
 
 async fn scenario(browser: &Browser) {

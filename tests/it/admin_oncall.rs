@@ -20,16 +20,7 @@ const OVERALL: Duration = Duration::from_secs(240);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_discard_links_paused_triggers_held_jobs_and_chart_labels() {
-    let scenario = async {
-        let Some(browser) = Browser::launch().await else {
-            return;
-        };
-        scenario(&browser).await;
-        browser.quit_with_a_clean_console().await;
-    };
-    tokio::time::timeout(OVERALL, scenario)
-        .await
-        .expect("the browser scenario took too long");
+    Browser::run_bounded(OVERALL, async |browser| scenario(browser).await).await;
 }
 
 async fn call(api: &Api, method: Method, path: &str) -> (StatusCode, Value) {

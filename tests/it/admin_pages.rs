@@ -21,16 +21,7 @@ const OVERALL: Duration = Duration::from_secs(240);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_and_job_pages_charts_and_a_live_overview() {
-    let scenario = async {
-        let Some(browser) = Browser::launch().await else {
-            return;
-        };
-        scenario(&browser).await;
-        browser.quit_with_a_clean_console().await;
-    };
-    tokio::time::timeout(OVERALL, scenario)
-        .await
-        .expect("the browser scenario took too long");
+    Browser::run_bounded(OVERALL, async |browser| scenario(browser).await).await;
 }
 
 async fn create(api: &Api, token: &str, body: Value) -> String {

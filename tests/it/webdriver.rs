@@ -50,6 +50,22 @@ pub struct Browser {
 }
 
 impl Browser {
+    /// Runs `scenario` in a launched browser (a skip notice and nothing else when none can be
+    /// launched), bounded by `bound` so a stuck browser fails the test instead of hanging the
+    /// suite, and ends with a console free of errors.
+    pub async fn run_bounded(bound: std::time::Duration, scenario: impl AsyncFnOnce(&Browser)) {
+        let bounded = async {
+            let Some(browser) = Browser::launch().await else {
+                return;
+            };
+            scenario(&browser).await;
+            browser.quit_with_a_clean_console().await;
+        };
+        tokio::time::timeout(bound, bounded)
+            .await
+            .expect("the browser scenario took too long");
+    }
+
     /// Starts chromedriver and a headless Chromium session. `None` (with a message) when they
     /// are not installed and not required; a panic when they are required but missing.
     pub async fn launch() -> Option<Browser> {
