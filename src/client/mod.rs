@@ -19,6 +19,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest page the API serves.
 pub const PAGE: u32 = 100;
+/// How long, in all, one request waits out the server's rate limit (429 with `Retry-After`)
+/// before the refusal is reported.
+const RATE_LIMIT_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Why a call to the API did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +120,8 @@ pub struct ApiClient {
     base: Url,
     token: Option<Secret>,
     http: reqwest::Client,
+    /// How long one request waits out the rate limit in all ([`RATE_LIMIT_PATIENCE`]).
+    patience: Duration,
 }
 
 impl ApiClient {
@@ -131,7 +136,12 @@ impl ApiClient {
                 server: base.origin().ascii_serialization(),
                 cause: deepest_cause(&err),
             })?;
-        Ok(Self { base, token, http })
+        Ok(Self {
+            base,
+            token,
+            http,
+            patience: RATE_LIMIT_PATIENCE,
+        })
     }
 
     /// The server as named in messages: scheme, host and port.
@@ -207,7 +217,10 @@ impl ApiClient {
             })
     }
 
-    /// Sends one request; its status and body.
+    /// Sends one request; its status and body. A `429 Too Many Requests` is waited out as its
+    /// `Retry-After` says and the request sent again (a refused request did nothing, so this is
+    /// safe for every method), for up to [`RATE_LIMIT_PATIENCE`] in all: a long `apply` slows
+    /// down to the server's rate instead of stopping half-way.
     async fn send(
         &self,
         method: Method,
@@ -215,6 +228,32 @@ impl ApiClient {
         query: &[(&str, String)],
         body: Option<&Value>,
     ) -> Result<(StatusCode, String), ClientError> {
+        let mut waited = Duration::ZERO;
+        loop {
+            let (status, retry_after, text) =
+                self.send_once(method.clone(), path, query, body).await?;
+            match retry_after {
+                Some(wait)
+                    if status == StatusCode::TOO_MANY_REQUESTS
+                        && waited + wait <= self.patience =>
+                {
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
+                }
+                _ => return Ok((status, text)),
+            }
+        }
+    }
+
+    /// Sends one request; its status, its `Retry-After` (whole seconds, at least one), and
+    /// its body.
+    async fn send_once(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, Option<Duration>, String), ClientError> {
         let mut request = self.http.request(method, self.url(path)).query(query);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
@@ -230,6 +269,12 @@ impl ApiClient {
                 cause: deepest_cause(&err),
             })?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|secs| Duration::from_secs(secs.max(1)));
         let text = response
             .text()
             .await
@@ -237,7 +282,7 @@ impl ApiClient {
                 server: self.server(),
                 cause: deepest_cause(&err),
             })?;
-        Ok((status, text))
+        Ok((status, retry_after, text))
     }
 
     /// `GET` one record.
@@ -332,6 +377,60 @@ fn deepest_cause(err: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real listener that answers 429 (`Retry-After: 1`) `refusals` times, then 200.
+    async fn limited_server(
+        refusals: usize,
+    ) -> (Url, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let seen = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        let app = axum::Router::new().fallback(move || {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < refusals {
+                    (
+                        axum::http::StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1"), ("content-type", "application/problem+json")],
+                        r#"{"type":"urn:sentin8-cron:problem:rate-limited","title":"Too many requests","status":429,"detail":"slow down"}"#,
+                    )
+                } else {
+                    (
+                        axum::http::StatusCode::OK,
+                        [("retry-after", "0"), ("content-type", "application/json")],
+                        r#"{"ok":true}"#,
+                    )
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = parse_server_url(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (base, seen)
+    }
+
+    #[tokio::test]
+    async fn a_rate_limited_request_is_sent_again_after_retry_after() {
+        use std::sync::atomic::Ordering;
+        let (base, seen) = limited_server(1).await;
+        let client = ApiClient::new(base, None).unwrap();
+        let body = client.get("/v1/schedules", &[]).await.unwrap();
+        assert_eq!(body, serde_json::json!({"ok": true}));
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_client_gives_up_on_the_rate_limit_once_its_patience_is_spent() {
+        use std::sync::atomic::Ordering;
+        let (base, seen) = limited_server(usize::MAX).await;
+        let mut client = ApiClient::new(base, None).unwrap();
+        client.patience = Duration::from_secs(2);
+        let err = client.get("/v1/schedules", &[]).await.unwrap_err();
+        assert_eq!(err.status(), Some(429), "{err}");
+        assert!(err.to_string().contains("slow down"), "{err}");
+        // One try, then one a second for the two seconds of patience.
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
+    }
 
     #[test]
     fn the_token_never_shows_in_debug_output() {
