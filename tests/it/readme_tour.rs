@@ -4,7 +4,7 @@
 //! passes when the echo target prints the triggered call with a signature that verifies and
 //! the command line lists the schedule and its job.
 
-use std::io::Read;
+use std::io::{BufRead as _, Read};
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -105,16 +105,16 @@ fn the_readme_tour_fires_a_call_at_the_echo_target() {
     ] {
         let output = output.clone();
         readers.push(std::thread::spawn(move || {
-            let mut stream = stream;
-            let mut buffer = [0u8; 4096];
-            while let Ok(n) = stream.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
+            // Whole lines only: the two streams share one buffer, and a line of one must not
+            // be cut by a piece of the other (the checks below read tables line by line).
+            let mut lines = std::io::BufReader::new(stream);
+            let mut line = Vec::new();
+            while let Ok(1..) = lines.read_until(b'\n', &mut line) {
                 output
                     .lock()
                     .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                    .push_str(&String::from_utf8_lossy(&line));
+                line.clear();
             }
         }));
     }

@@ -9,7 +9,7 @@
 //! `SENTIN8_CRON_REQUIRE_TARGET_TOOLCHAINS=1`. Loopback only; every wait is bounded, and the
 //! processes are killed when the test ends, however it ends.
 
-use std::io::{Read, Write as _};
+use std::io::{BufRead as _, Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -140,15 +140,19 @@ impl Running {
             Box::new(child.stdout.take().unwrap()),
             Box::new(child.stderr.take().unwrap()),
         ];
-        for mut stream in streams {
+        for stream in streams {
             let output = output.clone();
             std::thread::spawn(move || {
-                let mut buffer = [0u8; 4096];
-                while let Ok(n @ 1..) = stream.read(&mut buffer) {
+                // Whole lines only: the two streams share one buffer, and a line of one
+                // must not be cut by a piece of the other.
+                let mut lines = std::io::BufReader::new(stream);
+                let mut line = Vec::new();
+                while let Ok(1..) = lines.read_until(b'\n', &mut line) {
                     output
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                        .push_str(&String::from_utf8_lossy(&line));
+                    line.clear();
                 }
             });
         }
