@@ -88,6 +88,9 @@ pub struct Metrics {
     /// Fire instant minus due instant.
     pub lateness: Histogram,
     pub tick_duration: Histogram,
+    /// From a call's answer to the commit of its outcome: how much a process killed now
+    /// would leave to be called again.
+    pub outcome_durable: Histogram,
 }
 
 impl Default for Metrics {
@@ -109,6 +112,7 @@ impl Default for Metrics {
             bus_unreachable_since_unix: AtomicI64::new(0),
             lateness: Histogram::new(LATENESS_BOUNDS),
             tick_duration: Histogram::new(TICK_BOUNDS),
+            outcome_durable: Histogram::new(LATENESS_BOUNDS),
         }
     }
 }
@@ -206,6 +210,11 @@ impl Metrics {
             &mut out,
             "sentin8_cron_tick_duration_seconds",
             "Wall time of one tick.",
+        );
+        self.outcome_durable.render(
+            &mut out,
+            "sentin8_cron_outcome_durable_seconds",
+            "From a call's answer to the commit of its outcome (what a crash at that moment would leave to be called again).",
         );
         if let Some(stats) = stats {
             let gauges = [

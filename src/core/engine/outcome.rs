@@ -92,6 +92,16 @@ impl Engine {
         }
     }
 
+    /// Observes, for each answered call just recorded, how long its outcome took to become
+    /// durable (the `outcome_durable` histogram).
+    pub(super) fn observe_durable(&self, answered: &[DateTime<Utc>]) {
+        let now = self.clock.now();
+        for at in answered {
+            let waited = (now - *at).to_std().unwrap_or_default();
+            self.metrics.outcome_durable.observe(waited);
+        }
+    }
+
     /// One transaction for the jobs, the schedules' retry state, a DLQ entry where retries are
     /// exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
     /// went stale and was recovered) is left alone and reported as superseded.

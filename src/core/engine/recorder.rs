@@ -74,7 +74,12 @@ impl Recorder<'_> {
                 busy.insert(env);
                 recording.push(async move {
                     let started = tokio::time::Instant::now();
-                    (env, started, engine.record(env, attempts).await)
+                    let answered: Vec<_> = attempts.iter().filter_map(|a| a.ended_at).collect();
+                    let recorded = engine.record(env, attempts).await;
+                    if recorded.is_ok() {
+                        engine.observe_durable(&answered);
+                    }
+                    (env, started, recorded)
                 });
             }
             if !open && recording.is_empty() && waiting.is_empty() {

@@ -82,13 +82,15 @@ impl Dispatcher for TimedDispatcher {
 }
 
 /// A 300 ms call whose record waits 8 s (the recorder's transactions are held up): the ledger
-/// says 300 ms, and the attempt ended when the call did.
+/// says 300 ms, the attempt ended when the call did, and its outcome was durable 8 s after the
+/// answer.
 pub async fn an_attempts_duration_is_its_call_alone(store: Arc<dyn Store>) {
     let h = Harness::new(store.clone()).await;
     let s = h.create(cron("*/5 * * * *", 0)).await;
     let due = s.next_run_at.unwrap();
     let faulty = FaultyStore::new(store);
     let called = Arc::new(Notify::new());
+    let metrics = Arc::new(Metrics::default());
     let engine = Engine::new(
         faulty.clone(),
         Arc::new(TimedDispatcher {
@@ -98,7 +100,7 @@ pub async fn an_attempts_duration_is_its_call_alone(store: Arc<dyn Store>) {
         }),
         h.clock.clone(),
         EngineConfig::default(),
-        Arc::new(Metrics::default()),
+        metrics.clone(),
     );
     h.clock.set(due);
     faulty.hold_tenant_transactions(true);
@@ -126,4 +128,16 @@ pub async fn an_attempts_duration_is_its_call_alone(store: Arc<dyn Store>) {
         "the attempt ended with its call"
     );
     assert!(h.clock.now() >= due + Duration::seconds(8));
+    // The 8 s between the answer and its record are what a crash would have left to call
+    // again: the outcome-durability histogram holds them.
+    assert_eq!(metrics.outcome_durable.count(), 1);
+    let text = metrics.render(None);
+    assert!(
+        text.contains("sentin8_cron_outcome_durable_seconds_bucket{le=\"5\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sentin8_cron_outcome_durable_seconds_bucket{le=\"10\"} 1\n"),
+        "{text}"
+    );
 }
