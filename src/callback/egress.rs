@@ -561,6 +561,33 @@ enum TargetHost {
     Ip(IpAddr),
 }
 
+/// The host of `url` as the policy judges it: a name lowercased (the `url` crate applied IDNA)
+/// without its trailing dot, or an address, an IPv4-mapped IPv6 one as the IPv4 address it is.
+fn judged_host(url: &Url) -> Result<TargetHost, EgressDenied> {
+    match url.host() {
+        Some(Host::Domain(d)) => {
+            let name = d.trim_end_matches('.').to_ascii_lowercase();
+            if name.is_empty() {
+                return Err(EgressDenied::NoHost);
+            }
+            Ok(TargetHost::Name(name))
+        }
+        Some(Host::Ipv4(v4)) => Ok(TargetHost::Ip(IpAddr::V4(v4))),
+        Some(Host::Ipv6(v6)) => Ok(TargetHost::Ip(IpAddr::V6(v6).to_canonical())),
+        None => Err(EgressDenied::NoHost),
+    }
+}
+
+/// `url`'s host as the policy judged it, written for an origin: a name, an IPv4 address, or
+/// a bracketed IPv6 address (`None` without a host).
+pub(crate) fn judged_origin_host(url: &Url) -> Option<String> {
+    Some(match judged_host(url).ok()? {
+        TargetHost::Name(name) => name,
+        TargetHost::Ip(IpAddr::V4(v4)) => v4.to_string(),
+        TargetHost::Ip(IpAddr::V6(v6)) => format!("[{v6}]"),
+    })
+}
+
 struct Target {
     scheme: Scheme,
     host: TargetHost,
@@ -583,20 +610,12 @@ impl Target {
             return Err(EgressDenied::Credentials);
         }
         let port = url.port().unwrap_or(scheme.default_port());
-        let (host, shown) = match url.host() {
-            Some(Host::Domain(d)) => {
-                let name = d.trim_end_matches('.').to_ascii_lowercase();
-                if name.is_empty() {
-                    return Err(EgressDenied::NoHost);
-                }
-                (TargetHost::Name(name.clone()), name)
-            }
-            Some(Host::Ipv4(v4)) => (TargetHost::Ip(IpAddr::V4(v4)), v4.to_string()),
-            Some(Host::Ipv6(v6)) => (
-                TargetHost::Ip(IpAddr::V6(v6).to_canonical()),
-                format!("[{v6}]"),
-            ),
-            None => return Err(EgressDenied::NoHost),
+        let host = judged_host(url)?;
+        // Messages show an address as it was written.
+        let shown = match (&host, url.host()) {
+            (_, Some(Host::Ipv6(v6))) => format!("[{v6}]"),
+            (TargetHost::Name(name), _) => name.clone(),
+            (TargetHost::Ip(ip), _) => ip.to_string(),
         };
         Ok(Self {
             scheme,

@@ -290,25 +290,10 @@ impl CallClaims {
 /// It is the origin the egress policy judged, so a receiver that knows itself as
 /// `http://127.0.0.1:8080` accepts a call the policy let through as `http://[::ffff:7f00:1]:8080`.
 pub fn target_origin(url: &url::Url) -> Result<String, SigningError> {
-    use std::net::IpAddr;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(SigningError::NoOrigin);
     }
-    let host = match url.host() {
-        Some(url::Host::Domain(name)) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            if name.is_empty() {
-                return Err(SigningError::NoOrigin);
-            }
-            name
-        }
-        Some(url::Host::Ipv4(v4)) => v4.to_string(),
-        Some(url::Host::Ipv6(v6)) => match IpAddr::V6(v6).to_canonical() {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(v6) => format!("[{v6}]"),
-        },
-        None => return Err(SigningError::NoOrigin),
-    };
+    let host = super::egress::judged_origin_host(url).ok_or(SigningError::NoOrigin)?;
     // `port()` is `None` for the scheme's default port.
     Ok(match url.port() {
         Some(port) => format!("{}://{host}:{port}", url.scheme()),
