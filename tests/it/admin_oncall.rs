@@ -60,21 +60,7 @@ async fn scenario(browser: &Browser) {
 
     let nightly = api.create(api.env_a, "nightly").await;
     let failing = RawServer::start(|_: &Recorded| Reply::status(500)).await;
-    let mut doomed = api.new_schedule(api.env_a, "doomed");
-    doomed["max_retries"] = json!(0);
-    doomed["target_config"] = json!({"baseUrl": failing.url()});
-    let (status, doomed, _) = api
-        .call(Method::POST, "/v1/schedules", Some(&token), Some(doomed))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{doomed}");
-    let doomed = doomed["id"].as_str().unwrap().to_owned();
-    let (status, _) = call(
-        &api,
-        Method::POST,
-        &format!("/v1/schedules/{doomed}/trigger?target_env_id={env}"),
-    )
-    .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
+    let (doomed, _) = crate::lifecycle::triggered_as(&api, "doomed", &failing, 0).await;
     let summary = api.engine().tick().await.unwrap();
     assert_eq!(summary.dead_lettered, 1, "{summary:?}");
     let (_, dlq) = call(&api, Method::GET, &format!("/v1/dlq?target_env_id={env}")).await;

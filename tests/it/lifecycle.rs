@@ -36,11 +36,21 @@ pub async fn switchable_target(failing: Arc<AtomicBool>) -> RawServer {
     .await
 }
 
-/// Creates a schedule calling `target` with no retries and triggers it; returns the schedule
-/// id and the triggered job's id.
+/// Creates a schedule calling `target` with `max_retries` and triggers it; returns the
+/// schedule id and the triggered job's id.
 pub async fn triggered(api: &Api, target: &RawServer, max_retries: u32) -> (String, String) {
+    triggered_as(api, "ledger", target, max_retries).await
+}
+
+/// [`triggered`], for a schedule of the type `schedule_type`.
+pub async fn triggered_as(
+    api: &Api,
+    schedule_type: &str,
+    target: &RawServer,
+    max_retries: u32,
+) -> (String, String) {
     let env = api.env_a;
-    let mut body = api.new_schedule(env, "ledger");
+    let mut body = api.new_schedule(env, schedule_type);
     body["max_retries"] = json!(max_retries);
     body["target_config"] = json!({"baseUrl": target.url()});
     let (status, created, _) = api
