@@ -77,37 +77,35 @@ impl Ops {
 
     /// Which of these jobs a pause holds: pending (a retry, or a run triggered or republished
     /// before the pause) while their schedule is paused, so nothing claims them until it is
-    /// resumed. Reads each distinct schedule of a pending job once, in one transaction.
+    /// resumed. Reads the schedules of the pending jobs in one read.
     pub async fn jobs_held_by_pause(
         &self,
         env: EnvId,
         jobs: &[Job],
     ) -> OpsResult<std::collections::HashSet<JobId>> {
-        let mut held = std::collections::HashSet::new();
         let pending: Vec<&Job> = jobs
             .iter()
             .filter(|job| job.status == JobStatus::Pending)
             .collect();
         if pending.is_empty() {
-            return Ok(held);
+            return Ok(std::collections::HashSet::new());
         }
+        let mut ids: Vec<ScheduleId> = pending.iter().map(|job| job.schedule_id).collect();
+        ids.sort();
+        ids.dedup();
         let mut tx = self.store.tenant_begin(env).await?;
-        let mut paused = std::collections::HashMap::new();
-        for job in pending {
-            let is_paused = match paused.get(&job.schedule_id) {
-                Some(known) => *known,
-                None => {
-                    let status = tx.schedule_get(job.schedule_id).await?.map(|s| s.status);
-                    let known = status == Some(ScheduleStatus::Paused);
-                    paused.insert(job.schedule_id, known);
-                    known
-                }
-            };
-            if is_paused {
-                held.insert(job.id);
-            }
-        }
-        Ok(held)
+        let paused: std::collections::HashSet<ScheduleId> = tx
+            .schedule_get_many(&ids, false)
+            .await?
+            .into_iter()
+            .filter(|s| s.status == ScheduleStatus::Paused)
+            .map(|s| s.id)
+            .collect();
+        Ok(pending
+            .into_iter()
+            .filter(|job| paused.contains(&job.schedule_id))
+            .map(|job| job.id)
+            .collect())
     }
 
     /// A dead-letter entry of this environment.
