@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::AppState;
 use super::error::ApiError;
-use super::policy::SCOPE_ADMIN;
+use super::policy;
 use crate::core::snapshot::Counts;
 use crate::core::store::StoreStats;
 
@@ -186,7 +186,7 @@ pub async fn health(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> (StatusCode, Json<Health>) {
-    let detail = is_admin(&state, &headers).await;
+    let detail = is_admin_request(&state, &headers).await;
     health_report(&state, detail).await
 }
 
@@ -241,7 +241,7 @@ pub async fn health_report(state: &AppState, detail: bool) -> (StatusCode, Json<
 /// Whether the request carries a valid token with the admin scope. Anything else (no token,
 /// an invalid one, a tenant's token) gets the status alone: probes need no credential, and
 /// health never answers 401.
-async fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
+async fn is_admin_request(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(authorization) = headers.get(header::AUTHORIZATION) else {
         return false;
     };
@@ -250,7 +250,7 @@ async fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
         .auth
         .authenticate(authorization)
         .await
-        .is_ok_and(|principal| principal.has_scope(SCOPE_ADMIN))
+        .is_ok_and(|principal| policy::is_admin(&principal))
 }
 
 /// Prometheus text exposition: fires, failures, retries, DLQ landings, lateness, tick
