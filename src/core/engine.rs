@@ -48,15 +48,18 @@ use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
 use crate::core::timing::Timing;
 
-mod ahead;
 mod claim;
+mod held;
 mod outcome;
-mod pipeline;
+mod producer;
 mod recorder;
+mod round;
 mod share;
+mod slots;
 mod wake;
 
 pub use claim::MISSED_COUNT_CAP;
+pub use held::{HAND_OFF_BEFORE, HELD_MAX, HELD_PER_ENV};
 pub use outcome::run_request;
 pub use share::{BEAT_EVERY, STALE_AFTER};
 
@@ -149,11 +152,6 @@ fn rand_seed() -> u32 {
     u32::from_le_bytes([bytes[0], bytes[5], bytes[10], bytes[15]])
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Phase {
-    Due,
-    Drain,
-}
 
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -177,6 +175,20 @@ pub struct TickSummary {
 }
 
 impl TickSummary {
+    /// Adds what a claim round counted.
+    fn merge(&mut self, other: &TickSummary) {
+        self.due += other.due;
+        self.fired += other.fired;
+        self.retried_attempts += other.retried_attempts;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.skipped += other.skipped;
+        self.lost += other.lost;
+        self.errors += other.errors;
+    }
+
     fn add(&mut self, outcome: &Outcome) {
         match outcome {
             Outcome::Attempted { result, .. } => match result {
@@ -232,7 +244,9 @@ pub enum EngineError {
     Store(#[from] StoreError),
 }
 
-/// The engine, shared by the loop, `tick --once` and tests.
+/// The engine, shared by the loop, `tick --once` and tests. Cheap to clone: the tasks of its
+/// database work each hold a clone.
+#[derive(Clone)]
 pub struct Engine {
     store: Arc<dyn Store>,
     dispatcher: Arc<dyn Dispatcher>,
@@ -243,6 +257,8 @@ pub struct Engine {
     breakers: Arc<Mutex<Breakers>>,
     /// This instance among the instances sharing the store (see `share.rs`).
     instance: uuid::Uuid,
+    /// What the running producer says of itself ([`Engine::settled`]).
+    probe: Arc<producer::Probe>,
 }
 
 impl Engine {
@@ -256,6 +272,7 @@ impl Engine {
         Self {
             breakers: Arc::new(Mutex::new(Breakers::new(config.breaker))),
             instance: uuid::Uuid::new_v4(),
+            probe: Arc::default(),
             store,
             dispatcher,
             clock,
@@ -274,87 +291,98 @@ impl Engine {
 
     /// Runs one tick: due schedules in batches, then the retry drain. A failure of one
     /// schedule is logged and counted; only a failing due-selection query fails the tick.
+    /// Returns when every attempt it started is recorded.
     pub async fn tick(&self) -> Result<TickSummary, EngineError> {
-        let started = Instant::now();
-        let (result, summary) = self.tick_inner().await;
-        self.observe_round(started, &result);
-        result.map(|()| summary)
+        let (summary, error) = self
+            .dispatch(producer::Mode::Tick, std::future::pending())
+            .await;
+        match error {
+            Some(err) => Err(err),
+            None => Ok(summary),
+        }
     }
 
-    /// Metrics of one tick (or one round of the continuous loop).
-    fn observe_round<T>(&self, started: Instant, result: &Result<T, EngineError>) {
+    /// Runs the producer in `mode` beside its recorder until the producer is done, then the
+    /// recorder once it has recorded everything.
+    async fn dispatch(
+        &self,
+        mode: producer::Mode,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> (TickSummary, Option<EngineError>) {
+        let (share, share_rx) = tokio::sync::watch::channel((0, 1));
+        let beats = matches!(mode, producer::Mode::Serve { .. }).then(|| {
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            (stop, stopped, share)
+        });
+        let (to_recorder, done) = tokio::sync::mpsc::unbounded_channel();
+        let (recorded_tx, recorded) = tokio::sync::mpsc::unbounded_channel();
+        let (pressing, pressing_rx) = tokio::sync::watch::channel(false);
+        let recorder = recorder::Recorder {
+            engine: self,
+            done,
+            recorded: recorded_tx,
+            pressing: pressing_rx,
+        };
+        let Some((stop_beats, beats_stopped, share)) = beats else {
+            let producer =
+                producer::Producer::new(self.clone(), mode, to_recorder, recorded, pressing, share_rx);
+            let (result, ()) = tokio::join!(producer.run(shutdown), recorder.run());
+            return result;
+        };
+        // The first round already claims this instance's share only.
+        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
+        let beating = tokio::spawn(share::keep_share(
+            self.store.clone(),
+            self.clock.clone(),
+            self.instance,
+            share,
+            beats_stopped,
+        ));
+        let producer =
+            producer::Producer::new(self.clone(), mode, to_recorder, recorded, pressing, share_rx);
+        let producing = async {
+            let result = producer.run(shutdown).await;
+            // No more claims: the others take this instance's share.
+            let _ = stop_beats.send(true);
+            result
+        };
+        let (result, ()) = tokio::join!(producing, recorder.run());
+        if let Err(err) = beating.await {
+            tracing::error!(error = %err, "the heartbeat stopped");
+        }
+        result
+    }
+
+    /// Runs the engine continuously until `shutdown` resolves. Claiming stops at once; fires
+    /// already claimed ahead are still called at their instants, calls in flight finish (each
+    /// bounded by the job timeout), and every outcome is recorded before this returns.
+    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        let lead = self.config.lead();
+        let _ = self.dispatch(producer::Mode::Serve { lead }, shutdown).await;
+    }
+
+    /// Resolves once the running engine ([`Engine::run`]) has nothing to do at its clock's
+    /// instant: no database work, call or record in progress, and nothing due. For tests that
+    /// move the clock and then look at what the engine did, without waiting on the wall clock.
+    pub async fn settled(&self) {
+        self.probe.settled().await;
+    }
+
+    /// Metrics of one round of claims.
+    fn observe_round(&self, started: Instant, failed: Option<&StoreError>) {
         self.metrics.tick_duration.observe(started.elapsed());
-        match result {
-            Ok(_) => {
+        match failed {
+            None => {
                 inc(&self.metrics.ticks);
                 self.metrics
                     .last_tick_unix
                     .store(self.clock.now().timestamp(), Ordering::Relaxed);
             }
-            Err(err) => {
+            Some(err) => {
                 inc(&self.metrics.tick_errors);
                 tracing::error!(error = %err, "tick failed");
             }
         }
-    }
-
-    /// One complete tick through the pipeline: claims due schedules while slots allow
-    /// (waiting for slots when caps defer work), then due retries and expired leases, and
-    /// returns when every attempt it started is recorded.
-    async fn tick_inner(&self) -> (Result<(), EngineError>, TickSummary) {
-        let (pipeline, recorder) = self.pipeline(None);
-        let summary = pipeline.summary.clone();
-        // Leases are renewed during a tick as in the loop: a call near its timeout, or a
-        // record held up, must not be recovered by another instance meanwhile.
-        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
-        let keeper = tokio::spawn(wake::keep_leases(
-            self.store.clone(),
-            self.clock.clone(),
-            self.config.lease,
-            pipeline.inflight.clone(),
-            leases_stopped,
-        ));
-        let claiming = async move {
-            let result = self.tick_claims(&pipeline).await;
-            // Dropping the pipeline closes the recorder's channel once the calls are done.
-            drop(pipeline);
-            result
-        };
-        let (result, ()) = tokio::join!(claiming, recorder.run());
-        let _ = stop_leases.send(true);
-        if let Err(err) = keeper.await {
-            tracing::error!(error = %err, "the lease keeper stopped");
-        }
-        let summary = summary.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        (result, summary)
-    }
-
-    async fn tick_claims(&self, pipeline: &pipeline::Pipeline<'_>) -> Result<(), EngineError> {
-        for phase in [Phase::Due, Phase::Drain] {
-            for _ in 0..self.config.max_batches_per_tick {
-                if pipeline.room() == 0 {
-                    pipeline.inflight.freed.notified().await;
-                    continue;
-                }
-                let round = match phase {
-                    Phase::Due => pipeline.claim_due().await?,
-                    Phase::Drain => pipeline.drain_due().await?,
-                };
-                if round.deferred && !round.progress {
-                    // Everything due waits for a slot under a cap: wait for one to free up,
-                    // unless nothing is in flight to free one.
-                    if !pipeline.busy() {
-                        break;
-                    }
-                    pipeline.inflight.freed.notified().await;
-                    continue;
-                }
-                if !(round.progress && (round.full || round.deferred)) {
-                    break;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// What a tick would fire now, without firing anything.

@@ -10,7 +10,6 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::pipeline::Slot;
 use super::{ENGINE_ACTOR, Engine};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
@@ -24,8 +23,8 @@ pub const MISSED_COUNT_CAP: u32 = 10_000;
 
 /// What a claim may do with one due schedule.
 pub(super) enum Admit {
-    /// Claim it and call it now, in this reserved slot.
-    Slot(Slot),
+    /// Claim it and call it now (a slot is reserved for it in the round's budget).
+    Now,
     /// Claim it and hold it for its instant (a slot is reserved when it comes).
     Hold,
     /// Leave it due for later (no slot is free for it).
@@ -34,9 +33,8 @@ pub(super) enum Admit {
 
 /// What claiming a group of due schedules gave.
 pub(super) struct ClaimedGroup {
-    /// Jobs opened, each with the slot reserved for its call now (`None`: held for its
-    /// instant).
-    pub runs: Vec<(Schedule, Job, Option<Slot>)>,
+    /// Jobs opened, each held for its instant (`true`) or to call now.
+    pub runs: Vec<(Schedule, Job, bool)>,
     /// Fires recorded as skipped (the previous job was still open).
     pub skipped: usize,
     /// Skipped records of missed occurrences written.
@@ -81,8 +79,8 @@ struct MissedRun {
 }
 
 impl Engine {
-    /// Claims one environment's due schedules under their locks. `admit` reserves a slot for
-    /// a schedule about to be claimed, or refuses (the schedule stays due for later).
+    /// Claims one environment's due schedules under their locks. `admit` decides for a
+    /// schedule about to be claimed: call it now, hold it for its instant, or leave it due.
     pub(super) async fn claim_group(
         &self,
         env: EnvId,
@@ -141,7 +139,7 @@ impl Engine {
         };
         let mut claims = Vec::with_capacity(schedules.len());
         let mut exhausted = Vec::new();
-        let mut slots: HashMap<ScheduleId, Option<Slot>> = HashMap::new();
+        let mut holds: HashMap<ScheduleId, bool> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
         // The occurrence each claim fires: the stored next fire, or after missed ones the
         // latest of them.
@@ -156,8 +154,8 @@ impl Engine {
                 continue;
             }
             match admit(schedule) {
-                Admit::Slot(slot) => slots.insert(d.id, Some(slot)),
-                Admit::Hold => slots.insert(d.id, None),
+                Admit::Now => holds.insert(d.id, false),
+                Admit::Hold => holds.insert(d.id, true),
                 Admit::Refuse => {
                     deferred += 1;
                     continue;
@@ -212,7 +210,7 @@ impl Engine {
                 // instant: a stopped instance's fire is released to run seconds after it. Held
                 // is what `admit` decided, not a second look at the clock: an instant passed
                 // since is still handed off (at once).
-                let held = matches!(slots.get(&s.id), Some(None));
+                let held = holds.get(&s.id).copied().unwrap_or(false);
                 if held {
                     NewJob::scheduled(
                         s.id,
@@ -260,8 +258,8 @@ impl Engine {
                 missed += 1;
             }
             if let Some(job) = opened.remove(&schedule.id) {
-                let slot = slots.remove(&schedule.id).flatten();
-                runs.push((schedule, job, slot));
+                let held = holds.get(&schedule.id).copied().unwrap_or(false);
+                runs.push((schedule, job, held));
                 continue;
             }
             // The previous job is still open (a pending retry, a slow call): this fire is

@@ -432,9 +432,6 @@ pub(super) struct Attempt {
     /// When the call returned (`None` for an attempt recovered from another instance): the
     /// attempt ledger's end and duration are the call's, not its record's.
     pub ended_at: Option<DateTime<Utc>>,
-    /// The call's global slot, held until the outcome is recorded (so claiming slows down when
-    /// recording does); none for an attempt recovered from another instance.
-    pub _permit: Option<std::sync::Arc<super::pipeline::RecordPermit>>,
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

@@ -5,28 +5,24 @@
 //! until it lands.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{mpsc, watch};
 
-use super::ahead::Held;
 use super::outcome::Attempt;
-use super::pipeline::InFlight;
-use super::{Engine, Outcome, TickSummary};
+use super::{Engine, Outcome};
 use crate::core::model::*;
 
-/// The recording side: drains finished attempts and records them in batches.
+/// The recording side: takes finished attempts from the producer, records them in batches and
+/// reports back which outcomes are durable.
 pub(super) struct Recorder<'e> {
     pub engine: &'e Engine,
     pub done: mpsc::UnboundedReceiver<Attempt>,
-    pub inflight: Arc<InFlight>,
-    pub summary: Arc<Mutex<TickSummary>>,
-    /// The pipeline's held fires and record backlog: records give way to calls while fires
-    /// past their instant wait for a slot (see [`Recorder::gives_way`]).
-    pub held: Arc<Held>,
-    pub records: Arc<Semaphore>,
+    pub recorded: mpsc::UnboundedSender<Vec<(JobId, Outcome)>>,
+    /// True while claimed attempts wait for a slot: records give way to their calls (see
+    /// [`Recorder::gives_way`]).
+    pub pressing: watch::Receiver<bool>,
 }
 
 /// How often a recorder giving way to calls looks again.
@@ -58,10 +54,13 @@ impl Recorder<'_> {
         let mut recording = FuturesUnordered::new();
         let mut busy: HashSet<EnvId> = HashSet::new();
         let mut open = true;
+        // Attempts in the records being written.
+        let mut in_record = 0usize;
         let mut giving_way_since: Option<tokio::time::Instant> = None;
         loop {
             let now = tokio::time::Instant::now();
-            let give_way = self.gives_way(&mut giving_way_since, now);
+            let held: usize = waiting.values().map(Vec::len).sum::<usize>() + in_record;
+            let give_way = self.gives_way(held, &mut giving_way_since, now);
             let startable: Vec<EnvId> = waiting
                 .keys()
                 .filter(|_| !give_way)
@@ -71,15 +70,17 @@ impl Recorder<'_> {
                 .collect();
             for env in startable {
                 let attempts = waiting.remove(&env).unwrap_or_default();
+                in_record += attempts.len();
                 busy.insert(env);
                 recording.push(async move {
                     let started = tokio::time::Instant::now();
+                    let count = attempts.len();
                     let answered: Vec<_> = attempts.iter().filter_map(|a| a.ended_at).collect();
                     let recorded = engine.record(env, attempts).await;
                     if recorded.is_ok() {
                         engine.observe_durable(&answered);
                     }
-                    (env, started, recorded)
+                    (env, started, count, recorded)
                 });
             }
             if !open && recording.is_empty() && waiting.is_empty() {
@@ -101,8 +102,9 @@ impl Recorder<'_> {
                         waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
                     }
                 }
-                Some((env, started, result)) = recording.next(), if !recording.is_empty() => {
+                Some((env, started, count, result)) = recording.next(), if !recording.is_empty() => {
                     busy.remove(&env);
+                    in_record -= count;
                     let outcomes = match result {
                         Ok(outcomes) => {
                             // What finished meanwhile is recorded together, a step after this
@@ -118,40 +120,32 @@ impl Recorder<'_> {
                             continue;
                         }
                     };
-                    self.done_with(&outcomes);
+                    // The producer may be gone once it has nothing left to wait for.
+                    let _ = self.recorded.send(outcomes);
                 }
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
             }
         }
     }
 
-    /// Whether to hold new records back for now: while fires past their instant wait for a
-    /// slot (a burst), their calls get the machine first. Bounded: never once the backlog is
-    /// three-quarters full, and never for longer than [`GIVE_WAY_MAX`] in a row.
+    /// Whether to hold new records back for now: while claimed attempts wait for a slot (a
+    /// burst), their calls get the machine first. Bounded: never once `held` outcomes fill
+    /// three-quarters of the record backlog, and never for longer than [`GIVE_WAY_MAX`] in a
+    /// row.
     fn gives_way(
         &self,
+        held: usize,
         since: &mut Option<tokio::time::Instant>,
         now: tokio::time::Instant,
     ) -> bool {
-        let backlog = self.engine.record_backlog();
-        let used = backlog.saturating_sub(self.records.available_permits());
-        let pressed = self.held.pressing() && used < backlog / 4 * 3;
+        let backlog = super::slots::backlog_cap(&self.engine.config);
+        let pressed = *self.pressing.borrow() && held < backlog / 4 * 3;
         if !pressed {
             *since = None;
             return false;
         }
         let started = *since.get_or_insert(now);
         now.duration_since(started) < GIVE_WAY_MAX
-    }
-
-    fn done_with(&self, outcomes: &[(JobId, Outcome)]) {
-        for (id, _) in outcomes {
-            self.inflight.recorded(*id);
-        }
-        let mut summary = self.summary.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, outcome) in outcomes {
-            summary.add(outcome);
-        }
     }
 }
 

@@ -6,47 +6,21 @@
 //! claimed at its instant by the others until its heartbeat is [`STALE_AFTER`] old and
 //! forgotten (a stopping instance leaves at once).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::core::clock::Clock;
-use crate::core::store::{Share, Store};
+use tokio::sync::watch;
+
+use crate::core::store::Store;
 
 /// How often an instance says it is alive.
 pub const BEAT_EVERY: Duration = Duration::from_secs(2);
 
 /// An instance not heard from for this long is forgotten, and its share goes to the others.
 pub const STALE_AFTER: Duration = Duration::from_secs(10);
-
-/// This instance's place among the instances alive: `(index, of)`.
-#[derive(Debug)]
-pub(super) struct ShareCell(Mutex<(u32, u32)>);
-
-impl Default for ShareCell {
-    /// Alone until the first beat says otherwise.
-    fn default() -> Self {
-        Self(Mutex::new((0, 1)))
-    }
-}
-
-impl ShareCell {
-    /// The share to claim ahead with at `now`; `None` when this instance is alone.
-    pub(super) fn get(&self, now: DateTime<Utc>) -> Option<Share> {
-        let (index, of) = *self.0.lock().unwrap_or_else(|p| p.into_inner());
-        (of > 1).then_some(Share {
-            index,
-            of,
-            ahead_after: now,
-        })
-    }
-
-    fn set(&self, place: (u32, u32)) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = place;
-    }
-}
 
 /// `me`'s place among the instances alive (`alive` in the store's order): its index and their
 /// number; alone when it is not among them.
@@ -62,11 +36,18 @@ pub(super) fn place(alive: &[Uuid], me: Uuid) -> (u32, u32) {
 
 /// One heartbeat: records `me` as alive and updates its place. A failed beat keeps the last
 /// place (the database is away: nothing is claimed meanwhile anyway).
-pub(super) async fn beat(store: &dyn Store, clock: &dyn Clock, me: Uuid, cell: &ShareCell) {
+pub(super) async fn beat(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    me: Uuid,
+    cell: &watch::Sender<(u32, u32)>,
+) {
     let now = clock.now();
     let stale_before = now - super::chrono_duration(STALE_AFTER);
     match store.instance_beat(me, now, stale_before).await {
-        Ok(alive) => cell.set(place(&alive, me)),
+        Ok(alive) => {
+            cell.send_replace(place(&alive, me));
+        }
         Err(err) => tracing::warn!(error = %err, "cannot record this instance's heartbeat"),
     }
 }
@@ -77,7 +58,7 @@ pub(super) async fn keep_share(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     me: Uuid,
-    cell: Arc<ShareCell>,
+    cell: watch::Sender<(u32, u32)>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -106,21 +87,5 @@ mod tests {
         // Not among them (its beat was not recorded): it claims as if alone.
         assert_eq!(place(&ids, Uuid::from_u128(9)), (0, 1));
         assert_eq!(place(&[], ids[0]), (0, 1));
-    }
-
-    #[test]
-    fn an_instance_alone_claims_without_a_share() {
-        let now = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
-        let cell = ShareCell::default();
-        assert_eq!(cell.get(now), None);
-        cell.set((1, 2));
-        assert_eq!(
-            cell.get(now),
-            Some(Share {
-                index: 1,
-                of: 2,
-                ahead_after: now
-            })
-        );
     }
 }

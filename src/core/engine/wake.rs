@@ -1,183 +1,75 @@
-//! The continuous loop of `serve`: claim rounds while there is due work and free slots, then
-//! a sleep until the earliest due instant, a change signal (from this or, through the store,
-//! another instance), a freed slot when work was deferred, or the safety interval. Beside it
-//! the recorder records outcomes as they complete, and the lease keeper renews the leases of
-//! this instance's running attempts.
+//! When the continuous loop runs its next round, and how often leases are renewed: pure rules
+//! the producer applies. After a round, the next one waits until the earliest due instant (a
+//! lead before it when claiming ahead), within the safety interval; a change signal (from this
+//! or, through the store, another instance) or a freed slot when work was deferred starts it
+//! at once.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::pipeline::{InFlight, Round};
-use super::{Engine, share};
-use crate::core::clock::Clock;
-use crate::core::store::Store;
+use chrono::{DateTime, Utc};
 
-impl Engine {
-    /// Runs the pipeline until `shutdown` resolves. Claiming stops at once; calls in flight
-    /// finish (each bounded by the job timeout) and are recorded before this returns.
-    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
-        let lead = self.config.lead();
-        let (pipeline, recorder) = self.pipeline((!lead.is_zero()).then_some(lead));
-        let inflight = pipeline.inflight.clone();
-        // The first round already claims this instance's share only.
-        let share = pipeline.share.clone();
-        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
-        let (stop_beats, beats_stopped) = tokio::sync::watch::channel(false);
-        let beats = tokio::spawn(share::keep_share(
-            self.store.clone(),
-            self.clock.clone(),
-            self.instance,
-            share,
-            beats_stopped,
-        ));
-        let (stop_leases, leases_stopped) = tokio::sync::watch::channel(false);
-        let (stop_claims, claims_stopped) = tokio::sync::watch::channel(false);
-        let claiming = async move {
-            let claim = async {
-                self.claim_loop(&pipeline, shutdown).await;
-                let _ = stop_claims.send(true);
-            };
-            tokio::join!(claim, pipeline.launch_loop(claims_stopped));
-            // No more claims: the others take this instance's share.
-            let _ = stop_beats.send(true);
-            // Dropping the pipeline closes the recorder's channel once the calls are done.
-            drop(pipeline);
-        };
-        let recording = async move {
-            recorder.run().await;
-            let _ = stop_leases.send(true);
-        };
-        // The lease keeper runs on a task of its own: a claim busy computing missed
-        // occurrences, or a slow record, must not delay a renewal.
-        let keeper = tokio::spawn(keep_leases(
-            self.store.clone(),
-            self.clock.clone(),
-            self.config.lease,
-            inflight,
-            leases_stopped,
-        ));
-        tokio::join!(claiming, recording);
-        if let Err(err) = keeper.await {
-            tracing::error!(error = %err, "the lease keeper stopped");
-        }
-        if let Err(err) = beats.await {
-            tracing::error!(error = %err, "the heartbeat stopped");
-        }
-    }
+use super::round::Round;
+use crate::core::store::StoreResult;
 
-    async fn claim_loop(
-        &self,
-        pipeline: &super::pipeline::Pipeline<'_>,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) {
-        tokio::pin!(shutdown);
-        let signals = self.store.signals();
-        loop {
-            let started = Instant::now();
-            let round = pipeline.round().await;
-            self.observe_round(started, &round);
-            let round = round.unwrap_or_default();
-            let freed = &pipeline.inflight.freed;
-            // More is due and there is room for it: go on at once.
-            if round.progress && round.full && pipeline.claim_room() > 0 {
-                tokio::select! {
-                    biased;
-                    () = &mut shutdown => return,
-                    () = tokio::task::yield_now() => continue,
-                }
-            }
-            let wait = self
-                .wait_after(&round, pipeline.ahead.unwrap_or_default())
-                .await;
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                () = signals.schedules.notified() => {}
-                // Work waits for a slot: a finished call frees one; or for room among the
-                // held fires: a launched one makes it.
-                () = freed.notified(), if round.deferred => {}
-                () = pipeline.held.left.notified(), if round.deferred => {}
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-    }
-
-    /// How long to sleep after a round: until the earliest due instant (a lead before it when
-    /// claiming ahead), within the safety interval, and never spinning on work that is due but
-    /// cannot be taken now.
-    async fn wait_after(&self, round: &Round, lead: Duration) -> Duration {
-        match self.store.wakeup_next().await {
-            Ok(Some(at)) => {
-                let until = (at - self.clock.now()).to_std().unwrap_or_default();
-                // Claimed a lead ahead, at most every step (a steady stream of fires is
-                // claimed a step's worth at a time, not one claim per fire). What is nearer
-                // than the lead after a round is looked at again within a step: a fire that
-                // came within the lead while the round ran (or that the round could not take)
-                // is claimed ahead then, not at its instant; a retry or a lease sooner than
-                // that is waited for at its own instant. (A schedule left for its instant
-                // because its previous job is open costs a round per step until then.)
-                let until = if lead.is_zero() {
-                    until
-                } else if until > lead {
-                    (until - lead).max(claim_ahead_step(lead))
-                } else {
-                    until.min(claim_ahead_step(lead))
-                };
-                // Work that is already due but could not be taken (another instance holds it,
-                // or it waits for a slot) must not spin this loop.
-                let floor = if round.progress && !round.deferred {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(100)
-                };
-                until.max(floor).min(self.config.tick_interval)
-            }
-            Ok(None) => self.config.tick_interval,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
-                Duration::from_secs(1).min(self.config.tick_interval)
-            }
-        }
-    }
+/// How long the producer waits before its next round, and whether the wait is a pause with
+/// work pending (work due that could not be taken, or the database failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Wait {
+    pub wait: Duration,
+    pub pause: bool,
 }
 
-/// Renews the leases of this instance's unrecorded attempts a few times per lease, until the
-/// recorder is done. A renewal that failed is tried again after [`RENEW_RETRY`], not a third of
-/// a lease later, so a short outage does not let the leases run out.
-pub(super) async fn keep_leases(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    lease: Duration,
-    inflight: Arc<InFlight>,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
-    // On the injected clock: leases are judged by it, so renewals keep time with it (a test
-    // moves the clock past a renewal and the renewal happens, with no wall-clock wait).
-    let every = renewal_interval(lease);
-    let mut next = clock.now() + super::chrono_duration(every);
-    loop {
-        // Stopping comes first: a keeper whose pipeline is gone (its instance stopped, or its
-        // tick was dropped) must not renew once more because the clock moved meanwhile.
-        tokio::select! {
-            biased;
-            _ = stopped.wait_for(|s| *s) => return,
-            () = clock.sleep_until(next) => {}
-        }
-        let jobs = inflight.jobs();
-        let now = clock.now();
-        if jobs.is_empty() {
-            next = now + super::chrono_duration(every);
-            continue;
-        }
-        let until = now + super::chrono_duration(lease);
-        let after = match store.jobs_lease_renew(&jobs, until).await {
-            Ok(_) => every,
-            Err(err) => {
-                tracing::warn!(error = %err, jobs = jobs.len(), "renewing attempt leases failed; trying again");
-                RENEW_RETRY.min(every)
+/// How long to wait after a round, given the earliest due instant the round read: until that
+/// instant (a lead before it when claiming ahead), within the safety interval, and never
+/// spinning on work that is due but cannot be taken now.
+pub(super) fn wait_after(
+    round: &Round,
+    next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
+    now: DateTime<Utc>,
+    lead: Duration,
+    tick_interval: Duration,
+) -> Wait {
+    match next_due {
+        Some(Ok(Some(at))) => {
+            let until = (at - now).to_std().unwrap_or_default();
+            // Claimed a lead ahead, at most every step (a steady stream of fires is claimed a
+            // step's worth at a time, not one claim per fire). What is nearer than the lead
+            // after a round is looked at again within a step: a fire that came within the lead
+            // while the round ran (or that the round could not take) is claimed ahead then,
+            // not at its instant; a retry or a lease sooner than that is waited for at its own
+            // instant. (A schedule left for its instant because its previous job is open costs
+            // a round per step until then.)
+            let until = if lead.is_zero() {
+                until
+            } else if until > lead {
+                (until - lead).max(claim_ahead_step(lead))
+            } else {
+                until.min(claim_ahead_step(lead))
+            };
+            // Work that is already due but could not be taken (another instance holds it, or
+            // it waits for a slot) must not spin the loop.
+            let pause = !round.progress || round.deferred;
+            let floor = if pause {
+                Duration::from_millis(100)
+            } else {
+                Duration::ZERO
+            };
+            Wait {
+                wait: until.max(floor).min(tick_interval),
+                pause: pause && until <= floor,
             }
-        };
-        next = now + super::chrono_duration(after);
+        }
+        Some(Ok(None)) | None => Wait {
+            wait: tick_interval,
+            pause: false,
+        },
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "cannot compute the next wake-up; polling");
+            Wait {
+                wait: Duration::from_secs(1).min(tick_interval),
+                pause: true,
+            }
+        }
     }
 }
 
@@ -191,10 +83,10 @@ fn claim_ahead_step(lead: Duration) -> Duration {
 }
 
 /// How soon a failed lease renewal is tried again.
-const RENEW_RETRY: Duration = Duration::from_secs(1);
+pub(super) const RENEW_RETRY: Duration = Duration::from_secs(1);
 
 /// How often leases are renewed: a few times per lease.
-fn renewal_interval(lease: Duration) -> Duration {
+pub(super) fn renewal_interval(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(100))
 }
 

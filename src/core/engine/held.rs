@@ -1,0 +1,388 @@
+//! The fires the producer holds in memory: claimed ahead of their instant, or claimed and
+//! waiting for a slot. Plain data owned by the producer's task (no locks); every transition is
+//! a method here, called by the producer alone.
+//!
+//! ```text
+//!  claim ahead ─► waiting ──hand-off write──► handed off ──instant──► ready ──slot──► called
+//!                  ▲   │                                               ▲
+//!    write failed ─┘   └─► withdrawn (a change took it first: skipped) │
+//!                          claimed at the instant, or a retry ──────────┘
+//! ```
+//!
+//! A fire in `waiting` is `scheduled` in the store and this instance's alone to hand off
+//! (the drain never releases it); from the hand-off on it is `running` under a call lease the
+//! producer renews.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::core::model::*;
+
+/// At most this many fires are held at once (claimed ahead, or past their instant and waiting
+/// for a slot); claiming ahead waits for room beyond it.
+pub const HELD_MAX: usize = 50_000;
+
+/// At most this many of them belong to one environment, so one tenant's flood leaves room for
+/// the others' fires (beyond it, its occurrences are claimed at their instant, into slots).
+pub const HELD_PER_ENV: usize = 20_000;
+
+/// How long before its instant a fire claimed ahead is handed off for its call at the latest:
+/// the hand-off of a burst (thousands of rows) is written before it, not in it. A change later
+/// than this does not reach the fire.
+pub const HAND_OFF_BEFORE: Duration = Duration::from_secs(1);
+
+/// At most this many fires are handed off in one write, in instant order: the earliest of a
+/// large burst are called while the rest are handed off.
+pub(super) const HAND_OFF_CHUNK: usize = 2_000;
+
+/// A hand-off also takes the fires due within this much after those it must take, so a steady
+/// stream of fires is handed off a few times a second in one write each, not one write per
+/// fire: a fire is handed off between [`HAND_OFF_BEFORE`] and this much more before its
+/// instant (or, in a burst larger than a chunk, as soon as the chunks before it are).
+pub const HAND_OFF_STEP: Duration = Duration::from_millis(250);
+
+/// How a ready fire came to be claimed: a fire is counted and its lateness observed when it is
+/// called; a retry (or a triggered or republished run) is not a fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    Fire,
+    Retry,
+}
+
+/// A claimed attempt waiting for a slot.
+pub(super) struct Ready {
+    pub schedule: Schedule,
+    pub job: Job,
+    pub start: Start,
+    /// Counted among the held fires (claimed ahead) until it is called.
+    pub held: bool,
+}
+
+/// The fires held by the producer.
+#[derive(Default)]
+pub(super) struct Held {
+    /// By instant (and arrival, to keep keys unique): fires to hand off before their instant.
+    waiting: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
+    /// Fires handed off, waiting for their instant.
+    handed_off: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
+    arrivals: u64,
+    /// Waiting for a slot: per environment and origin, taken round-robin.
+    ready: BTreeMap<String, VecDeque<Ready>>,
+    /// The jobs claimed ahead whose hand-off is not confirmed yet (in `waiting`, or in a
+    /// hand-off write): still `scheduled` in the store, and this instance's.
+    scheduled: HashSet<JobId>,
+    /// Fires claimed ahead and not called or withdrawn yet, in all and per environment.
+    count: usize,
+    per_env: HashMap<EnvId, usize>,
+}
+
+impl Held {
+    fn key(&mut self, at: DateTime<Utc>) -> (DateTime<Utc>, u64) {
+        self.arrivals += 1;
+        (at, self.arrivals)
+    }
+
+    /// Room for more fires claimed ahead.
+    pub fn room(&self) -> usize {
+        HELD_MAX.saturating_sub(self.count)
+    }
+
+    /// Fires held now per environment.
+    pub fn per_env(&self) -> &HashMap<EnvId, usize> {
+        &self.per_env
+    }
+
+    /// Fires held now.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Holds a fire claimed ahead until its hand-off.
+    pub fn hold(&mut self, schedule: Schedule, job: Job) {
+        let key = self.key(job.scheduled_for);
+        self.scheduled.insert(job.id);
+        self.count += 1;
+        *self.per_env.entry(schedule.env_id).or_default() += 1;
+        self.waiting.insert(key, (schedule, job));
+    }
+
+    /// The jobs this instance claimed ahead and has not handed off yet.
+    pub fn scheduled(&self) -> &HashSet<JobId> {
+        &self.scheduled
+    }
+
+    /// The earliest instant of a fire still to hand off, and of one handed off.
+    pub fn next_hand_off(&self) -> Option<DateTime<Utc>> {
+        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
+        self.waiting.keys().next().map(|(at, _)| *at - before)
+    }
+
+    pub fn next_instant(&self) -> Option<DateTime<Utc>> {
+        self.handed_off.keys().next().map(|(at, _)| *at)
+    }
+
+    /// Takes the fires to hand off now: when the earliest is at most [`HAND_OFF_BEFORE`] away,
+    /// those at most [`HAND_OFF_STEP`] more away too, earliest first, at most
+    /// [`HAND_OFF_CHUNK`]. They stay counted (and `scheduled`) until the write is answered.
+    pub fn take_to_hand_off(&mut self, now: DateTime<Utc>) -> Vec<(Schedule, Job)> {
+        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
+        let step = chrono::Duration::from_std(HAND_OFF_STEP).unwrap_or_default();
+        if self.next_hand_off().is_none_or(|at| at > now) {
+            return Vec::new();
+        }
+        let until = now + before + step;
+        let mut taken = Vec::new();
+        while taken.len() < HAND_OFF_CHUNK {
+            match self.waiting.first_entry() {
+                Some(entry) if entry.key().0 <= until => taken.push(entry.remove()),
+                _ => break,
+            }
+        }
+        taken
+    }
+
+    /// The hand-off write of `jobs` was answered: each is running now, or no longer ours.
+    pub fn hand_off_answered(&mut self, jobs: impl IntoIterator<Item = JobId>) {
+        for job in jobs {
+            self.scheduled.remove(&job);
+        }
+    }
+
+    /// Puts fires whose hand-off write failed back, to hand off again.
+    pub fn put_back(&mut self, fires: Vec<(Schedule, Job)>) {
+        for fire in fires {
+            let key = self.key(fire.1.scheduled_for);
+            self.waiting.insert(key, fire);
+        }
+    }
+
+    /// Fires handed off: they wait for their instant.
+    pub fn handed_off(&mut self, fires: Vec<(Schedule, Job)>) {
+        for fire in fires {
+            let key = self.key(fire.1.scheduled_for);
+            self.handed_off.insert(key, fire);
+        }
+    }
+
+    /// Moves the handed-off fires whose instant has come to the ready queue.
+    pub fn instant_came(&mut self, now: DateTime<Utc>) {
+        let later = self.handed_off.split_off(&(now, u64::MAX));
+        let due = std::mem::replace(&mut self.handed_off, later);
+        for (schedule, job) in due.into_values() {
+            self.queue(Ready {
+                schedule,
+                job,
+                start: Start::Fire,
+                held: true,
+            });
+        }
+    }
+
+    /// Queues a claimed attempt for a slot.
+    pub fn queue(&mut self, ready: Ready) {
+        let key = super::slots::origin_of(&ready.schedule)
+            .unwrap_or_else(|| ready.schedule.env_id.to_string());
+        self.ready.entry(key).or_default().push_back(ready);
+    }
+
+    /// True while claimed attempts wait for a slot.
+    pub fn pressing(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Takes ready attempts, one per environment and origin in turn, as long as `reserve`
+    /// finds each a slot (it returns false when the attempt's caps are full; that queue is
+    /// passed over for now). Returns the attempts with what `reserve` gave.
+    pub fn take_ready<S>(&mut self, mut reserve: impl FnMut(&Schedule) -> Option<S>) -> Vec<(Ready, S)> {
+        let mut taken = Vec::new();
+        let mut blocked: HashSet<String> = HashSet::new();
+        loop {
+            let keys: Vec<String> = self
+                .ready
+                .keys()
+                .filter(|k| !blocked.contains(*k))
+                .cloned()
+                .collect();
+            if keys.is_empty() {
+                break;
+            }
+            let mut progress = false;
+            for key in keys {
+                let Some(queue) = self.ready.get_mut(&key) else {
+                    continue;
+                };
+                let Some(front) = queue.front() else {
+                    self.ready.remove(&key);
+                    continue;
+                };
+                let Some(slot) = reserve(&front.schedule) else {
+                    blocked.insert(key);
+                    continue;
+                };
+                let ready = queue.pop_front().expect("a front was just seen");
+                if queue.is_empty() {
+                    self.ready.remove(&key);
+                }
+                if ready.held {
+                    self.forget(ready.schedule.env_id);
+                }
+                taken.push((ready, slot));
+                progress = true;
+            }
+            if !progress {
+                break;
+            }
+        }
+        taken
+    }
+
+    /// A fire claimed ahead left without a call (withdrawn).
+    pub fn forget(&mut self, env: EnvId) {
+        self.count = self.count.saturating_sub(1);
+        if let Some(n) = self.per_env.get_mut(&env) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_env.remove(&env);
+            }
+        }
+    }
+
+    /// True when nothing at all is held or queued.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 && self.ready.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fire(env: EnvId, at: DateTime<Utc>) -> (Schedule, Job) {
+        let schedule = Schedule {
+            id: ScheduleId::new(),
+            env_id: env,
+            domain: "billing".into(),
+            schedule_type: "invoice".into(),
+            timing: crate::core::timing::Timing::Once { run_at: at },
+            target: crate::core::target::Target::from_stored(
+                serde_json::json!({ "baseUrl": "http://127.0.0.1:9" }),
+            ),
+            payload: serde_json::Value::Null,
+            status: ScheduleStatus::Active,
+            next_run_at: Some(at),
+            last_run_at: None,
+            retry_count: 0,
+            max_retries: 0,
+            created_at: at,
+            updated_at: at,
+            created_by: "test".into(),
+            updated_by: "test".into(),
+        };
+        let job = Job {
+            id: JobId::new(),
+            schedule_id: schedule.id,
+            env_id: env,
+            status: JobStatus::Scheduled,
+            attempt: 1,
+            scheduled_for: at,
+            next_attempt_at: None,
+            started_at: None,
+            finished_at: None,
+            result: None,
+            error: None,
+            idempotency_key: "k".into(),
+            created_at: at,
+            updated_at: at,
+            superseded_by: None,
+            missed: None,
+        };
+        (schedule, job)
+    }
+
+    #[test]
+    fn a_fire_goes_from_waiting_through_its_hand_off_to_ready_at_its_instant() {
+        let t0 = DateTime::parse_from_rfc3339("2030-01-01T00:00:10Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let env = EnvId::new();
+        let mut held = Held::default();
+        let (schedule, job) = fire(env, t0);
+        let id = job.id;
+        held.hold(schedule, job);
+        assert_eq!((held.count(), held.per_env().get(&env)), (1, Some(&1)));
+        assert!(held.scheduled().contains(&id));
+        assert_eq!(
+            held.next_hand_off(),
+            Some(t0 - chrono::Duration::seconds(1))
+        );
+        // Too early to hand off.
+        assert!(held.take_to_hand_off(t0 - chrono::Duration::seconds(2)).is_empty());
+        let taken = held.take_to_hand_off(t0 - chrono::Duration::seconds(1));
+        assert_eq!(taken.len(), 1);
+        assert_eq!(held.count(), 1, "counted until called or withdrawn");
+        held.hand_off_answered([id]);
+        assert!(held.scheduled().is_empty());
+        held.handed_off(taken);
+        assert_eq!(held.next_instant(), Some(t0));
+        held.instant_came(t0 - chrono::Duration::milliseconds(1));
+        assert!(!held.pressing(), "not before its instant");
+        held.instant_came(t0);
+        assert!(held.pressing());
+        let called = held.take_ready(|_| Some(()));
+        assert_eq!(called.len(), 1);
+        assert_eq!(called[0].0.start, Start::Fire);
+        assert!(held.is_empty());
+        assert!(held.per_env().is_empty());
+    }
+
+    #[test]
+    fn ready_attempts_are_taken_round_robin_and_a_full_queue_holds_back_only_itself() {
+        let t0 = Utc::now();
+        let (a, b) = (EnvId::new(), EnvId::new());
+        let mut held = Held::default();
+        for env in [a, a, a, b, b] {
+            let (schedule, job) = fire(env, t0);
+            held.queue(Ready {
+                schedule,
+                job,
+                start: Start::Retry,
+                held: false,
+            });
+        }
+        // Environment a's caps are full: b's attempts still go.
+        let taken = held.take_ready(|s| (s.env_id == b).then_some(()));
+        assert_eq!(taken.len(), 2);
+        assert!(taken.iter().all(|(r, ())| r.schedule.env_id == b));
+        assert!(held.pressing());
+        // Two slots free: one each turn, so a's first two.
+        let mut budget = 2;
+        let taken = held.take_ready(|_| {
+            (budget > 0).then(|| {
+                budget -= 1;
+            })
+        });
+        assert_eq!(taken.len(), 2);
+        assert!(held.pressing());
+    }
+
+    #[test]
+    fn a_failed_hand_off_puts_its_fires_back_in_instant_order() {
+        let t0 = Utc::now();
+        let env = EnvId::new();
+        let mut held = Held::default();
+        for s in [3, 1, 2] {
+            let (schedule, job) = fire(env, t0 + chrono::Duration::milliseconds(s * 100));
+            held.hold(schedule, job);
+        }
+        let taken = held.take_to_hand_off(t0);
+        assert_eq!(taken.len(), 3);
+        let instants: Vec<_> = taken.iter().map(|(_, j)| j.scheduled_for).collect();
+        assert!(instants.is_sorted());
+        held.put_back(taken);
+        assert_eq!(held.count(), 3);
+        assert_eq!(held.scheduled().len(), 3, "still scheduled, still ours");
+        assert_eq!(held.take_to_hand_off(t0).len(), 3);
+    }
+}

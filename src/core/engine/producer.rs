@@ -1,0 +1,882 @@
+//! The producer: the one task that owns the dispatch state. It decides every transition of a
+//! claimed attempt and nothing else touches that state (no locks, no shared flags):
+//!
+//! ```text
+//!            round ──► held (claimed ahead) ──hand-off──► handed off ──instant──┐
+//!              │                                                               ▼
+//!              └──────────────► claimed at the instant, or a retry ──► ready ──slot──► call
+//!                                                                                        │
+//!        recorded ◄── recorder ◄──────────────────────── outcome (the slot is free) ◄────┘
+//! ```
+//!
+//! Database work runs on tasks of its own, started here and answered back here: claim rounds
+//! (`round.rs`), hand-off writes and the rereads of changed schedules, lease renewals. Each
+//! call runs on a task of its own too and reports its outcome back; the producer frees the
+//! call's slot and hands the outcome to the recorder (`recorder.rs`), which reports back what
+//! it made durable. The producer `select!`s over those answers, its timers and its signals
+//! (a schedule changed, shutdown, a test asking whether it has settled).
+//!
+//! Timers are instants on the injected clock (the next round, hand-off, instant and lease
+//! renewal): a test moves the clock and the producer acts at once, with no wall-clock wait.
+//! Waits that are not about schedule time (a retry after the database failed, a pause while
+//! work is held elsewhere) also end after the same wall-clock time, so a stopped test clock
+//! never stalls them; every decision still reads the injected clock.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::{mpsc, watch};
+
+use super::claim::Recheck;
+use super::held::{HAND_OFF_CHUNK, Held, Ready, Start};
+use super::outcome::{Attempt, Failure, call_alone};
+use super::round::{Budget, Claimed, Round};
+use super::slots::{Slot, Slots, origin_shown};
+use super::{Engine, EngineError, Outcome, TickSummary, wake};
+use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
+use crate::core::metrics::inc;
+use crate::core::model::*;
+use crate::core::store::*;
+
+/// How soon a failed hand-off is tried again.
+const HAND_OFF_RETRY: Duration = Duration::from_millis(500);
+
+/// How the producer runs.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Mode {
+    /// `serve`: rounds go on until shutdown, claiming `lead` ahead of the instant (none when
+    /// zero); fires claimed before a shutdown are still called at their instants.
+    Serve { lead: Duration },
+    /// `tick --once`: due schedules, then due retries, as long as rounds make progress; done
+    /// once every attempt it started is recorded.
+    Tick,
+}
+
+/// A call's end, reported by its task.
+pub(super) struct Called {
+    pub attempt: Attempt,
+    pub slot: Slot,
+}
+
+/// Database work the producer started, answered.
+enum Op {
+    Round(Box<Claimed>, Instant),
+    HandOff {
+        fires: Vec<(Schedule, Job)>,
+        answer: StoreResult<Vec<HandedOff>>,
+    },
+    Reread {
+        env: EnvId,
+        fires: Vec<(Schedule, Job)>,
+        verdicts: StoreResult<Vec<Recheck>>,
+    },
+    Renewed(StoreResult<u64>),
+    /// The op's task panicked: what it held is given back.
+    Lost(OpKind),
+}
+
+/// What an op was about, to give back its part of the state if its task is lost.
+enum OpKind {
+    Round,
+    HandOff(Vec<(JobId, EnvId)>),
+    Reread(Vec<(JobId, EnvId)>),
+    Renewal,
+}
+
+/// When the next round runs: when the injected clock reaches `at`, or after the same wait in
+/// wall-clock time, whichever comes first.
+#[derive(Debug, Clone, Copy)]
+struct NextRound {
+    at: DateTime<Utc>,
+    real: tokio::time::Instant,
+    /// A short pause while due work could not be taken (held elsewhere, or the database
+    /// failed): work is pending, the producer has not settled.
+    pause: bool,
+}
+
+/// Where `tick` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Due,
+    Drain,
+    Done,
+}
+
+/// How a tick goes through its phases.
+#[derive(Debug)]
+struct TickState {
+    phase: Phase,
+    rounds: u32,
+    /// The last round left work for want of a slot: the next waits for one.
+    wait_for_slot: bool,
+    error: Option<EngineError>,
+}
+
+/// What the producer says of itself to [`Engine::settled`].
+#[derive(Debug, Default)]
+pub(super) struct Probe {
+    pokes: std::sync::atomic::AtomicU64,
+    poke: tokio::sync::Notify,
+    /// (the last poke seen when the state was looked at, settled then)
+    state: watch::Sender<(u64, bool)>,
+}
+
+impl Probe {
+    /// Resolves once the producer has looked at its state after this call and found nothing to
+    /// do at the clock's instant: no database work, call or record in progress, nothing ready.
+    pub(super) async fn settled(&self) {
+        let poke = self.pokes.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut state = self.state.subscribe();
+        self.poke.notify_one();
+        let _ = state
+            .wait_for(|(seen, idle)| *seen >= poke && *idle)
+            .await;
+    }
+}
+
+pub(super) struct Producer {
+    engine: Engine,
+    mode: Mode,
+    slots: Slots,
+    held: Held,
+    /// This instance's attempts claimed to run and not recorded yet: their leases are renewed.
+    running: HashSet<JobId>,
+    /// Abandoned attempts (another instance's lapsed lease) sent to the recorder, not recorded
+    /// yet: not sent again.
+    recovering: HashSet<JobId>,
+    summary: TickSummary,
+    ops: FuturesUnordered<BoxFuture<'static, Op>>,
+    round_running: bool,
+    handing_off: bool,
+    renewing: bool,
+    next_round: Option<NextRound>,
+    /// The last round left work for want of a slot or of room among held fires: the next
+    /// starts when one frees.
+    deferred: bool,
+    hand_off_retry: Option<tokio::time::Instant>,
+    next_renewal: DateTime<Utc>,
+    tick: TickState,
+    stopping: bool,
+    calls_tx: mpsc::UnboundedSender<Called>,
+    calls_rx: mpsc::UnboundedReceiver<Called>,
+    to_recorder: Option<mpsc::UnboundedSender<Attempt>>,
+    recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
+    /// True while claimed attempts wait for a slot (the recorder gives way to their calls).
+    pressing: watch::Sender<bool>,
+    /// This instance's place among the instances alive (`share.rs`).
+    share: watch::Receiver<(u32, u32)>,
+}
+
+impl Producer {
+    pub fn new(
+        engine: Engine,
+        mode: Mode,
+        to_recorder: mpsc::UnboundedSender<Attempt>,
+        recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
+        pressing: watch::Sender<bool>,
+        share: watch::Receiver<(u32, u32)>,
+    ) -> Self {
+        let (calls_tx, calls_rx) = mpsc::unbounded_channel();
+        let now = engine.clock.now();
+        let renew_every = wake::renewal_interval(engine.config.lease);
+        Self {
+            slots: Slots::new(&engine.config),
+            mode,
+            held: Held::default(),
+            running: HashSet::new(),
+            recovering: HashSet::new(),
+            summary: TickSummary::default(),
+            ops: FuturesUnordered::new(),
+            round_running: false,
+            handing_off: false,
+            renewing: false,
+            next_round: Some(NextRound {
+                at: now,
+                real: tokio::time::Instant::now(),
+                pause: false,
+            }),
+            deferred: false,
+            hand_off_retry: None,
+            next_renewal: now + super::chrono_duration(renew_every),
+            tick: TickState {
+                phase: Phase::Due,
+                rounds: 0,
+                wait_for_slot: false,
+                error: None,
+            },
+            stopping: false,
+            calls_tx,
+            calls_rx,
+            to_recorder: Some(to_recorder),
+            recorded,
+            pressing,
+            share,
+            engine,
+        }
+    }
+
+    /// Runs until done: in `tick` mode when its phases are over, in `serve` mode once
+    /// `shutdown` resolved and the fires it held are called; either way once every attempt it
+    /// started is recorded. Returns what it did.
+    pub async fn run(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> (TickSummary, Option<EngineError>) {
+        tokio::pin!(shutdown);
+        let clock = self.engine.clock.clone();
+        let signals = self.engine.store.signals();
+        let probe = self.engine.probe.clone();
+        loop {
+            // Read before looking at anything: a test's change made before its poke is seen.
+            let poke = probe.pokes.load(Ordering::SeqCst);
+            if signals.schedules.notified().now_or_never().is_some() {
+                self.wake_round();
+            }
+            let now = clock.now();
+            self.step(now);
+            if self.finished() {
+                break;
+            }
+            let idle = self.idle();
+            probe.state.send_replace((poke, idle));
+            let at = self.next_instant();
+            let real = self.next_real();
+            tokio::select! {
+                biased;
+                Some(op) = self.ops.next(), if !self.ops.is_empty() => self.op_done(op),
+                Some(called) = self.calls_rx.recv() => self.call_done(called),
+                Some(outcomes) = self.recorded.recv() => self.recorded(outcomes),
+                () = signals.schedules.notified(), if self.serving() => self.wake_round(),
+                () = &mut shutdown, if !self.stopping => self.stopping = true,
+                () = sleep_on_clock(&*clock, at) => {}
+                () = sleep_real(real) => {}
+                () = probe.poke.notified() => {}
+            }
+        }
+        // Dropping the sender lets the recorder end.
+        self.to_recorder = None;
+        (self.summary, self.tick.error)
+    }
+
+    fn serving(&self) -> bool {
+        matches!(self.mode, Mode::Serve { .. }) && !self.stopping
+    }
+
+    fn lead(&self) -> Option<Duration> {
+        match self.mode {
+            Mode::Serve { lead } if !lead.is_zero() => Some(lead),
+            _ => None,
+        }
+    }
+
+    /// A change or a freed slot: the next round runs now.
+    fn wake_round(&mut self) {
+        if self.serving() {
+            self.next_round = Some(NextRound {
+                at: self.engine.clock.now(),
+                real: tokio::time::Instant::now(),
+                pause: false,
+            });
+        }
+    }
+
+    /// A slot, a backlog place or room among the held fires was freed.
+    fn freed(&mut self) {
+        if self.deferred {
+            self.deferred = false;
+            self.wake_round();
+        }
+        self.tick.wait_for_slot = false;
+    }
+
+    /// Everything whose time has come at `now`.
+    fn step(&mut self, now: DateTime<Utc>) {
+        self.start_round(now);
+        self.start_hand_off(now);
+        self.held.instant_came(now);
+        self.launch_ready();
+        self.start_renewal(now);
+        let pressing = self.held.pressing();
+        self.pressing.send_if_modified(|p| std::mem::replace(p, pressing) != pressing);
+    }
+
+    fn finished(&self) -> bool {
+        let quiet = self.ops.is_empty()
+            && self.held.is_empty()
+            && self.running.is_empty()
+            && self.recovering.is_empty()
+            && !self.slots.busy();
+        match self.mode {
+            Mode::Tick => self.tick.phase == Phase::Done && quiet,
+            Mode::Serve { .. } => self.stopping && quiet,
+        }
+    }
+
+    /// Nothing to do at the clock's instant until a timer or a signal.
+    fn idle(&self) -> bool {
+        self.ops.is_empty()
+            && !self.slots.busy()
+            && self.recovering.is_empty()
+            && !self.held.pressing()
+            && self.hand_off_retry.is_none()
+            && !self.next_round.is_some_and(|n| n.pause)
+    }
+
+    /// The earliest instant on the clock the producer waits for.
+    fn next_instant(&self) -> Option<DateTime<Utc>> {
+        let round = self
+            .next_round
+            .filter(|_| !self.round_running && self.serving())
+            .map(|n| n.at);
+        let hand_off = self
+            .held
+            .next_hand_off()
+            .filter(|_| !self.handing_off && self.hand_off_retry.is_none());
+        let renewal = (!self.renewing).then_some(self.next_renewal);
+        [round, hand_off, self.held.next_instant(), renewal]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The earliest wall-clock instant the producer waits for.
+    fn next_real(&self) -> Option<tokio::time::Instant> {
+        let round = self
+            .next_round
+            .filter(|_| !self.round_running && self.serving())
+            .map(|n| n.real);
+        [round, self.hand_off_retry].into_iter().flatten().min()
+    }
+
+    fn budget(&self, due: bool, drain: bool) -> Budget {
+        let (index, of) = *self.share.borrow();
+        let mut own = self.running.clone();
+        own.extend(self.recovering.iter().copied());
+        own.extend(self.held.scheduled().iter().copied());
+        Budget {
+            due,
+            drain,
+            ahead: self.lead(),
+            share: (of > 1).then_some(Share {
+                index,
+                of,
+                ahead_after: self.engine.clock.now(),
+            }),
+            slots: self.slots.clone(),
+            held: self.held.count(),
+            held_per_env: self.held.per_env().clone(),
+            own,
+            wake_up: matches!(self.mode, Mode::Serve { .. }),
+        }
+    }
+
+    fn start_round(&mut self, now: DateTime<Utc>) {
+        if self.round_running {
+            return;
+        }
+        let budget = match self.mode {
+            Mode::Serve { .. } => {
+                let due = self
+                    .next_round
+                    .is_some_and(|n| n.at <= now || n.real <= tokio::time::Instant::now());
+                if !self.serving() || !due {
+                    return;
+                }
+                self.next_round = None;
+                self.budget(true, true)
+            }
+            Mode::Tick => {
+                if self.tick.phase == Phase::Done || self.tick.wait_for_slot {
+                    return;
+                }
+                if self.tick.rounds >= self.engine.config.max_batches_per_tick {
+                    self.next_phase();
+                    return self.start_round(now);
+                }
+                if self.slots.room() == 0 {
+                    // Wait for a slot (something is in flight to free one).
+                    self.tick.wait_for_slot = true;
+                    return;
+                }
+                self.tick.rounds += 1;
+                let due = self.tick.phase == Phase::Due;
+                self.budget(due, !due)
+            }
+        };
+        self.round_running = true;
+        let engine = self.engine.clone();
+        self.spawn(OpKind::Round, async move {
+            let started = Instant::now();
+            let claimed = engine.round(budget).await;
+            Op::Round(Box::new(claimed), started)
+        });
+    }
+
+    fn next_phase(&mut self) {
+        self.tick.rounds = 0;
+        self.tick.wait_for_slot = false;
+        self.tick.phase = match self.tick.phase {
+            Phase::Due => Phase::Drain,
+            Phase::Drain | Phase::Done => Phase::Done,
+        };
+    }
+
+    /// Runs `op` on a task of its own; its answer (or, if the task is lost, `kind`) comes back
+    /// through `ops`.
+    fn spawn(
+        &mut self,
+        kind: OpKind,
+        op: impl std::future::Future<Output = Op> + Send + 'static,
+    ) {
+        let task = tokio::spawn(op);
+        self.ops.push(
+            async move {
+                match task.await {
+                    Ok(op) => op,
+                    Err(err) => {
+                        tracing::error!(error = %err, "an engine task was lost");
+                        Op::Lost(kind)
+                    }
+                }
+            }
+            .boxed(),
+        );
+    }
+
+    fn op_done(&mut self, op: Op) {
+        match op {
+            Op::Round(claimed, started) => self.round_done(*claimed, started),
+            Op::HandOff { fires, answer } => self.hand_off_done(fires, answer),
+            Op::Reread {
+                env,
+                fires,
+                verdicts,
+            } => self.reread_done(env, fires, verdicts),
+            Op::Renewed(result) => {
+                self.renewing = false;
+                let now = self.engine.clock.now();
+                let after = match result {
+                    Ok(_) => wake::renewal_interval(self.engine.config.lease),
+                    Err(err) => {
+                        tracing::warn!(error = %err, jobs = self.running.len(), "renewing attempt leases failed; trying again");
+                        wake::RENEW_RETRY.min(wake::renewal_interval(self.engine.config.lease))
+                    }
+                };
+                self.next_renewal = now + super::chrono_duration(after);
+            }
+            Op::Lost(kind) => match kind {
+                OpKind::Round => {
+                    self.round_running = false;
+                    self.schedule_round_after(Round::default(), None);
+                }
+                // Their jobs stay `scheduled` or `running` in the store: no longer ours, the
+                // drain releases or recovers them once their leases lapse.
+                OpKind::HandOff(jobs) => {
+                    self.handing_off = false;
+                    self.held.hand_off_answered(jobs.iter().map(|(j, _)| *j));
+                    for (job, env) in jobs {
+                        self.running.remove(&job);
+                        self.held.forget(env);
+                    }
+                }
+                OpKind::Reread(jobs) => {
+                    for (job, env) in jobs {
+                        self.running.remove(&job);
+                        self.held.forget(env);
+                    }
+                }
+                OpKind::Renewal => self.renewing = false,
+            },
+        }
+    }
+
+    fn round_done(&mut self, claimed: Claimed, started: Instant) {
+        self.round_running = false;
+        self.engine.observe_round(started, claimed.failed.as_ref());
+        self.summary.merge(&claimed.summary);
+        for (schedule, job, held) in claimed.fires {
+            if held {
+                self.held.hold(schedule, job);
+            } else {
+                self.running.insert(job.id);
+                self.held.queue(Ready {
+                    schedule,
+                    job,
+                    start: Start::Fire,
+                    held: false,
+                });
+            }
+        }
+        for (schedule, job) in claimed.retries {
+            self.running.insert(job.id);
+            self.held.queue(Ready {
+                schedule,
+                job,
+                start: Start::Retry,
+                held: false,
+            });
+        }
+        for (schedule, job) in claimed.abandoned {
+            if !self.recovering.insert(job.id) {
+                continue;
+            }
+            // Counted as a failure once its record lands (several instances may find the same
+            // lapsed lease; one record wins).
+            self.summary.retried_attempts += 1;
+            let message =
+                "attempt abandoned: its lease ran out (the instance running it stopped)".to_owned();
+            self.record(Attempt {
+                schedule,
+                job,
+                result: Err(Failure::abandoned(message)),
+                ended_at: None,
+            });
+        }
+        match self.mode {
+            Mode::Serve { .. } => {
+                let round = claimed.round;
+                if round.progress && round.full && self.claim_room() > 0 {
+                    self.wake_round();
+                } else {
+                    self.schedule_round_after(round, claimed.next_due);
+                }
+            }
+            Mode::Tick => {
+                if let Some(err) = claimed.failed {
+                    self.tick.error = Some(EngineError::Store(err));
+                    self.tick.phase = Phase::Done;
+                    return;
+                }
+                let round = claimed.round;
+                if round.deferred && !round.progress {
+                    // Everything due waits for a slot under a cap: wait for one to free up,
+                    // unless nothing is in flight to free one.
+                    if self.slots.busy() || self.held.pressing() {
+                        self.tick.wait_for_slot = true;
+                    } else {
+                        self.next_phase();
+                    }
+                } else if !(round.progress && (round.full || round.deferred)) {
+                    self.next_phase();
+                }
+            }
+        }
+    }
+
+    /// Due schedules a round may take: free slots, or when claiming ahead, room among the
+    /// held fires.
+    fn claim_room(&self) -> usize {
+        match self.lead() {
+            None => self.slots.room(),
+            Some(_) => self.held.room().max(self.slots.room()),
+        }
+    }
+
+    fn schedule_round_after(
+        &mut self,
+        round: Round,
+        next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
+    ) {
+        if !self.serving() {
+            return;
+        }
+        let now = self.engine.clock.now();
+        let wait = wake::wait_after(
+            &round,
+            next_due,
+            now,
+            self.lead().unwrap_or_default(),
+            self.engine.config.tick_interval,
+        );
+        self.deferred = round.deferred;
+        self.next_round = Some(NextRound {
+            at: now + super::chrono_duration(wait.wait),
+            real: tokio::time::Instant::now() + wait.wait,
+            pause: wait.pause,
+        });
+    }
+
+    fn start_hand_off(&mut self, now: DateTime<Utc>) {
+        if self.handing_off {
+            return;
+        }
+        if let Some(retry) = self.hand_off_retry {
+            if retry > tokio::time::Instant::now() {
+                return;
+            }
+            self.hand_off_retry = None;
+        }
+        let fires = self.held.take_to_hand_off(now);
+        if fires.is_empty() {
+            return;
+        }
+        debug_assert!(fires.len() <= HAND_OFF_CHUNK);
+        self.handing_off = true;
+        let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
+        let store = self.engine.store.clone();
+        let lease = super::chrono_duration(self.engine.config.lease);
+        self.spawn(OpKind::HandOff(ids), async move {
+            let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
+            let answer = store.jobs_hand_off(&jobs, lease, now).await;
+            Op::HandOff { fires, answer }
+        });
+    }
+
+    /// The hand-off of fires claimed ahead was answered (see
+    /// [`crate::core::store::Store::jobs_hand_off`]): a fire withdrawn meanwhile is dropped;
+    /// one whose schedule changed since the claim has its schedule read again (its new payload
+    /// goes out, or a change that bypassed the withdrawal withdraws it there); the rest wait
+    /// for their instant. A failed write puts the fires back, to hand off again: a fire is
+    /// called once its hand-off is confirmed, late, never twice.
+    fn hand_off_done(&mut self, fires: Vec<(Schedule, Job)>, answer: StoreResult<Vec<HandedOff>>) {
+        self.handing_off = false;
+        let handed = match answer {
+            Ok(handed) => handed,
+            Err(err) => {
+                tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
+                self.held.put_back(fires);
+                self.hand_off_retry = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                return;
+            }
+        };
+        self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
+        let handed: HashMap<JobId, DateTime<Utc>> = handed
+            .into_iter()
+            .map(|h| (h.job_id, h.schedule_updated_at))
+            .collect();
+        let mut ready = Vec::with_capacity(fires.len());
+        let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
+        for (schedule, mut job) in fires {
+            let Some(updated_at) = handed.get(&job.id) else {
+                // Withdrawn by a change (or released elsewhere) first: not ours to call.
+                tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
+                self.summary.skipped += 1;
+                self.held.forget(schedule.env_id);
+                self.freed();
+                continue;
+            };
+            job.status = JobStatus::Running;
+            job.started_at = Some(job.scheduled_for);
+            // From here on its lease is renewed with the calls in flight.
+            self.running.insert(job.id);
+            if *updated_at == schedule.updated_at {
+                ready.push((schedule, job));
+            } else {
+                changed.entry(schedule.env_id).or_default().push((schedule, job));
+            }
+        }
+        self.held.handed_off(ready);
+        for (env, fires) in changed {
+            let ids = fires.iter().map(|(_, j)| (j.id, env)).collect();
+            let engine = self.engine.clone();
+            self.spawn(OpKind::Reread(ids), async move {
+                let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|(s, j)| (s, j)).collect();
+                let verdicts = engine.reread_handed_off(env, &pairs).await;
+                Op::Reread {
+                    env,
+                    fires,
+                    verdicts,
+                }
+            });
+        }
+    }
+
+    /// The schedules of handed-off fires that changed since their claim were read again.
+    fn reread_done(
+        &mut self,
+        env: EnvId,
+        fires: Vec<(Schedule, Job)>,
+        verdicts: StoreResult<Vec<Recheck>>,
+    ) {
+        let verdicts = match verdicts {
+            Ok(verdicts) => verdicts,
+            Err(err) => {
+                // Handed off, and a change that decides (status, timing) would have withdrawn
+                // it: what changed is the payload or target, or nothing that matters.
+                tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read changed schedules again; calling them as claimed");
+                self.held.handed_off(fires);
+                return;
+            }
+        };
+        let mut ready = Vec::with_capacity(fires.len());
+        for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
+            match verdict {
+                Recheck::Fire(schedule) => ready.push((*schedule, job)),
+                Recheck::Withdrawn => {
+                    self.summary.skipped += 1;
+                    self.running.remove(&job.id);
+                    self.held.forget(env);
+                    self.freed();
+                }
+            }
+        }
+        self.held.handed_off(ready);
+    }
+
+    /// Starts ready attempts as slots allow, one per environment and origin in turn.
+    fn launch_ready(&mut self) {
+        if !self.held.pressing() || self.slots.room() == 0 {
+            return;
+        }
+        let slots = &mut self.slots;
+        let taken = self.held.take_ready(|schedule| slots.reserve_for(schedule));
+        let left = taken.iter().any(|(ready, _)| ready.held);
+        for (ready, slot) in taken {
+            self.launch(ready, slot);
+        }
+        if left {
+            self.freed();
+        }
+    }
+
+    /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
+    /// open, a fast failure); the outcome comes back as a [`Called`].
+    fn launch(&mut self, ready: Ready, slot: Slot) {
+        let Ready {
+            schedule,
+            mut job,
+            start,
+            ..
+        } = ready;
+        let engine = &self.engine;
+        let now = engine.clock.now();
+        if start == Start::Fire {
+            inc(&engine.metrics.fires);
+            // The attempt ledger records when the call really started (a fire may have
+            // waited for a slot past its instant).
+            job.started_at = Some(now);
+            let late = now - job.scheduled_for;
+            engine
+                .metrics
+                .lateness
+                .observe(late.to_std().unwrap_or_default());
+        }
+        let admission = slot.origin.as_deref().map(|origin| {
+            engine
+                .breakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .admit(origin, now)
+        });
+        if let Some(Admission::Reject { until }) = admission {
+            let origin = origin_shown(slot.origin.as_deref().unwrap_or_default()).to_owned();
+            inc(&engine.metrics.failures);
+            let failure = Failure::circuit_open(format!(
+                "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
+                until.to_rfc3339()
+            ));
+            tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
+            self.call_done(Called {
+                attempt: Attempt {
+                    schedule,
+                    job,
+                    result: Err(failure),
+                    ended_at: Some(now),
+                },
+                slot,
+            });
+            return;
+        }
+        let dispatcher = engine.dispatcher.clone();
+        let metrics = engine.metrics.clone();
+        let breakers = engine.breakers.clone();
+        let clock = engine.clock.clone();
+        let timeout = engine.config.job_timeout;
+        let done = self.calls_tx.clone();
+        tokio::spawn(async move {
+            // A call that panics still ends in an outcome: otherwise its job would stay
+            // running (its lease renewed) for the life of the process and every later fire
+            // of its schedule be skipped.
+            let called =
+                AssertUnwindSafe(call_alone(&*dispatcher, &metrics, timeout, &schedule, &job))
+                    .catch_unwind()
+                    .await;
+            let (result, health) = called.unwrap_or_else(|_| {
+                inc(&metrics.failures);
+                tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
+                (Err(Failure::panicked()), CallHealth::Neutral)
+            });
+            let ended_at = clock.now();
+            if let Some(origin) = &slot.origin {
+                breakers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .record(origin, health, ended_at);
+            }
+            let _ = done.send(Called {
+                attempt: Attempt {
+                    schedule,
+                    job,
+                    result,
+                    ended_at: Some(ended_at),
+                },
+                slot,
+            });
+        });
+    }
+
+    /// A call ended: its slot is free, its outcome goes to the recorder (its backlog place is
+    /// held until the record is done).
+    fn call_done(&mut self, called: Called) {
+        self.slots.call_ended(called.slot);
+        self.record(called.attempt);
+        self.freed();
+    }
+
+    fn record(&mut self, attempt: Attempt) {
+        if let Some(recorder) = &self.to_recorder {
+            let _ = recorder.send(attempt);
+        }
+    }
+
+    /// The recorder made these outcomes durable.
+    fn recorded(&mut self, outcomes: Vec<(JobId, Outcome)>) {
+        for (job, outcome) in outcomes {
+            // A recovered (abandoned) attempt was never this instance's to renew; any other
+            // outcome ends the attempt this instance launched.
+            if !self.recovering.remove(&job) && self.running.remove(&job) {
+                self.slots.recorded();
+            }
+            self.summary.add(&outcome);
+        }
+        self.freed();
+    }
+
+    fn start_renewal(&mut self, now: DateTime<Utc>) {
+        if self.renewing || self.next_renewal > now {
+            return;
+        }
+        let every = wake::renewal_interval(self.engine.config.lease);
+        if self.running.is_empty() {
+            self.next_renewal = now + super::chrono_duration(every);
+            return;
+        }
+        self.renewing = true;
+        let jobs: Vec<JobId> = self.running.iter().copied().collect();
+        let until = now + super::chrono_duration(self.engine.config.lease);
+        let store = self.engine.store.clone();
+        self.spawn(OpKind::Renewal, async move {
+            Op::Renewed(store.jobs_lease_renew(&jobs, until).await)
+        });
+    }
+}
+
+async fn sleep_on_clock(clock: &dyn crate::core::clock::Clock, at: Option<DateTime<Utc>>) {
+    match at {
+        Some(at) => clock.sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_real(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
