@@ -21,6 +21,17 @@ pub trait Clock: Send + Sync + 'static {
     fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_>;
 }
 
+/// Waits `wait` on `clock`, or the same wait in wall-clock time, whichever ends first. On the
+/// system clock the two are one; a test clock that is moved ends the wait at once, and one that
+/// stands still does not stall it (a call's timeout, a pause between rounds).
+pub async fn wait_on(clock: &dyn Clock, wait: std::time::Duration) {
+    let at = clock.now() + Duration::from_std(wait).unwrap_or(Duration::MAX);
+    tokio::select! {
+        () = clock.sleep_until(at) => {}
+        () = tokio::time::sleep(wait) => {}
+    }
+}
+
 /// Truncates an instant to the microsecond precision the stores keep.
 pub fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(Duration::microseconds(1)).unwrap_or(t)
@@ -112,6 +123,29 @@ mod tests {
         assert!(timer.as_mut().poll(&mut cx).is_ready());
         // An instant already reached fires at once.
         assert!(clock.sleep_until(start).as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[tokio::test]
+    async fn a_wait_on_a_manual_clock_ends_when_the_clock_is_moved_past_it() {
+        use std::task::Context;
+
+        let start = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
+        let clock = ManualClock::new(start);
+        let mut wait = Box::pin(wait_on(&clock, std::time::Duration::from_secs(3600)));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::seconds(3599));
+        assert!(wait.as_mut().poll(&mut cx).is_pending(), "not there yet");
+        clock.advance(Duration::seconds(1));
+        assert!(wait.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[tokio::test]
+    async fn a_wait_on_a_clock_that_stands_still_ends_in_wall_clock_time() {
+        let clock = ManualClock::new(Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap());
+        let waited = std::time::Instant::now();
+        wait_on(&clock, std::time::Duration::from_millis(20)).await;
+        assert!(waited.elapsed() >= std::time::Duration::from_millis(20));
     }
 
     #[test]

@@ -152,7 +152,6 @@ fn rand_seed() -> u32 {
     u32::from_le_bytes([bytes[0], bytes[5], bytes[10], bytes[15]])
 }
 
-
 /// What one tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TickSummary {
@@ -324,8 +323,14 @@ impl Engine {
             pressing: pressing_rx,
         };
         let Some((stop_beats, beats_stopped, share)) = beats else {
-            let producer =
-                producer::Producer::new(self.clone(), mode, to_recorder, recorded, pressing, share_rx);
+            let producer = producer::Producer::new(
+                self.clone(),
+                mode,
+                to_recorder,
+                recorded,
+                pressing,
+                share_rx,
+            );
             let (result, ()) = tokio::join!(producer.run(shutdown), recorder.run());
             return result;
         };
@@ -338,8 +343,14 @@ impl Engine {
             share,
             beats_stopped,
         ));
-        let producer =
-            producer::Producer::new(self.clone(), mode, to_recorder, recorded, pressing, share_rx);
+        let producer = producer::Producer::new(
+            self.clone(),
+            mode,
+            to_recorder,
+            recorded,
+            pressing,
+            share_rx,
+        );
         let producing = async {
             let result = producer.run(shutdown).await;
             // No more claims: the others take this instance's share.
@@ -358,7 +369,9 @@ impl Engine {
     /// bounded by the job timeout), and every outcome is recorded before this returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         let lead = self.config.lead();
-        let _ = self.dispatch(producer::Mode::Serve { lead }, shutdown).await;
+        let _ = self
+            .dispatch(producer::Mode::Serve { lead }, shutdown)
+            .await;
     }
 
     /// Resolves once the running engine ([`Engine::run`]) has nothing to do at its clock's

@@ -41,6 +41,22 @@ pub use pipeline::*;
 pub use recovery::*;
 pub use timing::*;
 
+/// Waits until `done` holds, looking again every 10 ms, for at most 20 s (a bound for a broken
+/// engine, never reached by a working one: no test waits on it for time to pass).
+pub async fn until<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..2000 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
 pub struct Harness {
     pub store: Arc<dyn Store>,
     pub clock: Arc<ManualClock>,

@@ -195,7 +195,10 @@ impl Held {
     /// Takes ready attempts, one per environment and origin in turn, as long as `reserve`
     /// finds each a slot (it returns false when the attempt's caps are full; that queue is
     /// passed over for now). Returns the attempts with what `reserve` gave.
-    pub fn take_ready<S>(&mut self, mut reserve: impl FnMut(&Schedule) -> Option<S>) -> Vec<(Ready, S)> {
+    pub fn take_ready<S>(
+        &mut self,
+        mut reserve: impl FnMut(&Schedule) -> Option<S>,
+    ) -> Vec<(Ready, S)> {
         let mut taken = Vec::new();
         let mut blocked: HashSet<String> = HashSet::new();
         loop {
@@ -318,7 +321,10 @@ mod tests {
             Some(t0 - chrono::Duration::seconds(1))
         );
         // Too early to hand off.
-        assert!(held.take_to_hand_off(t0 - chrono::Duration::seconds(2)).is_empty());
+        assert!(
+            held.take_to_hand_off(t0 - chrono::Duration::seconds(2))
+                .is_empty()
+        );
         let taken = held.take_to_hand_off(t0 - chrono::Duration::seconds(1));
         assert_eq!(taken.len(), 1);
         assert_eq!(held.count(), 1, "counted until called or withdrawn");

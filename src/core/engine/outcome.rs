@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
 use crate::core::breaker::CallHealth;
+use crate::core::clock::{Clock, wait_on};
 use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{Metrics, inc};
@@ -20,23 +21,26 @@ use crate::core::model::*;
 use crate::core::retry::RetryDecision;
 use crate::core::store::*;
 
-/// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task),
-/// with what it says about the target origin's health.
+/// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task; the
+/// timeout is kept on the injected clock), with what it says about the target origin's health.
 pub(super) async fn call_alone(
     dispatcher: &dyn Dispatcher,
+    clock: &dyn Clock,
     metrics: &Metrics,
     job_timeout: Duration,
     schedule: &Schedule,
     job: &Job,
 ) -> (Result<Value, Failure>, CallHealth) {
     let request = run_request(schedule, job);
-    let err = match tokio::time::timeout(job_timeout, dispatcher.run(&request)).await {
-        Ok(Ok(answer)) => {
-            inc(&metrics.successes);
-            return (Ok(answer), CallHealth::Answered);
-        }
-        Ok(Err(err)) => err,
-        Err(_) => DispatchError::Timeout(job_timeout),
+    let err = tokio::select! {
+        answer = dispatcher.run(&request) => match answer {
+            Ok(answer) => {
+                inc(&metrics.successes);
+                return (Ok(answer), CallHealth::Answered);
+            }
+            Err(err) => err,
+        },
+        () = wait_on(clock, job_timeout) => DispatchError::Timeout(job_timeout),
     };
     inc(&metrics.failures);
     let health = match &err {

@@ -134,9 +134,7 @@ impl Probe {
         let poke = self.pokes.fetch_add(1, Ordering::SeqCst) + 1;
         let mut state = self.state.subscribe();
         self.poke.notify_one();
-        let _ = state
-            .wait_for(|(seen, idle)| *seen >= poke && *idle)
-            .await;
+        let _ = state.wait_for(|(seen, idle)| *seen >= poke && *idle).await;
     }
 }
 
@@ -303,7 +301,8 @@ impl Producer {
         self.launch_ready();
         self.start_renewal(now);
         let pressing = self.held.pressing();
-        self.pressing.send_if_modified(|p| std::mem::replace(p, pressing) != pressing);
+        self.pressing
+            .send_if_modified(|p| std::mem::replace(p, pressing) != pressing);
     }
 
     fn finished(&self) -> bool {
@@ -429,11 +428,7 @@ impl Producer {
 
     /// Runs `op` on a task of its own; its answer (or, if the task is lost, `kind`) comes back
     /// through `ops`.
-    fn spawn(
-        &mut self,
-        kind: OpKind,
-        op: impl std::future::Future<Output = Op> + Send + 'static,
-    ) {
+    fn spawn(&mut self, kind: OpKind, op: impl std::future::Future<Output = Op> + Send + 'static) {
         let task = tokio::spawn(op);
         self.ops.push(
             async move {
@@ -668,7 +663,10 @@ impl Producer {
             if *updated_at == schedule.updated_at {
                 ready.push((schedule, job));
             } else {
-                changed.entry(schedule.env_id).or_default().push((schedule, job));
+                changed
+                    .entry(schedule.env_id)
+                    .or_default()
+                    .push((schedule, job));
             }
         }
         self.held.handed_off(ready);
@@ -793,10 +791,16 @@ impl Producer {
             // A call that panics still ends in an outcome: otherwise its job would stay
             // running (its lease renewed) for the life of the process and every later fire
             // of its schedule be skipped.
-            let called =
-                AssertUnwindSafe(call_alone(&*dispatcher, &metrics, timeout, &schedule, &job))
-                    .catch_unwind()
-                    .await;
+            let called = AssertUnwindSafe(call_alone(
+                &*dispatcher,
+                &*clock,
+                &metrics,
+                timeout,
+                &schedule,
+                &job,
+            ))
+            .catch_unwind()
+            .await;
             let (result, health) = called.unwrap_or_else(|_| {
                 inc(&metrics.failures);
                 tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");

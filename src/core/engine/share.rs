@@ -77,7 +77,6 @@ pub(super) async fn keep_share(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
 
     #[test]
     fn an_instance_s_place_is_its_index_among_the_instances_alive() {

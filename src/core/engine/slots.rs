@@ -150,10 +150,7 @@ mod tests {
         let mut slots = Slots::new(&config(3, 2, 1));
         let (a, b) = (EnvId::new(), EnvId::new());
         let one = slots.reserve(a, Some("a x".into())).unwrap();
-        assert!(
-            slots.reserve(a, Some("a x".into())).is_none(),
-            "origin cap"
-        );
+        assert!(slots.reserve(a, Some("a x".into())).is_none(), "origin cap");
         let two = slots.reserve(a, None).unwrap();
         assert!(slots.reserve(a, None).is_none(), "environment cap");
         let three = slots.reserve(b, None).unwrap();

@@ -107,6 +107,71 @@ mod tests {
         assert_eq!(claim_ahead_step(ms(50)), ms(50));
     }
 
+    #[test]
+    fn the_next_round_waits_for_the_earliest_due_instant_a_lead_before_it() {
+        let now = chrono::DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let s = Duration::from_secs;
+        let lead = s(10);
+        let idle = Round::default();
+        let worked = Round {
+            progress: true,
+            ..Round::default()
+        };
+        let at = |secs: i64| Some(Ok(Some(now + chrono::Duration::seconds(secs))));
+        // Due in a minute: claimed a lead before it.
+        let wait = wait_after(&worked, at(60), now, lead, s(60));
+        assert_eq!(
+            wait,
+            Wait {
+                wait: s(50),
+                pause: false
+            }
+        );
+        // Due within the lead: looked at again within a step.
+        let wait = wait_after(&worked, at(5), now, lead, s(60));
+        assert_eq!(
+            wait,
+            Wait {
+                wait: s(1),
+                pause: false
+            }
+        );
+        // Due now but not taken (held elsewhere): a short pause, not a spin.
+        let wait = wait_after(&idle, at(0), now, lead, s(60));
+        assert_eq!(
+            wait,
+            Wait {
+                wait: Duration::from_millis(100),
+                pause: true
+            }
+        );
+        // Claiming at the instant: until the instant itself.
+        let wait = wait_after(&worked, at(30), now, Duration::ZERO, s(60));
+        assert_eq!(wait.wait, s(30));
+        // Nothing due: the safety interval; the database failed: a poll every second.
+        assert_eq!(
+            wait_after(&idle, Some(Ok(None)), now, lead, s(60)).wait,
+            s(60)
+        );
+        assert_eq!(wait_after(&worked, at(600), now, lead, s(60)).wait, s(60));
+        let failed = wait_after(
+            &idle,
+            Some(Err(crate::core::store::StoreError::Database("down".into()))),
+            now,
+            lead,
+            s(60),
+        );
+        assert_eq!(
+            failed,
+            Wait {
+                wait: s(1),
+                pause: true
+            }
+        );
+    }
+
     proptest! {
         #[test]
         fn the_claim_ahead_step_never_exceeds_the_lead_or_a_second(lead_ms in 1u64..600_000) {

@@ -15,7 +15,7 @@ use sentin8_cron::core::store::*;
 use serde_json::json;
 
 use super::faulty::FaultyStore;
-use super::{Harness, cron};
+use super::{Harness, cron, until};
 use crate::raw_http::Reply;
 
 /// A job timeout of 4 s gives a 9 s lease, so the lead is 4.5 s.
@@ -25,21 +25,6 @@ fn ahead_config() -> EngineConfig {
         claim_ahead: StdDuration::from_secs(10),
         ..EngineConfig::default()
     }
-}
-
-/// Polls (every 20 ms, at most 5 s) until `done` holds.
-async fn eventually<F, Fut>(what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..250 {
-        if done().await {
-            return;
-        }
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 /// Runs the serve loop beside `scenario`, stopping it when the scenario ends.
@@ -57,11 +42,11 @@ async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: F
 
 /// Waits until the schedule's call arrives and its outcome is recorded.
 async fn called_and_recorded(h: &Harness, id: ScheduleId) {
-    eventually("the call arrives", || async {
+    until("the call arrives", || async {
         !h.target.requests().is_empty()
     })
     .await;
-    eventually("the outcome is recorded", || async {
+    until("the outcome is recorded", || async {
         h.jobs(id).await[0].status == JobStatus::Succeeded
     })
     .await;
@@ -99,7 +84,7 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     let due = s.next_run_at.unwrap();
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
-        eventually("the fire is claimed ahead", || async {
+        until("the fire is claimed ahead", || async {
             scheduled_job(&h, s.id).await.is_some()
         })
         .await;
@@ -120,8 +105,10 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
             Some(due + Duration::minutes(5)),
             "the claim advanced the schedule past the held occurrence"
         );
-        // Held for its instant: a second of real time passes, the clock stays before it.
-        tokio::time::sleep(StdDuration::from_millis(1200)).await;
+        // Held for its instant: with the clock a moment before it, the engine settles without
+        // a call.
+        h.clock.set(due - Duration::milliseconds(1));
+        h.engine.settled().await;
         assert!(h.target.requests().is_empty(), "called before its instant");
         h.clock.set(due);
         called_and_recorded(&h, s.id).await;
@@ -149,7 +136,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
         for s in [&paused, &deleted, &retimed, &kept, &raw] {
-            eventually("every fire is claimed ahead", || async {
+            until("every fire is claimed ahead", || async {
                 scheduled_job(&h, s.id).await.is_some()
             })
             .await;
@@ -209,11 +196,11 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
         assert!(scheduled_job(&h, kept.id).await.is_some());
         assert!(scheduled_job(&h, raw.id).await.is_some());
         h.clock.set(due);
-        eventually("the kept and the re-timed schedules are called", || async {
+        until("the kept and the re-timed schedules are called", || async {
             h.target.requests().len() >= 2
         })
         .await;
-        eventually("both are recorded, and the raw pause withdrawn", || async {
+        until("both are recorded, and the raw pause withdrawn", || async {
             h.jobs(kept.id).await[0].status == JobStatus::Succeeded
                 && h.jobs(retimed.id)
                     .await
@@ -294,16 +281,16 @@ pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store
         .await
         .unwrap();
     serving(&h, async {
-        eventually("the triggered run succeeds", || async {
+        until("the triggered run succeeds", || async {
             h.jobs(s.id).await[0].status == JobStatus::Succeeded
         })
         .await;
         h.clock.set(due);
-        eventually("the occurrence is called", || async {
+        until("the occurrence is called", || async {
             h.target.requests().len() == 2
         })
         .await;
-        eventually("and recorded", || async {
+        until("and recorded", || async {
             h.jobs(s.id).await.len() == 2 && h.jobs(s.id).await[1].status == JobStatus::Succeeded
         })
         .await;
@@ -438,12 +425,12 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
         let _ = stopped.wait_for(|s| *s).await;
     });
     let scenario = async {
-        eventually("the other instance beats", || {
+        until("the other instance beats", || {
             alive(uuid::Uuid::new_v4()).then(|n| async move { n == 1 })
         })
         .await;
         serving(&h, async {
-            eventually("both instances beat", || {
+            until("both instances beat", || {
                 alive(uuid::Uuid::new_v4()).then(|n| async move { n == 2 })
             })
             .await;
@@ -453,7 +440,7 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
             for _ in 0..2 {
                 h.store.signals().ring(Channel::Schedules);
             }
-            eventually("every fire is claimed ahead", || async {
+            until("every fire is claimed ahead", || async {
                 let mut all = true;
                 for id in &ids {
                     all &= scheduled_job(&h, *id).await.is_some();
@@ -462,7 +449,7 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
             })
             .await;
             h.clock.set(due);
-            eventually("every fire is called and recorded", || async {
+            until("every fire is called and recorded", || async {
                 let mut all = h.target.requests().len() >= 40;
                 for id in &ids {
                     all &= h.jobs(*id).await[0].status == JobStatus::Succeeded;

@@ -3,7 +3,7 @@
 //! every call as if the database were down, or run a hook when a claim takes its locks (to move
 //! the clock in the middle of a claim).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -19,6 +19,10 @@ pub struct FaultyStore {
     down: AtomicBool,
     /// While true, `tenant_begin` fails (the recorder's transactions).
     refuse_tenant: AtomicBool,
+    /// Tenant transactions refused so far.
+    refused: AtomicUsize,
+    /// Lease renewals that went through.
+    renewals: AtomicUsize,
     /// Run once, the next time a claim takes its schedule locks.
     on_locks: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
@@ -30,6 +34,8 @@ impl FaultyStore {
             held: watch::channel(false).0,
             down: AtomicBool::new(false),
             refuse_tenant: AtomicBool::new(false),
+            refused: AtomicUsize::new(0),
+            renewals: AtomicUsize::new(0),
             on_locks: Mutex::new(None),
         })
     }
@@ -48,6 +54,16 @@ impl FaultyStore {
     /// Makes tenant transactions opened on the store itself fail (or work again).
     pub fn refuse_tenant_transactions(&self, refuse: bool) {
         self.refuse_tenant.store(refuse, Ordering::SeqCst);
+    }
+
+    /// Tenant transactions refused so far.
+    pub fn refused(&self) -> usize {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Lease renewals that went through so far.
+    pub fn renewals(&self) -> usize {
+        self.renewals.load(Ordering::SeqCst)
     }
 
     /// Makes every call fail (or work again).
@@ -77,6 +93,7 @@ impl Store for FaultyStore {
         let _ = held.wait_for(|held| !*held).await;
         self.check()?;
         if self.refuse_tenant.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(StoreError::Database("connection refused".into()));
         }
         self.inner.tenant_begin(env_id).await
@@ -123,7 +140,9 @@ impl Store for FaultyStore {
     }
     async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
         self.check()?;
-        self.inner.jobs_lease_renew(ids, until).await
+        let renewed = self.inner.jobs_lease_renew(ids, until).await?;
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        Ok(renewed)
     }
     async fn jobs_hand_off(
         &self,

@@ -39,10 +39,18 @@ pub async fn a_slow_record_never_turns_answers_into_timeouts(store: Arc<dyn Stor
             Box::new(Reply::json(200, json!({"ok": true}))),
         )
     }));
-    // ...while recording is held up for three times the job timeout.
+    // ...while recording is held up for three times the job timeout: once every call is
+    // answered, the clock moves 2.4 s on with the records still held.
     faulty.hold_tenant_transactions(true);
     let release = async {
-        tokio::time::sleep(StdDuration::from_millis(2400)).await;
+        super::until("every call is answered", || async {
+            h.engine
+                .metrics()
+                .render(None)
+                .contains("sentin8_cron_job_successes_total 10\n")
+        })
+        .await;
+        h.clock.advance(Duration::milliseconds(2400));
         faulty.hold_tenant_transactions(false);
     };
     let (summary, ()) = tokio::join!(h.tick_at(minute(1)), release);
@@ -80,13 +88,27 @@ pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn
             Box::new(Reply::json(200, json!({"ok": true}))),
         )
     }));
-    // The calls are out; then recording fails for a while (the database went away).
+    // The calls are out; then recording fails for a while (the database went away): a record
+    // is refused, and the clock moves 2.5 s on, over two leases, before the database is back.
     let outage = async {
-        while h.target.requests().len() < 5 {
-            tokio::time::sleep(StdDuration::from_millis(5)).await;
-        }
+        super::until("the calls are out", || async {
+            h.target.requests().len() == 5
+        })
+        .await;
         faulty.refuse_tenant_transactions(true);
-        tokio::time::sleep(StdDuration::from_millis(2500)).await;
+        let refused = faulty.refused();
+        super::until("a record is refused", || async {
+            faulty.refused() > refused
+        })
+        .await;
+        for _ in 0..5 {
+            let renewals = faulty.renewals();
+            h.clock.advance(Duration::milliseconds(500));
+            super::until("the leases are renewed", || async {
+                faulty.renewals() > renewals
+            })
+            .await;
+        }
         faulty.refuse_tenant_transactions(false);
     };
     let (summary, ()) = tokio::join!(h.tick_at(minute(1)), outage);

@@ -142,11 +142,7 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     // is never recorded and its lease never renewed.
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
-        () = async {
-            while h.target.requests().is_empty() {
-                tokio::time::sleep(StdDuration::from_millis(20)).await;
-            }
-        } => true,
+        () = super::until("the call arrives", || async { !h.target.requests().is_empty() }) => true,
     };
     assert!(
         killed,
@@ -204,15 +200,12 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
 /// instance renewed it once the clock moved past the lease.
 async fn renewed(h: &Harness, id: ScheduleId) {
     let job = h.jobs(id).await[0].id;
-    for _ in 0..250 {
+    super::until("the lease is renewed past the clock", || async {
         let now = h.now();
         let lapsed = h.store.jobs_due(now, now, 100).await.unwrap();
-        if !lapsed.iter().any(|d| d.id == job) {
-            return;
-        }
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
-    }
-    panic!("the lease of job {job} was not renewed after the clock moved past it");
+        !lapsed.iter().any(|d| d.id == job)
+    })
+    .await;
 }
 
 pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
@@ -241,16 +234,14 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
         Arc::new(Metrics::default()),
     );
     let probe = async {
-        for _ in 0..250 {
-            if !h.target.requests().is_empty() {
-                break;
-            }
-            tokio::time::sleep(StdDuration::from_millis(20)).await;
-        }
+        super::until("the call arrives", || async {
+            !h.target.requests().is_empty()
+        })
+        .await;
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
-        // The clock passes the first lease: the keeper's renewal, on the same clock, is due
-        // and runs (no wall-clock wait for a third of a lease).
-        h.clock.set(due + Duration::seconds(2));
+        // The clock passes the first lease (not the call's 2 s timeout): the renewal, on the
+        // same clock, is due and runs (no wall-clock wait for a third of a lease).
+        h.clock.set(due + Duration::milliseconds(1500));
         renewed(&h, s.id).await;
         let summary = other.tick().await.unwrap();
         assert_eq!(
@@ -290,15 +281,14 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
         Arc::new(Metrics::default()),
     );
     let probe = async {
-        for _ in 0..250 {
-            if !h.target.requests().is_empty() {
-                break;
-            }
-            tokio::time::sleep(StdDuration::from_millis(20)).await;
-        }
+        super::until("the call arrives", || async {
+            !h.target.requests().is_empty()
+        })
+        .await;
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
-        // The clock passes the first lease; `tick --once` renews it like the loop does.
-        h.clock.set(due + Duration::seconds(2));
+        // The clock passes the first lease (not the call's timeout); `tick --once` renews it
+        // like the loop does.
+        h.clock.set(due + Duration::milliseconds(1500));
         renewed(&h, s.id).await;
         other.tick().await.unwrap()
     };
