@@ -179,10 +179,6 @@ async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
     }
 }
 
-fn clamp_limit(limit: u32) -> i32 {
-    i32::try_from(limit.min(1000)).unwrap_or(1000)
-}
-
 /// PostgreSQL's placeholders: `$1`, `$2`, ...
 fn placeholder(n: usize) -> String {
     format!("${n}")
@@ -207,6 +203,11 @@ fn bind(query: PgQuery<'_>, val: Val) -> PgQuery<'_> {
 fn query(sql: &Sql) -> PgQuery<'_> {
     sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
+
+// PostgreSQL's functions take their counts and limits as `int`.
+crate::store::rows::pool_rows!(PgPool, PgRow, count: |n: u32| {
+    Val::I32(i32::try_from(n).unwrap_or(i32::MAX))
+});
 
 crate::store::rows::row_cells! {
 /// A PostgreSQL row's cells, decoded natively.

@@ -7,10 +7,12 @@
 //! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
 //! as integer microseconds and JSON as checked text.
 
+mod cross;
 pub(crate) mod hours;
 mod shared;
 mod write;
 
+pub(crate) use cross::*;
 pub(crate) use shared::*;
 pub(crate) use write::*;
 

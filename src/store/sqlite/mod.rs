@@ -178,6 +178,8 @@ fn query(sql: &Sql) -> SqliteQuery<'_> {
     sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
 
+crate::store::rows::pool_rows!(SqlitePool, SqliteRow, count: |n: u32| Val::I64(i64::from(n)));
+
 crate::store::rows::row_cells! {
 /// A SQLite row's cells, decoded from SQLite's storage classes.
 Cells for SqliteCells(SqliteRow, Sqlite) {
