@@ -143,13 +143,23 @@ pub async fn schema_status(url: &str) -> StoreResult<SchemaStatus> {
 
 /// The channels a transaction rings when it commits, and which of them other processes must
 /// hear about too.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Rings {
+    signals: Arc<Signals>,
     local: Vec<Channel>,
     remote: Vec<Channel>,
 }
 
 impl Rings {
+    /// None yet; `signals` are this process's, which the local channels ring.
+    pub(crate) fn new(signals: Arc<Signals>) -> Self {
+        Self {
+            signals,
+            local: Vec::new(),
+            remote: Vec::new(),
+        }
+    }
+
     pub(crate) fn request(&mut self, channel: Channel, cross_process: bool) {
         if !self.local.contains(&channel) {
             self.local.push(channel);
@@ -163,10 +173,16 @@ impl Rings {
         self.remote.clone()
     }
 
-    pub(crate) fn ring(&self, signals: &Signals) {
+    /// Commits `tx`, then rings the local channels.
+    pub(crate) async fn commit<DB: sqlx::Database>(
+        self,
+        tx: sqlx::Transaction<'_, DB>,
+    ) -> StoreResult<()> {
+        tx.commit().await.map_err(db_err)?;
         for channel in &self.local {
-            signals.ring(*channel);
+            self.signals.ring(*channel);
         }
+        Ok(())
     }
 }
 

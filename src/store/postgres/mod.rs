@@ -22,10 +22,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPoolOptions, PgRow};
-use sqlx::{PgPool, Postgres, Row};
+use sqlx::{PgPool, Postgres};
 use uuid::Uuid;
 
-use super::rows::{Cells, RowCells, Sql, Val};
+use super::rows::{Cells, Sql, Val};
 use super::{ConnectOptions, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -179,10 +179,6 @@ async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
     }
 }
 
-fn clamp_limit(limit: u32) -> i32 {
-    i32::try_from(limit.min(1000)).unwrap_or(1000)
-}
-
 /// PostgreSQL's placeholders: `$1`, `$2`, ...
 fn placeholder(n: usize) -> String {
     format!("${n}")
@@ -208,43 +204,14 @@ fn query(sql: &Sql) -> PgQuery<'_> {
     sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
 
+// PostgreSQL's functions take their counts and limits as `int`.
+crate::store::rows::pool_rows!(PgPool, PgRow, count: |n: u32| {
+    Val::I32(i32::try_from(n).unwrap_or(i32::MAX))
+});
+
+crate::store::rows::row_cells! {
 /// A PostgreSQL row's cells, decoded natively.
-pub(crate) struct PgCells<'r>(&'r PgRow, &'static str);
-
-impl<'r> PgCells<'r> {
-    fn get<T>(&self, column: &str) -> StoreResult<T>
-    where
-        T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-    {
-        self.0.try_get(column).map_err(|e| self.corrupt(column, e))
-    }
-}
-
-impl Cells for PgCells<'_> {
-    fn table(&self) -> &'static str {
-        self.1
-    }
-    fn i32(&self, column: &str) -> StoreResult<i32> {
-        self.get(column)
-    }
-    fn i64(&self, column: &str) -> StoreResult<i64> {
-        self.get(column)
-    }
-    fn bool(&self, column: &str) -> StoreResult<bool> {
-        self.get(column)
-    }
-    fn text(&self, column: &str) -> StoreResult<String> {
-        self.get(column)
-    }
-    fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
-        self.get(column)
-    }
-    fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>> {
-        self.get(column)
-    }
-    fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>> {
-        self.get(column)
-    }
+Cells for PgCells(PgRow, Postgres) {
     fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {
         self.get(column)
     }
@@ -255,11 +222,4 @@ impl Cells for PgCells<'_> {
         self.get(column)
     }
 }
-
-impl RowCells for PgRow {
-    type Cells<'r> = PgCells<'r>;
-
-    fn cells(&self, table: &'static str) -> PgCells<'_> {
-        PgCells(self, table)
-    }
 }

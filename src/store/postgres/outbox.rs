@@ -3,27 +3,14 @@
 
 use sqlx::PgPool;
 
-use super::clamp_limit;
 use crate::core::model::OutboxEvent;
 use crate::core::store::*;
 use crate::store::db_err;
 use crate::store::rows::{self, OUTBOX_COLUMNS};
 
 pub(super) async fn claim(pool: &PgPool, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM cron.outbox_claim($1, $2, $3, $4)"
-    ))
-    .bind(&claim.relay_id)
-    .bind(claim.now)
-    .bind(claim.lease_until)
-    .bind(clamp_limit(claim.limit))
-    .fetch_all(pool)
-    .await
-    .map_err(db_err)?;
-    let mut events = rows::map_rows(&rows, "outbox", rows::outbox)?;
-    // UPDATE ... RETURNING does not promise an order.
-    events.sort_by_key(|e| e.seq);
-    Ok(events)
+    let statement = format!("SELECT {OUTBOX_COLUMNS} FROM cron.outbox_claim($1, $2, $3, $4)");
+    rows::outbox_claim(pool, &statement, claim).await
 }
 
 pub(super) async fn mark_relayed(pool: &PgPool, relayed: &OutboxRelayed) -> StoreResult<u64> {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{PgCells, clamp_limit};
+use super::PgCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
     DueJob, DueSchedule, EnvSummary, HandedOff, Share, StoreResult, StoreStats, ZoneInUse,
@@ -19,19 +19,9 @@ pub(super) async fn schedules_due(
     seed: u32,
     share: Option<Share>,
 ) -> StoreResult<Vec<DueSchedule>> {
-    let rows = sqlx::query(
-        "SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(clamp_limit(limit))
-    .bind(now)
-    .bind(i64::from(seed))
-    .bind(share.map(|s| s.ahead_after))
-    .bind(share.map_or(1, |s| i32::try_from(s.of).unwrap_or(i32::MAX)))
-    .bind(share.map_or(0, |s| i32::try_from(s.index).unwrap_or(0)))
-    .fetch_all(pool)
-    .await
-    .map_err(db_err)?;
-    rows::map_rows(&rows, "schedules", rows::due_schedule)
+    let statement =
+        "SELECT id, env_id, next_run_at FROM cron.due_schedules($1, $2, $3, $4, $5, $6)";
+    rows::schedules_due(pool, statement, now, limit, seed, share).await
 }
 
 pub(super) async fn instance_beat(
@@ -64,14 +54,8 @@ pub(super) async fn jobs_due(
     stale_before: DateTime<Utc>,
     limit: u32,
 ) -> StoreResult<Vec<DueJob>> {
-    let rows = sqlx::query("SELECT id, schedule_id, env_id, status FROM cron.due_jobs($1, $2, $3)")
-        .bind(clamp_limit(limit))
-        .bind(now)
-        .bind(stale_before)
-        .fetch_all(pool)
-        .await
-        .map_err(db_err)?;
-    rows::map_rows(&rows, "jobs", rows::due_job)
+    let statement = "SELECT id, schedule_id, env_id, status FROM cron.due_jobs($1, $2, $3)";
+    rows::jobs_due(pool, statement, now, stale_before, limit).await
 }
 
 pub(super) async fn jobs_lease_renew(

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
-use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
-use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, prefixed};
+use crate::store::rows::hours::HoursDialect;
+use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, TenantRows, prefixed};
 use crate::store::{Rings, db_err};
 
 /// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
@@ -27,7 +27,6 @@ pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
 pub(super) struct PgTenantTx<'c> {
     pub(super) tx: Transaction<'c, Postgres>,
     pub(super) env_id: EnvId,
-    signals: Arc<Signals>,
     on_commit: Rings,
     announce: Announce,
     /// Channels to hand to the announcer once committed.
@@ -57,25 +56,44 @@ impl<'c> PgTenantTx<'c> {
         Self {
             tx,
             env_id,
-            signals,
-            on_commit: Rings::default(),
+            on_commit: Rings::new(signals),
             announce,
             after_commit: Vec::new(),
         }
     }
 
-    async fn one_schedule(&mut self, sql: &str, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-        let row = sqlx::query(sql)
+    /// The schedules with `ids`, in id order, read with `lock` at the statement's end.
+    async fn schedules_by_ids(
+        &mut self,
+        ids: &[ScheduleId],
+        lock: &str,
+    ) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = ANY($2) \
+             ORDER BY id{lock}"
+        );
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let rows = sqlx::query(&sql)
             .bind(self.env_id.0)
-            .bind(id.0)
-            .fetch_optional(&mut *self.tx)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
-        rows::map_row(row.as_ref(), "schedules", rows::schedule)
+        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 }
 
-rows::tenant_rows!(PgTenantTx<'_>, PgRow, contains: |column, needle| format!("strpos(lower({column} COLLATE \"C\"), lower({needle}::text COLLATE \"C\")) > 0"));
+rows::tenant_rows!(PgTenantTx<'_>, PgRow, {
+    const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String = |column, needle| {
+        format!("strpos(lower({column} COLLATE \"C\"), lower({needle}::text COLLATE \"C\")) > 0")
+    };
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const FOR_UPDATE_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const HOURS: HoursDialect = HoursDialect {
+        hour: "floor(extract(epoch FROM scheduled_for) / 3600)::bigint",
+        late: "floor(extract(epoch FROM {first} - scheduled_for) * 1000)::bigint",
+    };
+});
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
@@ -99,67 +117,20 @@ impl TenantTx for PgTenantTx<'_> {
         }
     }
 
-    async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = $2 FOR UPDATE"
-        );
-        self.one_schedule(&sql, id).await
-    }
-
-    async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
-        // SKIP LOCKED: a row another instance is claiming right now is left out rather than
-        // waited for, so this never waits on (or deadlocks with) a claim; that claim moves the
-        // schedule's next fire itself.
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = $1 AND status = 'active' AND kind = 'cron' AND timezone = $2 \
-             ORDER BY id FOR UPDATE SKIP LOCKED"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(timezone)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
-    }
-
     async fn schedule_get_many(
         &mut self,
         ids: &[ScheduleId],
         for_update: bool,
     ) -> StoreResult<Vec<Schedule>> {
-        let lock = if for_update { " FOR UPDATE" } else { "" };
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = ANY($2) \
-             ORDER BY id{lock}"
-        );
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(&ids)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
+        let lock = if for_update { Self::FOR_UPDATE } else { "" };
+        self.schedules_by_ids(ids, lock).await
     }
 
     async fn schedule_get_many_skip_locked(
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<Schedule>> {
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = $1 AND id = ANY($2) \
-             ORDER BY id FOR UPDATE SKIP LOCKED"
-        );
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let rows = sqlx::query(&sql)
-            .bind(self.env_id.0)
-            .bind(&ids)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
+        self.schedules_by_ids(ids, Self::FOR_UPDATE_SKIP_LOCKED).await
     }
 
     async fn schedule_claim_many(
@@ -300,31 +271,6 @@ impl TenantTx for PgTenantTx<'_> {
         Ok(open.into_iter().map(ScheduleId).collect())
     }
 
-    async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
-        const DIALECT: HoursDialect = HoursDialect {
-            hour: "floor(extract(epoch FROM scheduled_for) / 3600)::bigint",
-            late: "floor(extract(epoch FROM {first} - scheduled_for) * 1000)::bigint",
-            env: "$1",
-            from: "$2",
-            to: "$3",
-            schedule: "$4::uuid",
-        };
-        let mut rows = Vec::with_capacity(2);
-        for by_hour in [true, false] {
-            let found: Vec<HourRow> = sqlx::query_as(&job_hours_sql(&DIALECT, by_hour))
-                .bind(self.env_id.0)
-                .bind(query.from)
-                .bind(query.to)
-                .bind(query.schedule_id.map(|id| id.0))
-                .fetch_all(&mut *self.tx)
-                .await
-                .map_err(db_err)?;
-            rows.push(found);
-        }
-        let window = rows.pop().and_then(|mut w| w.pop());
-        hours::job_hours(rows.pop().unwrap_or_default(), window)
-    }
-
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
         if events.is_empty() {
             return Ok(());
@@ -369,8 +315,7 @@ impl TenantTx for PgTenantTx<'_> {
                 .map_err(db_err)?;
         }
         let this = *self;
-        this.tx.commit().await.map_err(db_err)?;
-        this.on_commit.ring(&this.signals);
+        this.on_commit.commit(this.tx).await?;
         if let Announce::AfterCommit(announcer) = &this.announce {
             for channel in &this.after_commit {
                 announcer.request(*channel);

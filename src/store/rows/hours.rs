@@ -5,7 +5,8 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::core::store::{JobHour, JobHours, StoreError, StoreResult};
+use super::{Cells, RowCells, Sql, TenantRows, Val};
+use crate::core::store::{JobHour, JobHours, JobHoursQuery, StoreError, StoreResult};
 
 /// A backend's spelling of the parts that differ.
 pub(crate) struct HoursDialect {
@@ -13,12 +14,15 @@ pub(crate) struct HoursDialect {
     pub hour: &'static str,
     /// The lateness in milliseconds of the instant `{first}` (see [`FIRST_START`]).
     pub late: &'static str,
-    /// Placeholders: environment, window start, window end, and the schedule filter
-    /// (`NULL` means every schedule).
-    pub env: &'static str,
-    pub from: &'static str,
-    pub to: &'static str,
-    pub schedule: &'static str,
+}
+
+/// The placeholders of [`job_hours_sql`]: environment, window start, window end, and the
+/// schedule filter (`NULL` means every schedule).
+struct HoursParams {
+    env: String,
+    from: String,
+    to: String,
+    schedule: String,
 }
 
 /// When a job's first attempt started: the attempt ledger's first row (it keeps the first
@@ -34,7 +38,7 @@ const FIRST_START: &str = "COALESCE((SELECT a.started_at FROM job_attempts a \
 /// occurrence; a discarded one (superseded with no successor) counts as the failure it was. A
 /// record of a run of missed occurrences counts each of them (`missed_count`), in the hour of
 /// the first.
-pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
+fn job_hours_sql(d: &HoursDialect, p: &HoursParams, by_hour: bool) -> String {
     let (rank_by, count_by, group) = if by_hour {
         ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
     } else {
@@ -62,18 +66,57 @@ pub(crate) fn job_hours_sql(d: &HoursDialect, by_hour: bool) -> String {
            FROM r {group}",
         hour = d.hour,
         late = d.late.replace("{first}", FIRST_START),
-        env = d.env,
-        from = d.from,
-        to = d.to,
-        schedule = d.schedule,
+        env = p.env,
+        from = p.from,
+        to = p.to,
+        schedule = p.schedule,
     )
 }
 
+/// The hourly summary of the transaction's environment that `query` asks for: one statement
+/// per hour with jobs, one for the whole window.
+pub(crate) async fn job_hours_of<T: TenantRows>(
+    tx: &mut T,
+    query: &JobHoursQuery,
+) -> StoreResult<JobHours> {
+    let mut rows = Vec::with_capacity(2);
+    for by_hour in [true, false] {
+        let mut sql = Sql::new(T::PLACEHOLDER);
+        let params = HoursParams {
+            env: sql.val(Val::uuid(tx.tenant().0)),
+            from: sql.val(Val::ts(query.from)),
+            to: sql.val(Val::ts(query.to)),
+            schedule: sql.val(Val::Uuid(query.schedule_id.map(|id| id.0))),
+        };
+        sql.text = job_hours_sql(&T::HOURS, &params, by_hour);
+        let found = tx.fetch_all(&sql).await?;
+        let found = found
+            .iter()
+            .map(|row| hour_row(&row.cells("jobs")))
+            .collect::<StoreResult<Vec<_>>>()?;
+        rows.push(found);
+    }
+    let window = rows.pop().and_then(|mut w| w.pop());
+    job_hours(rows.pop().unwrap_or_default(), window)
+}
+
 /// A row of [`job_hours_sql`]: `(h, fires, succeeded, failures, skips, p50, p99)`.
-pub(crate) type HourRow = (i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
+type HourRow = (i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
+
+fn hour_row(c: &impl Cells) -> StoreResult<HourRow> {
+    Ok((
+        c.i64("h")?,
+        c.i64("fires")?,
+        c.i64("succeeded")?,
+        c.i64("failures")?,
+        c.i64("skips")?,
+        c.opt_i64("p50")?,
+        c.opt_i64("p99")?,
+    ))
+}
 
 /// The summary from the per-hour rows and the whole-window row.
-pub(crate) fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreResult<JobHours> {
+fn job_hours(hours: Vec<HourRow>, window: Option<HourRow>) -> StoreResult<JobHours> {
     let hours = hours
         .into_iter()
         .map(|(h, fires, succeeded, failures, skips, p50, p99)| {

@@ -7,10 +7,12 @@
 //! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
 //! as integer microseconds and JSON as checked text.
 
+mod cross;
 pub(crate) mod hours;
 mod shared;
 mod write;
 
+pub(crate) use cross::*;
 pub(crate) use shared::*;
 pub(crate) use write::*;
 
@@ -118,6 +120,62 @@ pub(crate) trait RowCells {
     /// The row's cells, as a row of `table`.
     fn cells(&self, table: &'static str) -> Self::Cells<'_>;
 }
+
+/// A backend's cells type over its row type, `$row` of database `$db`, with the reads that
+/// decode natively written once: `row_cells! { Cells for Backend(Row, Db) { the other reads } }`
+/// (the uuid, instant and JSON reads, which each backend stores its own way).
+macro_rules! row_cells {
+    ($(#[$doc:meta])* Cells for $cells:ident($row:ty, $db:ty) { $($own:tt)* }) => {
+        $(#[$doc])*
+        pub(crate) struct $cells<'r>(&'r $row, &'static str);
+
+        impl<'r> $cells<'r> {
+            fn get<T>(&self, column: &str) -> StoreResult<T>
+            where
+                T: sqlx::Decode<'r, $db> + sqlx::Type<$db>,
+            {
+                sqlx::Row::try_get(self.0, column).map_err(|e| self.corrupt(column, e))
+            }
+        }
+
+        impl $crate::store::rows::Cells for $cells<'_> {
+            fn table(&self) -> &'static str {
+                self.1
+            }
+            fn i32(&self, column: &str) -> StoreResult<i32> {
+                self.get(column)
+            }
+            fn i64(&self, column: &str) -> StoreResult<i64> {
+                self.get(column)
+            }
+            fn bool(&self, column: &str) -> StoreResult<bool> {
+                self.get(column)
+            }
+            fn text(&self, column: &str) -> StoreResult<String> {
+                self.get(column)
+            }
+            fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+                self.get(column)
+            }
+            fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>> {
+                self.get(column)
+            }
+            fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>> {
+                self.get(column)
+            }
+            $($own)*
+        }
+
+        impl $crate::store::rows::RowCells for $row {
+            type Cells<'r> = $cells<'r>;
+
+            fn cells(&self, table: &'static str) -> $cells<'_> {
+                $cells(self, table)
+            }
+        }
+    };
+}
+pub(crate) use row_cells;
 
 /// Maps rows of `table` with one of the mappers below.
 pub(crate) fn map_rows<'r, R: RowCells, T>(

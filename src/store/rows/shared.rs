@@ -21,18 +21,51 @@ fn scoped<T: TenantRows>(tx: &T, text: impl FnOnce(&str, &mut Sql) -> String) ->
     sql
 }
 
-/// The row of `table` with `id` in the transaction's environment.
+/// The row of `table` with `id` in the transaction's environment; `lock` ends the statement
+/// (`""`, or a backend's [`TenantRows::FOR_UPDATE`]).
 pub(crate) async fn row_by_id<T: TenantRows>(
     tx: &mut T,
     table: &str,
     columns: &str,
     id: Uuid,
+    lock: &str,
 ) -> StoreResult<Option<T::Row>> {
     let sql = scoped(tx, |env, sql| {
         let id = sql.val(Val::uuid(id));
-        format!("SELECT {columns} FROM {table} WHERE env_id = {env} AND id = {id}")
+        format!("SELECT {columns} FROM {table} WHERE env_id = {env} AND id = {id}{lock}")
     });
     tx.fetch_optional(&sql).await
+}
+
+/// The schedule with `id`, read with `lock` at its end.
+pub(crate) async fn schedule_by_id<T: TenantRows>(
+    tx: &mut T,
+    id: ScheduleId,
+    lock: &str,
+) -> StoreResult<Option<Schedule>> {
+    let row = row_by_id(tx, "schedules", SCHEDULE_COLUMNS, id.0, lock).await?;
+    map_row(row.as_ref(), "schedules", super::schedule)
+}
+
+/// The active cron schedules in `timezone`, in id order, their rows locked. A row another
+/// transaction holds (a claim moving that schedule's next fire itself) is left out rather than
+/// waited for, so this never waits on, or deadlocks with, a claim.
+pub(crate) async fn schedules_in_zone<T: TenantRows>(
+    tx: &mut T,
+    timezone: &str,
+) -> StoreResult<Vec<Schedule>> {
+    let sql = scoped(tx, |env, sql| {
+        let timezone = sql.val(Val::text(timezone));
+        format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE env_id = {env} AND status = 'active' AND kind = 'cron' \
+               AND timezone = {timezone} \
+             ORDER BY id{}",
+            T::FOR_UPDATE_SKIP_LOCKED
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "schedules", super::schedule)
 }
 
 /// Deletes the row of `table` with `id`; whether there was one.
@@ -291,14 +324,23 @@ macro_rules! tenant_tx {
         }
 
         async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-            let row = $crate::store::rows::row_by_id(
-                self,
-                "schedules",
-                $crate::store::rows::SCHEDULE_COLUMNS,
-                id.0,
-            )
-            .await?;
-            $crate::store::rows::map_row(row.as_ref(), "schedules", $crate::store::rows::schedule)
+            $crate::store::rows::schedule_by_id(self, id, "").await
+        }
+
+        async fn schedule_get_for_update(
+            &mut self,
+            id: ScheduleId,
+        ) -> StoreResult<Option<Schedule>> {
+            let lock = <Self as $crate::store::rows::TenantRows>::FOR_UPDATE;
+            $crate::store::rows::schedule_by_id(self, id, lock).await
+        }
+
+        async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
+            $crate::store::rows::schedules_in_zone(self, timezone).await
+        }
+
+        async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
+            $crate::store::rows::hours::job_hours_of(self, query).await
         }
 
         async fn schedule_get_by_type(
@@ -419,6 +461,7 @@ macro_rules! tenant_tx {
                 "jobs",
                 $crate::store::rows::JOB_COLUMNS,
                 id.0,
+                "",
             )
             .await?;
             $crate::store::rows::map_row(row.as_ref(), "jobs", $crate::store::rows::job)
@@ -454,7 +497,7 @@ macro_rules! tenant_tx {
 
         async fn dlq_get(&mut self, id: DlqId) -> StoreResult<Option<DlqEntry>> {
             let row =
-                $crate::store::rows::row_by_id(self, "dlq", $crate::store::rows::DLQ_COLUMNS, id.0)
+                $crate::store::rows::row_by_id(self, "dlq", $crate::store::rows::DLQ_COLUMNS, id.0, "")
                     .await?;
             $crate::store::rows::map_row(row.as_ref(), "dlq", $crate::store::rows::dlq)
         }
@@ -499,14 +542,15 @@ macro_rules! tenant_tx {
 pub(crate) use tenant_tx;
 
 /// A backend tenant transaction's [`TenantRows`]: its `tx` runs the backend's `query` (the
-/// statement with its values bound, named at the expansion site) with `placeholder`, and
-/// `contains` writes its case-insensitive substring test.
+/// statement with its values bound, named at the expansion site) with `placeholder`; the
+/// block holds the backend's spellings (`CONTAINS_IGNORING_CASE`, `FOR_UPDATE`, ...):
+/// `tenant_rows!(Backend, Row, { const ...; })`.
 macro_rules! tenant_rows {
-    ($backend:ty, $row:ty, contains: $contains:expr) => {
+    ($backend:ty, $row:ty, { $($dialect:tt)* }) => {
         impl $crate::store::rows::TenantRows for $backend {
             type Row = $row;
             const PLACEHOLDER: $crate::store::rows::Placeholder = placeholder;
-            const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String = $contains;
+            $($dialect)*
 
             fn tenant(&self) -> EnvId {
                 self.env_id

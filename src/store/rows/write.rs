@@ -441,6 +441,13 @@ pub(crate) trait TenantRows: Send {
     /// SQL testing whether `column` contains the text of `needle` (a placeholder), ignoring
     /// ASCII case.
     const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String;
+    /// The clause that ends a read whose rows the transaction locks until it ends (empty
+    /// where a plain read is already exclusive).
+    const FOR_UPDATE: &'static str;
+    /// The same, leaving out rows locked elsewhere instead of waiting for them.
+    const FOR_UPDATE_SKIP_LOCKED: &'static str;
+    /// How the backend writes the hour and the lateness of the hourly job summary.
+    const HOURS: super::hours::HoursDialect;
     /// The environment the transaction is scoped to.
     fn tenant(&self) -> EnvId;
     async fn fetch_optional(&mut self, sql: &Sql) -> StoreResult<Option<Self::Row>>;

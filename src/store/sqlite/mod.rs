@@ -29,10 +29,10 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, SqlitePool};
+use sqlx::{Sqlite, SqlitePool};
 use uuid::Uuid;
 
-use super::rows::{Cells, RowCells, Sql, Val, from_micros};
+use super::rows::{Cells, Sql, Val, from_micros};
 use super::{ConnectOptions, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -178,43 +178,11 @@ fn query(sql: &Sql) -> SqliteQuery<'_> {
     sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
 }
 
+crate::store::rows::pool_rows!(SqlitePool, SqliteRow, count: |n: u32| Val::I64(i64::from(n)));
+
+crate::store::rows::row_cells! {
 /// A SQLite row's cells, decoded from SQLite's storage classes.
-pub(crate) struct SqliteCells<'r>(&'r SqliteRow, &'static str);
-
-impl<'r> SqliteCells<'r> {
-    fn get<T>(&self, column: &str) -> StoreResult<T>
-    where
-        T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
-    {
-        self.0.try_get(column).map_err(|e| self.corrupt(column, e))
-    }
-}
-
-impl Cells for SqliteCells<'_> {
-    fn table(&self) -> &'static str {
-        self.1
-    }
-    fn i32(&self, column: &str) -> StoreResult<i32> {
-        self.get(column)
-    }
-    fn i64(&self, column: &str) -> StoreResult<i64> {
-        self.get(column)
-    }
-    fn bool(&self, column: &str) -> StoreResult<bool> {
-        self.get(column)
-    }
-    fn text(&self, column: &str) -> StoreResult<String> {
-        self.get(column)
-    }
-    fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
-        self.get(column)
-    }
-    fn opt_i32(&self, column: &str) -> StoreResult<Option<i32>> {
-        self.get(column)
-    }
-    fn opt_i64(&self, column: &str) -> StoreResult<Option<i64>> {
-        self.get(column)
-    }
+Cells for SqliteCells(SqliteRow, Sqlite) {
     fn opt_uuid(&self, column: &str) -> StoreResult<Option<Uuid>> {
         let text: Option<String> = self.get(column)?;
         text.map(|t| Uuid::parse_str(&t).map_err(|e| self.corrupt(column, e)))
@@ -230,13 +198,6 @@ impl Cells for SqliteCells<'_> {
             .transpose()
     }
 }
-
-impl RowCells for SqliteRow {
-    type Cells<'r> = SqliteCells<'r>;
-
-    fn cells(&self, table: &'static str) -> SqliteCells<'_> {
-        SqliteCells(self, table)
-    }
 }
 
 #[cfg(all(test, unix))]

@@ -12,7 +12,7 @@ use crate::store::rows::{self, OUTBOX_COLUMNS};
 pub(super) async fn claim(pool: &SqlitePool, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
     // One statement: SQLite runs it under its single write lock, so the candidate check and
     // the lease cannot interleave with another claim.
-    let sql = format!(
+    let statement = format!(
         "UPDATE outbox SET locked_until = ?3, locked_by = ?1 \
          WHERE seq IN ( \
              SELECT o.seq FROM outbox o \
@@ -26,17 +26,7 @@ pub(super) async fn claim(pool: &SqlitePool, claim: &OutboxClaim) -> StoreResult
               ORDER BY o.seq LIMIT ?4) \
          RETURNING {OUTBOX_COLUMNS}"
     );
-    let rows = sqlx::query(&sql)
-        .bind(&claim.relay_id)
-        .bind(claim.now.timestamp_micros())
-        .bind(claim.lease_until.timestamp_micros())
-        .bind(i64::from(claim.limit.min(1000)))
-        .fetch_all(pool)
-        .await
-        .map_err(db_err)?;
-    let mut events = rows::map_rows(&rows, "outbox", rows::outbox)?;
-    events.sort_by_key(|e| e.seq);
-    Ok(events)
+    rows::outbox_claim(pool, &statement, claim).await
 }
 
 pub(super) async fn mark_relayed(pool: &SqlitePool, relayed: &OutboxRelayed) -> StoreResult<u64> {

@@ -23,29 +23,18 @@ pub(super) async fn schedules_due(
     // Round-robin across environments; ties at one instant by a seeded hash of the id (its
     // last characters, multiplied by an odd factor from the seed modulo a prime, so each seed
     // permutes them differently; one process writes SQLite, so this only varies the order).
-    let rows = sqlx::query(
-        "SELECT id, env_id, next_run_at FROM ( \
+    let statement = "SELECT id, env_id, next_run_at FROM ( \
              SELECT id, env_id, next_run_at, \
                     row_number() OVER (PARTITION BY env_id ORDER BY next_run_at, \
                         ((unicode(substr(id, -1)) * 31 + unicode(substr(id, -2, 1))) * 131 \
-                          + unicode(substr(id, -3, 1))) * (?3 * 2 + 1) % 997, id) \
+                          + unicode(substr(id, -3, 1))) * (?3 % 997 * 2 + 1) % 997, id) \
                       AS turn \
-               FROM schedules WHERE status = 'active' AND next_run_at <= ?1 \
+               FROM schedules WHERE status = 'active' AND next_run_at <= ?2 \
                 AND (?5 <= 1 OR next_run_at <= ?4 \
                      OR ((unicode(substr(id, -4, 1)) * 31 + unicode(substr(id, -5, 1))) * 131 \
                           + unicode(substr(id, -6, 1))) % ?5 = ?6)) \
-         ORDER BY turn, next_run_at, env_id LIMIT ?2",
-    )
-    .bind(now.timestamp_micros())
-    .bind(i64::from(limit.min(1000)))
-    .bind(i64::from(seed % 997))
-    .bind(share.map(|s| s.ahead_after.timestamp_micros()))
-    .bind(share.map_or(1, |s| i64::from(s.of)))
-    .bind(share.map_or(0, |s| i64::from(s.index)))
-    .fetch_all(pool)
-    .await
-    .map_err(db_err)?;
-    rows::map_rows(&rows, "schedules", rows::due_schedule)
+         ORDER BY turn, next_run_at, env_id LIMIT ?1";
+    rows::schedules_due(pool, statement, now, limit, seed, share).await
 }
 
 pub(super) async fn instance_beat(
@@ -103,31 +92,24 @@ pub(super) async fn jobs_due(
     stale_before: DateTime<Utc>,
     limit: u32,
 ) -> StoreResult<Vec<DueJob>> {
-    let sql = format!(
+    let statement = format!(
         "SELECT id, schedule_id, env_id, status FROM ( \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, next_attempt_at AS due_at \
-               FROM jobs j WHERE status = 'pending' AND next_attempt_at <= ?1 \
+               FROM jobs j WHERE status = 'pending' AND next_attempt_at <= ?2 \
                  AND NOT EXISTS (SELECT 1 FROM schedules s \
                                   WHERE s.id = j.schedule_id AND s.status = 'paused') \
-               ORDER BY next_attempt_at LIMIT ?3) \
+               ORDER BY next_attempt_at LIMIT ?1) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, lease_until AS due_at \
-               FROM jobs WHERE {LEASED_JOB} AND lease_until < ?1 \
-               ORDER BY lease_until LIMIT ?3) \
+               FROM jobs WHERE {LEASED_JOB} AND lease_until < ?2 \
+               ORDER BY lease_until LIMIT ?1) \
              UNION ALL \
              SELECT * FROM (SELECT id, schedule_id, env_id, status, started_at AS due_at \
-               FROM jobs WHERE status = 'running' AND lease_until IS NULL AND started_at < ?2 \
-               ORDER BY started_at LIMIT ?3)) \
-         ORDER BY due_at LIMIT ?3"
+               FROM jobs WHERE status = 'running' AND lease_until IS NULL AND started_at < ?3 \
+               ORDER BY started_at LIMIT ?1)) \
+         ORDER BY due_at LIMIT ?1"
     );
-    let rows = sqlx::query(&sql)
-        .bind(now.timestamp_micros())
-        .bind(stale_before.timestamp_micros())
-        .bind(i64::from(limit.min(1000)))
-        .fetch_all(pool)
-        .await
-        .map_err(db_err)?;
-    rows::map_rows(&rows, "jobs", rows::due_job)
+    rows::jobs_due(pool, &statement, now, stale_before, limit).await
 }
 
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {

@@ -8,14 +8,13 @@ use sqlx::{Sqlite, Transaction};
 use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
-use crate::store::rows::hours::{self, HourRow, HoursDialect, job_hours_sql};
+use crate::store::rows::hours::HoursDialect;
 use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, TenantRows, Val};
 use crate::store::{Rings, db_err};
 
 pub(super) struct SqliteTenantTx {
     pub(super) tx: Transaction<'static, Sqlite>,
     pub(super) env_id: EnvId,
-    signals: Arc<Signals>,
     on_commit: Rings,
 }
 
@@ -28,27 +27,26 @@ impl SqliteTenantTx {
         Self {
             tx,
             env_id,
-            signals,
-            on_commit: Rings::default(),
+            on_commit: Rings::new(signals),
         }
     }
 
     pub(super) fn env(&self) -> String {
         self.env_id.0.to_string()
     }
-
-    /// A statement that binds the env id as `?1` and an id as `?2`, returning at most one row.
-    async fn by_id(&mut self, sql: &str, id: uuid::Uuid) -> StoreResult<Option<SqliteRow>> {
-        sqlx::query(sql)
-            .bind(self.env())
-            .bind(id.to_string())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(db_err)
-    }
 }
 
-rows::tenant_rows!(SqliteTenantTx, SqliteRow, contains: |column, needle| format!("instr(lower({column}), lower({needle})) > 0"));
+rows::tenant_rows!(SqliteTenantTx, SqliteRow, {
+    const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String =
+        |column, needle| format!("instr(lower({column}), lower({needle})) > 0");
+    // One connection serialises every transaction: plain reads are already exclusive.
+    const FOR_UPDATE: &'static str = "";
+    const FOR_UPDATE_SKIP_LOCKED: &'static str = "";
+    const HOURS: HoursDialect = HoursDialect {
+        hour: "scheduled_for / 3600000000",
+        late: "({first} - scheduled_for) / 1000",
+    };
+});
 
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
@@ -56,27 +54,6 @@ impl TenantTx for SqliteTenantTx {
     fn notify_on_commit(&mut self, channel: Channel) {
         // One process owns the file in practice; other processes fall back to polling.
         self.on_commit.request(channel, false);
-    }
-
-    async fn schedule_get_for_update(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
-        // One connection serialises every transaction: a plain read is already exclusive.
-        self.schedule_get(id).await
-    }
-
-    async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
-        // One connection serialises every transaction: plain reads are already exclusive.
-        let sql = format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
-             WHERE env_id = ?1 AND status = 'active' AND kind = 'cron' AND timezone = ?2 \
-             ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(self.env())
-            .bind(timezone)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
     async fn schedule_get_many(
@@ -159,40 +136,20 @@ impl TenantTx for SqliteTenantTx {
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>> {
-        let sql =
-            format!("SELECT id FROM jobs WHERE env_id = ?1 AND schedule_id = ?2 AND {OPEN_JOB}");
         let mut open = Vec::new();
         for id in ids {
-            if self.by_id(&sql, id.0).await?.is_some() {
+            let mut sql = Sql::new(placeholder);
+            let env = sql.val(Val::uuid(self.env_id.0));
+            let schedule = sql.val(Val::uuid(id.0));
+            sql.text = format!(
+                "SELECT id FROM jobs WHERE env_id = {env} AND schedule_id = {schedule} \
+                 AND {OPEN_JOB}"
+            );
+            if self.fetch_optional(&sql).await?.is_some() {
                 open.push(*id);
             }
         }
         Ok(open)
-    }
-
-    async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours> {
-        const DIALECT: HoursDialect = HoursDialect {
-            hour: "scheduled_for / 3600000000",
-            late: "({first} - scheduled_for) / 1000",
-            env: "?1",
-            from: "?2",
-            to: "?3",
-            schedule: "?4",
-        };
-        let mut rows = Vec::with_capacity(2);
-        for by_hour in [true, false] {
-            let found: Vec<HourRow> = sqlx::query_as(&job_hours_sql(&DIALECT, by_hour))
-                .bind(self.env())
-                .bind(query.from.timestamp_micros())
-                .bind(query.to.timestamp_micros())
-                .bind(query.schedule_id.map(|id| id.0.to_string()))
-                .fetch_all(&mut *self.tx)
-                .await
-                .map_err(db_err)?;
-            rows.push(found);
-        }
-        let window = rows.pop().and_then(|mut w| w.pop());
-        hours::job_hours(rows.pop().unwrap_or_default(), window)
     }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
@@ -209,9 +166,7 @@ impl TenantTx for SqliteTenantTx {
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let this = *self;
-        this.tx.commit().await.map_err(db_err)?;
-        this.on_commit.ring(&this.signals);
-        Ok(())
+        this.on_commit.commit(this.tx).await
     }
 }
 }
