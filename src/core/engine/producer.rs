@@ -22,8 +22,7 @@
 //! work is held elsewhere) also end after the same wall-clock time, so a stopped test clock
 //! never stalls them; every decision still reads the injected clock.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::panic::AssertUnwindSafe;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -34,13 +33,14 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 
 use super::claim::Recheck;
-use super::held::{HAND_OFF_CHUNK, Held, Ready, Start};
-use super::outcome::{Attempt, Failure, call_alone};
+use super::held::{Held, Ready, Start};
+use super::outcome::{Attempt, Failure};
 use super::round::{Budget, Claimed, Round};
-use super::slots::{Slot, Slots, origin_shown};
+use super::slots::{Slot, Slots};
 use super::{Engine, EngineError, Outcome, TickSummary, wake};
-use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
-use crate::core::metrics::inc;
+
+mod calls;
+mod handoff;
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -595,261 +595,6 @@ impl Producer {
             real: tokio::time::Instant::now() + wait.wait,
             pause: wait.pause,
         });
-    }
-
-    fn start_hand_off(&mut self, now: DateTime<Utc>) {
-        if self.handing_off {
-            return;
-        }
-        if let Some(retry) = self.hand_off_retry {
-            if retry > tokio::time::Instant::now() {
-                return;
-            }
-            self.hand_off_retry = None;
-        }
-        let fires = self.held.take_to_hand_off(now);
-        if fires.is_empty() {
-            return;
-        }
-        debug_assert!(fires.len() <= HAND_OFF_CHUNK);
-        self.handing_off = true;
-        let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
-        let store = self.engine.store.clone();
-        let lease = super::chrono_duration(self.engine.config.lease);
-        self.spawn(OpKind::HandOff(ids), async move {
-            let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
-            let answer = store.jobs_hand_off(&jobs, lease, now).await;
-            Op::HandOff { fires, answer }
-        });
-    }
-
-    /// The hand-off of fires claimed ahead was answered (see
-    /// [`crate::core::store::Store::jobs_hand_off`]): a fire withdrawn meanwhile is dropped;
-    /// one whose schedule changed since the claim has its schedule read again (its new payload
-    /// goes out, or a change that bypassed the withdrawal withdraws it there); the rest wait
-    /// for their instant. A failed write puts the fires back, to hand off again: a fire is
-    /// called once its hand-off is confirmed, late, never twice.
-    fn hand_off_done(&mut self, fires: Vec<(Schedule, Job)>, answer: StoreResult<Vec<HandedOff>>) {
-        self.handing_off = false;
-        let handed = match answer {
-            Ok(handed) => handed,
-            Err(err) => {
-                tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
-                self.held.put_back(fires);
-                self.hand_off_retry = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
-                return;
-            }
-        };
-        self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
-        let handed: HashMap<JobId, DateTime<Utc>> = handed
-            .into_iter()
-            .map(|h| (h.job_id, h.schedule_updated_at))
-            .collect();
-        let mut ready = Vec::with_capacity(fires.len());
-        let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
-        for (schedule, mut job) in fires {
-            let Some(updated_at) = handed.get(&job.id) else {
-                // Withdrawn by a change (or released elsewhere) first: not ours to call.
-                tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
-                self.summary.skipped += 1;
-                self.held.forget(schedule.env_id);
-                self.freed();
-                continue;
-            };
-            job.status = JobStatus::Running;
-            job.started_at = Some(job.scheduled_for);
-            // From here on its lease is renewed with the calls in flight.
-            self.running.insert(job.id);
-            if *updated_at == schedule.updated_at {
-                ready.push((schedule, job));
-            } else {
-                changed
-                    .entry(schedule.env_id)
-                    .or_default()
-                    .push((schedule, job));
-            }
-        }
-        self.held.handed_off(ready);
-        for (env, fires) in changed {
-            let ids = fires.iter().map(|(_, j)| (j.id, env)).collect();
-            let engine = self.engine.clone();
-            self.spawn(OpKind::Reread(ids), async move {
-                let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|(s, j)| (s, j)).collect();
-                let verdicts = engine.reread_handed_off(env, &pairs).await;
-                Op::Reread {
-                    env,
-                    fires,
-                    verdicts,
-                }
-            });
-        }
-    }
-
-    /// The schedules of handed-off fires that changed since their claim were read again.
-    fn reread_done(
-        &mut self,
-        env: EnvId,
-        fires: Vec<(Schedule, Job)>,
-        verdicts: StoreResult<Vec<Recheck>>,
-    ) {
-        let verdicts = match verdicts {
-            Ok(verdicts) => verdicts,
-            Err(err) => {
-                // Handed off, and a change that decides (status, timing) would have withdrawn
-                // it: what changed is the payload or target, or nothing that matters.
-                tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read changed schedules again; calling them as claimed");
-                self.held.handed_off(fires);
-                return;
-            }
-        };
-        let mut ready = Vec::with_capacity(fires.len());
-        for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
-            match verdict {
-                Recheck::Fire(schedule) => ready.push((*schedule, job)),
-                Recheck::Withdrawn => {
-                    self.summary.skipped += 1;
-                    self.running.remove(&job.id);
-                    self.held.forget(env);
-                    self.freed();
-                }
-            }
-        }
-        self.held.handed_off(ready);
-    }
-
-    /// Starts ready attempts as slots allow, one per environment and origin in turn.
-    fn launch_ready(&mut self) {
-        if !self.held.pressing() || self.slots.room() == 0 {
-            return;
-        }
-        let slots = &mut self.slots;
-        let taken = self.held.take_ready(|schedule| slots.reserve_for(schedule));
-        let left = taken.iter().any(|(ready, _)| ready.held);
-        for (ready, slot) in taken {
-            self.launch(ready, slot);
-        }
-        if left {
-            self.freed();
-        }
-    }
-
-    /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
-    /// open, a fast failure); the outcome comes back as a [`Called`].
-    fn launch(&mut self, ready: Ready, slot: Slot) {
-        let Ready {
-            schedule,
-            mut job,
-            start,
-            ..
-        } = ready;
-        let engine = &self.engine;
-        let now = engine.clock.now();
-        if start == Start::Fire {
-            inc(&engine.metrics.fires);
-            // The attempt ledger records when the call really started (a fire may have
-            // waited for a slot past its instant).
-            job.started_at = Some(now);
-            let late = now - job.scheduled_for;
-            engine
-                .metrics
-                .lateness
-                .observe(late.to_std().unwrap_or_default());
-        }
-        let admission = slot.origin.as_deref().map(|origin| {
-            engine
-                .breakers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .admit(origin, now)
-        });
-        if let Some(Admission::Reject { until }) = admission {
-            let origin = origin_shown(slot.origin.as_deref().unwrap_or_default()).to_owned();
-            inc(&engine.metrics.failures);
-            let failure = Failure::circuit_open(format!(
-                "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
-                until.to_rfc3339()
-            ));
-            tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
-            self.call_done(Called {
-                attempt: Attempt {
-                    schedule,
-                    job,
-                    result: Err(failure),
-                    ended_at: Some(now),
-                },
-                slot,
-            });
-            return;
-        }
-        let dispatcher = engine.dispatcher.clone();
-        let metrics = engine.metrics.clone();
-        let breakers = engine.breakers.clone();
-        let clock = engine.clock.clone();
-        let timeout = engine.config.job_timeout;
-        let done = self.calls_tx.clone();
-        tokio::spawn(async move {
-            // A call that panics still ends in an outcome: otherwise its job would stay
-            // running (its lease renewed) for the life of the process and every later fire
-            // of its schedule be skipped.
-            let called = AssertUnwindSafe(call_alone(
-                &*dispatcher,
-                &*clock,
-                &metrics,
-                timeout,
-                &schedule,
-                &job,
-            ))
-            .catch_unwind()
-            .await;
-            let (result, health) = called.unwrap_or_else(|_| {
-                inc(&metrics.failures);
-                tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
-                (Err(Failure::panicked()), CallHealth::Neutral)
-            });
-            let ended_at = clock.now();
-            if let Some(origin) = &slot.origin {
-                breakers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .record(origin, health, ended_at);
-            }
-            let _ = done.send(Called {
-                attempt: Attempt {
-                    schedule,
-                    job,
-                    result,
-                    ended_at: Some(ended_at),
-                },
-                slot,
-            });
-        });
-    }
-
-    /// A call ended: its slot is free, its outcome goes to the recorder (its backlog place is
-    /// held until the record is done).
-    fn call_done(&mut self, called: Called) {
-        self.slots.call_ended(called.slot);
-        self.record(called.attempt);
-        self.freed();
-    }
-
-    fn record(&mut self, attempt: Attempt) {
-        if let Some(recorder) = &self.to_recorder {
-            let _ = recorder.send(attempt);
-        }
-    }
-
-    /// The recorder made these outcomes durable.
-    fn recorded(&mut self, outcomes: Vec<(JobId, Outcome)>) {
-        for (job, outcome) in outcomes {
-            // A recovered (abandoned) attempt was never this instance's to renew; any other
-            // outcome ends the attempt this instance launched.
-            if !self.recovering.remove(&job) && self.running.remove(&job) {
-                self.slots.recorded();
-            }
-            self.summary.add(&outcome);
-        }
-        self.freed();
     }
 
     fn start_renewal(&mut self, now: DateTime<Utc>) {

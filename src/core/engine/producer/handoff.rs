@@ -1,0 +1,138 @@
+//! The producer's hand-offs: fires claimed ahead are handed off for their calls just before
+//! their instants, in one guarded write; a change that came first withdraws them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+
+use super::super::claim::Recheck;
+use super::super::held::HAND_OFF_CHUNK;
+use super::{HAND_OFF_RETRY, Op, OpKind, Producer};
+use crate::core::model::*;
+use crate::core::store::*;
+
+impl Producer {
+    pub(super) fn start_hand_off(&mut self, now: DateTime<Utc>) {
+        if self.handing_off {
+            return;
+        }
+        if let Some(retry) = self.hand_off_retry {
+            if retry > tokio::time::Instant::now() {
+                return;
+            }
+            self.hand_off_retry = None;
+        }
+        let fires = self.held.take_to_hand_off(now);
+        if fires.is_empty() {
+            return;
+        }
+        debug_assert!(fires.len() <= HAND_OFF_CHUNK);
+        self.handing_off = true;
+        let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
+        let store = self.engine.store.clone();
+        let lease = super::super::chrono_duration(self.engine.config.lease);
+        self.spawn(OpKind::HandOff(ids), async move {
+            let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
+            let answer = store.jobs_hand_off(&jobs, lease, now).await;
+            Op::HandOff { fires, answer }
+        });
+    }
+
+    /// The hand-off of fires claimed ahead was answered (see
+    /// [`crate::core::store::Store::jobs_hand_off`]): a fire withdrawn meanwhile is dropped;
+    /// one whose schedule changed since the claim has its schedule read again (its new payload
+    /// goes out, or a change that bypassed the withdrawal withdraws it there); the rest wait
+    /// for their instant. A failed write puts the fires back, to hand off again: a fire is
+    /// called once its hand-off is confirmed, late, never twice.
+    pub(super) fn hand_off_done(
+        &mut self,
+        fires: Vec<(Schedule, Job)>,
+        answer: StoreResult<Vec<HandedOff>>,
+    ) {
+        self.handing_off = false;
+        let handed = match answer {
+            Ok(handed) => handed,
+            Err(err) => {
+                tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
+                self.held.put_back(fires);
+                self.hand_off_retry = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                return;
+            }
+        };
+        self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
+        let handed: HashMap<JobId, DateTime<Utc>> = handed
+            .into_iter()
+            .map(|h| (h.job_id, h.schedule_updated_at))
+            .collect();
+        let mut ready = Vec::with_capacity(fires.len());
+        let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
+        for (schedule, mut job) in fires {
+            let Some(updated_at) = handed.get(&job.id) else {
+                // Withdrawn by a change (or released elsewhere) first: not ours to call.
+                tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
+                self.summary.skipped += 1;
+                self.held.forget(schedule.env_id);
+                self.freed();
+                continue;
+            };
+            job.status = JobStatus::Running;
+            job.started_at = Some(job.scheduled_for);
+            // From here on its lease is renewed with the calls in flight.
+            self.running.insert(job.id);
+            if *updated_at == schedule.updated_at {
+                ready.push((schedule, job));
+            } else {
+                changed
+                    .entry(schedule.env_id)
+                    .or_default()
+                    .push((schedule, job));
+            }
+        }
+        self.held.handed_off(ready);
+        for (env, fires) in changed {
+            let ids = fires.iter().map(|(_, j)| (j.id, env)).collect();
+            let engine = self.engine.clone();
+            self.spawn(OpKind::Reread(ids), async move {
+                let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|(s, j)| (s, j)).collect();
+                let verdicts = engine.reread_handed_off(env, &pairs).await;
+                Op::Reread {
+                    env,
+                    fires,
+                    verdicts,
+                }
+            });
+        }
+    }
+
+    /// The schedules of handed-off fires that changed since their claim were read again.
+    pub(super) fn reread_done(
+        &mut self,
+        env: EnvId,
+        fires: Vec<(Schedule, Job)>,
+        verdicts: StoreResult<Vec<Recheck>>,
+    ) {
+        let verdicts = match verdicts {
+            Ok(verdicts) => verdicts,
+            Err(err) => {
+                // Handed off, and a change that decides (status, timing) would have withdrawn
+                // it: what changed is the payload or target, or nothing that matters.
+                tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read changed schedules again; calling them as claimed");
+                self.held.handed_off(fires);
+                return;
+            }
+        };
+        let mut ready = Vec::with_capacity(fires.len());
+        for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
+            match verdict {
+                Recheck::Fire(schedule) => ready.push((*schedule, job)),
+                Recheck::Withdrawn => {
+                    self.summary.skipped += 1;
+                    self.running.remove(&job.id);
+                    self.held.forget(env);
+                    self.freed();
+                }
+            }
+        }
+        self.held.handed_off(ready);
+    }
+}
