@@ -235,6 +235,10 @@ pub trait Store: Send + Sync + 'static {
     /// tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
+    /// How many active schedules are due by `until`, counting at most `cap`: the continuous
+    /// loop sizes how far ahead it claims by what falls due soon. A count; no tenant data.
+    async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64>;
+
     /// The environments that have dead-letter entries (ids only), for the operator's
     /// cross-environment DLQ listing.
     async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>>;

@@ -83,6 +83,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "instance_shares",
         sql: include_str!("../../migrations/postgres/0011_instance_shares.sql"),
     },
+    Migration {
+        version: 12,
+        name: "due_count",
+        sql: include_str!("../../migrations/postgres/0012_due_count.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -141,6 +146,11 @@ pub const SQLITE: &[Migration] = &[
         version: 11,
         name: "instance_shares",
         sql: include_str!("../../migrations/sqlite/0011_instance_shares.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "due_count",
+        sql: include_str!("../../migrations/sqlite/0012_due_count.sql"),
     },
 ];
 

@@ -295,6 +295,10 @@ macro_rules! store_impl {
             reads::wakeup_next(&self.pool).await
         }
 
+        async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
+            reads::schedules_due_count(&self.pool, until, cap).await
+        }
+
         async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
             reads::dlq_envs(&self.pool).await
         }

@@ -241,6 +241,19 @@ impl Held {
         taken
     }
 
+    /// Lets go of the fires still to hand off whose instant is after `cutoff` (a stopping
+    /// instance): they stay `scheduled` in the store, and whichever instance runs releases each
+    /// to run once its claim lease lapses, 2 s past its instant. Returns how many.
+    pub fn leave_after(&mut self, cutoff: DateTime<Utc>) -> usize {
+        let later = self.waiting.split_off(&(cutoff, u64::MAX));
+        let count = later.len();
+        for (schedule, job) in later.into_values() {
+            self.scheduled.remove(&job.id);
+            self.forget(schedule.env_id);
+        }
+        count
+    }
+
     /// A fire claimed ahead left without a call (withdrawn).
     pub fn forget(&mut self, env: EnvId) {
         self.count = self.count.saturating_sub(1);
@@ -371,6 +384,24 @@ mod tests {
         });
         assert_eq!(taken.len(), 2);
         assert!(held.pressing());
+    }
+
+    #[test]
+    fn a_stopping_instance_lets_go_of_the_fires_beyond_its_lead() {
+        let t0 = Utc::now();
+        let env = EnvId::new();
+        let mut held = Held::default();
+        for s in [1, 5, 30] {
+            let (schedule, job) = fire(env, t0 + chrono::Duration::seconds(s));
+            held.hold(schedule, job);
+        }
+        assert_eq!(held.leave_after(t0 + chrono::Duration::seconds(10)), 1);
+        assert_eq!((held.count(), held.scheduled().len()), (2, 2));
+        assert_eq!(
+            held.take_to_hand_off(t0 + chrono::Duration::seconds(5))
+                .len(),
+            2
+        );
     }
 
     #[test]

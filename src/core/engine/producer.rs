@@ -169,6 +169,11 @@ pub(super) struct Producer {
     pressing: watch::Sender<bool>,
     /// This instance's place among the instances alive (`share.rs`).
     share: watch::Receiver<(u32, u32)>,
+    /// How far ahead rounds claim now: the configured lead, longer before a large burst
+    /// (`wake::lead_for`).
+    lead_now: Duration,
+    /// Fires claimed per second of a round, as measured (a moving average).
+    claim_rate: f64,
 }
 
 impl Producer {
@@ -215,6 +220,11 @@ impl Producer {
             recorded,
             pressing,
             share,
+            lead_now: match mode {
+                Mode::Serve { lead } => lead,
+                Mode::Tick => Duration::ZERO,
+            },
+            claim_rate: wake::CLAIM_RATE_GUESS,
             engine,
         }
     }
@@ -251,7 +261,7 @@ impl Producer {
                 Some(called) = self.calls_rx.recv() => self.call_done(called),
                 Some(outcomes) = self.recorded.recv() => self.recorded(outcomes),
                 () = signals.schedules.notified(), if self.serving() => self.wake_round(),
-                () = &mut shutdown, if !self.stopping => self.stopping = true,
+                () = &mut shutdown, if !self.stopping => self.stop(),
                 () = sleep_on_clock(&*clock, at) => {}
                 () = sleep_real(real) => {}
                 () = probe.poke.notified() => {}
@@ -268,8 +278,49 @@ impl Producer {
 
     fn lead(&self) -> Option<Duration> {
         match self.mode {
-            Mode::Serve { lead } if !lead.is_zero() => Some(lead),
+            Mode::Serve { lead } if !lead.is_zero() => Some(self.lead_now.max(lead)),
             _ => None,
+        }
+    }
+
+    /// Learns from a round how fast claims go, and sizes the lead by what falls due soon.
+    fn adapt_lead(&mut self, fired: u64, took: Duration, due_soon: Option<StoreResult<u64>>) {
+        // Only a round that claimed a batch's worth says how fast claims go.
+        if fired >= 100 && !took.is_zero() {
+            let sample = fired as f64 / took.as_secs_f64();
+            self.claim_rate = (self.claim_rate + sample) / 2.0;
+        }
+        let Mode::Serve { lead } = self.mode else {
+            return;
+        };
+        match due_soon {
+            Some(Ok(due)) => {
+                let (_, of) = *self.share.borrow();
+                self.lead_now = wake::lead_for(lead, due, self.claim_rate, of);
+            }
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "cannot count what falls due soon; claiming with the configured lead");
+                self.lead_now = lead;
+            }
+            None => {}
+        }
+    }
+
+    /// Stops claiming. The fires held within the configured lead are still called at their
+    /// instants; those a longer lead claimed before a large burst are let go, so stopping takes
+    /// no longer than the configured lead (another instance, or this one restarted, calls them
+    /// a few seconds late).
+    fn stop(&mut self) {
+        self.stopping = true;
+        if let Mode::Serve { lead } = self.mode {
+            let cutoff = self.engine.clock.now() + super::chrono_duration(lead);
+            let left = self.held.leave_after(cutoff);
+            if left > 0 {
+                tracing::info!(
+                    fires = left,
+                    "stopping: fires claimed further ahead than the configured lead are left to be released at their instants"
+                );
+            }
         }
     }
 
@@ -491,9 +542,14 @@ impl Producer {
         }
     }
 
-    fn round_done(&mut self, claimed: Claimed, started: Instant) {
+    fn round_done(&mut self, mut claimed: Claimed, started: Instant) {
         self.round_running = false;
         self.engine.observe_round(started, claimed.failed.as_ref());
+        self.adapt_lead(
+            claimed.summary.fired,
+            started.elapsed(),
+            claimed.due_soon.take(),
+        );
         self.summary.merge(&claimed.summary);
         for (schedule, job, held) in claimed.fires {
             if held {

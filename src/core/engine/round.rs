@@ -102,6 +102,8 @@ pub(super) struct Claimed {
     pub summary: TickSummary,
     /// The earliest instant anything is due (`None`: nothing is), or why it is unknown.
     pub next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
+    /// How many schedules fall due within the longest lead (claiming ahead only).
+    pub due_soon: Option<StoreResult<u64>>,
 }
 
 impl Engine {
@@ -122,6 +124,14 @@ impl Engine {
         }
         if budget.wake_up {
             claimed.next_due = Some(self.store.wakeup_next().await);
+            if budget.ahead.is_some() {
+                let until = self.clock.now() + super::chrono_duration(super::wake::LEAD_MAX);
+                claimed.due_soon = Some(
+                    self.store
+                        .schedules_due_count(until, super::wake::DUE_COUNT_CAP)
+                        .await,
+                );
+            }
         }
         claimed
     }

@@ -73,6 +73,31 @@ pub(super) fn wait_after(
     }
 }
 
+/// The longest lead the loop claims with, however large the coming burst.
+pub const LEAD_MAX: Duration = Duration::from_secs(60);
+
+/// What falls due within [`LEAD_MAX`] is counted up to this many.
+pub(super) const DUE_COUNT_CAP: u32 = 200_000;
+
+/// How fast claims are assumed to go before one was measured (fires per second).
+pub(super) const CLAIM_RATE_GUESS: f64 = 1_000.0;
+
+/// How far ahead to claim: the configured lead, or longer when what falls due within
+/// [`LEAD_MAX`] (`due_soon`, shared among `instances`) would take longer than that to claim at
+/// `rate` fires a second, with half as much again to spare and time for the hand-off; at most
+/// [`LEAD_MAX`]. So the claims of a burst are done before its instant, not in it.
+pub(super) fn lead_for(configured: Duration, due_soon: u64, rate: f64, instances: u32) -> Duration {
+    if configured.is_zero() {
+        return configured;
+    }
+    let share = due_soon as f64 / f64::from(instances.max(1));
+    let claiming = share / rate.max(1.0) * 1.5;
+    let needed = Duration::try_from_secs_f64(claiming).unwrap_or(LEAD_MAX)
+        + super::held::HAND_OFF_BEFORE
+        + Duration::from_secs(1);
+    needed.clamp(configured, LEAD_MAX.max(configured))
+}
+
 /// How often at most the loop claims ahead while nothing else wakes it (a change does): a tenth
 /// of the lead, within 100 ms and 1 s, and never more than the lead itself. A fire is claimed
 /// between the lead and a step less before its instant, so never after it.
@@ -172,7 +197,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_large_burst_is_claimed_far_enough_ahead_to_be_claimed_before_its_instant() {
+        let s = Duration::from_secs;
+        // A few hundred due soon: the configured lead is plenty.
+        assert_eq!(lead_for(s(10), 500, 2_000.0, 1), s(10));
+        // 20,000 at 2,000 a second take 10 s: 15 s with the margin, and 2 s for the hand-off.
+        assert_eq!(lead_for(s(10), 20_000, 2_000.0, 1), s(17));
+        // Two instances each claim their half.
+        assert_eq!(
+            lead_for(s(10), 20_000, 2_000.0, 2),
+            Duration::from_millis(9_500).max(s(10))
+        );
+        // Never beyond the bound; never ahead when the configuration claims at the instant.
+        assert_eq!(lead_for(s(10), 200_000, 1_000.0, 1), LEAD_MAX);
+        assert_eq!(
+            lead_for(Duration::ZERO, 200_000, 1_000.0, 1),
+            Duration::ZERO
+        );
+    }
+
     proptest! {
+        #[test]
+        fn the_lead_stays_between_the_configured_one_and_the_bound(
+            configured_s in 1u64..120,
+            due in 0u64..1_000_000,
+            rate in 1.0f64..100_000.0,
+            instances in 1u32..8,
+        ) {
+            let configured = Duration::from_secs(configured_s);
+            let lead = lead_for(configured, due, rate, instances);
+            prop_assert!(lead >= configured);
+            prop_assert!(lead <= LEAD_MAX.max(configured));
+            // More due never shortens it.
+            prop_assert!(lead_for(configured, due + 1_000, rate, instances) >= lead);
+        }
+
         #[test]
         fn the_claim_ahead_step_never_exceeds_the_lead_or_a_second(lead_ms in 1u64..600_000) {
             let lead = Duration::from_millis(lead_ms);

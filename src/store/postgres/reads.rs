@@ -106,6 +106,20 @@ pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Ut
         .map_err(db_err)
 }
 
+pub(super) async fn schedules_due_count(
+    pool: &PgPool,
+    until: DateTime<Utc>,
+    cap: u32,
+) -> StoreResult<u64> {
+    let count: i64 = sqlx::query_scalar("SELECT cron.due_count($1, $2)")
+        .bind(until)
+        .bind(i32::try_from(cap).unwrap_or(i32::MAX))
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 pub(super) async fn dlq_envs(pool: &PgPool) -> StoreResult<Vec<EnvId>> {
     let ids: Vec<Uuid> = sqlx::query_scalar("SELECT cron.dlq_envs()")
         .fetch_all(pool)

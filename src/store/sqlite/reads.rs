@@ -112,6 +112,23 @@ pub(super) async fn jobs_due(
     rows::jobs_due(pool, &statement, now, stale_before, limit).await
 }
 
+pub(super) async fn schedules_due_count(
+    pool: &SqlitePool,
+    until: DateTime<Utc>,
+    cap: u32,
+) -> StoreResult<u64> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM schedules \
+          WHERE status = 'active' AND next_run_at <= ?1 LIMIT ?2)",
+    )
+    .bind(until.timestamp_micros())
+    .bind(i64::from(cap))
+    .fetch_one(pool)
+    .await
+    .map_err(db_err)?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {
     let sql = format!(
         "SELECT min(t) FROM ( \

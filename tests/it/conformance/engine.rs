@@ -59,6 +59,23 @@ pub async fn due_selection_is_ordered_and_limited(store: Arc<dyn Store>) {
         Some(expected[0].0),
         "the earliest next_run_at wakes the ticker"
     );
+    // What falls due by an instant, counted up to a cap: active schedules only.
+    assert_eq!(store.schedules_due_count(now, 100).await.unwrap(), 4);
+    assert_eq!(
+        store
+            .schedules_due_count(now + Duration::seconds(1), 100)
+            .await
+            .unwrap(),
+        5
+    );
+    assert_eq!(store.schedules_due_count(now, 2).await.unwrap(), 2);
+    assert_eq!(
+        store
+            .schedules_due_count(now - Duration::hours(2), 100)
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 pub async fn due_jobs_cover_retries_and_stale_attempts(store: Arc<dyn Store>) {

@@ -157,6 +157,10 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.wakeup_next().await
     }
+    async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.schedules_due_count(until, cap).await
+    }
     async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
         self.check()?;
         self.inner.dlq_envs().await
