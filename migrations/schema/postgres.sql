@@ -205,6 +205,17 @@ CREATE OR REPLACE FUNCTION cron.dlq_envs()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$ SELECT DISTINCT env_id FROM cron.dlq ORDER BY env_id $function$;
 
+CREATE OR REPLACE FUNCTION cron.due_count(p_until timestamp with time zone, p_cap integer)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT count(*) FROM (SELECT 1 FROM cron.schedules s
+                           WHERE s.status = 'active' AND s.next_run_at <= p_until
+                           LIMIT p_cap) c
+$function$;
+
 CREATE OR REPLACE FUNCTION cron.due_jobs(p_limit integer, p_now timestamp with time zone, p_stale_before timestamp with time zone)
  RETURNS TABLE(id uuid, schedule_id uuid, env_id uuid, status text)
  LANGUAGE sql

@@ -61,10 +61,12 @@ pub struct EngineArgs {
     /// Due schedules fetched per batch (batches repeat while full).
     #[arg(long, env = "SENTIN8_CRON_BATCH_SIZE", value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batch_size: u32,
-    /// How far ahead of their instant `serve` claims due schedules (the claim's database work
-    /// is done before the instant; the call leaves at it). A schedule paused, deleted or
-    /// re-timed more than 1.25 s before the instant is not called. Used up to half the lease
-    /// (job timeout + 5 s); 0s claims at the instant.
+    /// How far ahead of their instant `serve` claims due schedules at least (the claim's
+    /// database work is done before the instant; the call leaves at it). Before a burst too
+    /// large to claim within it, the lead grows (up to 60 s) with what falls due. A schedule
+    /// paused, deleted or re-timed before its fire's hand-off (1-1.25 s before the instant, up
+    /// to 10 s in a large burst) is not called. Used up to half the lease (job timeout + 5 s);
+    /// 0s claims at the instant.
     #[arg(long, env = "SENTIN8_CRON_CLAIM_AHEAD", value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub claim_ahead: Duration,
     /// Proxy-back calls in flight at once (claiming goes on while they run).

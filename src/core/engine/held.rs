@@ -30,8 +30,13 @@ pub const HELD_PER_ENV: usize = 20_000;
 
 /// How long before its instant a fire claimed ahead is handed off for its call at the latest:
 /// the hand-off of a burst (thousands of rows) is written before it, not in it. A change later
-/// than this does not reach the fire.
+/// than this does not reach the fire. Before a large burst the hand-off begins earlier, as long
+/// before as handing off what is held takes (`wake::hand_off_before`, at most
+/// [`HAND_OFF_MAX`]).
 pub const HAND_OFF_BEFORE: Duration = Duration::from_secs(1);
+
+/// The earliest a fire is handed off before its instant, however large the burst.
+pub const HAND_OFF_MAX: Duration = Duration::from_secs(10);
 
 /// At most this many fires are handed off in one write, in instant order: the earliest of a
 /// large burst are called while the rest are handed off.
@@ -61,7 +66,6 @@ pub(super) struct Ready {
 }
 
 /// The fires held by the producer.
-#[derive(Default)]
 pub(super) struct Held {
     /// By instant (and arrival, to keep keys unique): fires to hand off before their instant.
     waiting: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
@@ -76,6 +80,24 @@ pub(super) struct Held {
     /// Fires claimed ahead and not called or withdrawn yet, in all and per environment.
     count: usize,
     per_env: HashMap<EnvId, usize>,
+    /// How long before its instant a fire is handed off now ([`HAND_OFF_BEFORE`] unless a
+    /// large burst is held).
+    hand_off_before: Duration,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Self {
+            waiting: BTreeMap::new(),
+            handed_off: BTreeMap::new(),
+            arrivals: 0,
+            ready: BTreeMap::new(),
+            scheduled: HashSet::new(),
+            count: 0,
+            per_env: HashMap::new(),
+            hand_off_before: HAND_OFF_BEFORE,
+        }
+    }
 }
 
 impl Held {
@@ -113,9 +135,16 @@ impl Held {
         &self.scheduled
     }
 
-    /// The earliest instant of a fire still to hand off, and of one handed off.
+    /// Hands fires off `before` their instants from now on (within [`HAND_OFF_BEFORE`] and
+    /// [`HAND_OFF_MAX`]).
+    pub fn set_hand_off_before(&mut self, before: Duration) {
+        self.hand_off_before = before.clamp(HAND_OFF_BEFORE, HAND_OFF_MAX);
+    }
+
+    /// When the next hand-off is due: the earliest fire still to hand off, a hand-off lead
+    /// before its instant.
     pub fn next_hand_off(&self) -> Option<DateTime<Utc>> {
-        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
+        let before = chrono::Duration::from_std(self.hand_off_before).unwrap_or_default();
         self.waiting.keys().next().map(|(at, _)| *at - before)
     }
 
@@ -123,11 +152,11 @@ impl Held {
         self.handed_off.keys().next().map(|(at, _)| *at)
     }
 
-    /// Takes the fires to hand off now: when the earliest is at most [`HAND_OFF_BEFORE`] away,
+    /// Takes the fires to hand off now: when the earliest is at most the hand-off lead away,
     /// those at most [`HAND_OFF_STEP`] more away too, earliest first, at most
     /// [`HAND_OFF_CHUNK`]. They stay counted (and `scheduled`) until the write is answered.
     pub fn take_to_hand_off(&mut self, now: DateTime<Utc>) -> Vec<(Schedule, Job)> {
-        let before = chrono::Duration::from_std(HAND_OFF_BEFORE).unwrap_or_default();
+        let before = chrono::Duration::from_std(self.hand_off_before).unwrap_or_default();
         let step = chrono::Duration::from_std(HAND_OFF_STEP).unwrap_or_default();
         if self.next_hand_off().is_none_or(|at| at > now) {
             return Vec::new();
@@ -384,6 +413,27 @@ mod tests {
         });
         assert_eq!(taken.len(), 2);
         assert!(held.pressing());
+    }
+
+    #[test]
+    fn a_longer_hand_off_lead_hands_a_burst_off_earlier() {
+        let t0 = Utc::now();
+        let env = EnvId::new();
+        let mut held = Held::default();
+        let (schedule, job) = fire(env, t0 + chrono::Duration::seconds(5));
+        held.hold(schedule, job);
+        assert!(held.take_to_hand_off(t0).is_empty());
+        held.set_hand_off_before(Duration::from_secs(6));
+        assert_eq!(
+            held.next_hand_off(),
+            Some(t0 - chrono::Duration::seconds(1))
+        );
+        assert_eq!(held.take_to_hand_off(t0).len(), 1);
+        // Never beyond the bound, never under the floor.
+        held.set_hand_off_before(Duration::from_secs(600));
+        assert_eq!(held.hand_off_before, HAND_OFF_MAX);
+        held.set_hand_off_before(Duration::ZERO);
+        assert_eq!(held.hand_off_before, HAND_OFF_BEFORE);
     }
 
     #[test]

@@ -174,6 +174,10 @@ pub(super) struct Producer {
     lead_now: Duration,
     /// Fires claimed per second of a round, as measured (a moving average).
     claim_rate: f64,
+    /// Fires handed off per second of a hand-off write, as measured (a moving average).
+    hand_off_rate: f64,
+    /// When the hand-off in progress began.
+    hand_off_started: Option<Instant>,
 }
 
 impl Producer {
@@ -225,6 +229,8 @@ impl Producer {
                 Mode::Tick => Duration::ZERO,
             },
             claim_rate: wake::CLAIM_RATE_GUESS,
+            hand_off_rate: wake::HAND_OFF_RATE_GUESS,
+            hand_off_started: None,
             engine,
         }
     }
@@ -296,7 +302,7 @@ impl Producer {
         match due_soon {
             Some(Ok(due)) => {
                 let (_, of) = *self.share.borrow();
-                self.lead_now = wake::lead_for(lead, due, self.claim_rate, of);
+                self.lead_now = wake::lead_for(lead, due, self.claim_rate, self.hand_off_rate, of);
             }
             Some(Err(err)) => {
                 tracing::warn!(error = %err, "cannot count what falls due soon; claiming with the configured lead");
@@ -564,6 +570,8 @@ impl Producer {
                 });
             }
         }
+        self.held
+            .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
         for (schedule, job) in claimed.retries {
             self.running.insert(job.id);
             self.held.queue(Ready {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::held::{HAND_OFF_BEFORE, HAND_OFF_MAX};
 use super::round::Round;
 use crate::core::store::StoreResult;
 
@@ -82,20 +83,40 @@ pub(super) const DUE_COUNT_CAP: u32 = 200_000;
 /// How fast claims are assumed to go before one was measured (fires per second).
 pub(super) const CLAIM_RATE_GUESS: f64 = 1_000.0;
 
+/// How fast hand-offs are assumed to go before one was measured (fires per second).
+pub(super) const HAND_OFF_RATE_GUESS: f64 = 5_000.0;
+
 /// How far ahead to claim: the configured lead, or longer when what falls due within
 /// [`LEAD_MAX`] (`due_soon`, shared among `instances`) would take longer than that to claim at
-/// `rate` fires a second, with half as much again to spare and time for the hand-off; at most
-/// [`LEAD_MAX`]. So the claims of a burst are done before its instant, not in it.
-pub(super) fn lead_for(configured: Duration, due_soon: u64, rate: f64, instances: u32) -> Duration {
+/// `rate` fires a second, with half as much again to spare, and then to hand off
+/// ([`hand_off_before`] at `hand_off_rate`) with a second to spare; at most [`LEAD_MAX`]. So
+/// the claims and the hand-off of a burst are done before its instant, not in it.
+pub(super) fn lead_for(
+    configured: Duration,
+    due_soon: u64,
+    rate: f64,
+    hand_off_rate: f64,
+    instances: u32,
+) -> Duration {
     if configured.is_zero() {
         return configured;
     }
     let share = due_soon as f64 / f64::from(instances.max(1));
     let claiming = share / rate.max(1.0) * 1.5;
     let needed = Duration::try_from_secs_f64(claiming).unwrap_or(LEAD_MAX)
-        + super::held::HAND_OFF_BEFORE
+        + hand_off_before(share as usize, hand_off_rate)
         + Duration::from_secs(1);
     needed.clamp(configured, LEAD_MAX.max(configured))
+}
+
+/// How long before their instant to begin handing off `held` fires at `rate` fires a second:
+/// as long as it takes with half as much again to spare, within [`HAND_OFF_BEFORE`] and
+/// [`HAND_OFF_MAX`], so a burst's hand-off is written before its instant.
+pub(super) fn hand_off_before(held: usize, rate: f64) -> Duration {
+    let needed = held as f64 / rate.max(1.0) * 1.5;
+    Duration::try_from_secs_f64(needed)
+        .unwrap_or(HAND_OFF_MAX)
+        .clamp(HAND_OFF_BEFORE, HAND_OFF_MAX)
 }
 
 /// How often at most the loop claims ahead while nothing else wakes it (a change does): a tenth
@@ -201,20 +222,26 @@ mod tests {
     fn a_large_burst_is_claimed_far_enough_ahead_to_be_claimed_before_its_instant() {
         let s = Duration::from_secs;
         // A few hundred due soon: the configured lead is plenty.
-        assert_eq!(lead_for(s(10), 500, 2_000.0, 1), s(10));
-        // 20,000 at 2,000 a second take 10 s: 15 s with the margin, and 2 s for the hand-off.
-        assert_eq!(lead_for(s(10), 20_000, 2_000.0, 1), s(17));
-        // Two instances each claim their half.
-        assert_eq!(
-            lead_for(s(10), 20_000, 2_000.0, 2),
-            Duration::from_millis(9_500).max(s(10))
-        );
+        assert_eq!(lead_for(s(10), 500, 2_000.0, 10_000.0, 1), s(10));
+        // 20,000 at 2,000 a second take 10 s: 15 s with the margin; handing them off at
+        // 10,000 a second 3 s, and a second to spare.
+        assert_eq!(lead_for(s(10), 20_000, 2_000.0, 10_000.0, 1), s(19));
+        // Two instances each claim and hand off their half: 7.5 + 1.5 + 1 s.
+        assert_eq!(lead_for(s(5), 20_000, 2_000.0, 10_000.0, 2), s(10));
         // Never beyond the bound; never ahead when the configuration claims at the instant.
-        assert_eq!(lead_for(s(10), 200_000, 1_000.0, 1), LEAD_MAX);
+        assert_eq!(lead_for(s(10), 200_000, 1_000.0, 10_000.0, 1), LEAD_MAX);
         assert_eq!(
-            lead_for(Duration::ZERO, 200_000, 1_000.0, 1),
+            lead_for(Duration::ZERO, 200_000, 1_000.0, 10_000.0, 1),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn a_burst_is_handed_off_early_enough_to_be_handed_off_before_its_instant() {
+        let s = Duration::from_secs;
+        assert_eq!(hand_off_before(100, 5_000.0), HAND_OFF_BEFORE);
+        assert_eq!(hand_off_before(20_000, 10_000.0), s(3));
+        assert_eq!(hand_off_before(1_000_000, 1_000.0), HAND_OFF_MAX);
     }
 
     proptest! {
@@ -226,11 +253,11 @@ mod tests {
             instances in 1u32..8,
         ) {
             let configured = Duration::from_secs(configured_s);
-            let lead = lead_for(configured, due, rate, instances);
+            let lead = lead_for(configured, due, rate, 5_000.0, instances);
             prop_assert!(lead >= configured);
             prop_assert!(lead <= LEAD_MAX.max(configured));
             // More due never shortens it.
-            prop_assert!(lead_for(configured, due + 1_000, rate, instances) >= lead);
+            prop_assert!(lead_for(configured, due + 1_000, rate, 5_000.0, instances) >= lead);
         }
 
         #[test]

@@ -28,6 +28,7 @@ impl Producer {
         }
         debug_assert!(fires.len() <= HAND_OFF_CHUNK);
         self.handing_off = true;
+        self.hand_off_started = Some(std::time::Instant::now());
         let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
         let store = self.engine.store.clone();
         let lease = super::super::chrono_duration(self.engine.config.lease);
@@ -50,6 +51,13 @@ impl Producer {
         answer: StoreResult<Vec<HandedOff>>,
     ) {
         self.handing_off = false;
+        if let Some(started) = self.hand_off_started.take()
+            && fires.len() >= 200
+            && answer.is_ok()
+        {
+            let sample = fires.len() as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            self.hand_off_rate = (self.hand_off_rate + sample) / 2.0;
+        }
         let handed = match answer {
             Ok(handed) => handed,
             Err(err) => {
