@@ -99,6 +99,16 @@ pub fn all() -> Vec<Scenario> {
                 vec![group("all", 10, 20_000, Fast)],
             )
         },
+        Scenario {
+            default: false,
+            ..scenario(
+                "pg-50k",
+                "50,000 `* * * * *` over 10 environments, one serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 50_000, Fast)],
+            )
+        },
         scenario(
             "sqlite-5k",
             "5,000 `* * * * *` over 10 environments, one serve on the embedded SQLite",

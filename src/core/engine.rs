@@ -2,13 +2,13 @@
 //! happened (including the occurrences it could not fire) and schedules retries. `serve` runs
 //! it continuously ([`Engine::run`]); `tick --once` runs one complete tick ([`Engine::tick`]).
 //!
-//! A fire goes through three steps that run side by side as a pipeline (`pipeline.rs`), and
-//! never holds a transaction across the network call:
+//! One task, the producer (`producer.rs`), owns the state of every claimed attempt and the
+//! slots; everything else answers it through channels:
 //!
-//! 1. **Claim** (`claim.rs`): due schedules are selected round-robin across environments
-//!    and claimed per environment under their schedule locks, in one tenant transaction on
-//!    the locks' connection, as far as free slots allow (a global limit, and caps per
-//!    environment and per target origin). The claim-conditional UPDATE advances each
+//! 1. **Claim** (`round.rs`, `claim.rs`): due schedules are selected round-robin across
+//!    environments and claimed per environment under their schedule locks, in one tenant
+//!    transaction on the locks' connection, within a budget of free slots (a global limit, and
+//!    caps per environment and per target origin). The claim-conditional UPDATE advances each
 //!    `next_run_at` to the next fire strictly after now, and a job is opened for each:
 //!    `running` with a lease, or `scheduled` with a short claim lease for a fire claimed
 //!    ahead. Every other due occurrence is recorded as a skipped job with its reason, the
@@ -16,18 +16,18 @@
 //!    outage the occurrences missed before the latest one, which fires (one record per run,
 //!    with the first, the last and the count). The unique open-job index is the backstop:
 //!    whatever races, a schedule has at most one open job. The continuous loop claims ahead
-//!    of the instant (`ahead.rs`; several instances share what falls due, `share.rs`): fires
-//!    due within the lead are claimed early, held, handed off (`scheduled` to `running`) and
-//!    called at their instant.
+//!    of the instant, far enough for the coming burst (`wake.rs`; several instances share what
+//!    falls due, `share.rs`): fires are held (`held.rs`), handed off (`scheduled` to `running`)
+//!    before their instant and called at it.
 //! 2. **Call** the owning service, each call on its own task, bounded by the job timeout
 //!    alone. While a target origin's circuit is open (`core::breaker`), its calls fail fast
 //!    onto the retry path, recorded as `circuit open`.
-//! 3. **Record** (`outcome.rs`) the outcomes as they complete, what is ready in one tenant
-//!    transaction per environment with their outbox events: success; a retry after backoff;
+//! 3. **Record** (`recorder.rs`, `outcome.rs`) the outcomes as they complete, in tenant
+//!    transactions per environment with their outbox events: success; a retry after backoff;
 //!    or, when retries are exhausted, a dead-letter entry. An attempt recorded elsewhere first
 //!    (its lease ran out and it was recovered) is left alone.
 //!
-//! The retry drain claims pending jobs whose backoff has elapsed into the same pipeline. A
+//! The retry drain claims pending jobs whose backoff has elapsed into the same rounds. A
 //! running attempt's lease is renewed by its instance while the call is in flight or waits to
 //! be recorded; an attempt whose lease ran out (its instance died) is recorded as a failed
 //! attempt whose retry is due at once, so the retry rules apply to it too.
