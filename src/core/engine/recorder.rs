@@ -1,18 +1,14 @@
-//! The recorder: the one task that writes the outcomes of finished attempts, in tenant
-//! transactions per environment with their events, while calls and claims go on, and reports
-//! back to the producer what is durable. It holds what waits to be recorded (per environment,
-//! oldest first), begins a record once the oldest has waited [`RECORD_GATHER`] (several of one
-//! environment at once, each at most [`RECORD_CHUNK`] outcomes), gives way to calls briefly
-//! while claimed attempts wait for a slot, and keeps an outcome whose record failed until it
-//! lands.
+//! The recorder: the one task that writes the outcomes of finished attempts, in one tenant
+//! transaction per environment with their events, while calls and claims go on. It holds what
+//! waits to be recorded (per environment, with when each may be tried next), gives way to calls
+//! while fires past their instant wait for a slot, and keeps an outcome whose record failed
+//! until it lands.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
 use super::outcome::Attempt;
 use super::{Engine, Outcome};
@@ -30,59 +26,21 @@ pub(super) struct Recorder<'e> {
 }
 
 /// How often a recorder giving way to calls looks again.
-const GIVE_WAY_POLL: Duration = Duration::from_millis(10);
+const GIVE_WAY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The longest a recorder gives way to calls in a row.
-const GIVE_WAY_MAX: Duration = Duration::from_secs(2);
+const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// A recorder never gives way while an outcome has waited this long: an answered call's outcome
-/// is durable within a quarter of a second even in a burst (a crash loses only what was
-/// answered last).
-const GIVE_WAY_AGE: Duration = Duration::from_millis(80);
-
-/// An environment's record begins once its oldest waiting outcome has waited this long (or a
-/// chunk is full): under a steady stream of outcomes, one transaction records what this time
-/// brought, not one or two outcomes each.
-const RECORD_GATHER: Duration = Duration::from_millis(40);
-
-/// At most this many outcomes in one record transaction.
-const RECORD_CHUNK: usize = 500;
-
-/// At most this many records of one environment at once (their outcomes are of different
-/// schedules, so they do not wait on each other's row locks).
-const RECORDS_PER_ENV: usize = 4;
+/// An environment's records begin at most this often: under a steady stream of outcomes, one
+/// transaction records what a step brought, not one or two outcomes each.
+const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How soon a record that failed (the database is unreachable, say) is tried again.
-const RECORD_RETRY: Duration = Duration::from_millis(500);
-
-/// One environment's outcomes waiting to be recorded.
-#[derive(Default)]
-struct Queue {
-    /// Oldest first, each with when it reached the recorder.
-    waiting: VecDeque<(Instant, Attempt)>,
-    recording: usize,
-    /// After a failed record: not before this.
-    not_before: Option<Instant>,
-}
-
-impl Queue {
-    /// When its next record may begin (`None`: nothing to record, or no room).
-    fn due(&self) -> Option<Instant> {
-        let (oldest, _) = self.waiting.front()?;
-        if self.recording >= RECORDS_PER_ENV {
-            return None;
-        }
-        let gathered = if self.waiting.len() >= RECORD_CHUNK {
-            *oldest
-        } else {
-            *oldest + RECORD_GATHER
-        };
-        Some(self.not_before.map_or(gathered, |at| at.max(gathered)))
-    }
-}
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Recorder<'_> {
-    /// Records finished attempts as they come, until every sender is gone. Each environment records on
+    /// Records finished attempts as they come, whatever is ready in one transaction per environment
+    /// (at most one every [`RECORD_STEP`]), until every sender is gone. Each environment records on
     /// its own (a row lock held in one tenant never holds up another's records) while receiving
     /// goes on. An outcome whose record failed is kept (its job stays among the in-flight ones
     /// whose leases are renewed) and tried again for as long as this process lives, however long
@@ -90,101 +48,98 @@ impl Recorder<'_> {
     pub(super) async fn run(mut self) {
         let engine = self.engine;
         let mut ready = Vec::new();
-        let mut queues: BTreeMap<EnvId, Queue> = BTreeMap::new();
+        // Attempts waiting to be recorded, per environment, and when each may be tried next.
+        let mut waiting: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
+        let mut not_before: HashMap<EnvId, tokio::time::Instant> = HashMap::new();
         let mut recording = FuturesUnordered::new();
+        let mut busy: HashSet<EnvId> = HashSet::new();
         let mut open = true;
-        // Outcomes in the records being written.
+        // Attempts in the records being written.
         let mut in_record = 0usize;
-        let mut giving_way_since: Option<Instant> = None;
+        let mut giving_way_since: Option<tokio::time::Instant> = None;
         loop {
-            let now = Instant::now();
-            let held: usize = queues.values().map(|q| q.waiting.len()).sum::<usize>() + in_record;
-            let oldest = queues
-                .values()
-                .filter_map(|q| q.waiting.front().map(|(at, _)| *at))
-                .min();
-            let give_way = self.gives_way(held, oldest, &mut giving_way_since, now);
-            for (env, queue) in queues.iter_mut().filter(|_| !give_way) {
-                while queue.due().is_some_and(|at| at <= now) {
-                    let take = queue.waiting.len().min(RECORD_CHUNK);
-                    let attempts: Vec<Attempt> =
-                        queue.waiting.drain(..take).map(|(_, a)| a).collect();
-                    queue.recording += 1;
-                    in_record += attempts.len();
-                    let env = *env;
-                    recording.push(async move {
-                        let count = attempts.len();
-                        let answered: Vec<_> = attempts.iter().filter_map(|a| a.ended_at).collect();
-                        let recorded = engine.record(env, attempts).await;
-                        if recorded.is_ok() {
-                            engine.observe_durable(&answered);
-                        }
-                        (env, count, recorded)
-                    });
-                }
+            let now = tokio::time::Instant::now();
+            let held: usize = waiting.values().map(Vec::len).sum::<usize>() + in_record;
+            let give_way = self.gives_way(held, &mut giving_way_since, now);
+            let startable: Vec<EnvId> = waiting
+                .keys()
+                .filter(|_| !give_way)
+                .filter(|env| !busy.contains(*env))
+                .filter(|env| not_before.get(*env).is_none_or(|at| *at <= now))
+                .copied()
+                .collect();
+            for env in startable {
+                let attempts = waiting.remove(&env).unwrap_or_default();
+                in_record += attempts.len();
+                busy.insert(env);
+                recording.push(async move {
+                    let started = tokio::time::Instant::now();
+                    let count = attempts.len();
+                    let answered: Vec<_> = attempts.iter().filter_map(|a| a.ended_at).collect();
+                    let recorded = engine.record(env, attempts).await;
+                    if recorded.is_ok() {
+                        engine.observe_durable(&answered);
+                    }
+                    (env, started, count, recorded)
+                });
             }
-            queues.retain(|_, q| {
-                !q.waiting.is_empty() || q.recording > 0 || q.not_before.is_some_and(|at| at > now)
-            });
-            if !open && recording.is_empty() && queues.values().all(|q| q.waiting.is_empty()) {
+            if !open && recording.is_empty() && waiting.is_empty() {
                 return;
             }
             // Giving way, the poll below looks again (a time already past would spin here).
-            let next = queues
-                .values()
+            let retry_at = waiting
+                .keys()
                 .filter(|_| !give_way)
-                .filter_map(Queue::due)
+                .filter(|env| !busy.contains(*env))
+                .filter_map(|env| not_before.get(env).copied())
                 .min();
             tokio::select! {
                 // Giving way: look again soon.
                 () = tokio::time::sleep(GIVE_WAY_POLL), if give_way => {}
                 n = self.done.recv_many(&mut ready, 1024), if open => {
                     open = n > 0;
-                    let now = Instant::now();
                     for attempt in ready.drain(..) {
-                        queues.entry(attempt.schedule.env_id).or_default().waiting.push_back((now, attempt));
+                        waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
                     }
                 }
-                Some((env, count, result)) = recording.next(), if !recording.is_empty() => {
+                Some((env, started, count, result)) = recording.next(), if !recording.is_empty() => {
+                    busy.remove(&env);
                     in_record -= count;
-                    let queue = queues.entry(env).or_default();
-                    queue.recording -= 1;
-                    match result {
+                    let outcomes = match result {
                         Ok(outcomes) => {
-                            queue.not_before = None;
-                            // The producer may be gone once it has nothing left to wait for.
-                            let _ = self.recorded.send(outcomes);
+                            // What finished meanwhile is recorded together, a step after this
+                            // record began.
+                            not_before.insert(env, started + RECORD_STEP);
+                            outcomes
                         }
                         Err((err, attempts)) => {
                             tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
-                            let now = Instant::now();
-                            queue.not_before = Some(now + RECORD_RETRY);
-                            for attempt in attempts.into_iter().rev() {
-                                queue.waiting.push_front((now, attempt));
-                            }
+                            not_before.insert(env, tokio::time::Instant::now() + RECORD_RETRY);
+                            let queued = waiting.entry(env).or_default();
+                            queued.splice(0..0, attempts);
+                            continue;
                         }
-                    }
+                    };
+                    // The producer may be gone once it has nothing left to wait for.
+                    let _ = self.recorded.send(outcomes);
                 }
-                () = sleep_until(next), if next.is_some() => {}
+                () = sleep_until(retry_at), if retry_at.is_some() => {}
             }
         }
     }
 
     /// Whether to hold new records back for now: while claimed attempts wait for a slot (a
-    /// burst), their calls get the machine first. Bounded: never once an outcome has waited
-    /// [`GIVE_WAY_AGE`], never once `held` outcomes fill three-quarters of the record backlog,
-    /// and never for longer than [`GIVE_WAY_MAX`] in a row.
+    /// burst), their calls get the machine first. Bounded: never once `held` outcomes fill
+    /// three-quarters of the record backlog, and never for longer than [`GIVE_WAY_MAX`] in a
+    /// row.
     fn gives_way(
         &self,
         held: usize,
-        oldest: Option<Instant>,
-        since: &mut Option<Instant>,
-        now: Instant,
+        since: &mut Option<tokio::time::Instant>,
+        now: tokio::time::Instant,
     ) -> bool {
         let backlog = super::slots::backlog_cap(&self.engine.config);
-        let pressed = *self.pressing.borrow()
-            && held < backlog / 4 * 3
-            && oldest.is_none_or(|at| now.duration_since(at) < GIVE_WAY_AGE);
+        let pressed = *self.pressing.borrow() && held < backlog / 4 * 3;
         if !pressed {
             *since = None;
             return false;
@@ -194,7 +149,7 @@ impl Recorder<'_> {
     }
 }
 
-async fn sleep_until(at: Option<Instant>) {
+async fn sleep_until(at: Option<tokio::time::Instant>) {
     if let Some(at) = at {
         tokio::time::sleep_until(at).await;
     }
