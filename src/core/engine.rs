@@ -309,10 +309,6 @@ impl Engine {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> (TickSummary, Option<EngineError>) {
         let (share, share_rx) = tokio::sync::watch::channel((0, 1));
-        let beats = matches!(mode, producer::Mode::Serve { .. }).then(|| {
-            let (stop, stopped) = tokio::sync::watch::channel(false);
-            (stop, stopped, share)
-        });
         let (to_recorder, done) = tokio::sync::mpsc::unbounded_channel();
         let (recorded_tx, recorded) = tokio::sync::mpsc::unbounded_channel();
         let (pressing, pressing_rx) = tokio::sync::watch::channel(false);
@@ -322,27 +318,6 @@ impl Engine {
             recorded: recorded_tx,
             pressing: pressing_rx,
         };
-        let Some((stop_beats, beats_stopped, share)) = beats else {
-            let producer = producer::Producer::new(
-                self.clone(),
-                mode,
-                to_recorder,
-                recorded,
-                pressing,
-                share_rx,
-            );
-            let (result, ()) = tokio::join!(producer.run(shutdown), recorder.run());
-            return result;
-        };
-        // The first round already claims this instance's share only.
-        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
-        let beating = tokio::spawn(share::keep_share(
-            self.store.clone(),
-            self.clock.clone(),
-            self.instance,
-            share,
-            beats_stopped,
-        ));
         let producer = producer::Producer::new(
             self.clone(),
             mode,
@@ -351,6 +326,20 @@ impl Engine {
             pressing,
             share_rx,
         );
+        if !matches!(mode, producer::Mode::Serve { .. }) {
+            let (result, ()) = tokio::join!(producer.run(shutdown), recorder.run());
+            return result;
+        }
+        // The first round already claims this instance's share only.
+        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
+        let (stop_beats, beats_stopped) = tokio::sync::watch::channel(false);
+        let beating = tokio::spawn(share::keep_share(
+            self.store.clone(),
+            self.clock.clone(),
+            self.instance,
+            share,
+            beats_stopped,
+        ));
         let producing = async {
             let result = producer.run(shutdown).await;
             // No more claims: the others take this instance's share.

@@ -561,25 +561,13 @@ impl Producer {
             if held {
                 self.held.hold(schedule, job);
             } else {
-                self.running.insert(job.id);
-                self.held.queue(Ready {
-                    schedule,
-                    job,
-                    start: Start::Fire,
-                    held: false,
-                });
+                self.queue_claimed(schedule, job, Start::Fire);
             }
         }
         self.held
             .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
         for (schedule, job) in claimed.retries {
-            self.running.insert(job.id);
-            self.held.queue(Ready {
-                schedule,
-                job,
-                start: Start::Retry,
-                held: false,
-            });
+            self.queue_claimed(schedule, job, Start::Retry);
         }
         for (schedule, job) in claimed.abandoned {
             if !self.recovering.insert(job.id) {
@@ -626,6 +614,18 @@ impl Producer {
                 }
             }
         }
+    }
+
+    /// A running attempt claimed to call now: its lease is renewed from here on, and it waits
+    /// in the ready queue for a slot.
+    fn queue_claimed(&mut self, schedule: Schedule, job: Job, start: Start) {
+        self.running.insert(job.id);
+        self.held.queue(Ready {
+            schedule,
+            job,
+            start,
+            held: false,
+        });
     }
 
     /// Due schedules a round may take: free slots, or when claiming ahead, room among the
