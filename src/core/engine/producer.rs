@@ -352,10 +352,11 @@ impl Producer {
 
     /// Everything whose time has come at `now`.
     fn step(&mut self, now: DateTime<Utc>) {
-        self.start_round(now);
-        self.start_hand_off(now);
+        // Launch first: a round's budget then sees the slots those calls took.
         self.held.instant_came(now);
         self.launch_ready();
+        self.start_round(now);
+        self.start_hand_off(now);
         self.start_renewal(now);
         let pressing = self.held.pressing();
         self.pressing
