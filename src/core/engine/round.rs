@@ -166,8 +166,8 @@ impl Engine {
         for d in due {
             groups.entry(d.env_id).or_default().push(d);
         }
-        // Each group decides on its own copy of its environment's part of the budget: the
-        // groups are distinct environments, and the global parts are split as they go.
+        // The environment groups are claimed side by side within this task; their admissions
+        // take from the one budget under a lock local to this round (no other task sees it).
         let ahead = budget.ahead;
         let shared = std::sync::Mutex::new(&mut *budget);
         let claimed: Vec<(EnvId, usize, StoreResult<super::claim::ClaimedGroup>)> =
