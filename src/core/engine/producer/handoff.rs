@@ -12,6 +12,8 @@ use crate::core::model::*;
 use crate::core::store::*;
 
 impl Producer {
+    /// Starts the next hand-off write once its time has come: one at a time, and after a
+    /// failed one not before its retry.
     pub(super) fn start_hand_off(&mut self, now: DateTime<Utc>) {
         if self.handing_off {
             return;
