@@ -100,6 +100,17 @@ struct NextRound {
     pause: bool,
 }
 
+impl NextRound {
+    /// `wait` from `now` on the engine's clock, and from now on the wall clock.
+    fn after(now: DateTime<Utc>, wait: Duration, pause: bool) -> Self {
+        Self {
+            at: now + super::chrono_duration(wait),
+            real: tokio::time::Instant::now() + wait,
+            pause,
+        }
+    }
+}
+
 /// Where `tick` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -203,11 +214,7 @@ impl Producer {
             round_running: false,
             handing_off: false,
             renewing: false,
-            next_round: Some(NextRound {
-                at: now,
-                real: tokio::time::Instant::now(),
-                pause: false,
-            }),
+            next_round: Some(NextRound::after(now, Duration::ZERO, false)),
             deferred: false,
             hand_off_retry: None,
             next_renewal: now + super::chrono_duration(renew_every),
@@ -333,11 +340,11 @@ impl Producer {
     /// A change or a freed slot: the next round runs now.
     fn wake_round(&mut self) {
         if self.serving() {
-            self.next_round = Some(NextRound {
-                at: self.engine.clock.now(),
-                real: tokio::time::Instant::now(),
-                pause: false,
-            });
+            self.next_round = Some(NextRound::after(
+                self.engine.clock.now(),
+                Duration::ZERO,
+                false,
+            ));
         }
     }
 
@@ -412,19 +419,17 @@ impl Producer {
     }
 
     fn budget(&self, due: bool, drain: bool) -> Budget {
-        let (index, of) = *self.share.borrow();
-        let mut own = self.running.clone();
-        own.extend(self.recovering.iter().copied());
-        own.extend(self.held.scheduled().iter().copied());
+        let mut own = HashSet::new();
+        if drain {
+            own.extend(self.running.iter().copied());
+            own.extend(self.recovering.iter().copied());
+            own.extend(self.held.scheduled().iter().copied());
+        }
         Budget {
             due,
             drain,
             ahead: self.lead(),
-            share: (of > 1).then_some(Share {
-                index,
-                of,
-                ahead_after: self.engine.clock.now(),
-            }),
+            share: *self.share.borrow(),
             slots: self.slots.clone(),
             held: self.held.count(),
             held_per_env: self.held.per_env().clone(),
@@ -655,11 +660,7 @@ impl Producer {
             self.engine.config.tick_interval,
         );
         self.deferred = round.deferred;
-        self.next_round = Some(NextRound {
-            at: now + super::chrono_duration(wait.wait),
-            real: tokio::time::Instant::now() + wait.wait,
-            pause: wait.pause,
-        });
+        self.next_round = Some(NextRound::after(now, wait.wait, wait.pause));
     }
 
     fn start_renewal(&mut self, now: DateTime<Utc>) {

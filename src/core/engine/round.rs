@@ -33,13 +33,15 @@ pub(super) struct Budget {
     pub due: bool,
     pub drain: bool,
     pub ahead: Option<Duration>,
-    /// This instance's share of the fires claimed ahead, when several instances run.
-    pub share: Option<Share>,
+    /// This instance's place among the instances alive, `(index, of)`: it claims ahead its
+    /// share of the fires when several run.
+    pub share: (u32, u32),
     pub slots: Slots,
     pub held: usize,
     pub held_per_env: HashMap<EnvId, usize>,
     /// Jobs this instance holds (running attempts, fires claimed ahead not handed off yet, and
-    /// abandoned attempts on their way to the recorder): the drain leaves them alone.
+    /// abandoned attempts on their way to the recorder): the drain leaves them alone. Empty
+    /// when the round does not drain.
     pub own: HashSet<JobId>,
     /// Ask for the next due instant when the round ends (the continuous loop's wake-up).
     pub wake_up: bool,
@@ -124,7 +126,10 @@ impl Engine {
         }
         if budget.wake_up {
             claimed.next_due = Some(self.store.wakeup_next().await);
-            if budget.ahead.is_some() {
+            // Rounds that run back to back (a burst being claimed) keep the lead they have; the
+            // count is taken when the loop is about to wait.
+            let back_to_back = claimed.round.progress && claimed.round.full;
+            if budget.ahead.is_some() && !back_to_back {
                 let until = self.clock.now() + super::chrono_duration(super::wake::LEAD_MAX);
                 claimed.due_soon = Some(
                     self.store
@@ -152,10 +157,12 @@ impl Engine {
             .min(u32::try_from(room).unwrap_or(u32::MAX));
         let now = self.clock.now();
         let horizon = now + super::chrono_duration(budget.ahead.unwrap_or_default());
-        let share = budget.ahead.and(budget.share.map(|share| Share {
+        let (index, of) = budget.share;
+        let share = (budget.ahead.is_some() && of > 1).then_some(Share {
+            index,
+            of,
             ahead_after: now,
-            ..share
-        }));
+        });
         let due = self
             .store
             .schedules_due(horizon, limit, self.config.claim_seed, share)
