@@ -59,7 +59,6 @@ mod slots;
 mod wake;
 
 pub use claim::MISSED_COUNT_CAP;
-pub use held::{HAND_OFF_BEFORE, HELD_MAX, HELD_PER_ENV};
 pub use outcome::run_request;
 pub use share::{BEAT_EVERY, STALE_AFTER};
 
