@@ -282,6 +282,7 @@ macro_rules! engine_suite {
                 two_instances_share_a_small_burst,
                 a_lapsed_lease_found_by_two_instances_is_one_failure,
                 an_attempts_duration_is_its_call_alone,
+                a_change_while_a_round_runs_starts_another_round,
             );
         }
     };

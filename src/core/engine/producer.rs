@@ -660,7 +660,13 @@ impl Producer {
             self.engine.config.tick_interval,
         );
         self.deferred = round.deferred;
-        self.next_round = Some(NextRound::after(now, wait.wait, wait.pause));
+        let next = NextRound::after(now, wait.wait, wait.pause);
+        // A change or a freed slot while the round ran asked for a round now: the round that
+        // ended may have read before that change, so the one asked for still runs.
+        self.next_round = match self.next_round {
+            Some(woken) if woken.at <= next.at => Some(woken),
+            _ => Some(next),
+        };
     }
 
     fn start_renewal(&mut self, now: DateTime<Utc>) {

@@ -489,3 +489,35 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
         );
     }
 }
+
+/// A trigger made while a round runs, after the round read what is due, is not lost: its
+/// signal starts another round once that one ends, instead of waiting out the safety interval.
+pub async fn a_change_while_a_round_runs_starts_another_round(store: Arc<dyn Store>) {
+    let faulty = FaultyStore::new(store);
+    let h = Harness::new(faulty.clone()).await;
+    let s = h.create(cron("0 0 1 1 *", 0)).await;
+    serving(&h, async {
+        h.engine.settled().await;
+        faulty.hold_wakeup(true);
+        let before = faulty.wakeups();
+        // A change starts a round; the answer of its last read is held.
+        h.create(cron("0 0 1 1 *", 0)).await;
+        until("a round read its wake-up", || async {
+            faulty.wakeups() > before
+        })
+        .await;
+        h.ops
+            .schedule_trigger(h.env, s.id, &h.actor())
+            .await
+            .unwrap();
+        faulty.hold_wakeup(false);
+        // Nothing moves the clock: the run is taken by a round the trigger asked for.
+        h.engine.settled().await;
+        assert_eq!(
+            h.target.requests().len(),
+            1,
+            "the triggered run waited for the next safety round"
+        );
+    })
+    .await;
+}

@@ -25,6 +25,10 @@ pub struct FaultyStore {
     renewals: AtomicUsize,
     /// Run once, the next time a claim takes its schedule locks.
     on_locks: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// While true, the answer of the wake-up query (the last read of a round) waits.
+    held_wakeup: watch::Sender<bool>,
+    /// Wake-up queries that began so far.
+    wakeups: AtomicUsize,
 }
 
 impl FaultyStore {
@@ -37,6 +41,8 @@ impl FaultyStore {
             refused: AtomicUsize::new(0),
             renewals: AtomicUsize::new(0),
             on_locks: Mutex::new(None),
+            held_wakeup: watch::channel(false).0,
+            wakeups: AtomicUsize::new(0),
         })
     }
 
@@ -44,6 +50,17 @@ impl FaultyStore {
     /// to take, before it reads the schedules under their locks).
     pub fn when_claim_locks(&self, hook: impl FnOnce() + Send + 'static) {
         *self.on_locks.lock().unwrap() = Some(Box::new(hook));
+    }
+
+    /// Holds up (or releases) the answer of the wake-up query, so a test can change what is
+    /// due after a round read it and before the round ends.
+    pub fn hold_wakeup(&self, held: bool) {
+        self.held_wakeup.send_replace(held);
+    }
+
+    /// Wake-up queries answered so far (held or not).
+    pub fn wakeups(&self) -> usize {
+        self.wakeups.load(Ordering::SeqCst)
     }
 
     /// Holds up (or releases) tenant transactions opened on the store itself.
@@ -155,7 +172,11 @@ impl Store for FaultyStore {
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;
-        self.inner.wakeup_next().await
+        let next = self.inner.wakeup_next().await;
+        self.wakeups.fetch_add(1, Ordering::SeqCst);
+        let mut held = self.held_wakeup.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
+        next
     }
     async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
         self.check()?;
