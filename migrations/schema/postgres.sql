@@ -51,6 +51,18 @@ CREATE INDEX sentin8_cron_dlq_by_schedule ON cron.dlq USING btree (schedule_id);
 --   row level security: false, forced: false
 CREATE UNIQUE INDEX instances_pkey ON cron.instances USING btree (id);
 
+-- table cron.job_answers
+--   job_id uuid NOT NULL
+--   env_id uuid NOT NULL
+--   attempt integer NOT NULL
+--   answered_at timestamp with time zone NOT NULL
+--   answer jsonb NOT NULL
+--   CONSTRAINT job_answers_attempt_check CHECK ((attempt >= 1))
+--   CONSTRAINT job_answers_job_id_fkey FOREIGN KEY (job_id) REFERENCES cron.jobs(id) ON DELETE CASCADE
+--   CONSTRAINT job_answers_pkey PRIMARY KEY (job_id)
+--   row level security: true, forced: true
+CREATE UNIQUE INDEX job_answers_pkey ON cron.job_answers USING btree (job_id);
+
 -- table cron.job_attempts
 --   job_id uuid NOT NULL
 --   env_id uuid NOT NULL
@@ -313,6 +325,26 @@ CREATE OR REPLACE FUNCTION cron.instance_leave(p_id uuid)
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$ DELETE FROM cron.instances WHERE id = p_id $function$;
+
+CREATE OR REPLACE FUNCTION cron.job_answers_put(p_jobs uuid[], p_attempts integer[], p_answered_at timestamp with time zone[], p_answers jsonb[])
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    WITH put AS (
+        INSERT INTO cron.job_answers (job_id, env_id, attempt, answered_at, answer)
+        SELECT a.job_id, j.env_id, a.attempt, a.answered_at, a.answer
+          FROM unnest(p_jobs, p_attempts, p_answered_at, p_answers)
+               AS a(job_id, attempt, answered_at, answer)
+          JOIN cron.jobs j ON j.id = a.job_id AND j.attempt = a.attempt
+         WHERE (j.status = 'running') IS TRUE
+        ON CONFLICT (job_id) DO UPDATE
+           SET attempt = EXCLUDED.attempt, answered_at = EXCLUDED.answered_at,
+               answer = EXCLUDED.answer
+        RETURNING 1)
+    SELECT count(*) FROM put
+$function$;
 
 CREATE OR REPLACE FUNCTION cron.jobs_hand_off(p_ids uuid[], p_lease interval, p_now timestamp with time zone)
  RETURNS TABLE(job_id uuid, schedule_updated_at timestamp with time zone)

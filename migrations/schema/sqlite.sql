@@ -61,6 +61,15 @@ CREATE TABLE instances (
     seen_at INTEGER NOT NULL
 );
 
+-- table job_answers
+CREATE TABLE job_answers (
+    job_id      TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    env_id      TEXT NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    answered_at INTEGER NOT NULL,
+    answer      TEXT NOT NULL CHECK (json_valid(answer))
+);
+
 -- table job_attempts
 CREATE TABLE job_attempts (
     job_id           TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

@@ -235,6 +235,11 @@ pub trait Store: Send + Sync + 'static {
     /// tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
+    /// Writes answers ahead of their records, across environments, in one statement. Only an
+    /// attempt still running under the answer's number takes it (each in its job's own
+    /// environment); returns how many were written.
+    async fn job_answers_put(&self, answers: &[JobAnswer]) -> StoreResult<u64>;
+
     /// How many active schedules are due by `until`, counting at most `cap`: the continuous
     /// loop sizes how far ahead it claims by what falls due soon. A count; no tenant data.
     async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64>;
@@ -429,6 +434,12 @@ pub trait TenantTx: Send {
     async fn job_set_superseded(&mut self, change: &JobSetSuperseded) -> StoreResult<Option<Job>>;
     /// A job by id.
     async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>>;
+
+    /// The answer written ahead of its record for this attempt of the job, if any.
+    async fn job_answer_get(&mut self, id: JobId, attempt: i32) -> StoreResult<Option<JobAnswer>>;
+
+    /// Deletes the answers written ahead for these jobs (their outcomes are being recorded).
+    async fn job_answers_forget(&mut self, ids: &[JobId]) -> StoreResult<u64>;
     /// Those of the schedules `ids` that have an open (pending or running) job.
     async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;

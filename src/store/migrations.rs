@@ -88,6 +88,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "due_count",
         sql: include_str!("../../migrations/postgres/0012_due_count.sql"),
     },
+    Migration {
+        version: 13,
+        name: "job_answers",
+        sql: include_str!("../../migrations/postgres/0013_job_answers.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -151,6 +156,11 @@ pub const SQLITE: &[Migration] = &[
         version: 12,
         name: "due_count",
         sql: include_str!("../../migrations/sqlite/0012_due_count.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "job_answers",
+        sql: include_str!("../../migrations/sqlite/0013_job_answers.sql"),
     },
 ];
 

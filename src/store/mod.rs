@@ -299,6 +299,10 @@ macro_rules! store_impl {
             reads::schedules_due_count(&self.pool, until, cap).await
         }
 
+        async fn job_answers_put(&self, answers: &[JobAnswer]) -> StoreResult<u64> {
+            reads::job_answers_put(&self.pool, answers).await
+        }
+
         async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
             reads::dlq_envs(&self.pool).await
         }

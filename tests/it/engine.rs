@@ -259,6 +259,7 @@ macro_rules! engine_suite {
                 timeouts_are_failed_attempts,
                 stale_attempts_are_recovered_as_failures,
                 a_killed_instances_attempt_is_recovered_within_its_lease,
+                an_answer_outlives_an_instance_killed_before_its_record,
                 the_serve_loop_renews_leases_while_a_call_is_in_flight,
                 a_single_tick_renews_leases_while_a_call_is_in_flight,
                 a_slow_record_never_turns_answers_into_timeouts,

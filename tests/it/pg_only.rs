@@ -52,6 +52,17 @@ async fn the_service_role_is_not_privileged() {
     .await
     .unwrap();
     assert!(!read && !write);
+    // Answers are written ahead only through their function, which takes each answer's
+    // environment from its job: the service role may read and delete them, not write them.
+    let (read, delete, write): (bool, bool, bool) = sqlx::query_as(
+        "SELECT has_table_privilege('cron.job_answers', 'SELECT'), \
+                has_table_privilege('cron.job_answers', 'DELETE'), \
+                has_table_privilege('cron.job_answers', 'INSERT, UPDATE')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(read && delete && !write);
     // RLS is enabled and forced on every tenant table.
     let tables: Vec<(String, bool, bool)> = sqlx::query_as(
         "SELECT relname::text, relrowsecurity, relforcerowsecurity FROM pg_class \
@@ -68,6 +79,7 @@ async fn the_service_role_is_not_privileged() {
         [
             "audit_journal",
             "dlq",
+            "job_answers",
             "job_attempts",
             "jobs",
             "outbox",

@@ -339,7 +339,10 @@ impl Engine {
     }
 
     /// A running attempt whose lease ran out, with its schedule.
-    pub(super) async fn load_for_stale(&self, due: DueJob) -> StoreResult<Option<(Schedule, Job)>> {
+    pub(super) async fn load_for_stale(
+        &self,
+        due: DueJob,
+    ) -> StoreResult<Option<(Schedule, Job, Option<JobAnswer>)>> {
         let mut tx = self.store.tenant_begin(due.env_id).await?;
         let Some(job) = tx.job_get(due.id).await? else {
             return Ok(None);
@@ -347,7 +350,9 @@ impl Engine {
         let Some(schedule) = tx.schedule_get(due.schedule_id).await? else {
             return Ok(None);
         };
-        Ok(Some((schedule, job)))
+        // The stopped instance may have had its answer written before its record.
+        let answer = tx.job_answer_get(job.id, job.attempt).await?;
+        Ok(Some((schedule, job, answer)))
     }
 }
 

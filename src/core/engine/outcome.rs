@@ -96,8 +96,28 @@ impl Engine {
         }
     }
 
-    /// Observes, for each answered call just recorded, how long its outcome took to become
-    /// durable (the `outcome_durable` histogram).
+    /// Writes the answers of these answered calls ahead of their records, across
+    /// environments in one statement. The attempts go on to their records either way: a
+    /// failed write loses only the early durability.
+    pub(super) async fn write_ahead(&self, mut attempts: Vec<Attempt>) -> Vec<Attempt> {
+        let answers: Vec<JobAnswer> = attempts.iter().filter_map(Attempt::answer).collect();
+        match self.store.job_answers_put(&answers).await {
+            Ok(_) => {
+                let answered: Vec<_> = answers.iter().map(|a| a.answered_at).collect();
+                self.observe_durable(&answered);
+                for attempt in &mut attempts {
+                    attempt.written_ahead = true;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(answers = answers.len(), error = %err, "writing answers ahead of their records failed; they wait for their records");
+            }
+        }
+        attempts
+    }
+
+    /// Observes, for each answered call just made durable, how long that took (the
+    /// `outcome_durable` histogram).
     pub(super) fn observe_durable(&self, answered: &[DateTime<Utc>]) {
         let now = self.clock.now();
         for at in answered {
@@ -114,6 +134,11 @@ impl Engine {
         env: EnvId,
         attempts: Vec<Attempt>,
     ) -> StoreResult<Vec<AttemptResult>> {
+        let written_ahead: Vec<JobId> = attempts
+            .iter()
+            .filter(|a| a.written_ahead)
+            .map(|a| a.job.id)
+            .collect();
         let mut tx = self.store.tenant_begin(env).await?;
         // A schedule row held elsewhere (an operator's open transaction) fails this record
         // after a while, to be tried again, rather than pinning the connection for ever.
@@ -232,6 +257,9 @@ impl Engine {
             results.push(result);
         }
         tx.outbox_insert_many(&outbox).await?;
+        if !written_ahead.is_empty() {
+            tx.job_answers_forget(&written_ahead).await?;
+        }
         if retry_pending {
             // The retry is due in the future: the loop recomputes when to wake.
             tx.notify_on_commit(Channel::Schedules);
@@ -425,6 +453,10 @@ impl Failure {
     pub(super) const ABANDONED: &'static str = "abandoned";
     /// The ledger's error class of a call the open circuit refused.
     pub(super) const CIRCUIT_OPEN: &'static str = "circuit_open";
+    /// The ledger's error class of an error status (see [`DispatchError::kind`]).
+    pub(super) const STATUS: &'static str = "status";
+    /// The ledger's error class of an answer that could not be decoded.
+    pub(super) const DECODE: &'static str = "decode";
 }
 
 /// One attempt's call, waiting to be recorded.
@@ -436,6 +468,93 @@ pub(super) struct Attempt {
     /// When the call returned (`None` for an attempt recovered from another instance): the
     /// attempt ledger's end and duration are the call's, not its record's.
     pub ended_at: Option<DateTime<Utc>>,
+    /// Its answer was written ahead of the record (see [`Attempt::answer`]): the record
+    /// deletes it.
+    pub written_ahead: bool,
+}
+
+impl Attempt {
+    /// A call just made, with what it returned.
+    pub(super) fn called(
+        schedule: Schedule,
+        job: Job,
+        result: Result<Value, Failure>,
+        ended_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            schedule,
+            job,
+            result,
+            ended_at: Some(ended_at),
+            written_ahead: false,
+        }
+    }
+
+    /// Whether the service answered this call (see [`encode_answer`]).
+    pub(super) fn was_answered(&self) -> bool {
+        self.ended_at.is_some() && is_answer(&self.result)
+    }
+
+    /// The answer to write ahead of the record, if the service answered.
+    pub(super) fn answer(&self) -> Option<JobAnswer> {
+        Some(JobAnswer {
+            job_id: self.job.id,
+            attempt: self.job.attempt,
+            answered_at: self.ended_at?,
+            answer: encode_answer(&self.result)?,
+        })
+    }
+}
+
+/// Whether a call's result is the service's answer: a result, an error status, or a body it
+/// could not decode. A timeout, a refused connection or a call never made leaves nothing to
+/// keep: recovering such an attempt as abandoned loses nothing the service said.
+fn is_answer(result: &Result<Value, Failure>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(failure) => failure.http_status.is_some() || failure.kind == Failure::DECODE,
+    }
+}
+
+/// How an answer is written ahead of its record; [`answered`] reads it back.
+pub(super) fn encode_answer(result: &Result<Value, Failure>) -> Option<Value> {
+    if !is_answer(result) {
+        return None;
+    }
+    Some(match result {
+        Ok(result) => serde_json::json!({ "succeeded": result }),
+        Err(failure) => serde_json::json!({ "failed": {
+            "kind": failure.kind,
+            "message": failure.message,
+            "http_status": failure.http_status,
+            "excerpt": failure.excerpt,
+        }}),
+    })
+}
+
+/// What an answer written ahead says the call returned: the outcome the instance that made
+/// the call would have recorded. `None` for an encoding this version does not know.
+pub(super) fn answered(answer: &Value) -> Option<Result<Value, Failure>> {
+    if let Some(result) = answer.get("succeeded") {
+        return Some(Ok(result.clone()));
+    }
+    let failed = answer.get("failed")?;
+    let text = |key: &str| failed.get(key).and_then(Value::as_str).map(str::to_owned);
+    let kind = match text("kind").as_deref() {
+        Some(Failure::DECODE) => Failure::DECODE,
+        _ => Failure::STATUS,
+    };
+    Some(Err(Failure {
+        class: FailureClass::Retryable,
+        message: text("message")?,
+        retry_now: false,
+        kind,
+        http_status: failed
+            .get("http_status")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok()),
+        excerpt: text("excerpt"),
+    }))
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {
@@ -459,5 +578,62 @@ pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
         correlation_id: schedule.id.to_string(),
         idempotency_key: job.idempotency_key.clone(),
         base_url: schedule.target.base_url().cloned().map_err(Clone::clone),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn failure(kind: &'static str, http_status: Option<u16>, excerpt: Option<String>) -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message: format!("the service answered {http_status:?}"),
+            retry_now: false,
+            kind,
+            http_status,
+            excerpt,
+        }
+    }
+
+    #[test]
+    fn what_the_service_did_not_say_is_not_written_ahead() {
+        let timeout = Err(failure("timeout", None, None));
+        assert_eq!(encode_answer(&timeout), None);
+        let abandoned = Err(Failure::abandoned("lost".into()));
+        assert_eq!(encode_answer(&abandoned), None);
+        let circuit = Err(Failure::circuit_open("open".into()));
+        assert_eq!(encode_answer(&circuit), None);
+    }
+
+    #[test]
+    fn an_unknown_encoding_is_not_an_answer() {
+        assert_eq!(answered(&json!({"maybe": 1})), None);
+        assert_eq!(answered(&json!({"failed": {"kind": "status"}})), None);
+    }
+
+    proptest! {
+        /// Whatever the service answered reads back as the outcome its instance would have
+        /// recorded.
+        #[test]
+        fn an_answer_reads_back_as_it_was_written(
+            ok in any::<bool>(),
+            n in any::<i64>(),
+            text in ".{0,40}",
+            status in proptest::option::of(100u16..600),
+            excerpt in proptest::option::of(".{0,40}"),
+        ) {
+            let result = if ok {
+                Ok(json!({"n": n, "text": text}))
+            } else {
+                let kind = if status.is_some() { Failure::STATUS } else { Failure::DECODE };
+                Err(failure(kind, status, excerpt))
+            };
+            let encoded = encode_answer(&result).expect("an answer");
+            prop_assert_eq!(answered(&encoded), Some(result));
+        }
     }
 }

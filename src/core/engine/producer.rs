@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::claim::Recheck;
 use super::held::{Held, Ready, Start};
-use super::outcome::{Attempt, Failure};
+use super::outcome::{self, Attempt, Failure};
 use super::round::{Budget, Claimed, Round};
 use super::slots::{Slot, Slots};
 use super::{Engine, EngineError, Outcome, TickSummary, wake};
@@ -575,8 +575,19 @@ impl Producer {
         for (schedule, job) in claimed.retries {
             self.queue_claimed(schedule, job, Start::Retry);
         }
-        for (schedule, job) in claimed.abandoned {
+        for (schedule, job, answer) in claimed.abandoned {
             if !self.recovering.insert(job.id) {
+                continue;
+            }
+            // The stopped instance's call was answered and the answer written ahead: recorded
+            // as what the service said, not called again.
+            if let Some((answer, result)) =
+                answer.and_then(|a| outcome::answered(&a.answer).map(|r| (a, r)))
+            {
+                tracing::info!(job_id = %job.id, "an attempt of a stopped instance had been answered: recording its answer");
+                let mut attempt = Attempt::called(schedule, job, result, answer.answered_at);
+                attempt.written_ahead = true;
+                self.record(attempt);
                 continue;
             }
             // Counted as a failure once its record lands (several instances may find the same
@@ -589,6 +600,7 @@ impl Producer {
                 job,
                 result: Err(Failure::abandoned(message)),
                 ended_at: None,
+                written_ahead: false,
             });
         }
         match self.mode {

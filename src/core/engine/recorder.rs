@@ -3,6 +3,11 @@
 //! waits to be recorded (per environment, with when each may be tried next), gives way to calls
 //! while fires past their instant wait for a slot, and keeps an outcome whose record failed
 //! until it lands.
+//!
+//! What a service answered is written first, ahead of its record, in one small statement per
+//! batch that never gives way: an instance killed while its records wait for a burst leaves
+//! the answers for whichever instance recovers the attempts, which records them as they were
+//! (not as abandoned calls to be made again). The record deletes them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -57,9 +62,18 @@ impl Recorder<'_> {
         // Attempts in the records being written.
         let mut in_record = 0usize;
         let mut giving_way_since: Option<tokio::time::Instant> = None;
+        // Answered attempts whose answers wait to be written ahead of their records, the
+        // one write in flight, and how many attempts both hold.
+        let mut ahead: Vec<Attempt> = Vec::new();
+        let mut writing = FuturesUnordered::new();
+        let mut in_ahead = 0usize;
         loop {
+            if writing.is_empty() && !ahead.is_empty() {
+                // What answered while the last write ran goes in the next one.
+                writing.push(engine.write_ahead(std::mem::take(&mut ahead)));
+            }
             let now = tokio::time::Instant::now();
-            let held: usize = waiting.values().map(Vec::len).sum::<usize>() + in_record;
+            let held: usize = waiting.values().map(Vec::len).sum::<usize>() + in_record + in_ahead;
             let give_way = self.gives_way(held, &mut giving_way_since, now);
             let startable: Vec<EnvId> = waiting
                 .keys()
@@ -75,7 +89,12 @@ impl Recorder<'_> {
                 recording.push(async move {
                     let started = tokio::time::Instant::now();
                     let count = attempts.len();
-                    let answered: Vec<_> = attempts.iter().filter_map(|a| a.ended_at).collect();
+                    // Answers written ahead were durable before their records.
+                    let answered: Vec<_> = attempts
+                        .iter()
+                        .filter(|a| !a.written_ahead)
+                        .filter_map(|a| a.ended_at)
+                        .collect();
                     let recorded = engine.record(env, attempts).await;
                     if recorded.is_ok() {
                         engine.observe_durable(&answered);
@@ -83,7 +102,7 @@ impl Recorder<'_> {
                     (env, started, count, recorded)
                 });
             }
-            if !open && recording.is_empty() && waiting.is_empty() {
+            if !open && recording.is_empty() && waiting.is_empty() && in_ahead == 0 {
                 return;
             }
             // Giving way, the poll below looks again (a time already past would spin here).
@@ -99,6 +118,17 @@ impl Recorder<'_> {
                 n = self.done.recv_many(&mut ready, 1024), if open => {
                     open = n > 0;
                     for attempt in ready.drain(..) {
+                        if attempt.was_answered() && !attempt.written_ahead {
+                            in_ahead += 1;
+                            ahead.push(attempt);
+                        } else {
+                            waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
+                        }
+                    }
+                }
+                Some(written) = writing.next(), if !writing.is_empty() => {
+                    in_ahead -= written.len();
+                    for attempt in written {
                         waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
                     }
                 }

@@ -100,7 +100,8 @@ pub(super) struct Claimed {
     /// Retries (and triggered or republished runs) claimed, to call now.
     pub retries: Vec<(Schedule, Job)>,
     /// Running attempts whose lease ran out (their instance stopped), to record as failed.
-    pub abandoned: Vec<(Schedule, Job)>,
+    /// With the answer its instance wrote ahead of the record, if the call was answered.
+    pub abandoned: Vec<(Schedule, Job, Option<JobAnswer>)>,
     pub summary: TickSummary,
     /// The earliest instant anything is due (`None`: nothing is), or why it is unknown.
     pub next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
@@ -347,7 +348,7 @@ impl Engine {
 /// What draining one due job did.
 enum Drained {
     Retry(Box<(Schedule, Job)>),
-    Abandoned(Box<(Schedule, Job)>),
+    Abandoned(Box<(Schedule, Job, Option<JobAnswer>)>),
     Released,
     Lost,
     Error,

@@ -44,6 +44,17 @@ pub struct DueJob {
     pub status: JobStatus,
 }
 
+/// What a service answered to one attempt's call, written as soon as it came, ahead of the
+/// outcome's record: an instance that stops between the two leaves the answer for whichever
+/// instance recovers the attempt. `answer` is the engine's own encoding of the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobAnswer {
+    pub job_id: JobId,
+    pub attempt: i32,
+    pub answered_at: DateTime<Utc>,
+    pub answer: Value,
+}
+
 /// A fire claimed ahead that was handed off for its call, with its schedule's `updated_at` (a
 /// change since the claim means the schedule is read again before the call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

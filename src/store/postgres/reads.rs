@@ -8,7 +8,8 @@ use uuid::Uuid;
 use super::PgCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, Share, StoreResult, StoreStats, ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, Share, StoreResult, StoreStats,
+    ZoneInUse,
 };
 use crate::store::{db_err, rows};
 
@@ -118,6 +119,21 @@ pub(super) async fn schedules_due_count(
         .await
         .map_err(db_err)?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+pub(super) async fn job_answers_put(pool: &PgPool, answers: &[JobAnswer]) -> StoreResult<u64> {
+    if answers.is_empty() {
+        return Ok(0);
+    }
+    let written: i64 = sqlx::query_scalar("SELECT cron.job_answers_put($1, $2, $3, $4)")
+        .bind(answers.iter().map(|a| a.job_id.0).collect::<Vec<_>>())
+        .bind(answers.iter().map(|a| a.attempt).collect::<Vec<_>>())
+        .bind(answers.iter().map(|a| a.answered_at).collect::<Vec<_>>())
+        .bind(answers.iter().map(|a| &a.answer).collect::<Vec<_>>())
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(u64::try_from(written).unwrap_or(0))
 }
 
 pub(super) async fn dlq_envs(pool: &PgPool) -> StoreResult<Vec<EnvId>> {

@@ -42,6 +42,7 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
     updated_at, superseded_by, missed_first, missed_last, missed_count";
+pub(crate) const JOB_ANSWER_COLUMNS: &str = "job_id, attempt, answered_at, answer";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
 pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
@@ -232,6 +233,15 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
         updated_at: c.ts("updated_at")?,
         created_by: c.text("created_by")?,
         updated_by: c.text("updated_by")?,
+    })
+}
+
+pub(crate) fn job_answer(c: &impl Cells) -> StoreResult<JobAnswer> {
+    Ok(JobAnswer {
+        job_id: JobId(c.uuid("job_id")?),
+        attempt: c.i32("attempt")?,
+        answered_at: c.ts("answered_at")?,
+        answer: c.json("answer")?,
     })
 }
 

@@ -81,6 +81,41 @@ pub(crate) async fn delete_by_id<T: TenantRows>(
     Ok(tx.execute(&sql).await? == 1)
 }
 
+/// The answer written ahead of its record for `attempt` of job `id`.
+pub(crate) async fn answer_of<T: TenantRows>(
+    tx: &mut T,
+    id: JobId,
+    attempt: i32,
+) -> StoreResult<Option<JobAnswer>> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(id.0));
+        let attempt = sql.val(Val::I32(attempt));
+        format!(
+            "SELECT {} FROM job_answers WHERE env_id = {env} AND job_id = {id} \
+             AND attempt = {attempt}",
+            super::JOB_ANSWER_COLUMNS
+        )
+    });
+    let row = tx.fetch_optional(&sql).await?;
+    map_row(row.as_ref(), "job_answers", super::job_answer)
+}
+
+/// Deletes the answers written ahead for `ids`, in statements of a bounded number of values.
+pub(crate) async fn answers_forget<T: TenantRows>(tx: &mut T, ids: &[JobId]) -> StoreResult<u64> {
+    let mut forgotten = 0;
+    for chunk in ids.chunks(500) {
+        let sql = scoped(tx, |env, sql| {
+            let list: Vec<String> = chunk.iter().map(|id| sql.val(Val::uuid(id.0))).collect();
+            format!(
+                "DELETE FROM job_answers WHERE env_id = {env} AND job_id IN ({})",
+                list.join(", ")
+            )
+        });
+        forgotten += tx.execute(&sql).await?;
+    }
+    Ok(forgotten)
+}
+
 /// Active schedules with a next fire, soonest first.
 pub(crate) async fn schedules_upcoming<T: TenantRows>(
     tx: &mut T,
@@ -453,6 +488,18 @@ macro_rules! tenant_tx {
 
         async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job> {
             $crate::store::rows::insert_job(self, new).await
+        }
+
+        async fn job_answer_get(
+            &mut self,
+            id: JobId,
+            attempt: i32,
+        ) -> StoreResult<Option<JobAnswer>> {
+            $crate::store::rows::answer_of(self, id, attempt).await
+        }
+
+        async fn job_answers_forget(&mut self, ids: &[JobId]) -> StoreResult<u64> {
+            $crate::store::rows::answers_forget(self, ids).await
         }
 
         async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {

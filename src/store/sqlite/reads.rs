@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::SqliteCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, Share, StoreError, StoreResult, StoreStats,
-    ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, Share, StoreError, StoreResult,
+    StoreStats, ZoneInUse,
 };
 use crate::store::db_err;
 use crate::store::rows::{self, LEASED_JOB, from_micros};
@@ -127,6 +127,45 @@ pub(super) async fn schedules_due_count(
     .await
     .map_err(db_err)?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+pub(super) async fn job_answers_put(pool: &SqlitePool, answers: &[JobAnswer]) -> StoreResult<u64> {
+    let mut tx = pool.begin().await.map_err(db_err)?;
+    let mut written = 0;
+    // Bounded statements: SQLite caps the number of parameters.
+    for chunk in answers.chunks(200) {
+        let rows = (0..chunk.len())
+            .map(|i| {
+                let n = i * 4;
+                format!("(?{}, ?{}, ?{}, ?{})", n + 1, n + 2, n + 3, n + 4)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        // The environment is the job's own, and only an attempt still running takes an answer.
+        let sql = format!(
+            "INSERT INTO job_answers (job_id, env_id, attempt, answered_at, answer) \
+             SELECT j.id, j.env_id, v.column2, v.column3, v.column4 \
+               FROM (VALUES {rows}) AS v JOIN jobs j ON j.id = v.column1 AND j.attempt = v.column2 \
+              WHERE j.status = 'running' \
+             ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, \
+                answered_at = excluded.answered_at, answer = excluded.answer"
+        );
+        let mut query = sqlx::query(&sql);
+        for answer in chunk {
+            query = query
+                .bind(answer.job_id.0.to_string())
+                .bind(answer.attempt)
+                .bind(answer.answered_at.timestamp_micros())
+                .bind(answer.answer.to_string());
+        }
+        written += query
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(written)
 }
 
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {

@@ -624,3 +624,67 @@ pub async fn schema_is_current_after_migration(store: Arc<dyn Store>) {
     assert!(status.pending().is_empty());
     status.ensure_current().unwrap();
 }
+
+/// Answers written ahead of their records: taken only by an attempt still running under the
+/// same number, in its job's own environment whatever the caller holds, read back in that
+/// environment alone, and deleted by the record.
+pub async fn answers_written_ahead_belong_to_running_attempts(store: Arc<dyn Store>) {
+    let (env, other_env) = (EnvId::new(), EnvId::new());
+    let at = t0() + Duration::seconds(3);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let (running, finished) = (
+        new_schedule("running", "billing"),
+        new_schedule("done", "billing"),
+    );
+    tx.schedule_insert(&running).await.unwrap();
+    tx.schedule_insert(&finished).await.unwrap();
+    let running_job = tx
+        .job_insert(&new_job(running.id, JobStatus::Running))
+        .await
+        .unwrap();
+    let finished_job = tx
+        .job_insert(&new_job(finished.id, JobStatus::Succeeded))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let answer = |job: JobId, attempt: i32, answer: serde_json::Value| JobAnswer {
+        job_id: job,
+        attempt,
+        answered_at: at,
+        answer,
+    };
+    let written = store
+        .job_answers_put(&[
+            answer(running_job.id, 1, json!({"succeeded": {"n": 1}})),
+            // Not running, a stale attempt number, a job that does not exist: not taken.
+            answer(finished_job.id, 1, json!({"succeeded": {}})),
+            answer(running_job.id, 2, json!({"succeeded": {}})),
+            answer(JobId::new(), 1, json!({"succeeded": {}})),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(written, 1);
+    assert_eq!(store.job_answers_put(&[]).await.unwrap(), 0);
+
+    // Another environment sees nothing of it.
+    let mut tx = store.tenant_begin(other_env).await.unwrap();
+    assert_eq!(tx.job_answer_get(running_job.id, 1).await.unwrap(), None);
+    assert_eq!(tx.job_answers_forget(&[running_job.id]).await.unwrap(), 0);
+    tx.commit().await.unwrap();
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert_eq!(
+        tx.job_answer_get(running_job.id, 1).await.unwrap(),
+        Some(answer(running_job.id, 1, json!({"succeeded": {"n": 1}})))
+    );
+    assert_eq!(tx.job_answer_get(running_job.id, 2).await.unwrap(), None);
+    assert_eq!(tx.job_answer_get(finished_job.id, 1).await.unwrap(), None);
+    assert_eq!(
+        tx.job_answers_forget(&[running_job.id, finished_job.id])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(tx.job_answer_get(running_job.id, 1).await.unwrap(), None);
+    tx.commit().await.unwrap();
+}

@@ -137,6 +137,7 @@ macro_rules! conformance_suite {
                 outbox_and_audit_keep_order_and_content,
                 due_selection_is_ordered_and_limited,
                 due_jobs_cover_retries_and_stale_attempts,
+                answers_written_ahead_belong_to_running_attempts,
                 leased_attempts_are_due_when_the_lease_runs_out,
                 due_selection_is_round_robin_across_environments,
                 same_instant_ties_are_ordered_by_seed,

@@ -178,6 +178,10 @@ impl Store for FaultyStore {
         let _ = held.wait_for(|held| !*held).await;
         next
     }
+    async fn job_answers_put(&self, answers: &[JobAnswer]) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.job_answers_put(answers).await
+    }
     async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
         self.check()?;
         self.inner.schedules_due_count(until, cap).await

@@ -303,3 +303,96 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
     assert!(jobs[0].error.as_deref().unwrap().contains("timed out"));
     assert_eq!(h.target.requests().len(), 1);
 }
+
+/// An instance dies after its call was answered and before the outcome's record (records wait
+/// while a burst's calls go out): the answer was written ahead, so the instance that recovers
+/// the attempt records it as the success it was, and the service is not called again.
+pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<dyn Store>) {
+    use sentin8_cron::core::engine::{Engine, LEASE_MARGIN};
+    use sentin8_cron::core::metrics::Metrics;
+    use serde_json::json;
+
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(1),
+        lease: EngineConfig::lease_for(StdDuration::from_secs(1)),
+        ..EngineConfig::default()
+    };
+    let faulty = super::FaultyStore::new(store.clone());
+    let h = Harness::with_config(faulty.clone(), config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::After(
+        StdDuration::from_millis(200),
+        Box::new(Reply::json(200, json!({"answer": 42}))),
+    )]);
+    h.clock.set(due);
+    // The answer written ahead, read past the held transactions.
+    let written_ahead = || {
+        let store = store.clone();
+        let env = h.env;
+        async move {
+            let mut tx = store.tenant_begin(env).await.unwrap();
+            let jobs = tx
+                .job_list(&JobQuery {
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            match jobs.first() {
+                Some(job) => tx.job_answer_get(job.id, job.attempt).await.unwrap(),
+                None => None,
+            }
+        }
+    };
+    // The instance dies once the answer is written and its record is held up.
+    let killed = tokio::select! {
+        _ = h.engine.tick() => false,
+        () = async {
+            super::until("the call arrives", || async { !h.target.requests().is_empty() }).await;
+            faulty.hold_tenant_transactions(true);
+            super::until("the answer is written ahead", || async {
+                written_ahead().await.is_some()
+            })
+            .await;
+        } => true,
+    };
+    assert!(killed, "the record was held up when the instance died");
+    faulty.hold_tenant_transactions(false);
+    let answer = written_ahead().await.unwrap();
+    assert_eq!(answer.answer, json!({"succeeded": {"answer": 42}}));
+    let running = h.jobs(s.id).await.remove(0);
+    assert_eq!(running.status, JobStatus::Running, "not recorded yet");
+
+    // Another instance recovers it once the lease ran out: recorded as answered.
+    let other = Engine::new(
+        h.store.clone(),
+        super::dispatcher(h.clock.clone(), config.job_timeout),
+        h.clock.clone(),
+        config.clone(),
+        Arc::new(Metrics::default()),
+    );
+    let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
+    h.clock.set(due + lease + Duration::milliseconds(1));
+    let recovered = other.tick().await.unwrap();
+    assert_eq!(recovered.retried_attempts, 0, "{recovered:?}");
+    let job = h.jobs(s.id).await.remove(0);
+    assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
+    assert_eq!(job.attempt, 1);
+    assert_eq!(job.result, Some(json!({"answer": 42})));
+    assert_eq!(h.target.requests().len(), 1, "the service was called again");
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let attempts = tx.job_attempts_list(job.id).await.unwrap();
+    assert_eq!(
+        tx.job_answer_get(job.id, 1).await.unwrap(),
+        None,
+        "kept after its record"
+    );
+    drop(tx);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, AttemptOutcome::Succeeded);
+    assert_eq!(
+        attempts[0].finished_at, answer.answered_at,
+        "the ledger ends the attempt when it was answered"
+    );
+}

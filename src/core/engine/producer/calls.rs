@@ -70,12 +70,7 @@ impl Producer {
             ));
             tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
             self.call_done(Called {
-                attempt: Attempt {
-                    schedule,
-                    job,
-                    result: Err(failure),
-                    ended_at: Some(now),
-                },
+                attempt: Attempt::called(schedule, job, Err(failure), now),
                 slot,
             });
             return;
@@ -113,12 +108,7 @@ impl Producer {
                     .record(origin, health, ended_at);
             }
             let _ = done.send(Called {
-                attempt: Attempt {
-                    schedule,
-                    job,
-                    result,
-                    ended_at: Some(ended_at),
-                },
+                attempt: Attempt::called(schedule, job, result, ended_at),
                 slot,
             });
         });
