@@ -70,6 +70,14 @@ impl Tools {
                 owner: None,
             });
         }
+        let runuser = Command::new("runuser")
+            .arg("--help")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if !runuser.is_ok_and(|status| status.success()) {
+            return Err("running as root, and runuser is not on the PATH".into());
+        }
         let uid = id(&["-u", "postgres"]).and_then(|n| n.parse().ok());
         let gid = id(&["-g", "postgres"]).and_then(|n| n.parse().ok());
         match (uid, gid) {
