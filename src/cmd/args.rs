@@ -21,7 +21,8 @@ pub use crate::server::auth::AuthArgs;
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Database")]
 pub struct DatabaseUrlArg {
-    /// Database: postgres://user@host/db (production) or sqlite://path (embedded).
+    /// Database: postgres://user@host/db (production; a failover pair:
+    /// postgres://user@a,b/db?target_session_attrs=read-write) or sqlite://path (embedded).
     #[arg(
         long,
         env = "SENTIN8_CRON_DATABASE_URL",

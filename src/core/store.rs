@@ -146,6 +146,13 @@ pub trait Store: Send + Sync + 'static {
     /// The wake-up signals of this store.
     fn signals(&self) -> Arc<Signals>;
 
+    /// Why the store is searching for a database host to use, while it is: its host failed or
+    /// turned read-only and none of the hosts it was given fits yet (a failover under way).
+    /// Health reports it as `degraded`; `None` on backends with one host.
+    fn host_search(&self) -> Option<String> {
+        None
+    }
+
     /// Starts relaying other processes' change notifications into [`Store::signals`], where the
     /// backend can (LISTEN/NOTIFY). A no-op elsewhere.
     async fn signals_listen(&self) -> StoreResult<()> {

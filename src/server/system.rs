@@ -46,8 +46,9 @@ impl Default for HealthRules {
 /// Ticker liveness; with an admin token, the detail behind it and store-wide counts.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`; `degraded` (HTTP 200, see `reasons`); `stalled` (HTTP 503: no tick within 3× the
-    /// interval) or `unavailable` (HTTP 503: the database did not answer).
+    /// `ok`; `degraded` (HTTP 200, see `reasons`; also while the store searches for a database
+    /// host during a failover); `stalled` (HTTP 503: no tick within 3× the interval) or
+    /// `unavailable` (HTTP 503: the database did not answer).
     pub status: String,
     /// Why the status is not `ok`, one sentence each.
     pub reasons: Vec<String>,
@@ -175,9 +176,10 @@ fn secs(d: Duration) -> i64 {
 
 /// `ok` when the ticker is alive, the store answers and nothing needs attention; `degraded`
 /// (still 200) with its reasons when the bus has been unreachable too long, no proxy-back
-/// credential source is configured outside development mode, or the outbox backlog is too
-/// old; 503 only when the ticker is stalled or the database does not answer. Everything but
-/// the cached reachability probe is read from memory.
+/// credential source is configured outside development mode, the outbox backlog is too old,
+/// or the store is searching for a database host during a failover; 503 only when the ticker
+/// is stalled or the database does not answer (and no search explains it). Everything but the
+/// cached reachability probe is read from memory.
 #[utoipa::path(
     get, path = "/v1/health", tag = "system",
     responses((status = 200, description = "ok or degraded", body = Health), (status = 503, description = "Stalled, or the database is unavailable", body = Health))
@@ -203,15 +205,20 @@ pub async fn health_report(state: &AppState, detail: bool) -> (StatusCode, Json<
     let counts = state.stats.counts();
     let bus_since = bus_unreachable_since(state);
     let backlog_age = outbox_backlog_age(counts.as_ref());
+    // A failover under way: the store is searching for its host and will recover by itself,
+    // so the database not answering meanwhile is a reason to look, not to restart.
+    let host_search = state.store.host_search();
     let mut reasons = Vec::new();
     if !ticking {
         reasons.push("the ticker has not ticked within three tick intervals".to_owned());
     }
-    if !reachable {
+    if let Some(search) = &host_search {
+        reasons.push(search.clone());
+    } else if !reachable {
         reasons.push("the database did not answer".to_owned());
     }
     reasons.extend(degraded_reasons(state, bus_since, backlog_age));
-    let (status, code) = match (ticking, reachable) {
+    let (status, code) = match (ticking, reachable || host_search.is_some()) {
         (false, _) => ("stalled", StatusCode::SERVICE_UNAVAILABLE),
         (true, false) => ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
         (true, true) if reasons.is_empty() => ("ok", StatusCode::OK),

@@ -1,8 +1,8 @@
 //! The storage backends behind [`crate::core::store::Store`]: PostgreSQL (production) and an
 //! embedded SQLite store (the zero-setup default). Only this module holds SQL.
 //!
-//! The backend is chosen by the database URL's scheme: `postgres://` or `postgresql://`, and
-//! `sqlite://PATH` (or `sqlite::memory:`).
+//! The backend is chosen by the database URL's scheme: `postgres://` or `postgresql://` (or
+//! libpq's keyword form, `host=a,b dbname=cron`), and `sqlite://PATH` (or `sqlite::memory:`).
 
 pub mod migrations;
 pub mod postgres;
@@ -52,7 +52,11 @@ impl Backend {
     }
 
     /// Picks the backend from the URL scheme, with an actionable error for anything else.
+    /// libpq's keyword form (`host=a,b dbname=cron ...`) is PostgreSQL's.
     pub fn from_url(url: &str) -> StoreResult<Self> {
+        if crate::util::conninfo::is_conninfo(url) {
+            return Ok(Backend::Postgres);
+        }
         let scheme = url.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
         match scheme.to_ascii_lowercase().as_str() {
             "postgres" | "postgresql" => Ok(Backend::Postgres),
@@ -383,6 +387,10 @@ mod tests {
         );
         assert_eq!(
             Backend::from_url("postgresql://u@h/db").unwrap(),
+            Backend::Postgres
+        );
+        assert_eq!(
+            Backend::from_url("host=a,b dbname=cron").unwrap(),
             Backend::Postgres
         );
         assert_eq!(Backend::from_url("sqlite://x.db").unwrap(), Backend::Sqlite);

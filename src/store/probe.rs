@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 
 use super::Backend;
@@ -45,19 +44,39 @@ pub fn require_existing_sqlite(url: &str) -> StoreResult<()> {
 }
 
 /// Connects once to the PostgreSQL server of `url` (TCP only), so a refused or unreachable
-/// server is reported at once with its host and port. Unix-socket URLs are left to the pool.
+/// server is reported at once with its host and port. A URL naming several hosts passes when
+/// one of them accepts (which one to use is the store's to find). Unix sockets are left to the
+/// pool.
 pub async fn probe_postgres(url: &str) -> StoreResult<()> {
     if Backend::from_url(url)? != Backend::Postgres {
         return Ok(());
     }
-    let options = PgConnectOptions::from_str(url)
-        .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?;
-    let (host, port) = (options.get_host().to_owned(), options.get_port());
-    if host.starts_with('/') {
-        return Ok(());
+    let hosts = super::postgres::hosts_of(url)?;
+    let mut failures = Vec::new();
+    for host in &hosts.hosts {
+        let options = &host.options;
+        let (name, port) = (options.get_host().to_owned(), options.get_port());
+        if options.get_socket().is_some() || name.starts_with('/') {
+            return Ok(());
+        }
+        match probe_tcp(&name, port).await {
+            Ok(()) => return Ok(()),
+            Err(failure) => failures.push(format!("{name}:{port}: {failure}")),
+        }
     }
-    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
-    let failure = match tokio::time::timeout(CONNECT_PROBE, connect).await {
+    Err(StoreError::Config(match failures.as_slice() {
+        [one] => format!("cannot connect to PostgreSQL at {one}"),
+        many => format!(
+            "cannot connect to PostgreSQL at any of its hosts: {}",
+            many.join("; ")
+        ),
+    }))
+}
+
+/// Why a TCP connection to `host:port` failed, in a few words.
+async fn probe_tcp(host: &str, port: u16) -> Result<(), String> {
+    let connect = tokio::net::TcpStream::connect((host, port));
+    Err(match tokio::time::timeout(CONNECT_PROBE, connect).await {
         Ok(Ok(_)) => return Ok(()),
         Ok(Err(err)) => match err.kind() {
             std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
@@ -68,8 +87,5 @@ pub async fn probe_postgres(url: &str) -> StoreResult<()> {
             }
         },
         Err(_) => format!("no answer within {}s", CONNECT_PROBE.as_secs()),
-    };
-    Err(StoreError::Config(format!(
-        "cannot connect to PostgreSQL at {host}:{port}: {failure}"
-    )))
+    })
 }

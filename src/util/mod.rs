@@ -1,5 +1,6 @@
 //! Small helpers several adapters and commands share, each written once:
 //!
+//! - [`conninfo`]: libpq's `keyword=value` connection strings.
 //! - [`duration`]: humane durations (`30s`, `2m`, `1m30s`, `7d`) for settings.
 //! - [`http`]: reading a response body with a size cap, and describing a reqwest error by its
 //!   causes.
@@ -8,6 +9,7 @@
 //! - [`process`]: the shutdown signal and the log subscriber of long-running commands.
 //! - [`setting`]: text settings trimmed, empty meaning unset.
 
+pub mod conninfo;
 pub mod duration;
 pub mod http;
 pub mod io;

@@ -4,6 +4,8 @@ use std::net::IpAddr;
 
 use reqwest::Url;
 
+use super::conninfo;
+
 /// Query parameters that carry a secret in connection URLs (libpq's `password` and
 /// `sslpassword`, and the common token names), compared without case.
 const SECRET_PARAMS: [&str; 6] = [
@@ -17,9 +19,15 @@ const SECRET_PARAMS: [&str; 6] = [
 
 /// Hides the secrets of a URL for messages and logs: the password of its user info
 /// (`postgres://u:***@h/db`; the user stays visible) and the value of every query parameter
-/// that carries one (`?sslmode=require&password=***`). Text that is not quite a URL is handled
-/// too: whatever stands before an `@` with no scheme is hidden whole.
+/// that carries one (`?sslmode=require&password=***`); a URL naming several hosts
+/// (`postgres://u:pw@a:5432,b:5433/db`) alike. In libpq's keyword form (`host=a password=pw`)
+/// the values of those keywords are hidden, and a keyword form that does not parse is not shown
+/// at all. Text that is not quite a URL is handled too: whatever stands before an `@` with no
+/// scheme is hidden whole.
 pub fn redact(url: &str) -> String {
+    if conninfo::is_conninfo(url) {
+        return redact_conninfo(url);
+    }
     // The user info first, up to the last `@` (a raw `?` or `/` in a password must not hide
     // it from the split); then the query of what follows.
     let (mut shown, rest) = match (url.find("://"), url.rfind('@')) {
@@ -43,19 +51,35 @@ pub fn redact(url: &str) -> String {
         let params: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((name, _))
-                    if SECRET_PARAMS
-                        .iter()
-                        .any(|secret| name.eq_ignore_ascii_case(secret)) =>
-                {
-                    format!("{name}=***")
-                }
+                Some((name, _)) if is_secret(name) => format!("{name}=***"),
                 _ => pair.to_owned(),
             })
             .collect();
         shown.push('?');
         shown.push_str(&params.join("&"));
     }
+    shown
+}
+
+fn is_secret(name: &str) -> bool {
+    SECRET_PARAMS
+        .iter()
+        .any(|secret| name.eq_ignore_ascii_case(secret))
+}
+
+/// [`redact`] for the keyword form: each secret value (quotes included) becomes `***`.
+fn redact_conninfo(text: &str) -> String {
+    let Ok(pairs) = conninfo::parse(text) else {
+        return "(a connection string that does not parse; not shown)".to_owned();
+    };
+    let mut shown = String::with_capacity(text.len());
+    let mut from = 0;
+    for pair in pairs.iter().filter(|p| is_secret(&p.keyword)) {
+        shown.push_str(&text[from..pair.value_span.start]);
+        shown.push_str("***");
+        from = pair.value_span.end;
+    }
+    shown.push_str(&text[from..]);
     shown
 }
 
@@ -117,6 +141,32 @@ mod tests {
         assert_eq!(
             redact("postgres://h/db?sslmode=disable"),
             "postgres://h/db?sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn redact_hides_secrets_of_multi_host_urls_and_keyword_strings() {
+        let marker = "SEKRET-MARKER";
+        for url in [
+            format!("postgres://u:{marker}@a:5432,b:5433/db?target_session_attrs=read-write"),
+            format!("postgresql://u:{marker}@[::1]:5432,b/db"),
+            format!("postgres://u@a,b/db?target_session_attrs=any&password={marker}"),
+            format!("host=a,b port=5432,5433 user=u password={marker} dbname=cron"),
+            format!("host=a password = '{marker} with spaces' dbname=cron"),
+            format!("host=a PASSWORD='it\\'s {marker}' sslpassword={marker}"),
+            format!("host=a password='{marker}"),
+        ] {
+            let shown = redact(&url);
+            assert!(!shown.contains(marker), "{url} -> {shown}");
+        }
+        // The hosts and everything else stay readable.
+        assert_eq!(
+            redact("postgres://u:pw@a:5432,b:5433/db?target_session_attrs=read-write"),
+            "postgres://u:***@a:5432,b:5433/db?target_session_attrs=read-write"
+        );
+        assert_eq!(
+            redact("host=a,b port=5432,5433 password='p w' dbname=cron"),
+            "host=a,b port=5432,5433 password=*** dbname=cron"
         );
     }
 

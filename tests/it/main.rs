@@ -20,6 +20,7 @@ mod enroll;
 mod lifecycle;
 mod listener;
 mod nul;
+mod pg_failover;
 mod pg_instances;
 mod pg_only;
 mod pg_purge_floor;

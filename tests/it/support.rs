@@ -4,7 +4,8 @@
 //!
 //! Tests that need PostgreSQL, NATS or a browser skip when the service is missing (they then
 //! report "ok" without having run), unless `SENTIN8_CRON_REQUIRE_POSTGRES`, `_NATS` or
-//! `_BROWSER` is `1`, which makes a missing service a failure. A skip is never silent: the
+//! `_BROWSER` is `1`, which makes a missing service a failure (and likewise the other kinds
+//! of [`Needs`], each with its own variable). A skip is never silent: the
 //! first skip of each kind prints a notice (past the test harness's output capture, so a plain
 //! `cargo test` shows it) naming the suites, the reason and the variable that makes them
 //! required; every skipped test also says so in its own (captured) output. Once a service was
@@ -28,6 +29,9 @@ pub enum Needs {
     TourTools,
     /// The toolchains of the example targets: Python 3 with `cryptography`, Node.js 20, Go.
     TargetToolchains,
+    /// PostgreSQL's server programs (`initdb`, `pg_ctl`, `pg_basebackup`), to run throwaway
+    /// clusters of the tests' own.
+    PgClusters,
 }
 
 impl Needs {
@@ -38,6 +42,7 @@ impl Needs {
             Needs::Browser => 2,
             Needs::TourTools => 3,
             Needs::TargetToolchains => 4,
+            Needs::PgClusters => 5,
         }
     }
 
@@ -52,6 +57,9 @@ impl Needs {
             Needs::Browser => "the admin pages browser test",
             Needs::TourTools => "the README tour test",
             Needs::TargetToolchains => "the example target tests (examples/targets/)",
+            Needs::PgClusters => {
+                "the failover tests on throwaway PostgreSQL clusters (pg_failover)"
+            }
         }
     }
 
@@ -63,6 +71,7 @@ impl Needs {
             Needs::Browser => "SENTIN8_CRON_REQUIRE_BROWSER",
             Needs::TourTools => "SENTIN8_CRON_REQUIRE_TOUR_TOOLS",
             Needs::TargetToolchains => "SENTIN8_CRON_REQUIRE_TARGET_TOOLCHAINS",
+            Needs::PgClusters => "SENTIN8_CRON_REQUIRE_PG_CLUSTERS",
         }
     }
 
@@ -73,7 +82,8 @@ impl Needs {
 }
 
 /// Why each service's tests are being skipped, once known.
-static UNAVAILABLE: [OnceLock<String>; 5] = [
+static UNAVAILABLE: [OnceLock<String>; 6] = [
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -82,7 +92,7 @@ static UNAVAILABLE: [OnceLock<String>; 5] = [
 ];
 
 /// How many tests skipped for each service so far.
-static SKIPPED: Mutex<[usize; 5]> = Mutex::new([0; 5]);
+static SKIPPED: Mutex<[usize; 6]> = Mutex::new([0; 6]);
 
 /// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
 pub fn unavailable(needs: Needs) -> Option<&'static str> {

@@ -4,7 +4,7 @@
 
 use sqlx::{Connection, Executor, PgConnection};
 
-use super::{SERVICE_ROLE, pg_options};
+use super::{SERVICE_ROLE, connect_one};
 use crate::core::store::{MigrationReport, SchemaStatus, StoreError, StoreResult};
 use crate::store::db_err;
 use crate::store::migrations::{self, Migration, MigrationTarget};
@@ -12,8 +12,7 @@ use crate::store::migrations::{self, Migration, MigrationTarget};
 /// Applies pending migrations as the connected (owner) role. Returns what it did and notes for
 /// the operator.
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
-    use sqlx::ConnectOptions as _;
-    let mut conn = pg_options(url)?.connect().await.map_err(db_err)?;
+    let mut conn = connect_one(url).await?;
     migrations::run(&mut PgMigration { conn: &mut conn }, dry_run).await
 }
 

@@ -3,11 +3,14 @@
 //! through the schema's SECURITY DEFINER functions, and schedule locks are session-level
 //! advisory locks on a dedicated connection.
 //!
-//! `connect` and the [`Store`] entry points live here; `migrate` holds the migration hooks,
-//! `locks` the advisory locks, `tenant` the tenant transaction, `reads` the engine's
-//! cross-tenant reads and `outbox` the relay's claims and marks.
+//! `connect` and the [`Store`] entry points live here; `hosts` reads the database URL (one
+//! host or several), `failover` follows the host to use among several, `migrate` holds the
+//! migration hooks, `locks` the advisory locks, `tenant` the tenant transaction, `reads` the
+//! engine's cross-tenant reads and `outbox` the relay's claims and marks.
 
 mod announce;
+mod failover;
+mod hosts;
 mod lifecycle;
 mod locks;
 mod migrate;
@@ -15,14 +18,14 @@ mod outbox;
 mod reads;
 mod tenant;
 
-use std::str::FromStr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgListener, PgPoolOptions, PgRow};
 use sqlx::{PgPool, Postgres};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::rows::{Cells, Sql, Val};
@@ -30,6 +33,7 @@ use super::{ConnectOptions, db_err};
 use crate::core::model::*;
 use crate::core::store::*;
 
+pub use hosts::DatabaseUrlError;
 pub use migrate::migrate;
 
 /// The role the service connects as: subject to row-level security.
@@ -42,18 +46,31 @@ pub struct PgStore {
     rls_bypassed: bool,
     signals: Arc<Signals>,
     announce: tenant::Announce,
+    /// The host in use among several, when the URL names several or asks for a writable one.
+    keeper: Option<Arc<failover::Keeper>>,
 }
 
 impl PgStore {
-    /// Connects a pool. The schema's objects are addressed through `search_path = cron`.
+    /// Connects a pool. The schema's objects are addressed through `search_path = cron`. A
+    /// URL naming several hosts (or `target_session_attrs=read-write`) connects to the first
+    /// that fits, and follows a failover to another without a restart.
     pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
-        let connect = pg_options(url)?;
-        let pool = PgPoolOptions::new()
+        let mut hosts = hosts::HostList::parse(url).map_err(url_err)?;
+        let pool_options = PgPoolOptions::new()
             .max_connections(options.max_connections.max(2))
-            .acquire_timeout(options.acquire_timeout)
-            .connect_with(connect)
-            .await
-            .map_err(db_err)?;
+            .acquire_timeout(options.acquire_timeout);
+        let (pool, keeper) = if hosts.is_single() {
+            let host = hosts.hosts.remove(0);
+            let pool = pool_options
+                .connect_with(host.options)
+                .await
+                .map_err(db_err)?;
+            (pool, None)
+        } else {
+            let (pool, keeper) =
+                failover::connect_pool(hosts, pool_options, options.acquire_timeout).await?;
+            (pool, Some(keeper))
+        };
         let rls_bypassed: bool = sqlx::query_scalar(
             "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user",
         )
@@ -72,6 +89,7 @@ impl PgStore {
                     tenant::Announce::AfterCommit(announce::Announcer::start(pool.clone()))
                 }
             },
+            keeper,
         })
     }
 
@@ -87,12 +105,19 @@ impl PgStore {
     }
 }
 
-fn pg_options(url: &str) -> StoreResult<PgConnectOptions> {
-    let options = PgConnectOptions::from_str(url)
-        .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?;
-    Ok(options
-        .application_name("sentin8-cron")
-        .options([("search_path", "cron")]))
+fn url_err(err: DatabaseUrlError) -> StoreError {
+    StoreError::Config(err.to_string())
+}
+
+/// The hosts a PostgreSQL URL names, with a message naming the field at fault when it cannot
+/// be used.
+pub(crate) fn hosts_of(url: &str) -> StoreResult<hosts::HostList> {
+    hosts::HostList::parse(url).map_err(url_err)
+}
+
+/// One connection to the host the URL's rule picks (the URL's host when it names one).
+async fn connect_one(url: &str) -> StoreResult<sqlx::PgConnection> {
+    failover::connect_one(&hosts_of(url)?).await
 }
 
 // The methods both backends delegate alike come from the macro; these are this backend's own.
@@ -109,13 +134,18 @@ impl Store for PgStore {
         }
     }
 
+    fn host_search(&self) -> Option<String> {
+        self.keeper.as_ref().and_then(|keeper| keeper.search())
+    }
+
     async fn signals_listen(&self) -> StoreResult<()> {
-        let mut listener = PgListener::connect_with(&self.pool).await.map_err(db_err)?;
-        listener
-            .listen_all([Channel::Schedules.name(), Channel::Outbox.name()])
-            .await
-            .map_err(db_err)?;
-        tokio::spawn(relay_notifications(listener, Arc::downgrade(&self.signals)));
+        let listener = listen(&self.pool).await.map_err(db_err)?;
+        tokio::spawn(relay_notifications(
+            self.pool.clone(),
+            listener,
+            Arc::downgrade(&self.signals),
+            self.keeper.as_ref().map(|keeper| keeper.moved()),
+        ));
         Ok(())
     }
 
@@ -152,10 +182,42 @@ impl Store for PgStore {
 }
 }
 
+/// A LISTEN connection on both channels, from the pool (so it goes to the host in use).
+async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener
+        .listen_all([Channel::Schedules.name(), Channel::Outbox.name()])
+        .await?;
+    Ok(listener)
+}
+
 /// Rings this process's signals when another process notifies, until the store is dropped.
-async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
+/// When the pool moves to another host (`moved`), the LISTEN connection starts over there: the
+/// one it had may still be open to a host that no longer takes the writes that notify.
+async fn relay_notifications(
+    pool: PgPool,
+    mut listener: PgListener,
+    signals: Weak<Signals>,
+    mut moved: Option<watch::Receiver<u64>>,
+) {
     loop {
-        let received = listener.try_recv().await;
+        let received = tokio::select! {
+            received = listener.try_recv() => received,
+            changed = host_moved(&mut moved) => {
+                if changed.is_err() {
+                    return;
+                }
+                match listen(&pool).await {
+                    Ok(fresh) => listener = fresh,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "change notifications interrupted; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                // Whatever was notified meanwhile went to the old connection.
+                Ok(None)
+            }
+        };
         let Some(signals) = signals.upgrade() else {
             return;
         };
@@ -176,6 +238,17 @@ async fn relay_notifications(mut listener: PgListener, signals: Weak<Signals>) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
+    }
+}
+
+/// Resolves when the pool has moved to another host; never without a keeper. An error means
+/// the keeper (and so the store) is gone.
+async fn host_moved(
+    moved: &mut Option<watch::Receiver<u64>>,
+) -> Result<(), watch::error::RecvError> {
+    match moved {
+        Some(moved) => moved.changed().await,
+        None => std::future::pending().await,
     }
 }
 
