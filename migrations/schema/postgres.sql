@@ -170,6 +170,7 @@ CREATE INDEX sentin8_cron_outbox_unrelayed ON cron.outbox USING btree (seq) WHER
 --   updated_at timestamp with time zone NOT NULL
 --   created_by text NOT NULL
 --   updated_by text NOT NULL
+--   claim_tie bigint DEFAULT uuid_hash_extended(id, (0)::bigint)
 --   CONSTRAINT schedules_active_has_next_run CHECK (((status <> 'active'::text) OR (next_run_at IS NOT NULL) OR (kind = 'once'::text)))
 --   CONSTRAINT schedules_domain_check CHECK (((length(domain) >= 1) AND (length(domain) <= 128)))
 --   CONSTRAINT schedules_id_env UNIQUE (id, env_id)
@@ -192,7 +193,7 @@ CREATE INDEX sentin8_cron_schedules_by_domain ON cron.schedules USING btree (env
 CREATE INDEX sentin8_cron_schedules_by_env ON cron.schedules USING btree (env_id, id);
 CREATE INDEX sentin8_cron_schedules_deleted ON cron.schedules USING btree (updated_at) WHERE (status = 'deleted'::text);
 CREATE INDEX sentin8_cron_schedules_due ON cron.schedules USING btree (next_run_at) WHERE (status = 'active'::text);
-CREATE INDEX sentin8_cron_schedules_due_by_env ON cron.schedules USING btree (env_id, next_run_at) WHERE (status = 'active'::text);
+CREATE INDEX sentin8_cron_schedules_due_ring ON cron.schedules USING btree (env_id, next_run_at, claim_tie) WHERE (status = 'active'::text);
 CREATE UNIQUE INDEX sentin8_cron_schedules_type_per_domain ON cron.schedules USING btree (env_id, domain, schedule_type) WHERE (status <> 'deleted'::text);
 
 -- table cron.schema_migrations
@@ -273,22 +274,38 @@ AS $function$
         SELECT (SELECT s.env_id FROM cron.schedules s
                  WHERE s.status = 'active' AND s.next_run_at <= p_now AND s.env_id > e.env_id
                  ORDER BY s.env_id LIMIT 1)
-          FROM envs e WHERE e.env_id IS NOT NULL)
+          FROM envs e WHERE e.env_id IS NOT NULL),
+    round AS (
+        SELECT least(greatest(p_limit, 0), 1000) AS size,
+               hashint8extended(p_seed, 0) AS start)
     SELECT d.id, d.env_id, d.next_run_at
       FROM envs e
+     CROSS JOIN round r
      CROSS JOIN LATERAL (
-        SELECT w.id, w.env_id, w.next_run_at, w.tie,
-               row_number() OVER (ORDER BY w.next_run_at, w.tie) AS turn
-          FROM (SELECT s.id, s.env_id, s.next_run_at, uuid_hash_extended(s.id, p_seed) AS tie
-                  FROM cron.schedules s
-                 WHERE s.env_id = e.env_id AND s.status = 'active' AND s.next_run_at <= p_now
-                   AND (p_shares <= 1 OR s.next_run_at <= p_ahead_after
-                        OR (uuid_hash_extended(s.id, 0) & 2147483647) % p_shares = p_share)
-                 ORDER BY s.next_run_at, tie
-                 LIMIT least(greatest(p_limit, 0), 1000) * 2) w) d
+        SELECT w.id, w.env_id, w.next_run_at, w.ring, w.claim_tie,
+               row_number() OVER (ORDER BY w.next_run_at, w.ring, w.claim_tie) AS turn
+          FROM ((SELECT s.id, s.env_id, s.next_run_at, s.claim_tie, 0 AS ring
+                   FROM cron.schedules s
+                  WHERE s.env_id = e.env_id AND s.status = 'active'
+                    AND s.next_run_at <= p_now AND s.claim_tie >= r.start
+                    AND (p_shares <= 1 OR s.next_run_at <= p_ahead_after
+                         OR (s.claim_tie & 2147483647) % p_shares = p_share)
+                  ORDER BY s.next_run_at, s.claim_tie
+                  LIMIT r.size)
+                UNION ALL
+                (SELECT s.id, s.env_id, s.next_run_at, s.claim_tie, 1 AS ring
+                   FROM cron.schedules s
+                  WHERE s.env_id = e.env_id AND s.status = 'active'
+                    AND s.next_run_at <= p_now AND s.claim_tie < r.start
+                    AND (p_shares <= 1 OR s.next_run_at <= p_ahead_after
+                         OR (s.claim_tie & 2147483647) % p_shares = p_share)
+                  ORDER BY s.next_run_at, s.claim_tie
+                  LIMIT r.size)) w
+         ORDER BY w.next_run_at, w.ring, w.claim_tie
+         LIMIT r.size) d
      WHERE e.env_id IS NOT NULL
-     ORDER BY d.turn, d.next_run_at, d.tie
-     LIMIT least(greatest(p_limit, 0), 1000)
+     ORDER BY d.turn, d.next_run_at, d.ring, d.claim_tie
+     LIMIT (SELECT size FROM round)
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.envs_with_data(max_rows integer)

@@ -93,6 +93,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "job_answers",
         sql: include_str!("../../migrations/postgres/0013_job_answers.sql"),
     },
+    Migration {
+        version: 14,
+        name: "due_window",
+        sql: include_str!("../../migrations/postgres/0014_due_window.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -161,6 +166,11 @@ pub const SQLITE: &[Migration] = &[
         version: 13,
         name: "job_answers",
         sql: include_str!("../../migrations/sqlite/0013_job_answers.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "due_window",
+        sql: include_str!("../../migrations/sqlite/0014_due_window.sql"),
     },
 ];
 
