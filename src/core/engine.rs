@@ -366,7 +366,14 @@ impl Engine {
     /// instant: no database work, call or record in progress, and nothing due. For tests that
     /// move the clock and then look at what the engine did, without waiting on the wall clock.
     pub async fn settled(&self) {
-        self.probe.settled().await;
+        self.probe.quiet(producer::Quiet::Settled).await;
+    }
+
+    /// Like [`Engine::settled`], but resolves while calls are still in flight: the engine
+    /// (in [`Engine::run`] or [`Engine::tick`]) has nothing to do but wait for them. For tests
+    /// that show what the engine does not start beside a call.
+    pub async fn settled_beside_calls(&self) {
+        self.probe.quiet(producer::Quiet::CallsOut).await;
     }
 
     /// Metrics of one round of claims.

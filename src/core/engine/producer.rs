@@ -134,18 +134,32 @@ struct TickState {
 pub(super) struct Probe {
     pokes: std::sync::atomic::AtomicU64,
     poke: tokio::sync::Notify,
-    /// (the last poke seen when the state was looked at, settled then)
-    state: watch::Sender<(u64, bool)>,
+    /// (the last poke seen when the state was looked at, how quiet it was then)
+    state: watch::Sender<(u64, Quiet)>,
+}
+
+/// How quiet the producer is at its clock's instant.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Quiet {
+    /// It has work of its own: database work, a record, something ready or due.
+    #[default]
+    Busy,
+    /// Nothing to do but wait for the calls in flight (or a timer, or a signal).
+    CallsOut,
+    /// Nothing to do until a timer or a signal.
+    Settled,
 }
 
 impl Probe {
-    /// Resolves once the producer has looked at its state after this call and found nothing to
-    /// do at the clock's instant: no database work, call or record in progress, nothing ready.
-    pub(super) async fn settled(&self) {
+    /// Resolves once the producer has looked at its state after this call and found it at
+    /// least `quiet`.
+    pub(super) async fn quiet(&self, quiet: Quiet) {
         let poke = self.pokes.fetch_add(1, Ordering::SeqCst) + 1;
         let mut state = self.state.subscribe();
         self.poke.notify_one();
-        let _ = state.wait_for(|(seen, idle)| *seen >= poke && *idle).await;
+        let _ = state
+            .wait_for(|(seen, now)| *seen >= poke && *now >= quiet)
+            .await;
     }
 }
 
@@ -264,8 +278,8 @@ impl Producer {
             if self.finished() {
                 break;
             }
-            let idle = self.idle();
-            probe.state.send_replace((poke, idle));
+            let quiet = self.quiet();
+            probe.state.send_replace((poke, quiet));
             let at = self.next_instant();
             let real = self.next_real();
             tokio::select! {
@@ -382,14 +396,21 @@ impl Producer {
         }
     }
 
-    /// Nothing to do at the clock's instant until a timer or a signal.
-    fn idle(&self) -> bool {
-        self.ops.is_empty()
-            && !self.slots.busy()
-            && self.recovering.is_empty()
-            && !self.held.pressing()
-            && self.hand_off_retry.is_none()
-            && !self.next_round.is_some_and(|n| n.pause)
+    /// How much is left to do at the clock's instant.
+    fn quiet(&self) -> Quiet {
+        let own_work = !self.ops.is_empty()
+            || !self.slots.all_recorded()
+            || !self.recovering.is_empty()
+            || self.held.pressing()
+            || self.hand_off_retry.is_some()
+            || self.next_round.is_some_and(|n| n.pause);
+        if own_work {
+            Quiet::Busy
+        } else if self.slots.busy() {
+            Quiet::CallsOut
+        } else {
+            Quiet::Settled
+        }
     }
 
     /// The earliest instant on the clock the producer waits for.

@@ -83,6 +83,11 @@ impl Slots {
         self.calls > 0 || self.unrecorded > 0
     }
 
+    /// True while no finished call's outcome waits to be recorded (calls may be in flight).
+    pub fn all_recorded(&self) -> bool {
+        self.unrecorded == self.calls
+    }
+
     /// A slot for a call to `env` (and `origin`, when known), or `None` when the global limit,
     /// the backlog or either cap is full.
     pub fn reserve(&mut self, env: EnvId, origin: Option<String>) -> Option<Slot> {

@@ -377,7 +377,9 @@ pub async fn one_tenants_open_circuit_leaves_other_tenants_calls_alone(store: Ar
 }
 
 pub async fn a_retry_waits_for_a_slot_under_its_environments_cap(store: Arc<dyn Store>) {
-    let job_timeout = StdDuration::from_secs(1);
+    // The longest timeout the harness allows: the hanging call ends when the test moves the
+    // clock past it, long before the same wait on the wall clock.
+    let job_timeout = StdDuration::from_secs(5);
     let config = EngineConfig {
         job_timeout,
         env_concurrency: 1,
@@ -400,26 +402,26 @@ pub async fn a_retry_waits_for_a_slot_under_its_environments_cap(store: Arc<dyn 
 
     // Minute 2: the hanging schedule takes the environment's only slot; the due retry waits
     // for it (the call times out) instead of running beside it.
-    let watch = async {
-        let (mut hang_at, mut retry_at) = (None, None);
-        while hang_at.is_none() || retry_at.is_none() {
-            let now = std::time::Instant::now();
-            if hang_at.is_none() && hanging.requests().len() >= 2 {
-                hang_at = Some(now);
-            }
-            if retry_at.is_none() && h.target.requests().len() >= 2 {
-                retry_at = Some(now);
-            }
-            tokio::time::sleep(StdDuration::from_millis(2)).await;
-        }
-        retry_at
-            .unwrap()
-            .saturating_duration_since(hang_at.unwrap())
+    let scenario = async {
+        super::until("the hanging call arrives", || async {
+            hanging.requests().len() >= 2
+        })
+        .await;
+        h.engine.settled_beside_calls().await;
+        assert_eq!(
+            h.target.requests().len(),
+            1,
+            "the retry ran beside the hanging call"
+        );
+        // The hanging call times out on the clock: its slot frees and the retry runs.
+        h.clock
+            .set(minute(2) + Duration::from_std(job_timeout).unwrap() + Duration::milliseconds(1));
     };
-    let (second, waited) = tokio::join!(h.tick_at(minute(2)), watch);
+    let (second, ()) = tokio::join!(h.tick_at(minute(2)), scenario);
     assert_eq!(second.retried_attempts, 1, "{second:?}");
-    assert!(
-        waited >= job_timeout - StdDuration::from_millis(200),
-        "the retry ran {waited:?} after the hanging call, beside it"
+    assert_eq!(
+        h.target.requests().len(),
+        2,
+        "the retry ran after the timeout"
     );
 }
