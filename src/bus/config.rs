@@ -10,21 +10,25 @@ use hmac::{Hmac, Mac};
 use reqwest::Url;
 use sha2::Sha256;
 
-use super::nats::NatsSettings;
+use super::nats::{NatsSettings, server_addrs};
 use crate::callback::Secret;
 use crate::core::relay::RelayOptions;
 use crate::util::duration::positive_duration;
 use crate::util::setting::or_default;
 use crate::util::url::{hide_userinfo, is_loopback};
 
-/// `SENTIN8_CRON_BUS_URL`: `nats://host:port`, `https://...` (a webhook), or `log` (the
-/// default). `http://` is accepted for loopback addresses only.
+/// `SENTIN8_CRON_BUS_URL`: `nats://host:port` (or a comma-separated list of a cluster's
+/// servers), `https://...` (a webhook), or `log` (the default). `http://` is accepted for
+/// loopback addresses only.
 pub const ENV_BUS_URL: &str = "SENTIN8_CRON_BUS_URL";
 /// `SENTIN8_CRON_BUS_SUBJECT_PREFIX`: the NATS subject prefix (default `sentin8.cron`).
 pub const ENV_BUS_SUBJECT_PREFIX: &str = "SENTIN8_CRON_BUS_SUBJECT_PREFIX";
 /// `SENTIN8_CRON_BUS_STREAM`: the JetStream stream, created when missing (default
 /// `SENTIN8_CRON`).
 pub const ENV_BUS_STREAM: &str = "SENTIN8_CRON_BUS_STREAM";
+/// `SENTIN8_CRON_BUS_STREAM_REPLICAS`: replicas of the stream when the relay creates it
+/// (default 1; 3 on a cluster).
+pub const ENV_BUS_STREAM_REPLICAS: &str = "SENTIN8_CRON_BUS_STREAM_REPLICAS";
 /// `SENTIN8_CRON_WEBHOOK_SECRET`: signs webhook deliveries; `whsec_<base64>` or a raw string.
 pub const ENV_WEBHOOK_SECRET: &str = "SENTIN8_CRON_WEBHOOK_SECRET";
 /// `SENTIN8_CRON_RELAY_MAX_ATTEMPTS`: refused publishes after which an event is parked.
@@ -138,8 +142,9 @@ pub struct RelayConfig {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Outbox relay")]
 pub struct BusArgs {
-    /// Where the outbox relay publishes events: nats://host:port (JetStream), https://...
-    /// (signed webhook; http:// on loopback only) or log.
+    /// Where the outbox relay publishes events: nats://host:port (JetStream; a cluster as a
+    /// comma-separated list, nats://a:4222,nats://b:4222), https://... (signed webhook;
+    /// http:// on loopback only) or log.
     #[arg(long, env = ENV_BUS_URL, value_name = "URL", default_value = "log", hide_env_values = true)]
     pub bus_url: String,
     /// NATS subject prefix of relayed events.
@@ -148,6 +153,10 @@ pub struct BusArgs {
     /// JetStream stream the relay publishes into, created when missing.
     #[arg(long, env = ENV_BUS_STREAM, value_name = "NAME", default_value = DEFAULT_STREAM)]
     pub bus_stream: String,
+    /// Replicas of the JetStream stream when the relay creates it; 3 on a cluster, so the
+    /// stream survives the loss of a server (an existing stream keeps its own).
+    #[arg(long, env = ENV_BUS_STREAM_REPLICAS, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub bus_stream_replicas: u8,
     /// Signing secret of the webhook bus (Standard Webhooks, whsec_... or raw).
     #[arg(long, env = ENV_WEBHOOK_SECRET, value_name = "SECRET", hide_env_values = true, value_parser = Secret::parse)]
     pub webhook_secret: Option<Secret>,
@@ -186,6 +195,7 @@ fn bus_config(args: &BusArgs) -> Result<BusConfig, RelayConfigError> {
         .unwrap_or_default();
     match scheme.as_str() {
         "nats" | "tls" => {
+            server_addrs(url).map_err(RelayConfigError::InvalidUrl)?;
             let subject_prefix = or_default(&args.bus_subject_prefix, DEFAULT_SUBJECT_PREFIX);
             check_subject_prefix(&subject_prefix).map_err(|reason| RelayConfigError::Invalid {
                 var: "--bus-subject-prefix (SENTIN8_CRON_BUS_SUBJECT_PREFIX)",
@@ -196,11 +206,9 @@ fn bus_config(args: &BusArgs) -> Result<BusConfig, RelayConfigError> {
                 var: "--bus-stream (SENTIN8_CRON_BUS_STREAM)",
                 reason,
             })?;
-            Ok(BusConfig::Nats(NatsSettings::new(
-                url.to_owned(),
-                subject_prefix,
-                stream,
-            )))
+            let mut settings = NatsSettings::new(url.to_owned(), subject_prefix, stream);
+            settings.replicas = usize::from(args.bus_stream_replicas);
+            Ok(BusConfig::Nats(settings))
         }
         "https" | "http" => {
             let parsed =
@@ -306,11 +314,13 @@ mod tests {
         assert_eq!(nats.url, "nats://127.0.0.1:4222");
         assert_eq!(nats.subject_prefix, "sentin8.cron");
         assert_eq!(nats.stream, "SENTIN8_CRON");
+        assert_eq!(nats.replicas, 1);
 
         let config = self::config(&[
             "--bus-url=nats://bus:4222",
             "--bus-subject-prefix=acme.cron",
             "--bus-stream=ACME_CRON",
+            "--bus-stream-replicas=3",
         ])
         .unwrap();
         let BusConfig::Nats(nats) = config.bus else {
@@ -318,6 +328,11 @@ mod tests {
         };
         assert_eq!(nats.subject_prefix, "acme.cron");
         assert_eq!(nats.stream, "ACME_CRON");
+        assert_eq!(nats.replicas, 3);
+        for bad in ["0", "6", "three"] {
+            let err = refused(&["--bus-stream-replicas", bad]);
+            assert!(err.contains("--bus-stream-replicas"), "{bad}: {err}");
+        }
 
         for bad in ["acme.>", "acme..cron", "acme cron", ".acme", "acme.*"] {
             let err = self::config(&["--bus-url=nats://bus:4222", "--bus-subject-prefix", bad])
@@ -333,6 +348,68 @@ mod tests {
             err.to_string()
                 .starts_with("--bus-stream (SENTIN8_CRON_BUS_STREAM): "),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn nats_takes_a_seed_list_of_servers() {
+        let list = "nats://127.0.0.1:4222, nats://127.0.0.1:4223,tls://bus-3.example:4222";
+        let config = config(&["--bus-url", list]).unwrap();
+        let BusConfig::Nats(nats) = config.bus else {
+            panic!("not NATS: {config:?}");
+        };
+        let servers = server_addrs(&nats.url).unwrap();
+        let hosts: Vec<String> = servers
+            .iter()
+            .map(|s| format!("{}:{}", s.host(), s.port()))
+            .collect();
+        assert_eq!(
+            hosts,
+            ["127.0.0.1:4222", "127.0.0.1:4223", "bus-3.example:4222"]
+        );
+        assert!(servers[2].tls_required());
+
+        for (bad, says) in [
+            ("nats://a:4222,", "server 2 of 2 is empty"),
+            ("nats://a:4222,,nats://b:4222", "server 2 of 3 is empty"),
+            (
+                "nats://a:4222,b:4222",
+                "server 2 of 2 (b:4222) is not a NATS server URL",
+            ),
+            (
+                "nats://a:4222,https://b/x",
+                "server 2 of 2 (https://b/x) is not a NATS server URL",
+            ),
+            ("nats://a:4222,nats://:4222", "server 2 of 2 (nats://:4222)"),
+            (
+                "nats://a:4222,nats://b:99999",
+                "server 2 of 2 (nats://b:99999) is not a valid URL",
+            ),
+            ("nats://a:4222/stream", "has a path"),
+            (
+                "nats://a:4222, nats://a:4222",
+                "server 2 of 2 (nats://a:4222) is listed twice",
+            ),
+        ] {
+            let err = self::config(&["--bus-url", bad]).unwrap_err().to_string();
+            assert!(
+                err.starts_with("--bus-url (SENTIN8_CRON_BUS_URL): "),
+                "{bad}: {err}"
+            );
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        // Credentials of any entry stay hidden, in errors and in Debug.
+        let err = self::config(&["--bus-url=nats://u:pw1@a:4222,nats://u:pw2@b:4222/x"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nats://***@b:4222/x"), "{err}");
+        assert!(!err.contains("pw"), "{err}");
+        let config = self::config(&["--bus-url=nats://u:pw1@a:4222,nats://u:pw2@b:4222"]).unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("pw"), "{shown}");
+        assert!(
+            shown.contains("nats://***@a:4222,nats://***@b:4222"),
+            "{shown}"
         );
     }
 

@@ -3,7 +3,7 @@
 //! - [`config`]: [`BusArgs`] (flags, or `SENTIN8_CRON_*` variables) and the [`RelayConfig`]
 //!   they convert to; the bus is chosen by `--bus-url` (`SENTIN8_CRON_BUS_URL`).
 //! - [`nats`]: [`NatsSink`], NATS JetStream with publish acknowledgements and de-duplication
-//!   by event id (`nats://host:port`).
+//!   by event id (`nats://host:port`, or a cluster's seed list `nats://a:4222,nats://b:4222`).
 //! - [`webhook`]: [`WebhookSink`], one signed POST per event in the Standard Webhooks format
 //!   (`https://...`).
 //! - [`log`]: [`LogSink`], events written to the structured log (the default).
@@ -16,11 +16,12 @@ pub mod webhook;
 use std::sync::Arc;
 
 pub use config::{
-    BusArgs, BusConfig, ENV_BUS_STREAM, ENV_BUS_SUBJECT_PREFIX, ENV_BUS_URL, ENV_OUTBOX_RETENTION,
-    ENV_RELAY_MAX_ATTEMPTS, ENV_WEBHOOK_SECRET, RelayConfig, RelayConfigError, SigningKey,
+    BusArgs, BusConfig, ENV_BUS_STREAM, ENV_BUS_STREAM_REPLICAS, ENV_BUS_SUBJECT_PREFIX,
+    ENV_BUS_URL, ENV_OUTBOX_RETENTION, ENV_RELAY_MAX_ATTEMPTS, ENV_WEBHOOK_SECRET, RelayConfig,
+    RelayConfigError, SigningKey,
 };
 pub use log::LogSink;
-pub use nats::{NatsSettings, NatsSink, subject_for};
+pub use nats::{NatsSettings, NatsSink, server_addrs, shown_servers, subject_for};
 pub use webhook::{WebhookSink, signature};
 
 use crate::core::clock::Clock;

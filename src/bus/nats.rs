@@ -3,12 +3,14 @@
 //! re-send of the same event.
 //!
 //! The sink connects on its first publish, not when it is built, so a relay starts (and keeps
-//! retrying) while the bus is down. Once connected, the client reconnects by itself; the stream
-//! is created when missing, and re-checked after the server said it has none.
+//! retrying) while the bus is down. Once connected, the client reconnects by itself, to any
+//! server of the seed list (`nats://a:4222,nats://b:4222`) or that the cluster announced; the
+//! stream is created when missing, and re-checked after the server said it has none.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use async_nats::ServerAddr;
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -17,6 +19,9 @@ use crate::core::model::OutboxEvent;
 use crate::core::relay::{Delivery, EventEnvelope, Sink, SinkError};
 use crate::util::url::hide_userinfo;
 
+/// The connection's name, as the servers' monitoring (`/connz`) shows it.
+pub const CLIENT_NAME: &str = "sentin8-cron relay";
+
 /// After a failed connection attempt, publishes fail at once for this long instead of each
 /// trying (and timing out) again.
 const RECONNECT_COOLDOWN: Duration = Duration::from_secs(1);
@@ -24,7 +29,8 @@ const RECONNECT_COOLDOWN: Duration = Duration::from_secs(1);
 /// Where and how to publish.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NatsSettings {
-    /// `nats://host:port` (credentials in the URL are never shown).
+    /// `nats://host:port`, or a comma-separated seed list of a cluster's servers
+    /// (`nats://a:4222,nats://b:4222`; see [`server_addrs`]). Credentials are never shown.
     pub url: String,
     /// Subjects are `<subject_prefix>.<event type suffix>`.
     pub subject_prefix: String,
@@ -35,6 +41,9 @@ pub struct NatsSettings {
     pub ack_timeout: Duration,
     /// The duplicate window of a stream this sink creates.
     pub duplicate_window: Duration,
+    /// The replicas of a stream this sink creates: 3 on a cluster, so the stream keeps its
+    /// messages and accepts publishes while one server is down.
+    pub replicas: usize,
 }
 
 impl NatsSettings {
@@ -47,6 +56,7 @@ impl NatsSettings {
             connect_timeout: Duration::from_secs(5),
             ack_timeout: Duration::from_secs(5),
             duplicate_window: Duration::from_secs(120),
+            replicas: 1,
         }
     }
 }
@@ -54,14 +64,76 @@ impl NatsSettings {
 impl fmt::Debug for NatsSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NatsSettings")
-            .field("url", &hide_userinfo(&self.url))
+            .field("url", &shown_servers(&self.url))
             .field("subject_prefix", &self.subject_prefix)
             .field("stream", &self.stream)
             .field("connect_timeout", &self.connect_timeout)
             .field("ack_timeout", &self.ack_timeout)
             .field("duplicate_window", &self.duplicate_window)
+            .field("replicas", &self.replicas)
             .finish()
     }
+}
+
+/// The servers of a bus URL: one `nats://host:port` (or `tls://`), or several separated by
+/// commas, each naming its scheme and host. A client that knows a single server cannot find
+/// the rest of a cluster when that one is down at connect time, so a cluster's URL should name
+/// several. The reason names the entry, with any credentials hidden.
+pub fn server_addrs(list: &str) -> Result<Vec<ServerAddr>, String> {
+    let entries: Vec<&str> = list.split(',').map(str::trim).collect();
+    let many = entries.len() > 1;
+    let mut servers = Vec::with_capacity(entries.len());
+    for (n, entry) in entries.iter().enumerate() {
+        let which = if many {
+            format!(
+                "server {} of {} ({})",
+                n + 1,
+                entries.len(),
+                hide_userinfo(entry)
+            )
+        } else {
+            hide_userinfo(entry)
+        };
+        if entry.is_empty() {
+            return Err(format!(
+                "server {} of {} is empty; separate nats://host:port entries with single commas",
+                n + 1,
+                entries.len()
+            ));
+        }
+        let scheme = entry
+            .split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("nats" | "tls")) {
+            return Err(format!(
+                "{which} is not a NATS server URL; use nats://host:port or tls://host:port"
+            ));
+        }
+        let parsed =
+            url::Url::parse(entry).map_err(|e| format!("{which} is not a valid URL: {e}"))?;
+        if parsed.host_str().is_none_or(str::is_empty) {
+            return Err(format!("{which} names no host"));
+        }
+        if parsed.path().len() > 1 || parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(format!(
+                "{which} has a path, query or fragment; a NATS server is nats://host:port"
+            ));
+        }
+        let server = ServerAddr::from_url(parsed).map_err(|e| format!("{which}: {e}"))?;
+        if servers.contains(&server) {
+            return Err(format!("{which} is listed twice"));
+        }
+        servers.push(server);
+    }
+    Ok(servers)
+}
+
+/// A bus URL for messages: each server's credentials hidden.
+pub fn shown_servers(list: &str) -> String {
+    list.split(',')
+        .map(|entry| hide_userinfo(entry.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The namespace of sentin8-cron's event types, replaced by the subject prefix.
@@ -161,15 +233,16 @@ impl NatsSink {
         let context = match &state.context {
             Some(context) => context.clone(),
             None => {
+                let servers = server_addrs(&self.settings.url)?;
                 let client = async_nats::ConnectOptions::new()
-                    .name("sentin8-cron relay")
+                    .name(CLIENT_NAME)
                     .connection_timeout(self.settings.connect_timeout)
-                    .connect(self.settings.url.as_str())
+                    .connect(servers)
                     .await
                     .map_err(|e| {
                         format!(
                             "cannot connect to NATS at {}: {e}",
-                            hide_userinfo(&self.settings.url)
+                            shown_servers(&self.settings.url)
                         )
                     })?;
                 let mut context = jetstream::new(client);
@@ -184,6 +257,7 @@ impl NatsSink {
                 name: self.settings.stream.clone(),
                 subjects: vec![wanted.clone()],
                 duplicate_window: self.settings.duplicate_window,
+                num_replicas: self.settings.replicas.max(1),
                 ..stream::Config::default()
             })
             .await
@@ -193,7 +267,18 @@ impl NatsSink {
                     self.settings.stream
                 )
             })?;
-        let subjects = &stream.cached_info().config.subjects;
+        let found = &stream.cached_info().config;
+        if found.num_replicas < self.settings.replicas {
+            // An existing stream keeps its own configuration: say so rather than change it.
+            tracing::warn!(
+                stream = %self.settings.stream,
+                replicas = found.num_replicas,
+                wanted = self.settings.replicas,
+                "the JetStream stream has fewer replicas than configured; it does not survive \
+                 the loss of a server holding it"
+            );
+        }
+        let subjects = &found.subjects;
         if !subjects.iter().any(|s| s == &wanted || s == ">") {
             tracing::warn!(
                 stream = %self.settings.stream,

@@ -32,6 +32,10 @@ pub enum Needs {
     /// PostgreSQL's server programs (`initdb`, `pg_ctl`, `pg_basebackup`), to run throwaway
     /// clusters of the tests' own.
     PgClusters,
+    /// The `nats-server` program, to run a throwaway JetStream cluster of the tests' own. Kept
+    /// apart from [`Needs::Nats`] (a server already running) so a missing program does not
+    /// skip the tests that only need that server; the same variable makes both required.
+    NatsServer,
 }
 
 impl Needs {
@@ -43,6 +47,7 @@ impl Needs {
             Needs::TourTools => 3,
             Needs::TargetToolchains => 4,
             Needs::PgClusters => 5,
+            Needs::NatsServer => 6,
         }
     }
 
@@ -60,6 +65,7 @@ impl Needs {
             Needs::PgClusters => {
                 "the failover tests on throwaway PostgreSQL clusters (pg_failover)"
             }
+            Needs::NatsServer => "the relay's node-loss test on a throwaway NATS cluster",
         }
     }
 
@@ -72,6 +78,7 @@ impl Needs {
             Needs::TourTools => "SENTIN8_CRON_REQUIRE_TOUR_TOOLS",
             Needs::TargetToolchains => "SENTIN8_CRON_REQUIRE_TARGET_TOOLCHAINS",
             Needs::PgClusters => "SENTIN8_CRON_REQUIRE_PG_CLUSTERS",
+            Needs::NatsServer => "SENTIN8_CRON_REQUIRE_NATS",
         }
     }
 
@@ -82,7 +89,8 @@ impl Needs {
 }
 
 /// Why each service's tests are being skipped, once known.
-static UNAVAILABLE: [OnceLock<String>; 6] = [
+static UNAVAILABLE: [OnceLock<String>; 7] = [
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -92,7 +100,7 @@ static UNAVAILABLE: [OnceLock<String>; 6] = [
 ];
 
 /// How many tests skipped for each service so far.
-static SKIPPED: Mutex<[usize; 6]> = Mutex::new([0; 6]);
+static SKIPPED: Mutex<[usize; 7]> = Mutex::new([0; 7]);
 
 /// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
 pub fn unavailable(needs: Needs) -> Option<&'static str> {
