@@ -255,6 +255,8 @@ pub struct Engine {
     breakers: Arc<Mutex<Breakers>>,
     /// This instance among the instances sharing the store (see `share.rs`).
     instance: uuid::Uuid,
+    /// Its place among them as its last heartbeat found it: (index, number of instances).
+    share: Arc<tokio::sync::watch::Sender<(u32, u32)>>,
     /// What the running producer says of itself ([`Engine::settled`]).
     probe: Arc<producer::Probe>,
 }
@@ -270,6 +272,7 @@ impl Engine {
         Self {
             breakers: Arc::new(Mutex::new(Breakers::new(config.breaker))),
             instance: uuid::Uuid::new_v4(),
+            share: Arc::new(tokio::sync::watch::channel((0, 1)).0),
             probe: Arc::default(),
             store,
             dispatcher,
@@ -307,7 +310,8 @@ impl Engine {
         mode: producer::Mode,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> (TickSummary, Option<EngineError>) {
-        let (share, share_rx) = tokio::sync::watch::channel((0, 1));
+        let share = self.share.clone();
+        let share_rx = share.subscribe();
         let (to_recorder, done) = tokio::sync::mpsc::unbounded_channel();
         let (recorded_tx, recorded) = tokio::sync::mpsc::unbounded_channel();
         let (pressing, pressing_rx) = tokio::sync::watch::channel(false);
@@ -360,6 +364,12 @@ impl Engine {
         let _ = self
             .dispatch(producer::Mode::Serve { lead }, shutdown)
             .await;
+    }
+
+    /// How many instances share the store, as this one's last heartbeat found them (1 until
+    /// it has beaten, and when it runs alone).
+    pub fn instances_sharing(&self) -> u32 {
+        self.share.borrow().1
     }
 
     /// Resolves once the running engine ([`Engine::run`]) has nothing to do at its clock's

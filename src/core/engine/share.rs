@@ -58,7 +58,7 @@ pub(super) async fn keep_share(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     me: Uuid,
-    cell: watch::Sender<(u32, u32)>,
+    cell: Arc<watch::Sender<(u32, u32)>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {

@@ -434,8 +434,11 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
                 alive(uuid::Uuid::new_v4()).then(|n| async move { n == 2 })
             })
             .await;
-            // Each has beaten since the other came (and the probes left).
-            tokio::time::sleep(sentin8_cron::core::engine::BEAT_EVERY * 3 / 2).await;
+            // Each has beaten since the other came: each claims its share only.
+            until("each instance knows of the other", || async {
+                h.engine.instances_sharing() == 2 && other.instances_sharing() == 2
+            })
+            .await;
             h.clock.set(due - Duration::seconds(3));
             for _ in 0..2 {
                 h.store.signals().ring(Channel::Schedules);
