@@ -261,6 +261,7 @@ macro_rules! engine_suite {
                 a_killed_instances_attempt_is_recovered_within_its_lease,
                 an_answer_outlives_an_instance_killed_before_its_record,
                 the_serve_loop_renews_leases_while_a_call_is_in_flight,
+                a_fresh_lease_is_not_renewed,
                 a_single_tick_renews_leases_while_a_call_is_in_flight,
                 a_slow_record_never_turns_answers_into_timeouts,
                 an_outcome_is_recorded_after_the_database_comes_back,

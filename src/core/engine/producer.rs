@@ -22,7 +22,7 @@
 //! work is held elsewhere) also end after the same wall-clock time, so a stopped test clock
 //! never stalls them; every decision still reads the injected clock.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -66,9 +66,13 @@ pub(super) struct Called {
 
 /// Database work the producer started, answered.
 enum Op {
-    Round(Box<Claimed>, Instant),
+    /// A round's claims, when it started (wall clock), and the instant on the engine's clock
+    /// at or before which the leases it took began.
+    Round(Box<Claimed>, Instant, DateTime<Utc>),
     HandOff {
         fires: Vec<(Schedule, Job)>,
+        /// The instant the hand-off's leases began.
+        at: DateTime<Utc>,
         answer: StoreResult<Vec<HandedOff>>,
     },
     Reread {
@@ -76,7 +80,11 @@ enum Op {
         fires: Vec<(Schedule, Job)>,
         verdicts: StoreResult<Vec<Recheck>>,
     },
-    Renewed(StoreResult<u64>),
+    Renewed {
+        jobs: Vec<JobId>,
+        at: DateTime<Utc>,
+        result: StoreResult<u64>,
+    },
     /// The op's task panicked: what it held is given back.
     Lost(OpKind),
 }
@@ -168,8 +176,10 @@ pub(super) struct Producer {
     mode: Mode,
     slots: Slots,
     held: Held,
-    /// This instance's attempts claimed to run and not recorded yet: their leases are renewed.
-    running: HashSet<JobId>,
+    /// This instance's attempts claimed to run and not recorded yet, whose leases it renews,
+    /// each with an instant no later than the one its lease began at: only leases running low
+    /// are renewed (a little early rather than late).
+    running: HashMap<JobId, DateTime<Utc>>,
     /// Abandoned attempts (another instance's lapsed lease) sent to the recorder, not recorded
     /// yet: not sent again.
     recovering: HashSet<JobId>,
@@ -221,7 +231,7 @@ impl Producer {
             slots: Slots::new(&engine.config),
             mode,
             held: Held::default(),
-            running: HashSet::new(),
+            running: HashMap::new(),
             recovering: HashSet::new(),
             summary: TickSummary::default(),
             ops: FuturesUnordered::new(),
@@ -442,7 +452,7 @@ impl Producer {
     fn budget(&self, due: bool, drain: bool) -> Budget {
         let mut own = HashSet::new();
         if drain {
-            own.extend(self.running.iter().copied());
+            own.extend(self.running.keys().copied());
             own.extend(self.recovering.iter().copied());
             own.extend(self.held.scheduled().iter().copied());
         }
@@ -496,8 +506,9 @@ impl Producer {
         let engine = self.engine.clone();
         self.spawn(OpKind::Round, async move {
             let started = Instant::now();
+            let leased_from = engine.clock.now();
             let claimed = engine.round(budget).await;
-            Op::Round(Box::new(claimed), started)
+            Op::Round(Box::new(claimed), started, leased_from)
         });
     }
 
@@ -530,18 +541,27 @@ impl Producer {
 
     fn op_done(&mut self, op: Op) {
         match op {
-            Op::Round(claimed, started) => self.round_done(*claimed, started),
-            Op::HandOff { fires, answer } => self.hand_off_done(fires, answer),
+            Op::Round(claimed, started, leased_from) => {
+                self.round_done(*claimed, started, leased_from);
+            }
+            Op::HandOff { fires, at, answer } => self.hand_off_done(fires, at, answer),
             Op::Reread {
                 env,
                 fires,
                 verdicts,
             } => self.reread_done(env, fires, verdicts),
-            Op::Renewed(result) => {
+            Op::Renewed { jobs, at, result } => {
                 self.renewing = false;
                 let now = self.engine.clock.now();
                 let after = match result {
-                    Ok(_) => wake::renewal_interval(self.engine.config.lease),
+                    Ok(_) => {
+                        for job in jobs {
+                            if let Some(leased) = self.running.get_mut(&job) {
+                                *leased = at;
+                            }
+                        }
+                        wake::renewal_interval(self.engine.config.lease)
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, jobs = self.running.len(), "renewing attempt leases failed; trying again");
                         wake::RENEW_RETRY.min(wake::renewal_interval(self.engine.config.lease))
@@ -575,7 +595,7 @@ impl Producer {
         }
     }
 
-    fn round_done(&mut self, mut claimed: Claimed, started: Instant) {
+    fn round_done(&mut self, mut claimed: Claimed, started: Instant, leased_from: DateTime<Utc>) {
         self.round_running = false;
         self.engine.observe_round(started, claimed.failed.as_ref());
         self.adapt_lead(
@@ -588,13 +608,13 @@ impl Producer {
             if held {
                 self.held.hold(schedule, job);
             } else {
-                self.queue_claimed(schedule, job, Start::Fire);
+                self.queue_claimed(schedule, job, Start::Fire, leased_from);
             }
         }
         self.held
             .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
         for (schedule, job) in claimed.retries {
-            self.queue_claimed(schedule, job, Start::Retry);
+            self.queue_claimed(schedule, job, Start::Retry, leased_from);
         }
         for (schedule, job, answer) in claimed.abandoned {
             if !self.recovering.insert(job.id) {
@@ -657,8 +677,14 @@ impl Producer {
 
     /// A running attempt claimed to call now: its lease is renewed from here on, and it waits
     /// in the ready queue for a slot.
-    fn queue_claimed(&mut self, schedule: Schedule, job: Job, start: Start) {
-        self.running.insert(job.id);
+    fn queue_claimed(
+        &mut self,
+        schedule: Schedule,
+        job: Job,
+        start: Start,
+        leased_from: DateTime<Utc>,
+    ) {
+        self.running.insert(job.id, leased_from);
         self.held.queue(Ready {
             schedule,
             job,
@@ -706,17 +732,32 @@ impl Producer {
         if self.renewing || self.next_renewal > now {
             return;
         }
-        let every = wake::renewal_interval(self.engine.config.lease);
-        if self.running.is_empty() {
+        let lease = self.engine.config.lease;
+        let every = wake::renewal_interval(lease);
+        // Only leases that would run low before the renewal after this one: a burst's
+        // attempts, recorded within seconds of their hand-off, are never written again.
+        let renew_before = now + super::chrono_duration(wake::renew_within(lease));
+        let lease = super::chrono_duration(lease);
+        let jobs: Vec<JobId> = self
+            .running
+            .iter()
+            .filter(|(_, leased)| **leased + lease <= renew_before)
+            .map(|(job, _)| *job)
+            .collect();
+        if jobs.is_empty() {
             self.next_renewal = now + super::chrono_duration(every);
             return;
         }
         self.renewing = true;
-        let jobs: Vec<JobId> = self.running.iter().copied().collect();
-        let until = now + super::chrono_duration(self.engine.config.lease);
+        let until = now + lease;
         let store = self.engine.store.clone();
         self.spawn(OpKind::Renewal, async move {
-            Op::Renewed(store.jobs_lease_renew(&jobs, until).await)
+            let result = store.jobs_lease_renew(&jobs, until).await;
+            Op::Renewed {
+                jobs,
+                at: now,
+                result,
+            }
         });
     }
 }

@@ -136,10 +136,37 @@ pub(super) fn renewal_interval(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(100))
 }
 
+/// A renewal writes the leases that run out within this of it: those that would otherwise run
+/// low before the next renewal ([`renewal_interval`] later), with half an interval to spare
+/// for the write itself. A lease with longer left waits for a later renewal, so an attempt
+/// recorded soon after its lease began (a burst's) is never renewed at all.
+pub(super) fn renew_within(lease: Duration) -> Duration {
+    renewal_interval(lease) * 3 / 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// A lease a renewal leaves alone still has half a renewal interval left when the next
+        /// renewal comes, and one it renews would not have lasted two intervals.
+        #[test]
+        fn a_lease_left_alone_lasts_until_the_next_renewal(
+            lease_ms in 300u64..600_000,
+            left_ms in 0u64..600_000,
+        ) {
+            let lease = Duration::from_millis(lease_ms);
+            let left = Duration::from_millis(left_ms.min(lease_ms));
+            let every = renewal_interval(lease);
+            if left > renew_within(lease) {
+                prop_assert!(left >= every + every / 2);
+            } else {
+                prop_assert!(left <= every * 2);
+            }
+        }
+    }
 
     #[test]
     fn the_claim_ahead_step_is_a_tenth_of_the_lead_within_its_bounds() {

@@ -396,3 +396,44 @@ pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<
         "the ledger ends the attempt when it was answered"
     );
 }
+
+/// A lease is written again only when it runs low: an attempt recorded within a renewal or two
+/// of its lease's start (a burst's) costs no renewal.
+pub async fn a_fresh_lease_is_not_renewed(store: Arc<dyn Store>) {
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(5),
+        // A renewal every second; a lease is renewed once it has 1.5 s or less left.
+        lease: StdDuration::from_secs(3),
+        ..EngineConfig::default()
+    };
+    let faulty = super::FaultyStore::new(store);
+    let h = Harness::with_config(faulty.clone(), config).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = h.engine.run(async {
+        let _ = stopped.await;
+    });
+    let probe = async {
+        super::until("the call arrives", || async {
+            !h.target.requests().is_empty()
+        })
+        .await;
+        h.engine.settled_beside_calls().await;
+        h.clock.set(due + Duration::seconds(1));
+        h.engine.settled_beside_calls().await;
+        assert_eq!(faulty.renewals(), 0, "a lease with 2 s left was renewed");
+        h.clock.set(due + Duration::seconds(2));
+        super::until("the lease running low is renewed", || async {
+            faulty.renewals() == 1
+        })
+        .await;
+        assert_eq!(h.jobs(s.id).await[0].status, JobStatus::Running);
+        // Past the call's timeout: stopping does not wait for it on the wall clock.
+        h.clock.set(due + Duration::seconds(6));
+        let _ = stop.send(());
+    };
+    tokio::join!(serving, probe);
+}

@@ -133,7 +133,7 @@ impl Producer {
         for (job, outcome) in outcomes {
             // A recovered (abandoned) attempt was never this instance's to renew; any other
             // outcome ends the attempt this instance launched.
-            if !self.recovering.remove(&job) && self.running.remove(&job) {
+            if !self.recovering.remove(&job) && self.running.remove(&job).is_some() {
                 self.slots.recorded();
             }
             self.summary.add(&outcome);

@@ -37,7 +37,11 @@ impl Producer {
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
             let answer = store.jobs_hand_off(&jobs, lease, now).await;
-            Op::HandOff { fires, answer }
+            Op::HandOff {
+                fires,
+                at: now,
+                answer,
+            }
         });
     }
 
@@ -50,6 +54,7 @@ impl Producer {
     pub(super) fn hand_off_done(
         &mut self,
         fires: Vec<(Schedule, Job)>,
+        at: DateTime<Utc>,
         answer: StoreResult<Vec<HandedOff>>,
     ) {
         self.handing_off = false;
@@ -88,7 +93,7 @@ impl Producer {
             job.status = JobStatus::Running;
             job.started_at = Some(job.scheduled_for);
             // From here on its lease is renewed with the calls in flight.
-            self.running.insert(job.id);
+            self.running.insert(job.id, at);
             if *updated_at == schedule.updated_at {
                 ready.push((schedule, job));
             } else {
