@@ -15,7 +15,12 @@
 //! `BENCH_MINUTES` (measured minutes of every scenario), `BENCH_SERVE_ARGS` (extra flags for
 //! serve, space-separated), `BENCH_PGCRON_N` (pg_cron's job count, default pg-5k's N),
 //! `BENCH_DB_PARAMS` (appended to serve's PostgreSQL URL, e.g. `?sslmode=disable`).
-//! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged.
+//! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged. The failover
+//! drill's own: `BENCH_FAILOVER_KILL_MS` (the kill after the instant, 400),
+//! `BENCH_FAILOVER_PROMOTE_AFTER_MS` (the promotion after the kill, 0),
+//! `BENCH_FAILOVER_LAG_MS` (the standby stops receiving this long before the kill, 0) and
+//! `BENCH_NATS_URL` (nats://127.0.0.1:4222; without NATS the relay logs and the stream is not
+//! counted).
 //!
 //! Run as root (pg_cron's cluster is created as the `postgres` user; apt-get installs
 //! postgresql-15-cron when it is missing). Not run by `cargo test`.
