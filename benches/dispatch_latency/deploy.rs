@@ -61,7 +61,6 @@ impl Deployment {
         target: &Target,
         extra_serve_args: &[String],
     ) -> anyhow::Result<Deployment> {
-        let dir = tempfile::Builder::new().prefix("s8cbench-").tempdir()?;
         let (db_name, url, owner_url) = match scenario.backend {
             Backend::Postgres => {
                 let name = format!(
@@ -83,10 +82,40 @@ impl Deployment {
                     format!("postgres://postgres@{host}/{name}"),
                 )
             }
-            Backend::Sqlite => {
-                let url = format!("sqlite://{}", dir.path().join("sentin8-cron.db").display());
-                (None, url.clone(), url)
-            }
+            Backend::Sqlite => (None, String::new(), String::new()),
+        };
+        Self::configure(
+            bin,
+            admin_url,
+            scenario,
+            target,
+            extra_serve_args,
+            db_name,
+            url,
+            owner_url,
+        )
+        .await
+    }
+
+    /// A deployment on a database that exists already (PostgreSQL), or a fresh SQLite file
+    /// when `url` is empty: migrates it and prepares the settings; starts nothing yet.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn configure(
+        bin: &Path,
+        admin_url: &str,
+        scenario: &Scenario,
+        target: &Target,
+        extra_serve_args: &[String],
+        db_name: Option<String>,
+        url: String,
+        owner_url: String,
+    ) -> anyhow::Result<Deployment> {
+        let dir = tempfile::Builder::new().prefix("s8cbench-").tempdir()?;
+        let (url, owner_url) = if url.is_empty() {
+            let url = format!("sqlite://{}", dir.path().join("sentin8-cron.db").display());
+            (url.clone(), url)
+        } else {
+            (url, owner_url)
         };
         let mut deployment = Deployment {
             bin: bin.to_owned(),
@@ -272,24 +301,10 @@ impl Deployment {
                         entry
                     })
                     .collect();
-                let file = self.dir.path().join(format!("{}-{e}.json", group.name));
-                std::fs::write(&file, serde_json::json!({"schedules": entries}).to_string())?;
-                let out = self
-                    .command()
-                    .args(["enroll", "--env", &env, "--domain", "bench", "--file"])
-                    .arg(&file)
-                    .args(["--base-url", &target.base_url(group.target)])
-                    .args(["--output", "json", "--database-url", &self.url])
-                    .stdout(Stdio::null())
-                    .output()
-                    .await?;
-                if !out.status.success() {
-                    bail!(
-                        "enroll failed for group {} environment {e}: {}",
-                        group.name,
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
+                let file = format!("{}-{e}", group.name);
+                self.enroll(&env, &file, entries, &target.base_url(group.target))
+                    .await
+                    .with_context(|| format!("group {} environment {e}", group.name))?;
                 envs.push(env);
             }
             seeded.push(SeededGroup { envs });
@@ -297,7 +312,32 @@ impl Deployment {
         Ok((seeded, started.elapsed().as_secs_f64()))
     }
 
-    /// SIGTERM to every instance, as an orchestrator stops them; SIGKILL after 40 s.
+    /// Enrolls these declarations into one environment with `sentin8-cron enroll` (the file
+    /// is kept in the deployment's directory as `<file>.json`).
+    pub async fn enroll(
+        &self,
+        env: &str,
+        file: &str,
+        entries: Vec<serde_json::Value>,
+        base_url: &str,
+    ) -> anyhow::Result<()> {
+        let file = self.dir.path().join(format!("{file}.json"));
+        std::fs::write(&file, serde_json::json!({"schedules": entries}).to_string())?;
+        let out = self
+            .command()
+            .args(["enroll", "--env", env, "--domain", "bench", "--file"])
+            .arg(&file)
+            .args(["--base-url", base_url])
+            .args(["--output", "json", "--database-url", &self.url])
+            .stdout(Stdio::null())
+            .output()
+            .await?;
+        if !out.status.success() {
+            bail!("enroll failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
     /// Kills the first instance at once (SIGKILL): no drain, no record of what it held.
     pub fn kill_first(&mut self) {
         if let Some(pid) = self
@@ -310,6 +350,7 @@ impl Deployment {
         }
     }
 
+    /// SIGTERM to every instance, as an orchestrator stops them; SIGKILL after 40 s.
     pub async fn stop(&mut self) {
         for child in &self.instances {
             if let Some(pid) = child

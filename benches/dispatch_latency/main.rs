@@ -7,20 +7,28 @@
 //!
 //! Run: `cargo bench --bench dispatch_latency` (the default set, about 15 minutes), or name
 //! what to run: `cargo bench --bench dispatch_latency -- pg-5k noisy` (or `BENCH_SCENARIOS`).
-//! Names: `pgbench`, `pgcron`, the scenarios of `scenarios.rs`, `default`, `all`.
+//! Names: `pgbench`, `pgcron`, the scenarios of `scenarios.rs`, `failover` (both failover
+//! drills), `default`, `all`.
 //! Settings: `SENTIN8_CRON_BENCH_BIN` (the binary under test; default the release build of this
 //! tree), `SENTIN8_CRON_BENCH_DATABASE_URL` (the shared cluster, default
 //! postgres://postgres@127.0.0.1:5432/postgres), `BENCH_SCALE` (schedule counts × this),
 //! `BENCH_MINUTES` (measured minutes of every scenario), `BENCH_SERVE_ARGS` (extra flags for
 //! serve, space-separated), `BENCH_PGCRON_N` (pg_cron's job count, default pg-5k's N),
 //! `BENCH_DB_PARAMS` (appended to serve's PostgreSQL URL, e.g. `?sslmode=disable`).
-//! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged.
+//! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged. The failover
+//! drill's own: `BENCH_FAILOVER_KILL_MS` (the kill after the instant, 400),
+//! `BENCH_FAILOVER_PROMOTE_AFTER_MS` (the promotion after the kill, 0),
+//! `BENCH_FAILOVER_LAG_MS` (the standby stops receiving this long before the kill, 0) and
+//! `BENCH_NATS_URL` (nats://127.0.0.1:4222; without NATS the relay logs and the stream is not
+//! counted).
 //!
 //! Run as root (pg_cron's cluster is created as the `postgres` user; apt-get installs
 //! postgresql-15-cron when it is missing). Not run by `cargo test`.
 
 mod deploy;
+mod failover;
 mod kill;
+mod pair;
 mod pgcron;
 mod procstat;
 mod records;
@@ -114,6 +122,7 @@ fn selection(args: &[String]) -> Vec<String> {
                 out.extend(["pgbench".to_owned(), "pgcron".to_owned()]);
                 out.extend(all.iter().filter(|s| s.default).map(|s| s.name.to_owned()));
             }
+            "failover" => out.extend(["failover-sync".to_owned(), "failover-async".to_owned()]),
             "all" => {
                 out.extend(["pgbench".to_owned(), "pgcron".to_owned()]);
                 out.extend(all.iter().map(|s| s.name.to_owned()));
@@ -172,7 +181,7 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
     for name in &names {
         anyhow::ensure!(
             name == "pgbench" || name == "pgcron" || known.contains(&name.as_str()),
-            "unknown scenario {name:?}; known: pgbench, pgcron, {}, default, all",
+            "unknown scenario {name:?}; known: pgbench, pgcron, {}, failover, default, all",
             known.join(", ")
         );
     }
@@ -302,6 +311,9 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 async fn run_scenario(ctx: &Context, scenario: Scenario) -> anyhow::Result<Outcome> {
+    if let Some(mode) = scenario.failover {
+        return failover::run(ctx, &scenario, mode).await;
+    }
     let mut deployment = Deployment::prepare(
         &ctx.bin,
         &ctx.admin_url,

@@ -351,3 +351,14 @@ pub fn load_average() -> String {
         .and_then(|s| s.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".into())
 }
+
+/// The processes whose parent is `pid` (read from `/proc`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| stat(*p).is_some_and(|s| s.ppid == pid))
+        .collect()
+}

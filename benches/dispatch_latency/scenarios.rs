@@ -18,6 +18,16 @@ pub enum Due {
     SpreadOverMinute,
 }
 
+/// How the failover drill's standby is fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// `synchronous_standby_names = '*'`, `synchronous_commit = on`: a commit returns once
+    /// the standby has it.
+    Synchronous,
+    /// Streaming without waiting for the standby: a commit returns once the primary has it.
+    Asynchronous,
+}
+
 /// Schedules of a kind spread over their own environments.
 #[derive(Debug, Clone)]
 pub struct Group {
@@ -45,6 +55,9 @@ pub struct Scenario {
     /// Kill -9 the first instance this many milliseconds after the first measured instant, and
     /// report what became of the calls it had made (see `kill.rs`).
     pub kill_first_after_ms: Option<u64>,
+    /// The failover drill (see `failover.rs`): its own primary and standby, the primary
+    /// killed in the first measured burst and the standby promoted.
+    pub failover: Option<Replication>,
 }
 
 fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Group {
@@ -75,6 +88,7 @@ fn scenario(
         default: true,
         headline: "all",
         kill_first_after_ms: None,
+        failover: None,
     }
 }
 
@@ -165,6 +179,34 @@ pub fn all() -> Vec<Scenario> {
                 Postgres,
                 2,
                 vec![group("all", 10, 3_000, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 2,
+            failover: Some(Replication::Synchronous),
+            ..scenario(
+                "failover-sync",
+                "failover drill: 1,000 `* * * * *` over 10 environments, two serve on a primary \
+                 and a synchronous standby of their own; the primary is killed (SIGKILL) 0.4 s \
+                 into the burst and the standby promoted",
+                Postgres,
+                2,
+                vec![group("all", 10, 1_000, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 2,
+            failover: Some(Replication::Asynchronous),
+            ..scenario(
+                "failover-async",
+                "failover drill: 1,000 `* * * * *` over 10 environments, two serve on a primary \
+                 and an asynchronous standby of their own; the primary is killed (SIGKILL) 0.4 s \
+                 into the burst and the standby promoted",
+                Postgres,
+                2,
+                vec![group("all", 10, 1_000, Fast)],
             )
         },
         Scenario {
