@@ -141,7 +141,8 @@ pub(super) fn renewal_interval(lease: Duration) -> Duration {
 /// for the write itself. A lease with longer left waits for a later renewal, so an attempt
 /// recorded soon after its lease began (a burst's) is never renewed at all.
 pub(super) fn renew_within(lease: Duration) -> Duration {
-    renewal_interval(lease) * 3 / 2
+    // Half a lease is one and a half intervals, without the interval's rounding.
+    (lease / 2).max(renewal_interval(lease) * 3 / 2)
 }
 
 #[cfg(test)]
