@@ -372,7 +372,10 @@ AS $function$
     WITH handed AS (
         UPDATE cron.jobs SET status = 'running', started_at = scheduled_for,
                              lease_until = greatest(scheduled_for, p_now) + p_lease
-         WHERE id = ANY (p_ids) AND (status = 'scheduled') IS TRUE
+         WHERE id = ANY (p_ids)
+           AND ((status = 'scheduled') IS TRUE
+                OR ((status = 'running') IS TRUE AND attempt = 1
+                    AND started_at = scheduled_for))
         RETURNING id, schedule_id, env_id)
     SELECT h.id, s.updated_at
       FROM handed h

@@ -229,7 +229,10 @@ pub trait Store: Send + Sync + 'static {
     /// still `scheduled` becomes `running`, its instant its start and its call lease `lease`
     /// past its instant, or past `now` for one handed off late (a lease already run out would
     /// let another instance recover a call about to be made). Returns those handed off; any
-    /// other was withdrawn or released meanwhile and must not be called.
+    /// other was withdrawn or released meanwhile and must not be called. One already handed
+    /// off (`running`, its first attempt started at its instant) is taken again with a fresh
+    /// lease: only the instance holding a fire hands it off, so it is that instance's own
+    /// earlier hand-off whose answer was lost.
     async fn jobs_hand_off(
         &self,
         ids: &[JobId],

@@ -98,6 +98,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "due_window",
         sql: include_str!("../../migrations/postgres/0014_due_window.sql"),
     },
+    Migration {
+        version: 15,
+        name: "hand_off_again",
+        sql: include_str!("../../migrations/postgres/0015_hand_off_again.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -171,6 +176,11 @@ pub const SQLITE: &[Migration] = &[
         version: 14,
         name: "due_window",
         sql: include_str!("../../migrations/sqlite/0014_due_window.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "hand_off_again",
+        sql: include_str!("../../migrations/sqlite/0015_hand_off_again.sql"),
     },
 ];
 

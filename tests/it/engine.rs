@@ -285,6 +285,7 @@ macro_rules! engine_suite {
                 a_lapsed_lease_found_by_two_instances_is_one_failure,
                 an_attempts_duration_is_its_call_alone,
                 a_change_while_a_round_runs_starts_another_round,
+                a_hand_off_whose_answer_was_lost_is_taken_back,
             );
         }
     };

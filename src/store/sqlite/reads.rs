@@ -221,7 +221,8 @@ pub(super) async fn jobs_hand_off(
         let updated_at: Option<i64> = sqlx::query_scalar(
             "UPDATE jobs SET status = 'running', started_at = scheduled_for, \
                              lease_until = max(scheduled_for, ?3) + ?2 \
-             WHERE id = ?1 AND status = 'scheduled' \
+             WHERE id = ?1 AND (status = 'scheduled' \
+                   OR (status = 'running' AND attempt = 1 AND started_at = scheduled_for)) \
              RETURNING (SELECT s.updated_at FROM schedules s \
                         WHERE s.id = jobs.schedule_id AND s.env_id = jobs.env_id)",
         )

@@ -524,3 +524,36 @@ pub async fn a_change_while_a_round_runs_starts_another_round(store: Arc<dyn Sto
     })
     .await;
 }
+
+/// A hand-off whose commit landed but whose answer was lost (the connection or the primary went
+/// away in between) is tried again and takes back its own fire: called once, as its first
+/// attempt, not left `running` uncalled until its call lease lapses.
+pub async fn a_hand_off_whose_answer_was_lost_is_taken_back(store: Arc<dyn Store>) {
+    let faulty = FaultyStore::new(store);
+    let h = Harness::with_config(faulty.clone(), ahead_config()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    faulty.lose_hand_off_answers(1);
+    h.clock.set(due - Duration::seconds(3));
+    serving(&h, async {
+        until("the fire is claimed ahead", || async {
+            !h.jobs(s.id).await.is_empty()
+        })
+        .await;
+        // Within the hand-off's second before the instant.
+        h.clock.set(due - Duration::milliseconds(500));
+        until("the fire is handed off", || async {
+            h.jobs(s.id)
+                .await
+                .first()
+                .is_some_and(|j| j.status == JobStatus::Running)
+        })
+        .await;
+        h.clock.set(due);
+        called_and_recorded(&h, s.id).await;
+    })
+    .await;
+    let jobs = called_once_from_its_instant(&h, s.id, due).await;
+    assert_eq!(jobs[0].attempt, 1);
+    assert_eq!(h.target.requests()[0].json()["attempt"], 1);
+}

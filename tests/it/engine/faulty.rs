@@ -27,8 +27,10 @@ pub struct FaultyStore {
     on_locks: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// While true, the answer of the wake-up query (the last read of a round) waits.
     held_wakeup: watch::Sender<bool>,
-    /// Wake-up queries that began so far.
+    /// Wake-up queries answered so far.
     wakeups: AtomicUsize,
+    /// Hand-offs to write and then answer with an error (the answer lost on its way).
+    lose_hand_offs: AtomicUsize,
 }
 
 impl FaultyStore {
@@ -43,6 +45,7 @@ impl FaultyStore {
             on_locks: Mutex::new(None),
             held_wakeup: watch::channel(false).0,
             wakeups: AtomicUsize::new(0),
+            lose_hand_offs: AtomicUsize::new(0),
         })
     }
 
@@ -61,6 +64,12 @@ impl FaultyStore {
     /// Wake-up queries answered so far (held or not).
     pub fn wakeups(&self) -> usize {
         self.wakeups.load(Ordering::SeqCst)
+    }
+
+    /// The next `n` hand-offs are written, then answered with an error, as when the
+    /// connection (or the primary) goes away between the commit and its answer.
+    pub fn lose_hand_off_answers(&self, n: usize) {
+        self.lose_hand_offs.store(n, Ordering::SeqCst);
     }
 
     /// Holds up (or releases) tenant transactions opened on the store itself.
@@ -168,7 +177,16 @@ impl Store for FaultyStore {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>> {
         self.check()?;
-        self.inner.jobs_hand_off(ids, lease, now).await
+        let handed = self.inner.jobs_hand_off(ids, lease, now).await?;
+        let lose = self
+            .lose_hand_offs
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if lose.is_ok() {
+            return Err(StoreError::Database(
+                "connection reset after the commit".into(),
+            ));
+        }
+        Ok(handed)
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.check()?;
