@@ -6,6 +6,11 @@ use std::process::ExitCode;
 
 use sentin8_cron::cmd::{self, Cli};
 
+/// A burst's calls allocate on many threads at once, where mimalloc costs less than the system
+/// allocator (allocation was about a sixth of serve's CPU in a 20,000 burst).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse_env();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
