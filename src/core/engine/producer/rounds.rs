@@ -1,0 +1,289 @@
+//! The producer's rounds and leases: what a claim round may take (its budget from the slots
+//! and the held fires), starting one, taking in what it claimed and deciding when the next
+//! runs; how far ahead to claim; and the renewal of the leases that run low.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use super::super::held::{Ready, Start};
+use super::super::outcome::{self, Attempt, Failure};
+use super::super::round::{Budget, Claimed, Round};
+use super::super::{EngineError, wake};
+use super::{Mode, NextRound, Op, OpKind, Phase, Producer};
+use crate::core::model::*;
+use crate::core::store::*;
+
+impl Producer {
+    /// Learns from a round how fast claims go, and sizes the lead by what falls due soon.
+    pub(super) fn adapt_lead(
+        &mut self,
+        fired: u64,
+        took: Duration,
+        due_soon: Option<StoreResult<u64>>,
+    ) {
+        // Only a round that claimed a batch's worth says how fast claims go.
+        if fired >= 100 && !took.is_zero() {
+            let sample = fired as f64 / took.as_secs_f64();
+            self.claim_rate = (self.claim_rate + sample) / 2.0;
+        }
+        let Mode::Serve { lead } = self.mode else {
+            return;
+        };
+        match due_soon {
+            Some(Ok(due)) => {
+                let (_, of) = *self.share.borrow();
+                self.lead_now = wake::lead_for(lead, due, self.claim_rate, self.hand_off_rate, of);
+            }
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "cannot count what falls due soon; claiming with the configured lead");
+                self.lead_now = lead;
+            }
+            None => {}
+        }
+    }
+
+    pub(super) fn budget(&self, due: bool, drain: bool) -> Budget {
+        let mut own = HashSet::new();
+        if drain {
+            own.extend(self.running.keys().copied());
+            own.extend(self.recovering.iter().copied());
+            own.extend(self.held.scheduled().iter().copied());
+        }
+        Budget {
+            due,
+            drain,
+            ahead: self.lead(),
+            share: *self.share.borrow(),
+            slots: self.slots.clone(),
+            held: self.held.count(),
+            held_per_env: self.held.per_env().clone(),
+            own,
+            wake_up: matches!(self.mode, Mode::Serve { .. }),
+        }
+    }
+
+    pub(super) fn start_round(&mut self, now: DateTime<Utc>) {
+        if self.round_running {
+            return;
+        }
+        let budget = match self.mode {
+            Mode::Serve { .. } => {
+                let due = self
+                    .next_round
+                    .is_some_and(|n| n.at <= now || n.real <= tokio::time::Instant::now());
+                if !self.serving() || !due {
+                    return;
+                }
+                self.next_round = None;
+                self.budget(true, true)
+            }
+            Mode::Tick => {
+                if self.tick.phase == Phase::Done || self.tick.wait_for_slot {
+                    return;
+                }
+                if self.tick.rounds >= self.engine.config.max_batches_per_tick {
+                    self.next_phase();
+                    return self.start_round(now);
+                }
+                if self.slots.room() == 0 {
+                    // Wait for a slot (something is in flight to free one).
+                    self.tick.wait_for_slot = true;
+                    return;
+                }
+                self.tick.rounds += 1;
+                let due = self.tick.phase == Phase::Due;
+                self.budget(due, !due)
+            }
+        };
+        self.round_running = true;
+        let engine = self.engine.clone();
+        self.spawn(OpKind::Round, async move {
+            let started = Instant::now();
+            let leased_from = engine.clock.now();
+            let claimed = engine.round(budget).await;
+            Op::Round(Box::new(claimed), started, leased_from)
+        });
+    }
+
+    pub(super) fn next_phase(&mut self) {
+        self.tick.rounds = 0;
+        self.tick.wait_for_slot = false;
+        self.tick.phase = match self.tick.phase {
+            Phase::Due => Phase::Drain,
+            Phase::Drain | Phase::Done => Phase::Done,
+        };
+    }
+
+    pub(super) fn round_done(
+        &mut self,
+        mut claimed: Claimed,
+        started: Instant,
+        leased_from: DateTime<Utc>,
+    ) {
+        self.round_running = false;
+        self.engine.observe_round(started, claimed.failed.as_ref());
+        self.adapt_lead(
+            claimed.summary.fired,
+            started.elapsed(),
+            claimed.due_soon.take(),
+        );
+        self.summary.merge(&claimed.summary);
+        for (schedule, job, held) in claimed.fires {
+            if held {
+                self.held.hold(schedule, job);
+            } else {
+                self.queue_claimed(schedule, job, Start::Fire, leased_from);
+            }
+        }
+        self.held
+            .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
+        for (schedule, job) in claimed.retries {
+            self.queue_claimed(schedule, job, Start::Retry, leased_from);
+        }
+        for (schedule, job, answer) in claimed.abandoned {
+            if !self.recovering.insert(job.id) {
+                continue;
+            }
+            // The stopped instance's call was answered and the answer written ahead: recorded
+            // as what the service said, not called again.
+            if let Some((answer, result)) =
+                answer.and_then(|a| outcome::answered(&a.answer).map(|r| (a, r)))
+            {
+                tracing::info!(job_id = %job.id, "an attempt of a stopped instance had been answered: recording its answer");
+                let mut attempt = Attempt::called(schedule, job, result, answer.answered_at);
+                attempt.written_ahead = true;
+                self.record(attempt);
+                continue;
+            }
+            // Counted as a failure once its record lands (several instances may find the same
+            // lapsed lease; one record wins).
+            self.summary.retried_attempts += 1;
+            let message =
+                "attempt abandoned: its lease ran out (the instance running it stopped)".to_owned();
+            self.record(Attempt {
+                schedule,
+                job,
+                result: Err(Failure::abandoned(message)),
+                ended_at: None,
+                written_ahead: false,
+            });
+        }
+        match self.mode {
+            Mode::Serve { .. } => {
+                let round = claimed.round;
+                if round.progress && round.full && self.claim_room() > 0 {
+                    self.wake_round();
+                } else {
+                    self.schedule_round_after(round, claimed.next_due);
+                }
+            }
+            Mode::Tick => {
+                if let Some(err) = claimed.failed {
+                    self.tick.error = Some(EngineError::Store(err));
+                    self.tick.phase = Phase::Done;
+                    return;
+                }
+                let round = claimed.round;
+                if round.deferred && !round.progress {
+                    // Everything due waits for a slot under a cap: wait for one to free up,
+                    // unless nothing is in flight to free one.
+                    if self.slots.busy() || self.held.pressing() {
+                        self.tick.wait_for_slot = true;
+                    } else {
+                        self.next_phase();
+                    }
+                } else if !(round.progress && (round.full || round.deferred)) {
+                    self.next_phase();
+                }
+            }
+        }
+    }
+
+    /// A running attempt claimed to call now: its lease is renewed from here on, and it waits
+    /// in the ready queue for a slot.
+    pub(super) fn queue_claimed(
+        &mut self,
+        schedule: Schedule,
+        job: Job,
+        start: Start,
+        leased_from: DateTime<Utc>,
+    ) {
+        self.running.insert(job.id, leased_from);
+        self.held.queue(Ready {
+            schedule,
+            job,
+            start,
+            held: false,
+        });
+    }
+
+    /// Due schedules a round may take: free slots, or when claiming ahead, room among the
+    /// held fires.
+    pub(super) fn claim_room(&self) -> usize {
+        match self.lead() {
+            None => self.slots.room(),
+            Some(_) => self.held.room().max(self.slots.room()),
+        }
+    }
+
+    pub(super) fn schedule_round_after(
+        &mut self,
+        round: Round,
+        next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
+    ) {
+        if !self.serving() {
+            return;
+        }
+        let now = self.engine.clock.now();
+        let wait = wake::wait_after(
+            &round,
+            next_due,
+            now,
+            self.lead().unwrap_or_default(),
+            self.engine.config.tick_interval,
+        );
+        self.deferred = round.deferred;
+        let next = NextRound::after(now, wait.wait, wait.pause);
+        // A change or a freed slot while the round ran asked for a round now: the round that
+        // ended may have read before that change, so the one asked for still runs.
+        self.next_round = match self.next_round {
+            Some(woken) if woken.at <= next.at => Some(woken),
+            _ => Some(next),
+        };
+    }
+
+    pub(super) fn start_renewal(&mut self, now: DateTime<Utc>) {
+        if self.renewing || self.next_renewal > now {
+            return;
+        }
+        let lease = self.engine.config.lease;
+        let every = wake::renewal_interval(lease);
+        // Only leases that would run low before the renewal after this one: a burst's
+        // attempts, recorded within seconds of their hand-off, are never written again.
+        let renew_before = now + super::super::chrono_duration(wake::renew_within(lease));
+        let lease = super::super::chrono_duration(lease);
+        let jobs: Vec<JobId> = self
+            .running
+            .iter()
+            .filter(|(_, leased)| **leased + lease <= renew_before)
+            .map(|(job, _)| *job)
+            .collect();
+        if jobs.is_empty() {
+            self.next_renewal = now + super::super::chrono_duration(every);
+            return;
+        }
+        self.renewing = true;
+        let until = now + lease;
+        let store = self.engine.store.clone();
+        self.spawn(OpKind::Renewal, async move {
+            let result = store.jobs_lease_renew(&jobs, until).await;
+            Op::Renewed {
+                jobs,
+                at: now,
+                result,
+            }
+        });
+    }
+}
