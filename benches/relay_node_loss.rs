@@ -21,11 +21,14 @@
 #[allow(dead_code)]
 #[path = "../tests/it/nats_cluster.rs"]
 mod nats_cluster;
+#[path = "../tests/it/nats_drill.rs"]
+mod nats_drill;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use nats_cluster::{Drill, DrillReport, NatsCluster, find_program, node_loss_drill};
+use nats_cluster::{NatsCluster, find_program};
+use nats_drill::{Drill, DrillReport, node_loss_drill};
 use sentin8_cron::core::relay::RelayOptions;
 use sentin8_cron::core::store::Store;
 use sentin8_cron::store::postgres::PgStore;
@@ -226,7 +229,7 @@ fn print(drill: &Drill, report: &DrillReport) {
     let failed_at: Vec<std::time::Instant> = report
         .outcomes
         .iter()
-        .filter(|(_, o)| matches!(o, nats_cluster::Outcome::Failed(_)))
+        .filter(|(_, o)| matches!(o, nats_drill::Outcome::Failed(_)))
         .map(|(at, _)| *at)
         .collect();
     if let (Some(first), Some(last)) = (failed_at.first(), failed_at.last()) {

@@ -20,6 +20,7 @@ mod enroll;
 mod lifecycle;
 mod listener;
 mod nats_cluster;
+mod nats_drill;
 mod nul;
 mod pg_failover;
 mod pg_instances;

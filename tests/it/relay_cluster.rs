@@ -15,7 +15,8 @@ use std::time::Duration;
 use sentin8_cron::core::model::EventId;
 use sentin8_cron::core::relay::RelayOptions;
 
-use crate::nats_cluster::{Drill, NatsCluster, find_program, node_loss_drill};
+use crate::nats_cluster::{NatsCluster, find_program};
+use crate::nats_drill::{Drill, node_loss_drill};
 use crate::relay::by_schedule;
 use crate::support::{Needs, PgTestDb, skip, unavailable};
 
