@@ -1,0 +1,124 @@
+//! How `serve` starts: it binds before it opens the database or prints anything, prints the
+//! port it bound, and says where its embedded database is.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::Stdio;
+
+use super::conventions::binary;
+use super::{run, stderr, stdout};
+
+#[test]
+fn serve_binds_before_it_opens_or_prints_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = run(&["serve", "--database-url", &url, "--listen", &address]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains(&format!("error: cannot listen on {address}")),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output), "", "no token, no URL");
+    assert!(!dir.path().join("serve.db").exists(), "not migrated");
+
+    let bare = run(&["serve", "--database-url", &url, "--listen", "8081"]);
+    assert_eq!(bare.status.code(), Some(1));
+    assert!(
+        stderr(&bare).contains("127.0.0.1:8081"),
+        "{}",
+        stderr(&bare)
+    );
+    assert!(stderr(&bare).contains("0.0.0.0:8081"), "{}", stderr(&bare));
+}
+
+#[test]
+fn serve_prints_the_port_it_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let mut child = binary()
+        .args(["serve", "--database-url", &url, "--listen", "127.0.0.1:0"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut printed = Vec::new();
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 {
+        let done = line.starts_with("listening on ");
+        printed.push(std::mem::take(&mut line));
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let listening = printed.last().unwrap().trim().to_owned();
+    let port: u16 = listening.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(
+        listening.starts_with("listening on http://127.0.0.1:"),
+        "{listening}"
+    );
+    assert_ne!(port, 0);
+    let curl = printed.iter().find(|l| l.contains("curl")).unwrap();
+    assert!(
+        curl.contains(&format!("http://127.0.0.1:{port}/v1/health")),
+        "{curl}"
+    );
+}
+
+/// `serve` logs the absolute path of its embedded database, and says when it created it.
+#[test]
+fn serve_logs_where_its_embedded_database_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = || {
+        let mut child = binary()
+            .args([
+                "serve",
+                "--database-url",
+                "sqlite://cron.db",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .current_dir(dir.path())
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    };
+    let path = dir.path().canonicalize().unwrap().join("cron.db");
+    let first = logged();
+    assert!(
+        first.contains(&format!(
+            "created a new embedded database at {}",
+            path.display()
+        )),
+        "{first}"
+    );
+    let second = logged();
+    assert!(
+        second.contains(&format!("embedded database {}", path.display())),
+        "{second}"
+    );
+    assert!(!second.contains("created a new"), "{second}");
+}
