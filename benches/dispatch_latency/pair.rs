@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use sqlx::{Connection, Executor, PgConnection};
 
+use crate::pgcron::run;
+
 /// Where the server programs are (Debian's PostgreSQL 15 unless `pg_config` says otherwise).
 fn bindir() -> PathBuf {
     Command::new("pg_config")
@@ -29,20 +31,6 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
-}
-
-fn run(command: &mut Command) -> anyhow::Result<String> {
-    let out = command
-        .output()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{command:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// One cluster of the pair.

@@ -20,7 +20,7 @@ use crate::report::{MINUTE_US, Stats};
 const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 const PG_CRON_LIB: &str = "/usr/lib/postgresql/15/lib/pg_cron.so";
 
-fn run(command: &mut Command) -> anyhow::Result<String> {
+pub(crate) fn run(command: &mut Command) -> anyhow::Result<String> {
     let out = command
         .output()
         .with_context(|| format!("cannot run {command:?}"))?;
