@@ -156,6 +156,18 @@ impl Harness {
             .expect("schedule created")
     }
 
+    /// Another instance on the same store and clock, with `config` as given (its calls bounded
+    /// by its own job timeout) and metrics of its own.
+    pub fn another_instance(&self, config: EngineConfig) -> Engine {
+        Engine::new(
+            self.store.clone(),
+            dispatcher(self.clock.clone(), config.job_timeout),
+            self.clock.clone(),
+            config,
+            Arc::new(Metrics::default()),
+        )
+    }
+
     pub async fn tick_at(&self, at: DateTime<Utc>) -> TickSummary {
         self.clock.set(at);
         self.engine.tick().await.expect("tick")

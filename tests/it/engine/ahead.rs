@@ -387,8 +387,6 @@ pub async fn a_fire_held_by_a_claim_that_crosses_its_instant_is_called_once(stor
 /// fires due at one instant (by a hash of the schedule), both make calls, and every fire is
 /// called once.
 pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::Engine;
-    use sentin8_cron::core::metrics::Metrics;
     use std::sync::atomic::Ordering;
 
     let h = Harness::with_config(store, ahead_config()).await;
@@ -397,13 +395,7 @@ pub async fn two_instances_share_a_small_burst(store: Arc<dyn Store>) {
         ids.push(h.create(cron("*/5 * * * *", 3)).await.id);
     }
     let due = h.schedule(ids[0]).await.next_run_at.unwrap();
-    let other = Engine::new(
-        h.store.clone(),
-        super::dispatcher(h.clock.clone(), StdDuration::from_secs(4)),
-        h.clock.clone(),
-        ahead_config(),
-        Arc::new(Metrics::default()),
-    );
+    let other = h.another_instance(ahead_config());
     // Nothing within the lead yet while the instances learn of each other.
     h.clock.set(due - Duration::seconds(60));
     let alive = |probe: uuid::Uuid| {

@@ -125,8 +125,7 @@ pub async fn dry_run_plans_without_firing(store: Arc<dyn Store>) {
 }
 
 pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::{Engine, LEASE_MARGIN};
-    use sentin8_cron::core::metrics::Metrics;
+    use sentin8_cron::core::engine::LEASE_MARGIN;
 
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(1),
@@ -152,13 +151,7 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     assert_eq!(running.status, JobStatus::Running);
 
     // Another instance recovers it once the lease (job timeout + margin) ran out.
-    let other = Engine::new(
-        h.store.clone(),
-        super::dispatcher(h.clock.clone(), config.job_timeout),
-        h.clock.clone(),
-        config.clone(),
-        Arc::new(Metrics::default()),
-    );
+    let other = h.another_instance(config.clone());
     let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
     h.clock.set(due + lease - Duration::seconds(1));
     assert_eq!(
@@ -209,9 +202,6 @@ async fn renewed(h: &Harness, id: ScheduleId) {
 }
 
 pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::Engine;
-    use sentin8_cron::core::metrics::Metrics;
-
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(2),
         lease: StdDuration::from_secs(1),
@@ -226,13 +216,7 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
     let serving = h.engine.run(async {
         let _ = stopped.await;
     });
-    let other = Engine::new(
-        h.store.clone(),
-        super::dispatcher(h.clock.clone(), config.job_timeout),
-        h.clock.clone(),
-        config.clone(),
-        Arc::new(Metrics::default()),
-    );
+    let other = h.another_instance(config.clone());
     let probe = async {
         super::until("the call arrives", || async {
             !h.target.requests().is_empty()
@@ -260,9 +244,6 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
 }
 
 pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::Engine;
-    use sentin8_cron::core::metrics::Metrics;
-
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(2),
         lease: StdDuration::from_secs(1),
@@ -273,13 +254,7 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
     let due = s.next_run_at.unwrap();
     h.reply([Reply::Hang]);
     h.clock.set(due);
-    let other = Engine::new(
-        h.store.clone(),
-        super::dispatcher(h.clock.clone(), config.job_timeout),
-        h.clock.clone(),
-        config.clone(),
-        Arc::new(Metrics::default()),
-    );
+    let other = h.another_instance(config.clone());
     let probe = async {
         super::until("the call arrives", || async {
             !h.target.requests().is_empty()
@@ -308,8 +283,7 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
 /// while a burst's calls go out): the answer was written ahead, so the instance that recovers
 /// the attempt records it as the success it was, and the service is not called again.
 pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::{Engine, LEASE_MARGIN};
-    use sentin8_cron::core::metrics::Metrics;
+    use sentin8_cron::core::engine::LEASE_MARGIN;
     use serde_json::json;
 
     let config = EngineConfig {
@@ -365,13 +339,7 @@ pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<
     assert_eq!(running.status, JobStatus::Running, "not recorded yet");
 
     // Another instance recovers it once the lease ran out: recorded as answered.
-    let other = Engine::new(
-        h.store.clone(),
-        super::dispatcher(h.clock.clone(), config.job_timeout),
-        h.clock.clone(),
-        config.clone(),
-        Arc::new(Metrics::default()),
-    );
+    let other = h.another_instance(config.clone());
     let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
     h.clock.set(due + lease + Duration::milliseconds(1));
     let recovered = other.tick().await.unwrap();
