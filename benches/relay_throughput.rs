@@ -29,34 +29,12 @@ use serde_json::json;
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
+#[path = "support/bench_env.rs"]
+mod bench_env;
+use bench_env::{admin_user, count, env_or, with_user_and_db};
+
 /// The whole run stops after this long, whatever it has done.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
-
-fn env_or(key: &str, default: &str) -> String {
-    std::env::var(key)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| default.to_owned())
-}
-
-fn count(key: &str, default: usize) -> usize {
-    env_or(key, &default.to_string()).parse().unwrap_or(default)
-}
-
-/// `scheme://user@host/db` with the user and database replaced.
-fn with_user_and_db(url: &str, user: &str, db: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let host_and_path = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let host = host_and_path.split('/').next()?;
-    Some(format!("{scheme}://{user}@{host}/{db}"))
-}
-
-fn admin_user(url: &str) -> &str {
-    url.split_once("://")
-        .and_then(|(_, rest)| rest.rsplit_once('@'))
-        .map(|(user, _)| user.split(':').next().unwrap_or("postgres"))
-        .unwrap_or("postgres")
-}
 
 struct Scenario {
     name: &'static str,
