@@ -147,7 +147,8 @@ pub(super) struct Probe {
     state: watch::Sender<(u64, Quiet)>,
 }
 
-/// How quiet the producer is at its clock's instant.
+/// How quiet the producer is at its clock's instant, from least to most (the order matters:
+/// [`Probe::quiet`] waits for a state at least as quiet as asked).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Quiet {
     /// It has work of its own: database work, a record, something ready or due.
