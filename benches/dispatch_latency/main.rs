@@ -14,7 +14,8 @@
 //! postgres://postgres@127.0.0.1:5432/postgres), `BENCH_SCALE` (schedule counts × this),
 //! `BENCH_MINUTES` (measured minutes of every scenario), `BENCH_SERVE_ARGS` (extra flags for
 //! serve, space-separated), `BENCH_PGCRON_N` (pg_cron's job count, default pg-5k's N),
-//! `BENCH_DB_PARAMS` (appended to serve's PostgreSQL URL, e.g. `?sslmode=disable`).
+//! `BENCH_DB_PARAMS` (appended to serve's PostgreSQL URL, e.g. `?sslmode=disable`),
+//! `BENCH_KILL_MS` (when `kill-3k-x2` kills its first instance, after the instant, 500).
 //! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged. The failover
 //! drill's own: `BENCH_FAILOVER_KILL_MS` (the kill after the instant, 400),
 //! `BENCH_FAILOVER_PROMOTE_AFTER_MS` (the promotion after the kill, 0),
