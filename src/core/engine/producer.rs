@@ -135,6 +135,8 @@ struct TickState {
     rounds: u32,
     /// The last round left work for want of a slot: the next waits for one.
     wait_for_slot: bool,
+    /// A slot was freed while the running round ran, after its budget was taken.
+    freed_in_round: bool,
     error: Option<EngineError>,
 }
 
@@ -248,6 +250,7 @@ impl Producer {
                 phase: Phase::Due,
                 rounds: 0,
                 wait_for_slot: false,
+                freed_in_round: false,
                 error: None,
             },
             stopping: false,
@@ -358,6 +361,7 @@ impl Producer {
             self.wake_round();
         }
         self.tick.wait_for_slot = false;
+        self.tick.freed_in_round |= self.round_running;
     }
 
     /// Everything whose time has come at `now`.

@@ -98,6 +98,7 @@ impl Producer {
             }
         };
         self.round_running = true;
+        self.tick.freed_in_round = false;
         let engine = self.engine.clone();
         self.spawn(OpKind::Round, async move {
             let started = Instant::now();
@@ -189,9 +190,11 @@ impl Producer {
                 if round.deferred && !round.progress {
                     // Everything due waits for a slot under a cap: wait for one to free up,
                     // unless nothing is in flight to free one.
+                    // A slot freed while the round ran (its budget saw them all taken): the
+                    // next round tries again.
                     if self.slots.busy() || self.held.pressing() {
                         self.tick.wait_for_slot = true;
-                    } else {
+                    } else if !self.tick.freed_in_round {
                         self.next_phase();
                     }
                 } else if !(round.progress && (round.full || round.deferred)) {
