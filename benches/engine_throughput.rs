@@ -85,6 +85,8 @@ async fn seed(
                 status: ScheduleStatus::Active,
                 next_run_at: Some(due(i)),
                 max_retries: 3,
+                policies: Default::default(),
+                remaining_runs: None,
                 actor: "bench".into(),
                 now,
             })

@@ -97,6 +97,8 @@ async fn seed_schedules(store: &Arc<dyn Store>, env: EnvId, count: u64, start: D
             status: ScheduleStatus::Active,
             next_run_at: Some(start),
             max_retries: 3,
+            policies: Default::default(),
+            remaining_runs: None,
             actor: "bench".into(),
             now: start,
         })
@@ -132,6 +134,8 @@ async fn load_old_jobs(
         status: ScheduleStatus::Paused,
         next_run_at: None,
         max_retries: 3,
+        policies: Default::default(),
+        remaining_runs: None,
         actor: "bench".into(),
         now,
     };

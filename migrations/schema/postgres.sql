@@ -171,16 +171,28 @@ CREATE INDEX sentin8_cron_outbox_unrelayed ON cron.outbox USING btree (seq) WHER
 --   created_by text NOT NULL
 --   updated_by text NOT NULL
 --   claim_tie bigint DEFAULT uuid_hash_extended(id, (0)::bigint)
+--   overlap text NOT NULL DEFAULT 'skip'::text
+--   catchup_window_ms bigint NOT NULL DEFAULT 3600000
+--   max_jitter_ms bigint NOT NULL DEFAULT 0
+--   start_at timestamp with time zone
+--   end_at timestamp with time zone
+--   pause_on_failure boolean NOT NULL DEFAULT false
+--   remaining_runs integer
 --   CONSTRAINT schedules_active_has_next_run CHECK (((status <> 'active'::text) OR (next_run_at IS NOT NULL) OR (kind = 'once'::text)))
+--   CONSTRAINT schedules_bounds_in_order CHECK (((start_at IS NULL) OR (end_at IS NULL) OR (end_at > start_at)))
+--   CONSTRAINT schedules_catchup_window_check CHECK ((catchup_window_ms > 0))
 --   CONSTRAINT schedules_domain_check CHECK (((length(domain) >= 1) AND (length(domain) <= 128)))
 --   CONSTRAINT schedules_id_env UNIQUE (id, env_id)
 --   CONSTRAINT schedules_kind_check CHECK ((kind = ANY (ARRAY['cron'::text, 'once'::text])))
 --   CONSTRAINT schedules_kind_timing CHECK ((((kind = 'cron'::text) AND (cron_expr IS NOT NULL) AND (run_at IS NULL)) OR ((kind = 'once'::text) AND (run_at IS NOT NULL) AND (cron_expr IS NULL))))
+--   CONSTRAINT schedules_max_jitter_check CHECK ((max_jitter_ms >= 0))
 --   CONSTRAINT schedules_max_retries_check CHECK (((max_retries >= 0) AND (max_retries <= 100)))
 --   CONSTRAINT schedules_on_dst_gap_check CHECK ((on_dst_gap = ANY (ARRAY['shift'::text, 'skip'::text])))
 --   CONSTRAINT schedules_on_dst_repeat_check CHECK ((on_dst_repeat = ANY (ARRAY['once'::text, 'twice'::text])))
+--   CONSTRAINT schedules_overlap_check CHECK ((overlap = ANY (ARRAY['skip'::text, 'buffer_one'::text, 'allow_all'::text])))
 --   CONSTRAINT schedules_payload_check CHECK ((jsonb_typeof(payload) = 'object'::text))
 --   CONSTRAINT schedules_pkey PRIMARY KEY (id)
+--   CONSTRAINT schedules_remaining_runs_check CHECK ((remaining_runs >= 0))
 --   CONSTRAINT schedules_retry_count_check CHECK ((retry_count >= 0))
 --   CONSTRAINT schedules_schedule_type_check CHECK (((length(schedule_type) >= 1) AND (length(schedule_type) <= 128)))
 --   CONSTRAINT schedules_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text, 'completed'::text, 'deleted'::text])))

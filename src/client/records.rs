@@ -8,8 +8,10 @@ use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::model::{EnvId, Schedule, ScheduleId, ScheduleKind, ScheduleStatus};
+use crate::core::policies::Policies;
 use crate::core::target::Target;
 use crate::core::timing::{Timing, TimingColumns};
+use crate::util::duration::parse_duration;
 
 /// A schedule as `GET /v1/schedules` lists it.
 #[derive(Debug, Clone, Deserialize)]
@@ -31,6 +33,21 @@ pub struct ScheduleRecord {
     pub last_run_at: Option<DateTime<Utc>>,
     pub retry_count: i32,
     pub max_retries: i32,
+    // Policies: absent from a server older than schedule policies, read as the defaults.
+    #[serde(default)]
+    pub overlap: Option<String>,
+    #[serde(default)]
+    pub catchup_window: Option<String>,
+    #[serde(default)]
+    pub max_jitter: Option<String>,
+    #[serde(default)]
+    pub start_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub end_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub pause_on_failure: bool,
+    #[serde(default)]
+    pub remaining_runs: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -51,6 +68,30 @@ impl ScheduleRecord {
             on_dst_gap: self.on_dst_gap,
             on_dst_repeat: self.on_dst_repeat,
         })?;
+        let defaults = Policies::default();
+        let duration = |text: Option<&str>, default, field: &str| match text {
+            None => Ok(default),
+            Some(text) => parse_duration(text).ok_or_else(|| format!("{field}: {text:?}")),
+        };
+        let policies = Policies {
+            overlap: match self.overlap.as_deref() {
+                None => defaults.overlap,
+                Some(text) => text.parse().map_err(|e| format!("overlap: {e}"))?,
+            },
+            catchup_window: duration(
+                self.catchup_window.as_deref(),
+                defaults.catchup_window,
+                "catchup_window",
+            )?,
+            max_jitter: duration(
+                self.max_jitter.as_deref(),
+                defaults.max_jitter,
+                "max_jitter",
+            )?,
+            start_at: self.start_at,
+            end_at: self.end_at,
+            pause_on_failure: self.pause_on_failure,
+        };
         Ok(Schedule {
             id: ScheduleId(self.id),
             env_id: EnvId(self.env_id),
@@ -64,6 +105,8 @@ impl ScheduleRecord {
             last_run_at: self.last_run_at,
             retry_count: self.retry_count,
             max_retries: self.max_retries,
+            policies,
+            remaining_runs: self.remaining_runs,
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: self.created_by,

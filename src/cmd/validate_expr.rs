@@ -290,7 +290,7 @@ fn write_valid_table(
             Timing::Once { run_at } => format!("once at {}", time_text(*run_at)),
         };
         let next = spec
-            .first_fire_after(now)
+            .first_occurrence_after(now)
             .map_or_else(|| "-".to_owned(), time_text);
         table.add_row([spec.schedule_type.clone(), timing, next]);
     }

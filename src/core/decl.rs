@@ -10,6 +10,13 @@
 //!     on_dst_repeat: once                    # once | twice, cron only
 //!     payload: { ledger: eu }                # JSON object, at most 64 KiB serialized
 //!     max_retries: 5                         # 0-100, default 3
+//!     overlap: skip                          # skip | buffer_one | allow_all, cron only
+//!     catchup_window: 1h                     # 1s-366d, default 1h
+//!     max_jitter: 30s                        # at most the shortest interval, default 0s
+//!     start_at: 2031-01-01T00:00:00Z         # no occurrence before, cron only
+//!     end_at: 2032-01-01T00:00:00Z           # none after; then completed, cron only
+//!     pause_on_failure: false                # a dead-lettered job pauses it, cron only
+//!     remaining_runs: 12                     # fires left, then completed, cron only
 //!   - schedule_type: migration.cutover
 //!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
 //! ```
@@ -29,6 +36,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::cron::{CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+use super::model::ScheduleId;
+use super::policies::{Occurrences, Overlap, Policies};
 
 /// Largest accepted payload, serialized as compact JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -66,9 +75,24 @@ pub struct ScheduleDecl {
     pub on_dst_gap: Option<OnDstGap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_dst_repeat: Option<OnDstRepeat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Overlap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catchup_window: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_jitter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_on_failure: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_runs: Option<u32>,
 }
 
 pub use crate::core::timing::{CronTiming, Timing};
+pub use policy::PolicyDecl;
 
 /// A validated schedule.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,12 +101,36 @@ pub struct ScheduleSpec {
     pub timing: Timing,
     pub payload: Map<String, Value>,
     pub max_retries: u32,
+    pub policies: Policies,
+    /// Fires left before the schedule completes; `None` for no limit.
+    pub remaining_runs: Option<u32>,
 }
 
 impl ScheduleSpec {
-    /// The first run strictly after `now`, if any.
-    pub fn first_fire_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.timing.next_after(now).ok().flatten()
+    /// The first call strictly after `now` of the schedule `id` (its jitter depends on it),
+    /// if any.
+    pub fn first_fire_after(&self, now: DateTime<Utc>, id: ScheduleId) -> Option<DateTime<Utc>> {
+        Occurrences {
+            timing: &self.timing,
+            policies: &self.policies,
+            seed: id,
+        }
+        .first_after(now)
+        .ok()
+        .flatten()
+    }
+
+    /// The first occurrence strictly after `now`, before any jitter (what a plan shows of a
+    /// schedule not created yet, whose id seeds its jitter).
+    pub fn first_occurrence_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        Occurrences {
+            timing: &self.timing,
+            policies: &self.policies,
+            seed: ScheduleId(uuid::Uuid::nil()),
+        }
+        .occurrence_after(now)
+        .ok()
+        .flatten()
     }
 
     /// The cron expression, for cron schedules.
@@ -352,15 +400,40 @@ impl ScheduleDecl {
             .validate(now)
             .map_err(|mut problems| errors.append(&mut problems))
             .ok();
+        let policies = timing.as_ref().and_then(|timing| {
+            self.policy_decl()
+                .validate(&Policies::default(), None, timing, now)
+                .map_err(|mut problems| errors.append(&mut problems))
+                .ok()
+        });
 
-        match (timing, payload) {
-            (Some(timing), Some(payload)) if errors.is_empty() => Ok(ScheduleSpec {
-                schedule_type: self.schedule_type.clone(),
-                timing,
-                payload,
-                max_retries,
-            }),
+        match (timing, payload, policies) {
+            (Some(timing), Some(payload), Some((policies, remaining_runs)))
+                if errors.is_empty() =>
+            {
+                Ok(ScheduleSpec {
+                    schedule_type: self.schedule_type.clone(),
+                    timing,
+                    payload,
+                    max_retries,
+                    policies,
+                    remaining_runs,
+                })
+            }
             _ => Err(errors),
+        }
+    }
+
+    /// The policy fields of this declaration.
+    pub fn policy_decl(&self) -> PolicyDecl {
+        PolicyDecl {
+            overlap: self.overlap,
+            catchup_window: self.catchup_window.clone(),
+            max_jitter: self.max_jitter.clone(),
+            start_at: self.start_at.clone().map(Some),
+            end_at: self.end_at.clone().map(Some),
+            pause_on_failure: self.pause_on_failure,
+            remaining_runs: self.remaining_runs.map(Some),
         }
     }
 
@@ -582,6 +655,7 @@ fn validate_entries(
 }
 
 mod parse;
+mod policy;
 
 use parse::{ParsedEntry, parse_entries};
 

@@ -438,10 +438,11 @@ impl Engine {
         if cron.zone_fell_back_to_utc() {
             tracing::warn!(schedule_id = %schedule.id, timezone = %cron.timezone, "stored time zone is unknown; evaluating in UTC");
         }
-        match schedule.timing.next_after(now) {
+        // Its call instants: bounded by start and end, each with its jitter.
+        match schedule.occurrences().next_after(now) {
             Ok(Some(next)) => Some(next),
             Ok(None) => {
-                tracing::warn!(schedule_id = %schedule.id, "cron expression has no further fire; pausing after this run");
+                tracing::info!(schedule_id = %schedule.id, "no further occurrence; the schedule completes with this one");
                 None
             }
             Err(err) => {

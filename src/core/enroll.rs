@@ -174,10 +174,25 @@ pub const FIELDS: &[&str] = &[
     "payload",
     "max_retries",
     "target_config",
+    "overlap",
+    "catchup_window",
+    "max_jitter",
+    "start_at",
+    "end_at",
+    "pause_on_failure",
 ];
 
 /// The fields whose change moves the next fire.
-const TIMING_FIELDS: &[&str] = &["cron", "run_at", "timezone", "on_dst_gap", "on_dst_repeat"];
+const TIMING_FIELDS: &[&str] = &[
+    "cron",
+    "run_at",
+    "timezone",
+    "on_dst_gap",
+    "on_dst_repeat",
+    "max_jitter",
+    "start_at",
+    "end_at",
+];
 
 /// One line of the outcome.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -214,7 +229,7 @@ impl EnrollReport {
 pub enum Step {
     /// Create this declared schedule; it first fires at `next_run_at`.
     Create {
-        spec: ScheduleSpec,
+        spec: Box<ScheduleSpec>,
         next_run_at: Option<DateTime<Utc>>,
     },
     /// Replace `current` by `updated`.
@@ -290,8 +305,8 @@ pub fn plan(
         declared.push(&spec.schedule_type);
         let Some(current) = enrolled.get(spec.schedule_type.as_str()) else {
             steps.push(Step::Create {
-                spec: spec.clone(),
-                next_run_at: spec.first_fire_after(now),
+                spec: Box::new(spec.clone()),
+                next_run_at: spec.first_occurrence_after(now),
             });
             continue;
         };
@@ -329,7 +344,7 @@ fn plan_update(
             // A one-shot that has run, given a new timing, runs again.
             updated.status = ScheduleStatus::Active;
         }
-        updated.next_run_at = spec.first_fire_after(now);
+        updated.next_run_at = spec.first_fire_after(now, current.id);
         if updated.status == ScheduleStatus::Active && updated.next_run_at.is_none() {
             let field = if spec.run_at().is_some() {
                 "run_at"
@@ -368,6 +383,12 @@ pub fn changed_fields(current: &Schedule, updated: &Schedule) -> Vec<&'static st
         !same_json(&current.payload, &updated.payload),
         current.max_retries != updated.max_retries,
         !same_json(current.target.config(), updated.target.config()),
+        current.policies.overlap != updated.policies.overlap,
+        current.policies.catchup_window != updated.policies.catchup_window,
+        current.policies.max_jitter != updated.policies.max_jitter,
+        micros(current.policies.start_at) != micros(updated.policies.start_at),
+        micros(current.policies.end_at) != micros(updated.policies.end_at),
+        current.policies.pause_on_failure != updated.policies.pause_on_failure,
     ];
     FIELDS
         .iter()
@@ -474,7 +495,7 @@ pub async fn enroll(
                     &mut *tx,
                     &CreateSchedule {
                         domain: request.domain.clone(),
-                        spec: spec.clone(),
+                        spec: (**spec).clone(),
                         target: request.target.clone(),
                     },
                     actor,

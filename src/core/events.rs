@@ -73,6 +73,9 @@ pub struct EventPayload {
     /// `schedule:{schedule_id}:{job_id}` when the event concerns a job.
     pub idempotency_key: Option<String>,
     pub actor: Option<String>,
+    /// Why the engine changed the schedule by itself (a pause on failure); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub at: DateTime<Utc>,
 }
 
@@ -98,6 +101,7 @@ impl EventPayload {
             correlation_id: schedule.id.to_string(),
             idempotency_key: None,
             actor: None,
+            reason: None,
             at,
         }
     }
@@ -117,6 +121,12 @@ impl EventPayload {
     /// Adds the dead-letter entry a job landed in (or was republished from).
     pub fn with_dlq(mut self, entry: &DlqEntry) -> Self {
         self.dlq_id = Some(entry.id.to_string());
+        self
+    }
+
+    /// Says why the engine made the change.
+    pub fn with_reason(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_owned());
         self
     }
 

@@ -14,6 +14,7 @@ pub mod events;
 pub mod metrics;
 pub mod model;
 pub mod ops;
+pub mod policies;
 pub mod relay;
 pub mod retention;
 pub mod retry;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::policies::{Occurrences, Policies, format_duration};
 use crate::core::target::Target;
 use crate::core::timing::Timing;
 
@@ -126,6 +127,16 @@ pub struct UnknownValue {
     expected: &'static str,
 }
 
+impl UnknownValue {
+    /// `value` is not one of `expected` (the names, separated by spaces).
+    pub fn new(value: &str, expected: &'static str) -> Self {
+        UnknownValue {
+            value: value.to_owned(),
+            expected,
+        }
+    }
+}
+
 text_enum!(
     /// Whether a schedule repeats on a cron expression or runs once at a fixed instant.
     ScheduleKind {
@@ -207,6 +218,10 @@ pub struct Schedule {
     pub last_run_at: Option<DateTime<Utc>>,
     pub retry_count: i32,
     pub max_retries: i32,
+    /// Overlap, catch-up window, jitter, bounds and pause on failure.
+    pub policies: Policies,
+    /// Fires left before the schedule completes; `None` for no limit.
+    pub remaining_runs: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -214,6 +229,15 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Its call instants: the timing's occurrences inside the bounds, each with its jitter.
+    pub fn occurrences(&self) -> Occurrences<'_> {
+        Occurrences {
+            timing: &self.timing,
+            policies: &self.policies,
+            seed: self.id,
+        }
+    }
+
     /// Whether it repeats on a cron expression or runs once.
     pub fn kind(&self) -> ScheduleKind {
         self.timing.kind()
@@ -229,7 +253,10 @@ impl Schedule {
                 "skipped: the schedule became {} before this fire's instant",
                 self.status
             ))
-        } else if self.timing != claimed.timing || self.next_run_at != claimed.next_run_at {
+        } else if self.timing != claimed.timing
+            || self.next_run_at != claimed.next_run_at
+            || self.policies != claimed.policies
+        {
             Some(
                 "skipped: the schedule's timing changed before this fire's instant; its new \
                  timing decides"
@@ -262,6 +289,13 @@ impl Serialize for Schedule {
             last_run_at: Option<DateTime<Utc>>,
             retry_count: i32,
             max_retries: i32,
+            overlap: &'static str,
+            catchup_window: String,
+            max_jitter: String,
+            start_at: Option<DateTime<Utc>>,
+            end_at: Option<DateTime<Utc>>,
+            pause_on_failure: bool,
+            remaining_runs: Option<i32>,
             created_at: DateTime<Utc>,
             updated_at: DateTime<Utc>,
             created_by: &'a str,
@@ -286,6 +320,13 @@ impl Serialize for Schedule {
             last_run_at: self.last_run_at,
             retry_count: self.retry_count,
             max_retries: self.max_retries,
+            overlap: self.policies.overlap.as_str(),
+            catchup_window: format_duration(self.policies.catchup_window),
+            max_jitter: format_duration(self.policies.max_jitter),
+            start_at: self.policies.start_at,
+            end_at: self.policies.end_at,
+            pause_on_failure: self.policies.pause_on_failure,
+            remaining_runs: self.remaining_runs,
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: &self.created_by,

@@ -26,7 +26,6 @@ use crate::core::clock::Clock;
 use crate::core::cron::{parse_timezone, tzdb};
 use crate::core::model::{EnvId, ScheduleId};
 use crate::core::store::{Channel, NewAudit, ScheduleSetNextRun, Store, StoreResult};
-use crate::core::timing::Timing;
 
 /// How far new zone rules can move a wall-clock occurrence: offset changes are at most a few
 /// hours (two is the largest in the tz database's history).
@@ -84,11 +83,13 @@ pub async fn recompute_next_fires(
                 let Some(old) = schedule.next_run_at.filter(|&at| at > now) else {
                     continue;
                 };
-                let new = match same_occurrence(&schedule.timing, old) {
+                // Call instants: the occurrences inside the bounds, with their jitter.
+                let calls = schedule.occurrences();
+                let new = match same_occurrence(|after| calls.next_after(after), old) {
                     // Already passed under the new rules: due now, late rather than never.
                     Some(at) => at.max(now),
                     // No fire near the stored one under the new rules: the next one after now.
-                    None => match schedule.timing.next_after(now) {
+                    None => match calls.next_after(now) {
                         Ok(Some(at)) => at,
                         // An expression that no longer parses, or no fire left: the ticker
                         // deals with it when the stored instant comes.
@@ -151,11 +152,14 @@ pub async fn recompute_next_fires(
 /// The fire under the rules in use nearest to `stored` (a fire computed under other rules),
 /// within [`RULE_SHIFT_WINDOW`] either side; `None` when there is none. On a tie the earlier
 /// one wins, so a fire never moves later than it must.
-fn same_occurrence(timing: &Timing, stored: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn same_occurrence<E>(
+    next_after: impl Fn(DateTime<Utc>) -> Result<Option<DateTime<Utc>>, E>,
+    stored: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     let mut best: Option<DateTime<Utc>> = None;
     let mut after = stored - RULE_SHIFT_WINDOW - Duration::seconds(1);
     for _ in 0..MAX_CANDIDATES {
-        let Ok(Some(fire)) = timing.next_after(after) else {
+        let Ok(Some(fire)) = next_after(after) else {
             break;
         };
         if fire > stored + RULE_SHIFT_WINDOW {
@@ -180,7 +184,7 @@ mod tests {
 
     use super::*;
     use crate::core::cron::{OnDstGap, OnDstRepeat};
-    use crate::core::timing::CronTiming;
+    use crate::core::timing::{CronTiming, Timing};
 
     fn timing(expression: &str, zone: &str) -> Timing {
         Timing::Cron(CronTiming::from_stored(
@@ -203,17 +207,17 @@ mod tests {
         let berlin = timing("0 10 * * *", "Europe/Berlin");
         // Stored an hour late (old rules +0): the same morning, not the next day.
         assert_eq!(
-            same_occurrence(&berlin, utc(2030, 1, 15, 10, 0)),
+            same_occurrence(|t| berlin.next_after(t), utc(2030, 1, 15, 10, 0)),
             Some(utc(2030, 1, 15, 9, 0))
         );
         // Stored an hour early (old rules +2): the same morning, not an earlier day.
         assert_eq!(
-            same_occurrence(&berlin, utc(2030, 1, 15, 8, 0)),
+            same_occurrence(|t| berlin.next_after(t), utc(2030, 1, 15, 8, 0)),
             Some(utc(2030, 1, 15, 9, 0))
         );
         // Already right: unchanged.
         assert_eq!(
-            same_occurrence(&berlin, utc(2030, 1, 15, 9, 0)),
+            same_occurrence(|t| berlin.next_after(t), utc(2030, 1, 15, 9, 0)),
             Some(utc(2030, 1, 15, 9, 0))
         );
     }
@@ -228,7 +232,8 @@ mod tests {
             berlin.next_after(now).unwrap(),
             Some(utc(2030, 1, 16, 9, 0))
         );
-        let moved = same_occurrence(&berlin, utc(2030, 1, 15, 10, 0)).map(|at| at.max(now));
+        let moved = same_occurrence(|t| berlin.next_after(t), utc(2030, 1, 15, 10, 0))
+            .map(|at| at.max(now));
         assert_eq!(moved, Some(now));
         // Repeat: today's occurrence ran at 08:00Z under the old rules, so the stored fire is
         // tomorrow's (08:00Z). The next fire after now would be 09:00Z today, a second run of
@@ -239,7 +244,7 @@ mod tests {
             Some(utc(2030, 1, 15, 9, 0))
         );
         assert_eq!(
-            same_occurrence(&berlin, utc(2030, 1, 16, 8, 0)),
+            same_occurrence(|t| berlin.next_after(t), utc(2030, 1, 16, 8, 0)),
             Some(utc(2030, 1, 16, 9, 0))
         );
     }
@@ -248,9 +253,15 @@ mod tests {
     fn frequent_expressions_keep_their_aligned_fires() {
         let every_minute = timing("* * * * *", "Europe/Berlin");
         let stored = utc(2030, 1, 15, 10, 7);
-        assert_eq!(same_occurrence(&every_minute, stored), Some(stored));
+        assert_eq!(
+            same_occurrence(|t| every_minute.next_after(t), stored),
+            Some(stored)
+        );
         // Nothing within the window: the caller falls back to the next fire after now.
         let yearly = timing("0 10 1 7 *", "Europe/Berlin");
-        assert_eq!(same_occurrence(&yearly, utc(2030, 1, 15, 10, 0)), None);
+        assert_eq!(
+            same_occurrence(|t| yearly.next_after(t), utc(2030, 1, 15, 10, 0)),
+            None
+        );
     }
 }

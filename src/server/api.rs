@@ -18,9 +18,10 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 use super::policy::Access;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
-use crate::core::decl::{FieldError, ScheduleDecl};
+use crate::core::decl::{FieldError, PolicyDecl, ScheduleDecl};
 use crate::core::model::*;
 use crate::core::ops::{self, Actor, CreateSchedule, SchedulePatch};
+use crate::core::policies::Overlap;
 use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
@@ -89,6 +90,23 @@ pub struct CreateScheduleRequest {
     pub on_dst_gap: Option<OnDstGap>,
     #[schema(value_type = Option<String>)]
     pub on_dst_repeat: Option<OnDstRepeat>,
+    /// `skip` (default), `buffer_one` or `allow_all`: what an occurrence due while a job of the
+    /// schedule is open does (cron only).
+    #[schema(value_type = Option<String>)]
+    pub overlap: Option<Overlap>,
+    /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
+    /// older ones are recorded as skipped.
+    pub catchup_window: Option<String>,
+    /// Spread each call over this much past its instant (`30s`; at most the shortest interval).
+    pub max_jitter: Option<String>,
+    /// RFC 3339: no occurrence before (cron only).
+    pub start_at: Option<String>,
+    /// RFC 3339: no occurrence after; the schedule then completes (cron only).
+    pub end_at: Option<String>,
+    /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
+    pub pause_on_failure: Option<bool>,
+    /// Fires left before the schedule completes (cron only).
+    pub remaining_runs: Option<u32>,
     /// `{"baseUrl": "https://..."}`; credentials are not allowed.
     #[schema(value_type = Object)]
     pub target_config: Value,
@@ -111,8 +129,34 @@ pub struct PatchScheduleRequest {
     pub on_dst_gap: Option<OnDstGap>,
     #[schema(value_type = Option<String>)]
     pub on_dst_repeat: Option<OnDstRepeat>,
+    #[schema(value_type = Option<String>)]
+    pub overlap: Option<Overlap>,
+    pub catchup_window: Option<String>,
+    pub max_jitter: Option<String>,
+    /// RFC 3339, or null to remove the bound.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub start_at: Option<Option<String>>,
+    /// RFC 3339, or null to remove the bound.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub end_at: Option<Option<String>>,
+    pub pause_on_failure: Option<bool>,
+    /// Fires left, or null for no limit.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>)]
+    pub remaining_runs: Option<Option<u32>>,
     #[schema(value_type = Option<Object>)]
     pub target_config: Option<Value>,
+}
+
+/// A field that may be given as null (to clear it), told apart from one left out.
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// Filters for listing schedules.
@@ -221,6 +265,13 @@ pub async fn create_schedule(
         max_retries: body.max_retries,
         on_dst_gap: body.on_dst_gap,
         on_dst_repeat: body.on_dst_repeat,
+        overlap: body.overlap,
+        catchup_window: body.catchup_window,
+        max_jitter: body.max_jitter,
+        start_at: body.start_at,
+        end_at: body.end_at,
+        pause_on_failure: body.pause_on_failure,
+        remaining_runs: body.remaining_runs,
     };
     let spec = decl
         .validate(now)
@@ -329,6 +380,15 @@ pub async fn patch_schedule(
         on_dst_repeat: body.on_dst_repeat,
         target_config: body.target_config,
         status,
+        policies: PolicyDecl {
+            overlap: body.overlap,
+            catchup_window: body.catchup_window,
+            max_jitter: body.max_jitter,
+            start_at: body.start_at,
+            end_at: body.end_at,
+            pause_on_failure: body.pause_on_failure,
+            remaining_runs: body.remaining_runs,
+        },
     };
     let schedule = state
         .ops

@@ -103,6 +103,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "hand_off_again",
         sql: include_str!("../../migrations/postgres/0015_hand_off_again.sql"),
     },
+    Migration {
+        version: 16,
+        name: "schedule_policies",
+        sql: include_str!("../../migrations/postgres/0016_schedule_policies.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -181,6 +186,11 @@ pub const SQLITE: &[Migration] = &[
         version: 15,
         name: "hand_off_again",
         sql: include_str!("../../migrations/sqlite/0015_hand_off_again.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "schedule_policies",
+        sql: include_str!("../../migrations/sqlite/0016_schedule_policies.sql"),
     },
 ];
 

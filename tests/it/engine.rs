@@ -28,6 +28,7 @@ mod faulty;
 mod firing;
 mod paused;
 mod pipeline;
+mod policies;
 mod recovery;
 mod timing;
 
@@ -38,6 +39,7 @@ pub use faulty::FaultyStore;
 pub use firing::*;
 pub use paused::*;
 pub use pipeline::*;
+pub use policies::*;
 pub use recovery::*;
 pub use timing::*;
 
@@ -187,6 +189,7 @@ impl Harness {
             id: s.id,
             expected_next_run_at: due,
             next_run_at: Some(next),
+            remaining_runs: None,
             now: job.now,
         })
         .await
@@ -298,6 +301,13 @@ macro_rules! engine_suite {
                 an_attempts_duration_is_its_call_alone,
                 a_change_while_a_round_runs_starts_another_round,
                 a_hand_off_whose_answer_was_lost_is_taken_back,
+                a_missed_fire_older_than_the_catchup_window_does_not_run,
+                a_one_shot_missed_beyond_its_window_completes_without_a_call,
+                a_jittered_fire_is_claimed_ahead_and_called_at_its_offset,
+                a_jittered_fold_that_runs_twice_calls_both_in_order,
+                start_and_end_bound_the_fires_and_the_end_completes,
+                remaining_runs_count_down_with_each_fire_and_complete,
+                a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
             );
         }
     };

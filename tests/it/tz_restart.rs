@@ -157,6 +157,8 @@ fn stored(schedule_type: &str, zone: &str, next_run_at: DateTime<Utc>) -> NewSch
         status: ScheduleStatus::Active,
         next_run_at: Some(next_run_at),
         max_retries: 0,
+        policies: Default::default(),
+        remaining_runs: None,
         actor: "tester".into(),
         now: t0(),
     }

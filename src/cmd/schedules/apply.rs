@@ -26,6 +26,7 @@ use crate::core::decl::{FieldError, ScheduleSpec, check_declarations};
 use crate::core::enroll::{self, Action, Change, EnrollError, EnrollReport, Step};
 use crate::core::model::{EnvId, Schedule, ScheduleId};
 use crate::core::ops::validate_domain;
+use crate::core::policies::format_duration;
 use crate::core::target::{BASE_URL_FIELD, Target};
 
 /// Make a domain's schedules match a declaration document, through the API.
@@ -369,6 +370,9 @@ async fn apply_step(
     let answer = match step {
         Step::Create { spec, .. } => {
             let mut body = spec_fields(spec, enroll::FIELDS);
+            if let Some(runs) = spec.remaining_runs {
+                body.insert("remaining_runs".into(), runs.into());
+            }
             body.insert("target_env_id".into(), env.to_string().into());
             body.insert("domain".into(), domain.into());
             body.insert("schedule_type".into(), spec.schedule_type.clone().into());
@@ -434,6 +438,8 @@ fn spec_of(schedule: &Schedule) -> ScheduleSpec {
         timing: schedule.timing.clone(),
         payload: schedule.payload.as_object().cloned().unwrap_or_default(),
         max_retries: u32::try_from(schedule.max_retries).unwrap_or(0),
+        policies: schedule.policies,
+        remaining_runs: schedule.remaining_runs.and_then(|n| u32::try_from(n).ok()),
     }
 }
 
@@ -468,6 +474,24 @@ fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
     }
     if fields.contains(&"max_retries") {
         body.insert("max_retries".into(), spec.max_retries.into());
+    }
+    let policies = &spec.policies;
+    let policy_fields = [
+        ("overlap", json!(policies.overlap)),
+        (
+            "catchup_window",
+            json!(format_duration(policies.catchup_window)),
+        ),
+        ("max_jitter", json!(format_duration(policies.max_jitter))),
+        ("start_at", json!(policies.start_at)),
+        ("end_at", json!(policies.end_at)),
+        ("pause_on_failure", json!(policies.pause_on_failure)),
+    ];
+    for (field, value) in policy_fields {
+        // A bound the declaration no longer has is sent as null, which clears it.
+        if fields.contains(&field) {
+            body.insert(field.into(), value);
+        }
     }
     body
 }

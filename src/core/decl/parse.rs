@@ -161,6 +161,41 @@ fn parse_entry(value: &Value) -> ParsedEntry {
                         .ok()
                 })
             }
+            "overlap" => {
+                decl.overlap = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
+            "catchup_window" => decl.catchup_window = optional_string(key, value, errors),
+            "max_jitter" => decl.max_jitter = optional_string(key, value, errors),
+            "start_at" => decl.start_at = optional_string(key, value, errors),
+            "end_at" => decl.end_at = optional_string(key, value, errors),
+            "pause_on_failure" => match value {
+                Value::Null => {}
+                Value::Bool(b) => decl.pause_on_failure = Some(*b),
+                other => errors.push(FieldError::new(
+                    key,
+                    format!("must be true or false, got {}", json_kind(other)),
+                )),
+            },
+            "remaining_runs" => match value {
+                Value::Null => {}
+                Value::Number(number) => {
+                    match number.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                        Some(n) => decl.remaining_runs = Some(n),
+                        None => errors.push(FieldError::new(
+                            key,
+                            format!("{number} is not a whole number of runs"),
+                        )),
+                    }
+                }
+                other => errors.push(FieldError::new(
+                    key,
+                    format!("must be an integer, got {}", json_kind(other)),
+                )),
+            },
             _ => errors.push(FieldError::new(key, "unknown field")),
         }
     }

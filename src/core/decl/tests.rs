@@ -44,13 +44,15 @@ fn example_files_validate() {
                 .with_timezone(&Utc)
         )
     );
-    assert_eq!(shutdown.first_fire_after(now()), shutdown.run_at());
+    assert_eq!(shutdown.first_occurrence_after(now()), shutdown.run_at());
     assert_eq!(shutdown.cron_expression(), None);
 
     let reports = load_declarations(REPORTS, DeclFormat::Json, now()).unwrap();
     assert_eq!(reports.len(), 5);
     assert_eq!(
-        reports[0].first_fire_after(now()).map(|t| t.to_rfc3339()),
+        reports[0]
+            .first_occurrence_after(now())
+            .map(|t| t.to_rfc3339()),
         Some("2025-06-02T06:00:00+00:00".to_owned())
     );
     assert_eq!(reports[3].cron_expression(), Some("@hourly"));
@@ -267,10 +269,10 @@ fn run_at_must_be_a_future_rfc3339_time() {
     );
     let spec = decl("2025-06-01T14:00:01+02:00").validate(now()).unwrap();
     assert_eq!(
-        spec.first_fire_after(now()).unwrap().to_rfc3339(),
+        spec.first_occurrence_after(now()).unwrap().to_rfc3339(),
         "2025-06-01T12:00:01+00:00"
     );
-    assert_eq!(spec.first_fire_after(spec.run_at().unwrap()), None);
+    assert_eq!(spec.first_occurrence_after(spec.run_at().unwrap()), None);
 }
 
 #[test]
@@ -326,4 +328,94 @@ fn declarations_use_the_api_field_names_with_serde() {
     let spec = decl.validate(now()).unwrap();
     assert_eq!(spec.on_dst_gap(), Some(OnDstGap::Skip));
     assert!(serde_json::from_value::<ScheduleDecl>(json!({"schedule_type": "a", "x": 1})).is_err());
+}
+
+#[test]
+fn policy_fields_are_validated_with_located_errors() {
+    let text = r#"
+schedules:
+  - schedule_type: a
+    cron: "*/5 * * * *"
+    overlap: queue
+  - schedule_type: b
+    cron: "*/5 * * * *"
+    max_jitter: 6m
+    catchup_window: 0s
+  - schedule_type: c
+    cron: "0 * * * *"
+    start_at: 2026-01-01T00:00:00Z
+    end_at: 2025-12-31T00:00:00Z
+  - schedule_type: d
+    run_at: 2026-01-01T00:00:00Z
+    remaining_runs: 3
+    pause_on_failure: true
+  - schedule_type: e
+    cron: "0 * * * *"
+    remaining_runs: 0
+    max_jitter: soon
+"#;
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    let by_entry: Vec<Vec<String>> = errors.iter().map(messages).collect();
+    assert_eq!(
+        by_entry[0],
+        ["overlap: unknown value \"queue\" (expected one of: skip buffer_one allow_all)"]
+    );
+    assert_eq!(by_entry[1].len(), 2, "{:?}", by_entry[1]);
+    assert_eq!(by_entry[1][0], "catchup_window: 0s is out of range 1s-366d");
+    assert!(
+        by_entry[1][1].starts_with("max_jitter: 6m is longer than the schedule's interval (5m"),
+        "{:?}",
+        by_entry[1]
+    );
+    assert_eq!(
+        by_entry[2],
+        ["end_at: 2025-12-31T00:00:00+00:00 is not after start_at (2026-01-01T00:00:00+00:00)"]
+    );
+    assert_eq!(
+        by_entry[3],
+        [
+            "pause_on_failure: only applies to cron schedules, not to run_at",
+            "remaining_runs: only applies to cron schedules, not to run_at"
+        ]
+    );
+    assert_eq!(
+        by_entry[4],
+        [
+            "max_jitter: \"soon\" is not a duration (examples: 30s, 5m, 1h)",
+            "remaining_runs: 0 is out of range 1-1000000"
+        ]
+    );
+}
+
+#[test]
+fn policies_default_and_a_jitter_up_to_the_interval_is_accepted() {
+    let decl = ScheduleDecl {
+        schedule_type: "ok".into(),
+        cron: Some("*/5 * * * *".into()),
+        max_jitter: Some("5m".into()),
+        overlap: Some(Overlap::BufferOne),
+        remaining_runs: Some(12),
+        ..ScheduleDecl::default()
+    };
+    let spec = decl.validate(now()).unwrap();
+    assert_eq!(
+        spec.policies.max_jitter,
+        std::time::Duration::from_secs(300)
+    );
+    assert_eq!(spec.policies.overlap, Overlap::BufferOne);
+    assert_eq!(
+        spec.policies.catchup_window,
+        crate::core::policies::DEFAULT_CATCHUP_WINDOW
+    );
+    assert_eq!(spec.remaining_runs, Some(12));
+    let plain = ScheduleDecl {
+        max_jitter: None,
+        overlap: None,
+        remaining_runs: None,
+        ..decl
+    };
+    assert_eq!(
+        plain.validate(now()).unwrap().policies,
+        crate::core::policies::Policies::default()
+    );
 }

@@ -14,6 +14,7 @@ use super::{ENGINE_ACTOR, Engine};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
 use crate::core::model::*;
+use crate::core::policies::{Occurrences, format_duration};
 use crate::core::store::*;
 use crate::core::timing::Timing;
 
@@ -76,6 +77,9 @@ struct MissedRun {
     last: DateTime<Utc>,
     count: u32,
     capped: bool,
+    /// The run ends with the latest occurrence, which was older than the catch-up window
+    /// and did not run either.
+    beyond_window: Option<std::time::Duration>,
 }
 
 impl Engine {
@@ -137,12 +141,33 @@ impl Engine {
                 .into_iter()
                 .collect()
         };
+        // A schedule with a run limit counts only occurrences that run: one whose job is open
+        // now is skipped (or buffered) and counts nothing.
+        let limited: Vec<ScheduleId> = due
+            .iter()
+            .filter(|d| d.next_run_at <= now)
+            .filter(|d| {
+                schedules
+                    .get(&d.id)
+                    .is_some_and(|s| s.remaining_runs.is_some())
+            })
+            .map(|d| d.id)
+            .collect();
+        let open_now: HashSet<ScheduleId> = if limited.is_empty() {
+            HashSet::new()
+        } else {
+            tx.schedules_with_open_job(&limited)
+                .await?
+                .into_iter()
+                .collect()
+        };
         let mut claims = Vec::with_capacity(schedules.len());
-        let mut exhausted = Vec::new();
+        let mut completing = Vec::new();
         let mut holds: HashMap<ScheduleId, bool> = HashMap::new();
         let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
         // The occurrence each claim fires: the stored next fire, or after missed ones the
-        // latest of them.
+        // latest of them. A claim with none (the latest is older than the catch-up window)
+        // records what it missed and fires nothing.
         let mut fire_ats: HashMap<ScheduleId, DateTime<Utc>> = HashMap::new();
         let mut deferred = 0;
         for d in due.iter().filter(|d| held.contains(&d.id)) {
@@ -153,35 +178,58 @@ impl Engine {
             if busy.contains(&d.id) {
                 continue;
             }
-            match admit(schedule) {
-                Admit::Now => holds.insert(d.id, false),
-                Admit::Hold => holds.insert(d.id, true),
-                Admit::Refuse => {
-                    deferred += 1;
-                    continue;
-                }
-            };
-            // Claimed ahead, the occurrence is still to come: the next fire is the one after
-            // it.
-            let next_run_at = match self.next_fire(schedule, now.max(d.next_run_at)) {
-                Some(next) => Some(next),
-                // A cron schedule with nothing left to fire runs this once and is paused.
-                None if schedule.kind() == ScheduleKind::Cron => {
-                    exhausted.push(d.id);
-                    Some(d.next_run_at)
-                }
-                // A one-shot schedule has no next fire; it completes when its job finishes.
-                None => None,
-            };
-            let (fire_at, missed) = catch_up(&schedule.timing, d.next_run_at, now);
-            fire_ats.insert(d.id, fire_at);
+            let occurrences = schedule.occurrences();
+            let (fire_at, mut missed) = catch_up(&occurrences, d.next_run_at, now);
+            let fires = schedule.policies.in_catchup_window(fire_at, now);
+            if fires {
+                match admit(schedule) {
+                    Admit::Now => holds.insert(d.id, false),
+                    Admit::Hold => holds.insert(d.id, true),
+                    Admit::Refuse => {
+                        deferred += 1;
+                        continue;
+                    }
+                };
+                fire_ats.insert(d.id, fire_at);
+            } else {
+                missed = Some(beyond_window(
+                    missed,
+                    fire_at,
+                    schedule.policies.catchup_window,
+                ));
+            }
             if let Some(run) = missed {
                 missed_runs.insert(d.id, run);
             }
+            let remaining_runs = match schedule.remaining_runs {
+                Some(left) if fires && !open_now.contains(&d.id) => Some((left - 1).max(0)),
+                left => left,
+            };
+            // Claimed ahead, the occurrence is still to come: the next fire is the one after
+            // it.
+            let next = self.next_fire(schedule, now.max(d.next_run_at));
+            let next_run_at = match next {
+                Some(next) if remaining_runs != Some(0) => Some(next),
+                // A cron schedule with nothing left to fire (its end, its last run, an
+                // expression that never fires again) completes; its job, if it fires, runs.
+                _ if schedule.kind() == ScheduleKind::Cron => {
+                    completing.push(d.id);
+                    Some(d.next_run_at)
+                }
+                // A one-shot schedule has no next fire; it completes when its job finishes,
+                // or now when it fires nothing.
+                _ => {
+                    if !fires {
+                        completing.push(d.id);
+                    }
+                    None
+                }
+            };
             claims.push(ScheduleClaim {
                 id: d.id,
                 expected_next_run_at: d.next_run_at,
                 next_run_at,
+                remaining_runs,
                 now,
             });
         }
@@ -190,11 +238,13 @@ impl Engine {
         // was taken by another ticker (or changed meanwhile): lost. Rows or locks held
         // elsewhere were left out above, for a later round, and are not lost.
         let lost = claims.len() - claimed.len();
-        for schedule in claimed.iter_mut().filter(|s| exhausted.contains(&s.id)) {
+        for schedule in claimed.iter_mut().filter(|s| completing.contains(&s.id)) {
+            tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
             *schedule = tx
-                .schedule_set_status(&ScheduleSetStatus {
+                .schedule_set_outcome(&ScheduleSetOutcome {
                     id: schedule.id,
-                    status: ScheduleStatus::Paused,
+                    retry_count: schedule.retry_count,
+                    status: Some(ScheduleStatus::Completed),
                     now,
                 })
                 .await?;
@@ -203,8 +253,8 @@ impl Engine {
         let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
         let new_jobs: Vec<NewJob> = claimed
             .iter()
-            .map(|s| {
-                let scheduled_for = fire_ats.get(&s.id).copied().unwrap_or(now);
+            .filter_map(|s| fire_ats.get(&s.id).map(|at| (s, *at)))
+            .map(|(s, scheduled_for)| {
                 // A fire held for its instant is `scheduled` until it is handed off for its
                 // call (a change may withdraw it until then), with a short claim lease past its
                 // instant: a stopped instance's fire is released to run seconds after it. Held
@@ -237,10 +287,14 @@ impl Engine {
         let mut skipped = 0;
         let mut missed = 0;
         let mut skip_events = Vec::new();
-        for (schedule, new) in claimed.into_iter().zip(&new_jobs) {
+        let new_by_schedule: HashMap<ScheduleId, &NewJob> =
+            new_jobs.iter().map(|j| (j.schedule_id, j)).collect();
+        for schedule in claimed {
+            let new = new_by_schedule.get(&schedule.id).copied();
             // Occurrences nobody fired (an outage, an overload) are recorded, one record for
             // the whole run.
             if let Some(run) = missed_runs.remove(&schedule.id) {
+                let template = NewJob::running(schedule.id, run.first, now);
                 let record = tx
                     .job_insert(&NewJob {
                         id: JobId::new(),
@@ -250,13 +304,17 @@ impl Engine {
                             last: run.last,
                             count: run.count,
                         }),
-                        ..skipped_job(new, missed_reason(&run), now)
+                        ..skipped_job(new.unwrap_or(&template), missed_reason(&run), now)
                     })
                     .await?;
                 tracing::info!(schedule_id = %schedule.id, missed = run.count, first = %run.first, last = %run.last, "missed occurrences recorded as skipped");
                 skip_events.push(skip_event(&schedule, &record, now));
                 missed += 1;
             }
+            // Nothing fires: the latest occurrence was older than the catch-up window.
+            let Some(new) = new else {
+                continue;
+            };
             if let Some(job) = opened.remove(&schedule.id) {
                 let held = holds.get(&schedule.id).copied().unwrap_or(false);
                 runs.push((schedule, job, held));
@@ -433,7 +491,7 @@ impl Engine {
 /// (first, last, count; never replayed). Returns the occurrence to fire and the missed run.
 /// A schedule claimed on time (or ahead) has nothing missed and fires its stored next fire.
 fn catch_up(
-    timing: &Timing,
+    timing: &Occurrences<'_>,
     stored: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> (DateTime<Utc>, Option<MissedRun>) {
@@ -455,6 +513,7 @@ fn catch_up(
         last,
         count: after.count,
         capped: after.capped,
+        beyond_window: None,
     };
     (after.last, Some(missed))
 }
@@ -462,7 +521,11 @@ fn catch_up(
 /// The occurrences of a schedule strictly after `fired` and up to `now`: fires nobody made.
 /// Counting stops at [`MISSED_COUNT_CAP`] ("at least"), but the last is always the true last
 /// occurrence up to now.
-fn missed_between(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
+fn missed_between(
+    timing: &Occurrences<'_>,
+    fired: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<MissedRun> {
     let mut run = missed_counted(timing, fired, now)?;
     if run.capped {
         run.last = last_up_to(timing, run.last, now);
@@ -473,7 +536,7 @@ fn missed_between(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> 
 /// The last occurrence in `(floor, now]`, or `floor` if there is none: searched in windows
 /// ending at `now` that double until one holds an occurrence, so the work follows the
 /// distance from the last occurrence to now, not the length of the outage.
-fn last_up_to(timing: &Timing, floor: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+fn last_up_to(timing: &Occurrences<'_>, floor: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
     let mut window = chrono::Duration::minutes(1);
     loop {
         let from = (now - window).max(floor);
@@ -498,8 +561,12 @@ fn last_up_to(timing: &Timing, floor: DateTime<Utc>, now: DateTime<Utc>) -> Date
     }
 }
 
-fn missed_counted(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedRun> {
-    if !matches!(timing, Timing::Cron(_)) {
+fn missed_counted(
+    timing: &Occurrences<'_>,
+    fired: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<MissedRun> {
+    if !matches!(timing.timing, Timing::Cron(_)) {
         return None;
     }
     let mut run: Option<MissedRun> = None;
@@ -523,11 +590,32 @@ fn missed_counted(timing: &Timing, fired: DateTime<Utc>, now: DateTime<Utc>) -> 
                     last: next,
                     count: 1,
                     capped: false,
+                    beyond_window: None,
                 })
             }
         }
         at = next;
     }
+    run
+}
+
+/// `missed` with the occurrence `fire_at` added at its end: the latest occurrence, found
+/// older than the catch-up window `window`, does not run either.
+fn beyond_window(
+    missed: Option<MissedRun>,
+    fire_at: DateTime<Utc>,
+    window: std::time::Duration,
+) -> MissedRun {
+    let mut run = missed.unwrap_or(MissedRun {
+        first: fire_at,
+        last: fire_at,
+        count: 0,
+        capped: false,
+        beyond_window: None,
+    });
+    run.last = fire_at;
+    run.count = run.count.saturating_add(1);
+    run.beyond_window = Some(window);
     run
 }
 
@@ -537,8 +625,15 @@ fn missed_reason(run: &MissedRun) -> String {
     } else {
         run.count.to_string()
     };
+    let why = match run.beyond_window {
+        None => "no instance could fire them in time".to_owned(),
+        Some(window) => format!(
+            "the latest was older than the catch-up window of {}, so none ran",
+            format_duration(window)
+        ),
+    };
     format!(
-        "skipped: {count} occurrence(s) from {} to {} were missed (no instance could fire them in time)",
+        "skipped: {count} occurrence(s) from {} to {} were missed ({why})",
         run.first.to_rfc3339(),
         run.last.to_rfc3339()
     )
@@ -569,16 +664,33 @@ fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent
 mod tests {
     use super::*;
     use crate::core::cron::{OnDstGap, OnDstRepeat};
+    use crate::core::policies::Policies;
     use crate::core::timing::CronTiming;
     use chrono::TimeZone;
 
-    fn every_minute() -> Timing {
-        Timing::Cron(CronTiming::from_stored(
-            "* * * * *",
-            "UTC",
-            OnDstGap::Skip,
-            OnDstRepeat::Once,
-        ))
+    /// A timing with the default policies, whose calls the rules walk.
+    struct Calls(Timing, Policies);
+
+    impl Calls {
+        fn calls(&self) -> Occurrences<'_> {
+            Occurrences {
+                timing: &self.0,
+                policies: &self.1,
+                seed: ScheduleId(uuid::Uuid::nil()),
+            }
+        }
+    }
+
+    fn every_minute() -> Calls {
+        Calls(
+            Timing::Cron(CronTiming::from_stored(
+                "* * * * *",
+                "UTC",
+                OnDstGap::Skip,
+                OnDstRepeat::Once,
+            )),
+            Policies::default(),
+        )
     }
 
     #[test]
@@ -586,7 +698,7 @@ mod tests {
         let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         // Thirty days of an every-minute schedule: far more than the cap.
         let now = fired + chrono::Duration::days(30) + chrono::Duration::seconds(30);
-        let run = missed_between(&every_minute(), fired, now).unwrap();
+        let run = missed_between(&every_minute().calls(), fired, now).unwrap();
         assert!(run.capped);
         assert_eq!(run.count, MISSED_COUNT_CAP);
         assert_eq!(run.first, fired + chrono::Duration::minutes(1));
@@ -604,12 +716,16 @@ mod tests {
             stored + chrono::Duration::seconds(59),
             stored - minute,
         ] {
-            let (fire, missed) = catch_up(&every_minute(), stored, now);
+            let (fire, missed) = catch_up(&every_minute().calls(), stored, now);
             assert_eq!(fire, stored);
             assert!(missed.is_none());
         }
         // Down from before 00:02 until 00:04:30: 00:04 fires, 00:02 and 00:03 were missed.
-        let (fire, missed) = catch_up(&every_minute(), stored, stored + minute * 2 + minute / 2);
+        let (fire, missed) = catch_up(
+            &every_minute().calls(),
+            stored,
+            stored + minute * 2 + minute / 2,
+        );
         assert_eq!(fire, stored + minute * 2);
         let missed = missed.unwrap();
         assert_eq!(
@@ -617,7 +733,7 @@ mod tests {
             (stored, stored + minute, 2, false)
         );
         // One occurrence late: the stored one alone is missed.
-        let (fire, missed) = catch_up(&every_minute(), stored, stored + minute);
+        let (fire, missed) = catch_up(&every_minute().calls(), stored, stored + minute);
         assert_eq!(fire, stored + minute);
         let missed = missed.unwrap();
         assert_eq!(
@@ -626,7 +742,7 @@ mod tests {
         );
         // Thirty days down: the latest fires, the count stops at the cap.
         let now = stored + chrono::Duration::days(30) + chrono::Duration::seconds(30);
-        let (fire, missed) = catch_up(&every_minute(), stored, now);
+        let (fire, missed) = catch_up(&every_minute().calls(), stored, now);
         assert_eq!(fire, stored + chrono::Duration::days(30));
         let missed = missed.unwrap();
         assert!(missed.capped);
@@ -637,7 +753,7 @@ mod tests {
     fn an_uncapped_run_counts_every_occurrence() {
         let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         let now = fired + chrono::Duration::minutes(5);
-        let run = missed_between(&every_minute(), fired, now).unwrap();
+        let run = missed_between(&every_minute().calls(), fired, now).unwrap();
         assert!(!run.capped);
         assert_eq!((run.count, run.last), (5, now));
     }

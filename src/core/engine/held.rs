@@ -320,6 +320,8 @@ mod tests {
             last_run_at: None,
             retry_count: 0,
             max_retries: 0,
+            policies: Default::default(),
+            remaining_runs: None,
             created_at: at,
             updated_at: at,
             created_by: "test".into(),

@@ -210,16 +210,46 @@ impl Engine {
             ) {
                 complete_one_shot(schedule);
             }
+            // A dead letter pauses a schedule that asks for it (a completed one stays so).
+            let paused_by_failure = result == AttemptResult::DeadLettered
+                && schedule.policies.pause_on_failure
+                && schedule.status == ScheduleStatus::Active;
+            if paused_by_failure {
+                schedule.status = ScheduleStatus::Paused;
+            }
             if (schedule.status, schedule.retry_count) != before {
+                let before_change = schedule.clone();
                 *schedule = tx
                     .schedule_set_outcome(&ScheduleSetOutcome {
                         id: schedule.id,
                         retry_count: schedule.retry_count,
-                        // The one status change an outcome makes is completing a one-shot.
-                        complete: schedule.status != before.0,
+                        // Completing a one-shot, or pausing on failure.
+                        status: (schedule.status != before.0).then_some(schedule.status),
                         now,
                     })
                     .await?;
+                if paused_by_failure {
+                    let reason = format!(
+                        "paused on failure: job {} landed in the dead-letter queue ({})",
+                        job.id,
+                        job.error.as_deref().unwrap_or("failed")
+                    );
+                    tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, "schedule paused on failure");
+                    outbox.push(
+                        EventPayload::for_schedule(events::SCHEDULE_PAUSED, schedule, now)
+                            .with_job(job)
+                            .with_reason(&reason)
+                            .by(ENGINE_ACTOR)
+                            .into_event(schedule),
+                    );
+                    tx.audit_insert(&paused_on_failure_audit(
+                        &before_change,
+                        schedule,
+                        &reason,
+                        now,
+                    ))
+                    .await?;
+                }
             }
             let payload = match result {
                 AttemptResult::Succeeded => {
@@ -555,6 +585,31 @@ pub(super) fn answered(answer: &Value) -> Option<Result<Value, Failure>> {
             .and_then(|s| u16::try_from(s).ok()),
         excerpt: text("excerpt"),
     }))
+}
+
+/// The audit entry of a schedule the engine paused on failure: the row before and after, the
+/// reason beside the after snapshot.
+fn paused_on_failure_audit(
+    before: &Schedule,
+    after: &Schedule,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> NewAudit {
+    let mut after_snapshot = serde_json::to_value(after).ok();
+    if let Some(Value::Object(fields)) = &mut after_snapshot {
+        fields.insert("reason".to_owned(), Value::String(reason.to_owned()));
+    }
+    NewAudit {
+        actor: ENGINE_ACTOR.to_owned(),
+        action: "schedule.pause".to_owned(),
+        resource_type: "schedule".to_owned(),
+        resource_id: after.id.to_string(),
+        before: serde_json::to_value(before).ok(),
+        after: after_snapshot,
+        correlation_id: Some(after.id.to_string()),
+        now,
+        schedule_id: Some(after.id),
+    }
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

@@ -44,6 +44,8 @@ fn stored(decl: &ScheduleDecl, url: &str) -> Schedule {
         last_run_at: None,
         retry_count: 0,
         max_retries: 3,
+        policies: Default::default(),
+        remaining_runs: None,
         created_at: created,
         updated_at: created,
         created_by: "tester".to_owned(),
@@ -226,7 +228,10 @@ fn every_timing_field_counts_as_a_timing_change() {
         };
         assert_eq!(changed_fields, &expected, "{decl:?}");
         assert_ne!(updated.next_run_at, current.next_run_at, "{decl:?}");
-        assert_eq!(updated.next_run_at, spec(&decl).first_fire_after(now()));
+        assert_eq!(
+            updated.next_run_at,
+            spec(&decl).first_fire_after(now(), updated.id)
+        );
     }
 }
 

@@ -8,7 +8,9 @@ use serde_json::Value;
 use super::schedule::stored_max_retries;
 use super::{Actor, OpsError, OpsResult};
 use crate::core::cron::{OnDstGap, OnDstRepeat};
-use crate::core::decl::{FieldError, TimingDecl, validate_max_retries, validate_payload};
+use crate::core::decl::{
+    FieldError, PolicyDecl, TimingDecl, validate_max_retries, validate_payload,
+};
 use crate::core::events;
 use crate::core::model::{Schedule, ScheduleKind, ScheduleStatus};
 use crate::core::target::Target;
@@ -26,6 +28,9 @@ pub struct SchedulePatch {
     pub on_dst_repeat: Option<OnDstRepeat>,
     pub target_config: Option<Value>,
     pub status: Option<ScheduleStatus>,
+    /// The policy fields (overlap, catch-up window, jitter, bounds, pause on failure, runs
+    /// left).
+    pub policies: PolicyDecl,
 }
 
 impl SchedulePatch {
@@ -60,18 +65,44 @@ pub(super) fn apply(
             format!("{other} cannot be set directly (use active or paused; delete to delete)"),
         )),
     }
+    // What ended a cron schedule (its end, its run limit) may be moved; a one-shot needs a
+    // new run_at.
+    let extends_cron = current.kind() == ScheduleKind::Cron
+        && (patch.policies.end_at.is_some() || patch.policies.remaining_runs.is_some());
     if current.status == ScheduleStatus::Completed
         && patch.status == Some(ScheduleStatus::Active)
         && !timing_touched
+        && !extends_cron
     {
         errors.push(FieldError::new(
             "status",
-            "a completed one-shot schedule cannot be resumed; give it a new run_at",
+            match current.kind() {
+                ScheduleKind::Once => {
+                    "a completed one-shot schedule cannot be resumed; give it a new run_at"
+                }
+                ScheduleKind::Cron => {
+                    "a completed schedule cannot be resumed as it is; give it a later end_at or \
+                     more remaining_runs"
+                }
+            },
         ));
     }
     if timing_touched {
         match patched_timing(&current.timing, &patch).and_then(|t| t.validate(actor.now)) {
             Ok(timing) => updated.timing = timing,
+            Err(mut problems) => errors.append(&mut problems),
+        }
+    }
+    if (timing_touched || !patch.policies.is_empty()) && errors.is_empty() {
+        let runs = current.remaining_runs.and_then(|n| u32::try_from(n).ok());
+        match patch
+            .policies
+            .validate(&current.policies, runs, &updated.timing, actor.now)
+        {
+            Ok((policies, runs)) => {
+                updated.policies = policies;
+                updated.remaining_runs = runs.map(stored_max_retries);
+            }
             Err(mut problems) => errors.append(&mut problems),
         }
     }
@@ -97,17 +128,22 @@ pub(super) fn apply(
         return Err(OpsError::Invalid(errors));
     }
 
-    let resumed =
-        current.status != ScheduleStatus::Active && updated.status == ScheduleStatus::Active;
-    if timing_touched
-        && updated.kind() == ScheduleKind::Once
-        && updated.status == ScheduleStatus::Completed
+    if updated.status == ScheduleStatus::Completed
+        && ((timing_touched && updated.kind() == ScheduleKind::Once) || extends_cron)
     {
-        // A completed one-shot given a new run_at runs again.
+        // A completed one-shot given a new run_at runs again, as does a completed cron
+        // schedule given a later end or more runs.
         updated.status = ScheduleStatus::Active;
     }
-    if timing_touched || resumed {
-        updated.next_run_at = match updated.timing.next_after(actor.now) {
+    let resumed =
+        current.status != ScheduleStatus::Active && updated.status == ScheduleStatus::Active;
+    // Jitter and bounds move the calls as the timing does.
+    let calls_moved = timing_touched
+        || updated.policies.max_jitter != current.policies.max_jitter
+        || updated.policies.start_at != current.policies.start_at
+        || updated.policies.end_at != current.policies.end_at;
+    if calls_moved || resumed {
+        updated.next_run_at = match updated.occurrences().first_after(actor.now) {
             Ok(next) => next,
             // Resuming a schedule whose stored expression no longer parses: like the engine,
             // look at it again in an hour instead of refusing (a new expression fixes it).
@@ -135,6 +171,8 @@ pub(super) fn apply(
             return Err(OpsError::Invalid(vec![FieldError::new(
                 if updated.kind() == ScheduleKind::Once {
                     "run_at"
+                } else if updated.policies.end_at.is_some() {
+                    "end_at"
                 } else {
                     "cron"
                 },
@@ -242,6 +280,8 @@ mod tests {
             last_run_at: None,
             retry_count: 0,
             max_retries: 3,
+            policies: Default::default(),
+            remaining_runs: None,
             created_at: now() - Duration::days(1),
             updated_at: now() - Duration::days(1),
             created_by: "tester".into(),

@@ -207,19 +207,21 @@ pub(super) async fn live_for_update(tx: &mut dyn TenantTx, id: ScheduleId) -> Op
         .ok_or(OpsError::NotFound("schedule"))
 }
 
-/// `schedule` with its definition (type, timing, payload, max_retries) replaced by `spec`'s.
-/// Status, `next_run_at`, target and bookkeeping are left to the caller.
+/// `schedule` with its definition (type, timing, payload, max_retries, policies) replaced by
+/// `spec`'s. Status, `next_run_at`, target, bookkeeping and the runs left (a declaration's
+/// `remaining_runs` is where a new schedule starts, not a reset) are left to the caller.
 pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
     Schedule {
         schedule_type: spec.schedule_type.clone(),
         timing: spec.timing.clone(),
         payload: Value::Object(spec.payload.clone()),
         max_retries: stored_max_retries(spec.max_retries),
+        policies: spec.policies,
         ..schedule.clone()
     }
 }
 
-/// `max_retries` as stored (validated specs are at most 100).
+/// A validated count (`max_retries`, `remaining_runs`) as stored.
 pub(super) fn stored_max_retries(max_retries: u32) -> i32 {
     i32::try_from(max_retries).unwrap_or(i32::MAX)
 }
@@ -230,10 +232,13 @@ pub async fn insert_schedule(
     create: &CreateSchedule,
     actor: &Actor,
 ) -> OpsResult<Schedule> {
-    let next_run_at = create.spec.first_fire_after(actor.now);
+    let id = ScheduleId::new();
+    let next_run_at = create.spec.first_fire_after(actor.now, id);
     if next_run_at.is_none() {
         let field = if create.spec.run_at().is_some() {
             "run_at"
+        } else if create.spec.policies.end_at.is_some() {
+            "end_at"
         } else {
             "cron"
         };
@@ -244,7 +249,7 @@ pub async fn insert_schedule(
     }
     let schedule = tx
         .schedule_insert(&NewSchedule {
-            id: ScheduleId::new(),
+            id,
             domain: create.domain.clone(),
             schedule_type: create.spec.schedule_type.clone(),
             timing: create.spec.timing.clone(),
@@ -253,6 +258,8 @@ pub async fn insert_schedule(
             status: ScheduleStatus::Active,
             next_run_at,
             max_retries: stored_max_retries(create.spec.max_retries),
+            policies: create.spec.policies,
+            remaining_runs: create.spec.remaining_runs.map(stored_max_retries),
             actor: actor.name.clone(),
             now: actor.now,
         })

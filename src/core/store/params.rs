@@ -9,6 +9,7 @@ use crate::core::model::{
     AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, MissedOccurrences, Schedule,
     ScheduleId, ScheduleStatus,
 };
+use crate::core::policies::Policies;
 use crate::core::target::Target;
 use crate::core::timing::Timing;
 
@@ -174,6 +175,8 @@ pub struct NewSchedule {
     pub status: ScheduleStatus,
     pub next_run_at: Option<DateTime<Utc>>,
     pub max_retries: i32,
+    pub policies: Policies,
+    pub remaining_runs: Option<i32>,
     pub actor: String,
     pub now: DateTime<Utc>,
 }
@@ -201,6 +204,8 @@ pub struct ScheduleClaim {
     /// The next fire after this one; `None` completes nothing by itself (one-shot schedules
     /// stay active until their job finishes) but leaves no next fire.
     pub next_run_at: Option<DateTime<Utc>>,
+    /// Fires left after this one (`None`: no limit).
+    pub remaining_runs: Option<i32>,
     pub now: DateTime<Utc>,
 }
 
@@ -213,6 +218,8 @@ pub struct ScheduleDefinition {
     pub target: Target,
     pub payload: Value,
     pub max_retries: i32,
+    pub policies: Policies,
+    pub remaining_runs: Option<i32>,
 }
 
 impl ScheduleDefinition {
@@ -224,6 +231,8 @@ impl ScheduleDefinition {
             target: schedule.target.clone(),
             payload: schedule.payload.clone(),
             max_retries: schedule.max_retries,
+            policies: schedule.policies,
+            remaining_runs: schedule.remaining_runs,
         }
     }
 }
@@ -290,8 +299,9 @@ pub struct ScheduleSetDeleted {
 pub struct ScheduleSetOutcome {
     pub id: ScheduleId,
     pub retry_count: i32,
-    /// Completes the schedule (status `completed`, no next fire).
-    pub complete: bool,
+    /// A new status, when the outcome changes it: `completed` (no next fire left) or `paused`
+    /// (a dead letter of a schedule that pauses on failure).
+    pub status: Option<ScheduleStatus>,
     pub now: DateTime<Utc>,
 }
 

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::core::cron::{CronExpr, OnDstGap, OnDstRepeat, describe_zoned};
 use crate::core::model::*;
+use crate::core::policies::{describe_policies, format_duration};
 use crate::core::timing::Timing;
 use crate::server::error::ApiError;
 
@@ -46,6 +47,20 @@ pub struct ScheduleView {
     pub last_run_at: Option<DateTime<Utc>>,
     pub retry_count: i32,
     pub max_retries: i32,
+    /// `skip`, `buffer_one` or `allow_all`: what an occurrence does while a job is open.
+    pub overlap: String,
+    /// How late the latest missed occurrence may still run (`1h`).
+    pub catchup_window: String,
+    /// Calls are spread over this much past their instants (`0s`: none).
+    pub max_jitter: String,
+    /// No occurrence before this instant.
+    pub start_at: Option<DateTime<Utc>>,
+    /// No occurrence after this instant; then the schedule completes.
+    pub end_at: Option<DateTime<Utc>>,
+    /// A dead-lettered job pauses the schedule.
+    pub pause_on_failure: bool,
+    /// Fires left before the schedule completes (absent: no limit).
+    pub remaining_runs: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -63,7 +78,13 @@ impl From<Schedule> for ScheduleView {
                 "Once, at {}",
                 run_at.format("%Y-%m-%d %H:%M:%S UTC")
             )),
-        };
+        }
+        .map(
+            |words| match describe_policies(&s.policies, s.remaining_runs) {
+                Some(policies) => format!("{words}; {policies}"),
+                None => words,
+            },
+        );
         Self {
             id: s.id.0,
             env_id: s.env_id.0,
@@ -83,6 +104,13 @@ impl From<Schedule> for ScheduleView {
             last_run_at: s.last_run_at,
             retry_count: s.retry_count,
             max_retries: s.max_retries,
+            overlap: s.policies.overlap.to_string(),
+            catchup_window: format_duration(s.policies.catchup_window),
+            max_jitter: format_duration(s.policies.max_jitter),
+            start_at: s.policies.start_at,
+            end_at: s.policies.end_at,
+            pause_on_failure: s.policies.pause_on_failure,
+            remaining_runs: s.remaining_runs,
             created_at: s.created_at,
             updated_at: s.updated_at,
             created_by: s.created_by,

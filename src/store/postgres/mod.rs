@@ -265,6 +265,7 @@ fn bind(query: PgQuery<'_>, val: Val) -> PgQuery<'_> {
         Val::Uuid(v) => query.bind(v),
         Val::Text(v) => query.bind(v),
         Val::I32(v) => query.bind(v),
+        Val::Opt32(v) => query.bind(v),
         Val::I64(v) => query.bind(v),
         Val::Bool(v) => query.bind(v),
         Val::Ts(v) => query.bind(v),

@@ -139,9 +139,10 @@ impl TenantTx for PgTenantTx<'_> {
     ) -> StoreResult<Vec<Schedule>> {
         let sql = format!(
             "UPDATE schedules s SET next_run_at = c.next_run_at, last_run_at = c.now, \
-                                    updated_at = c.now \
-             FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[]) \
-                  AS c(id, expected, next_run_at, now) \
+                                    updated_at = c.now, remaining_runs = c.remaining_runs \
+             FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], \
+                         $6::int[]) \
+                  AS c(id, expected, next_run_at, now, remaining_runs) \
              WHERE s.env_id = $1 AND s.id = c.id AND s.status = 'active' \
                AND s.next_run_at = c.expected \
              RETURNING {}",
@@ -158,6 +159,7 @@ impl TenantTx for PgTenantTx<'_> {
             )
             .bind(claims.iter().map(|c| c.next_run_at).collect::<Vec<_>>())
             .bind(claims.iter().map(|c| c.now).collect::<Vec<_>>())
+            .bind(claims.iter().map(|c| c.remaining_runs).collect::<Vec<_>>())
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;

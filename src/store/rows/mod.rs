@@ -23,6 +23,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::model::*;
+use crate::core::policies::Policies;
 use crate::core::store::*;
 use crate::core::target::Target;
 use crate::core::timing::{Timing, TimingColumns};
@@ -38,7 +39,8 @@ pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
 
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
-    last_run_at, retry_count, max_retries, created_at, updated_at, created_by, updated_by";
+    last_run_at, retry_count, max_retries, overlap, catchup_window_ms, max_jitter_ms, start_at, \
+    end_at, pause_on_failure, remaining_runs, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
     updated_at, superseded_by, missed_first, missed_last, missed_count";
@@ -229,11 +231,28 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
         last_run_at: c.opt_ts("last_run_at")?,
         retry_count: c.i32("retry_count")?,
         max_retries: c.i32("max_retries")?,
+        policies: Policies {
+            overlap: c.parse("overlap")?,
+            catchup_window: stored_millis(c, "catchup_window_ms")?,
+            max_jitter: stored_millis(c, "max_jitter_ms")?,
+            start_at: c.opt_ts("start_at")?,
+            end_at: c.opt_ts("end_at")?,
+            pause_on_failure: c.bool("pause_on_failure")?,
+        },
+        remaining_runs: c.opt_i32("remaining_runs")?,
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
         created_by: c.text("created_by")?,
         updated_by: c.text("updated_by")?,
     })
+}
+
+/// A policy duration stored in whole milliseconds.
+fn stored_millis(c: &impl Cells, column: &str) -> StoreResult<std::time::Duration> {
+    let ms = c.i64(column)?;
+    u64::try_from(ms)
+        .map(std::time::Duration::from_millis)
+        .map_err(|_| c.corrupt(column, format!("{ms} is negative")))
 }
 
 pub(crate) fn job_answer(c: &impl Cells) -> StoreResult<JobAnswer> {

@@ -15,6 +15,7 @@ pub(crate) enum Val {
     Uuid(Option<Uuid>),
     Text(Option<String>),
     I32(i32),
+    Opt32(Option<i32>),
     I64(i64),
     Bool(bool),
     Ts(Option<DateTime<Utc>>),
@@ -127,6 +128,8 @@ pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static st
         target: new.target.clone(),
         payload: new.payload.clone(),
         max_retries: new.max_retries,
+        policies: new.policies,
+        remaining_runs: new.remaining_runs,
     }));
     columns.extend([
         ("status", Val::text(new.status.as_str())),
@@ -155,7 +158,22 @@ pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, 
         ("target_config", Val::json(d.target.config())),
         ("payload", Val::json(&d.payload)),
         ("max_retries", Val::I32(d.max_retries)),
+        ("overlap", Val::text(d.policies.overlap.as_str())),
+        (
+            "catchup_window_ms",
+            Val::I64(millis(d.policies.catchup_window)),
+        ),
+        ("max_jitter_ms", Val::I64(millis(d.policies.max_jitter))),
+        ("start_at", Val::Ts(d.policies.start_at)),
+        ("end_at", Val::Ts(d.policies.end_at)),
+        ("pause_on_failure", Val::Bool(d.policies.pause_on_failure)),
+        ("remaining_runs", Val::Opt32(d.remaining_runs)),
     ]
+}
+
+/// A policy duration as stored: whole milliseconds.
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The one place a new job's columns are bound.
@@ -294,9 +312,13 @@ pub(crate) fn schedule_set_outcome(c: &ScheduleSetOutcome) -> Transition {
         ("retry_count", Val::I32(c.retry_count)),
         ("updated_at", Val::ts(c.now)),
     ];
-    if c.complete {
-        assignments.push(("status", Val::text(ScheduleStatus::Completed.as_str())));
-        assignments.push(("next_run_at", Val::Ts(None)));
+    match c.status {
+        Some(ScheduleStatus::Completed) => {
+            assignments.push(("status", Val::text(ScheduleStatus::Completed.as_str())));
+            assignments.push(("next_run_at", Val::Ts(None)));
+        }
+        Some(status) => assignments.push(("status", Val::text(status.as_str()))),
+        None => {}
     }
     Transition {
         assignments,

@@ -166,6 +166,7 @@ fn bind(query: SqliteQuery<'_>, val: Val) -> SqliteQuery<'_> {
         Val::Uuid(v) => query.bind(v.map(|id| id.to_string())),
         Val::Text(v) => query.bind(v),
         Val::I32(v) => query.bind(v),
+        Val::Opt32(v) => query.bind(v),
         Val::I64(v) => query.bind(v),
         Val::Bool(v) => query.bind(v),
         Val::Ts(v) => query.bind(v.map(|t| t.timestamp_micros())),

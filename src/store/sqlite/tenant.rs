@@ -78,7 +78,8 @@ impl TenantTx for SqliteTenantTx {
         claims: &[ScheduleClaim],
     ) -> StoreResult<Vec<Schedule>> {
         let sql = format!(
-            "UPDATE schedules SET next_run_at = ?4, last_run_at = ?5, updated_at = ?5 \
+            "UPDATE schedules SET next_run_at = ?4, last_run_at = ?5, updated_at = ?5, \
+                                  remaining_runs = ?6 \
              WHERE env_id = ?1 AND id = ?2 AND status = 'active' AND next_run_at = ?3 \
              RETURNING {SCHEDULE_COLUMNS}"
         );
@@ -90,6 +91,7 @@ impl TenantTx for SqliteTenantTx {
                 .bind(claim.expected_next_run_at.timestamp_micros())
                 .bind(claim.next_run_at.map(|t| t.timestamp_micros()))
                 .bind(claim.now.timestamp_micros())
+                .bind(claim.remaining_runs)
                 .fetch_optional(&mut *self.tx)
                 .await
                 .map_err(db_err)?;

@@ -509,6 +509,7 @@ pub async fn batch_operations_match_their_single_forms(store: Arc<dyn Store>) {
         id,
         expected_next_run_at: expected,
         next_run_at: Some(due + Duration::minutes(5)),
+        remaining_runs: None,
         now: due,
     };
     let claimed = tx

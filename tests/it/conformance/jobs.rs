@@ -158,6 +158,7 @@ pub async fn claims_are_conditional(store: Arc<dyn Store>) {
         id: s.id,
         expected_next_run_at: due - Duration::minutes(5),
         next_run_at: Some(due + Duration::minutes(5)),
+        remaining_runs: None,
         now: due,
     };
     assert_eq!(tx.schedule_claim(&stale_view).await.unwrap(), None);

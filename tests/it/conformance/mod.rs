@@ -47,6 +47,8 @@ pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
         status: ScheduleStatus::Active,
         next_run_at: Some(t0() + Duration::minutes(5)),
         max_retries: 4,
+        policies: Default::default(),
+        remaining_runs: None,
         actor: "tester".to_owned(),
         now: t0(),
     }

@@ -57,7 +57,7 @@ pub async fn schedule_round_trips(store: Arc<dyn Store>) {
     tx.schedule_set_outcome(&ScheduleSetOutcome {
         id: new.id,
         retry_count: 2,
-        complete: false,
+        status: None,
         now: t0(),
     })
     .await

@@ -27,6 +27,7 @@ async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
         id: s.id,
         expected_next_run_at: due,
         next_run_at: Some(due + Duration::minutes(5)),
+        remaining_runs: None,
         now: due,
     })
     .await
@@ -36,7 +37,7 @@ async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: s.id,
             retry_count: 2,
-            complete: false,
+            status: None,
             now: due,
         })
         .await
@@ -82,6 +83,8 @@ pub async fn schedule_set_definition_writes_the_definition_status_and_next_fire(
         target: Target::from_stored(json!({"baseUrl": "http://127.0.0.1:9/other"})),
         payload: json!({"new": [1, 2]}),
         max_retries: 9,
+        policies: Default::default(),
+        remaining_runs: None,
     };
     let mut tx = store.tenant_begin(env).await.unwrap();
     let returned = tx
@@ -196,7 +199,7 @@ pub async fn schedule_set_outcome_writes_retry_count_and_completes_on_request(
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: before.id,
             retry_count: 3,
-            complete: false,
+            status: None,
             now: later(7),
         })
         .await
@@ -216,7 +219,7 @@ pub async fn schedule_set_outcome_writes_retry_count_and_completes_on_request(
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: before.id,
             retry_count: 0,
-            complete: true,
+            status: Some(ScheduleStatus::Completed),
             now: later(8),
         })
         .await

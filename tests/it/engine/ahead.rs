@@ -19,7 +19,7 @@ use super::{Harness, cron, until};
 use crate::raw_http::Reply;
 
 /// A job timeout of 4 s gives a 9 s lease, so the lead is 4.5 s.
-fn ahead_config() -> EngineConfig {
+pub(super) fn ahead_config() -> EngineConfig {
     EngineConfig {
         job_timeout: StdDuration::from_secs(4),
         claim_ahead: StdDuration::from_secs(10),
@@ -28,7 +28,7 @@ fn ahead_config() -> EngineConfig {
 }
 
 /// Runs the serve loop beside `scenario`, stopping it when the scenario ends.
-async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: Fut) {
+pub(super) async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: Fut) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serve = h.engine.run(async {
         let _ = stopped.await;
@@ -41,7 +41,7 @@ async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, scenario: F
 }
 
 /// Waits until the schedule's call arrives and its outcome is recorded.
-async fn called_and_recorded(h: &Harness, id: ScheduleId) {
+pub(super) async fn called_and_recorded(h: &Harness, id: ScheduleId) {
     until("the call arrives", || async {
         !h.target.requests().is_empty()
     })
@@ -71,7 +71,7 @@ async fn called_once_from_its_instant(
 }
 
 /// The schedule's fire claimed ahead and not handed off yet.
-async fn scheduled_job(h: &Harness, id: ScheduleId) -> Option<Job> {
+pub(super) async fn scheduled_job(h: &Harness, id: ScheduleId) -> Option<Job> {
     h.jobs(id)
         .await
         .into_iter()
