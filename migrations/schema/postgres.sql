@@ -104,22 +104,25 @@ CREATE INDEX sentin8_cron_job_attempts_by_env ON cron.job_attempts USING btree (
 --   missed_count integer NOT NULL DEFAULT 0
 --   lease_until timestamp with time zone
 --   superseded_by uuid
+--   concurrent boolean NOT NULL DEFAULT false
+--   backfill boolean NOT NULL DEFAULT false
 --   CONSTRAINT jobs_attempt_check CHECK ((attempt >= 0))
 --   CONSTRAINT jobs_missed_has_instants CHECK (((missed_count = 0) OR ((missed_first IS NOT NULL) AND (missed_last IS NOT NULL)))) NOT VALID
 --   CONSTRAINT jobs_pending_has_next_attempt CHECK (((status <> 'pending'::text) OR (next_attempt_at IS NOT NULL)))
 --   CONSTRAINT jobs_pkey PRIMARY KEY (id)
 --   CONSTRAINT jobs_schedule FOREIGN KEY (schedule_id, env_id) REFERENCES cron.schedules(id, env_id)
 --   CONSTRAINT jobs_scheduled_not_started CHECK (((status <> 'scheduled'::text) OR ((attempt = 1) AND (started_at IS NULL) AND (lease_until IS NOT NULL))))
---   CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text]))) NOT VALID
+--   CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'buffered'::text]))) NOT VALID
 --   row level security: true, forced: true
 CREATE UNIQUE INDEX jobs_pkey ON cron.jobs USING btree (id);
+CREATE INDEX sentin8_cron_jobs_buffered ON cron.jobs USING btree (schedule_id, backfill, scheduled_for) WHERE (status = 'buffered'::text);
 CREATE INDEX sentin8_cron_jobs_by_env ON cron.jobs USING btree (env_id, id);
 CREATE INDEX sentin8_cron_jobs_by_env_schedule_scheduled ON cron.jobs USING btree (env_id, schedule_id, scheduled_for);
 CREATE INDEX sentin8_cron_jobs_by_env_scheduled ON cron.jobs USING btree (env_id, scheduled_for);
 CREATE INDEX sentin8_cron_jobs_by_schedule ON cron.jobs USING btree (schedule_id, id);
 CREATE INDEX sentin8_cron_jobs_finished ON cron.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text]));
 CREATE INDEX sentin8_cron_jobs_leases ON cron.jobs USING btree (lease_until) WHERE (status = ANY (ARRAY['scheduled'::text, 'running'::text]));
-CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule ON cron.jobs USING btree (schedule_id) WHERE (status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text]));
+CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule ON cron.jobs USING btree (schedule_id) WHERE ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text])) AND (NOT concurrent));
 CREATE INDEX sentin8_cron_jobs_retryable ON cron.jobs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
 -- table cron.outbox

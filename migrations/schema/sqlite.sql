@@ -96,7 +96,7 @@ CREATE TABLE "jobs" (
     env_id          TEXT NOT NULL,
     status          TEXT NOT NULL
                     CHECK (status IN ('scheduled', 'pending', 'running', 'succeeded', 'failed',
-                                      'skipped', 'superseded')),
+                                      'skipped', 'superseded', 'buffered')),
     attempt         INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
     scheduled_for   INTEGER NOT NULL,
     next_attempt_at INTEGER,
@@ -112,6 +112,8 @@ CREATE TABLE "jobs" (
     missed_count    INTEGER NOT NULL DEFAULT 0,
     lease_until     INTEGER,
     superseded_by   TEXT,
+    concurrent      INTEGER NOT NULL DEFAULT 0 CHECK (concurrent IN (0, 1)),
+    backfill        INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)),
     CONSTRAINT jobs_pending_has_next_attempt CHECK (status <> 'pending' OR next_attempt_at IS NOT NULL),
     CONSTRAINT jobs_missed_has_instants
         CHECK (missed_count = 0 OR (missed_first IS NOT NULL AND missed_last IS NOT NULL)),
@@ -120,6 +122,10 @@ CREATE TABLE "jobs" (
                OR (attempt = 1 AND started_at IS NULL AND lease_until IS NOT NULL)),
     CONSTRAINT jobs_schedule FOREIGN KEY (schedule_id, env_id) REFERENCES schedules (id, env_id)
 );
+
+-- index sentin8_cron_jobs_buffered
+CREATE INDEX sentin8_cron_jobs_buffered ON jobs (schedule_id, backfill, scheduled_for)
+    WHERE status = 'buffered';
 
 -- index sentin8_cron_jobs_by_env
 CREATE INDEX sentin8_cron_jobs_by_env ON jobs (env_id, id);
@@ -142,7 +148,7 @@ CREATE INDEX sentin8_cron_jobs_leases ON jobs (lease_until) WHERE status IN ('sc
 
 -- index sentin8_cron_jobs_open_per_schedule
 CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule
-    ON jobs (schedule_id) WHERE status IN ('scheduled', 'pending', 'running');
+    ON jobs (schedule_id) WHERE status IN ('scheduled', 'pending', 'running') AND NOT concurrent;
 
 -- index sentin8_cron_jobs_retryable
 CREATE INDEX sentin8_cron_jobs_retryable ON jobs (next_attempt_at) WHERE status = 'pending';

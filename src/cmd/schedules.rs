@@ -86,6 +86,27 @@ pub struct Fields {
     /// The owning service's base URL (target_config.baseUrl).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// What an occurrence due while a job is open does: skip, buffer_one or allow_all.
+    #[arg(long, value_name = "POLICY", help_heading = "Policies")]
+    pub overlap: Option<String>,
+    /// How late the latest missed occurrence may still run, e.g. 15m [server default: 1h].
+    #[arg(long, value_name = "DURATION", help_heading = "Policies")]
+    pub catchup_window: Option<String>,
+    /// Spread each call over this much past its instant, e.g. 30s.
+    #[arg(long, value_name = "DURATION", help_heading = "Policies")]
+    pub max_jitter: Option<String>,
+    /// No occurrence before this RFC 3339 instant.
+    #[arg(long, value_name = "RFC3339", help_heading = "Policies")]
+    pub start_at: Option<String>,
+    /// No occurrence after this RFC 3339 instant; the schedule then completes.
+    #[arg(long, value_name = "RFC3339", help_heading = "Policies")]
+    pub end_at: Option<String>,
+    /// Pause the schedule when one of its jobs lands in the dead-letter queue.
+    #[arg(long, value_name = "BOOL", help_heading = "Policies")]
+    pub pause_on_failure: Option<bool>,
+    /// Fires left before the schedule completes.
+    #[arg(long, value_name = "N", help_heading = "Policies")]
+    pub remaining_runs: Option<u32>,
 }
 
 fn json_object(text: &str) -> Result<Value, String> {
@@ -116,6 +137,16 @@ impl Fields {
             "target_config",
             self.base_url.clone().map(|url| json!({ "baseUrl": url })),
         );
+        put("overlap", self.overlap.clone().map(Value::from));
+        put(
+            "catchup_window",
+            self.catchup_window.clone().map(Value::from),
+        );
+        put("max_jitter", self.max_jitter.clone().map(Value::from));
+        put("start_at", self.start_at.clone().map(Value::from));
+        put("end_at", self.end_at.clone().map(Value::from));
+        put("pause_on_failure", self.pause_on_failure.map(Value::from));
+        put("remaining_runs", self.remaining_runs.map(Value::from));
         body
     }
 }
@@ -203,6 +234,25 @@ pub enum SchedulesCommand {
     /// Delete a schedule (kept, soft-deleted, so its jobs and audit entries still resolve).
     #[command(after_help = "Example:\n  sentin8-cron schedules delete $ID --env $ENV")]
     Delete(One),
+    /// Run a past range of a cron schedule's occurrences (at most 1,000), each as a job of its
+    /// own recorded as a backfill, under the schedule's overlap policy: one at a time, or up
+    /// to 5 at once beside its other jobs under allow_all.
+    #[command(after_help = "Example:
+  sentin8-cron schedules backfill $ID --env $ENV \\
+    --from 2030-01-01T00:00:00Z --to 2030-01-01T06:00:00Z")]
+    Backfill {
+        /// The schedule's id.
+        #[arg(value_name = "ID")]
+        id: ScheduleId,
+        /// The first instant of the range (RFC 3339, inclusive).
+        #[arg(long, value_name = "RFC3339")]
+        from: String,
+        /// The last instant of the range (RFC 3339, inclusive), not after now.
+        #[arg(long, value_name = "RFC3339")]
+        to: String,
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
@@ -319,6 +369,29 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             remote::print_action(out, &one.target.output, &job, &message)?;
         }
         SchedulesCommand::Delete(one) => action(out, one, Method::DELETE, "", "deleted").await?,
+        SchedulesCommand::Backfill {
+            id,
+            from,
+            to,
+            target,
+        } => {
+            let client = target.server.require()?;
+            let answer = client
+                .call(
+                    Method::POST,
+                    &path(id, "/backfill"),
+                    &env_query(target.env),
+                    Some(&json!({ "from": from, "to": to })),
+                )
+                .await?;
+            let count = answer["occurrences"].as_u64().unwrap_or(0);
+            let started = answer["started"].as_u64().unwrap_or(0);
+            let message = format!(
+                "backfilled schedule {id}: {count} occurrence(s) from {from} to {to}; \
+                 {started} started, the rest wait their turn"
+            );
+            remote::print_action(out, &target.output, &answer, &message)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -166,6 +166,8 @@ pub struct TickSummary {
     pub retried: u64,
     pub dead_lettered: u64,
     pub skipped: u64,
+    /// Fires that wait for their schedule's open job (overlap `buffer_one`).
+    pub buffered: u64,
     /// Due work another ticker took first.
     pub lost: u64,
     /// Per-schedule errors (logged; the batch went on).
@@ -183,6 +185,7 @@ impl TickSummary {
         self.retried += other.retried;
         self.dead_lettered += other.dead_lettered;
         self.skipped += other.skipped;
+        self.buffered += other.buffered;
         self.lost += other.lost;
         self.errors += other.errors;
     }

@@ -33,6 +33,10 @@ pub const DLQ_REPUBLISHED: &str = "sentin8:cron:dlq:republished";
 pub const DLQ_DISCARDED: &str = "sentin8:cron:dlq:discarded";
 /// A schedule was run on demand, outside its timing (a pending job due now).
 pub const SCHEDULE_TRIGGERED: &str = "sentin8:cron:schedule:triggered";
+/// A regular fire waits for the schedule's open job to end (overlap `buffer_one`).
+pub const JOB_BUFFERED: &str = "sentin8:cron:job:buffered";
+/// An operator asked for a past range of a schedule's occurrences (backfill).
+pub const SCHEDULE_BACKFILLED: &str = "sentin8:cron:schedule:backfilled";
 
 /// Every event type sentin8-cron produces.
 pub const ALL: &[&str] = &[
@@ -48,6 +52,8 @@ pub const ALL: &[&str] = &[
     DLQ_REPUBLISHED,
     DLQ_DISCARDED,
     SCHEDULE_TRIGGERED,
+    JOB_BUFFERED,
+    SCHEDULE_BACKFILLED,
 ];
 
 /// The payload every event carries. Fields that do not apply are null.

@@ -4,6 +4,7 @@
 //! HTTP serving and HTTP calls reach the engine through traits defined here.
 
 pub mod breaker;
+pub mod buffered;
 pub mod clock;
 pub mod cron;
 pub mod decl;

@@ -184,6 +184,10 @@ text_enum!(
         /// runs the occurrence instead) or discarded (no successor: the occurrence is given
         /// up). Terminal either way: this job can never run the occurrence again.
         Superseded => "superseded",
+        /// An occurrence waiting for its schedule's open job to end (overlap `buffer_one`), or
+        /// a backfilled occurrence waiting its turn: not open; released to `pending` in the
+        /// transaction that records the open job's end.
+        Buffered => "buffered",
     }
 );
 
@@ -360,6 +364,12 @@ pub struct Job {
     pub superseded_by: Option<JobId>,
     /// On a skipped record of missed occurrences: which ones, and how many.
     pub missed: Option<MissedOccurrences>,
+    /// Runs beside the schedule's other open jobs (overlap `allow_all`).
+    #[serde(default)]
+    pub concurrent: bool,
+    /// Runs an occurrence an operator asked for after the fact.
+    #[serde(default)]
+    pub backfill: bool,
 }
 
 /// A run of occurrences nobody fired (an outage, an overload), recorded as one skipped job.

@@ -174,10 +174,7 @@ impl Occurrences<'_> {
     }
 
     /// [`Occurrences::next_after`] with the occurrence the call belongs to.
-    pub fn next_with_occurrence(
-        &self,
-        after: DateTime<Utc>,
-    ) -> Result<Option<Call>, CronError> {
+    pub fn next_with_occurrence(&self, after: DateTime<Utc>) -> Result<Option<Call>, CronError> {
         // An occurrence whose call comes after `after` is later than `after - max_jitter`.
         let mut at = after - chrono_of(self.policies.max_jitter);
         loop {

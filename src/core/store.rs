@@ -19,7 +19,8 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::core::model::{
-    AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, OutboxEvent, Schedule, ScheduleId,
+    AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, JobStatus, OutboxEvent, Schedule,
+    ScheduleId,
 };
 
 mod outbox_params;
@@ -453,6 +454,9 @@ pub trait TenantTx: Send {
     /// Those of the schedules `ids` that have an open (pending or running) job.
     async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;
+    /// Those of the schedules `ids` that have a buffered occurrence.
+    async fn schedules_with_buffered(&mut self, ids: &[ScheduleId])
+    -> StoreResult<Vec<ScheduleId>>;
     /// The open (pending or running) job of a schedule, if any.
     async fn job_get_open(&mut self, schedule_id: ScheduleId) -> StoreResult<Option<Job>>;
     /// Jobs matching the query, newest first.
@@ -474,6 +478,20 @@ pub trait TenantTx: Send {
     /// attempt 0, due now, no lease. `None` when it is no longer `scheduled` (it was handed off,
     /// withdrawn or released meanwhile).
     async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>>;
+    /// The jobs of a schedule in `statuses`: regular occurrences before backfilled ones, each
+    /// oldest first.
+    async fn jobs_of_schedule(
+        &mut self,
+        schedule_id: ScheduleId,
+        statuses: &[JobStatus],
+    ) -> StoreResult<Vec<Job>>;
+    /// Releases a buffered occurrence to run: status `pending`, due now. `None` when it is not
+    /// `buffered`, or when it excludes others (not `concurrent`) and its schedule has an open
+    /// job that does too.
+    async fn job_release_buffered(&mut self, change: &JobRelease) -> StoreResult<Option<Job>>;
+    /// Drops a buffered occurrence (its schedule was deleted): status `skipped`, finished now,
+    /// the reason as its error. `None` when it is not `buffered`.
+    async fn job_drop_buffered(&mut self, change: &JobCancel) -> StoreResult<Option<Job>>;
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;

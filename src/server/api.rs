@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 
 use axum::Json;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -29,7 +30,9 @@ use crate::core::target::Target;
 pub mod lifecycle;
 pub mod views;
 
-pub use views::{AttemptView, AuditView, DlqView, JobView, MAX_PAGE, Page, ScheduleView};
+pub use views::{
+    AttemptView, AuditView, BackfillView, DlqView, JobView, MAX_PAGE, Page, ScheduleView,
+};
 use views::{cursor, page, page_limit};
 
 /// The actor of a change: the token's subject, recorded in the audit and in events, must be
@@ -501,6 +504,55 @@ pub async fn trigger_schedule(
         .schedule_trigger(env, ScheduleId(id), &actor(&state, &caller)?)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job.into())))
+}
+
+/// A past range of a cron schedule's occurrences to run again.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillRequest {
+    pub target_env_id: Option<Uuid>,
+    /// RFC 3339: the first instant of the range (inclusive).
+    pub from: DateTime<Utc>,
+    /// RFC 3339: the last instant of the range (inclusive), not after now.
+    pub to: DateTime<Utc>,
+}
+
+/// Backfills a past range of a cron schedule's occurrences (at most 1,000): one job each,
+/// recorded as a backfill and run under the schedule's overlap policy (one at a time unless it
+/// is `allow_all`, then up to 5 at once).
+#[utoipa::path(
+    post, path = "/v1/schedules/{id}/backfill", tag = "schedules",
+    params(("id" = Uuid, Path), EnvQuery),
+    request_body = BackfillRequest,
+    responses((status = 202, description = "The occurrences' jobs", body = BackfillView), (status = 400, body = Problem), (status = 404, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
+    security(("bearer" = ["sentin8:cron:write"]))
+)]
+pub async fn backfill_schedule(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<EnvQuery>,
+    ApiJson(body): ApiJson<BackfillRequest>,
+) -> ApiResult<(StatusCode, Json<BackfillView>)> {
+    let env = caller.env(body.target_env_id.or(query.target_env_id), Access::Write)?;
+    let done = state
+        .ops
+        .schedule_backfill(
+            env,
+            ScheduleId(id),
+            body.from,
+            body.to,
+            &actor(&state, &caller)?,
+        )
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(BackfillView {
+            occurrences: done.jobs.len(),
+            started: done.started,
+            jobs: done.jobs.into_iter().map(JobView::from).collect(),
+        }),
+    ))
 }
 
 /// Lists jobs, newest first.

@@ -108,6 +108,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "schedule_policies",
         sql: include_str!("../../migrations/postgres/0016_schedule_policies.sql"),
     },
+    Migration {
+        version: 17,
+        name: "overlap_and_backfill",
+        sql: include_str!("../../migrations/postgres/0017_overlap_and_backfill.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -191,6 +196,11 @@ pub const SQLITE: &[Migration] = &[
         version: 16,
         name: "schedule_policies",
         sql: include_str!("../../migrations/sqlite/0016_schedule_policies.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "overlap_and_backfill",
+        sql: include_str!("../../migrations/sqlite/0017_overlap_and_backfill.sql"),
     },
 ];
 

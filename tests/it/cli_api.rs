@@ -117,6 +117,7 @@ macro_rules! cli_api_suite {
             use $crate::cli_api as suite;
             $crate::cli_api_suite!(@tests $make;
                 schedules_are_managed_from_the_command_line,
+                policies_and_backfill_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,
                 apply_dry_run_agrees_with_the_server,

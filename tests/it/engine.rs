@@ -26,6 +26,7 @@ mod counting;
 mod defects;
 mod faulty;
 mod firing;
+mod overlap;
 mod paused;
 mod pipeline;
 mod policies;
@@ -37,6 +38,7 @@ pub use counting::*;
 pub use defects::*;
 pub use faulty::FaultyStore;
 pub use firing::*;
+pub use overlap::*;
 pub use paused::*;
 pub use pipeline::*;
 pub use policies::*;
@@ -308,6 +310,10 @@ macro_rules! engine_suite {
                 start_and_end_bound_the_fires_and_the_end_completes,
                 remaining_runs_count_down_with_each_fire_and_complete,
                 a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
+                buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
+                a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
+                allow_all_runs_occurrences_side_by_side,
+                a_backfill_under_skip_runs_one_occurrence_at_a_time,
             );
         }
     };

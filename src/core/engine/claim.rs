@@ -14,7 +14,7 @@ use super::{ENGINE_ACTOR, Engine};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
 use crate::core::model::*;
-use crate::core::policies::{Occurrences, format_duration};
+use crate::core::policies::{Occurrences, Overlap, format_duration};
 use crate::core::store::*;
 use crate::core::timing::Timing;
 
@@ -36,6 +36,8 @@ pub(super) enum Admit {
 pub(super) struct ClaimedGroup {
     /// Jobs opened, each held for its instant (`true`) or to call now.
     pub runs: Vec<(Schedule, Job, bool)>,
+    /// Fires waiting for the open job of their schedule (overlap `buffer_one`).
+    pub buffered: usize,
     /// Fires recorded as skipped (the previous job was still open).
     pub skipped: usize,
     /// Skipped records of missed occurrences written.
@@ -54,6 +56,7 @@ impl ClaimedGroup {
     fn none() -> Self {
         Self {
             runs: Vec::new(),
+            buffered: 0,
             skipped: 0,
             missed: 0,
             lost: 0,
@@ -128,9 +131,15 @@ impl Engine {
         // An occurrence still to come is claimed ahead only if its schedule has no open job: one
         // that is open now may finish before the instant, and the fire must not be skipped
         // for it. It is claimed at its instant instead (and skipped then if still open).
+        // One whose jobs run side by side (`allow_all`) is claimed ahead whatever is open.
         let ahead: Vec<ScheduleId> = due
             .iter()
-            .filter(|d| d.next_run_at > now && schedules.contains_key(&d.id))
+            .filter(|d| d.next_run_at > now)
+            .filter(|d| {
+                schedules
+                    .get(&d.id)
+                    .is_some_and(|s| s.policies.overlap != Overlap::AllowAll)
+            })
             .map(|d| d.id)
             .collect();
         let busy: HashSet<ScheduleId> = if ahead.is_empty() {
@@ -153,14 +162,21 @@ impl Engine {
             })
             .map(|d| d.id)
             .collect();
-        let open_now: HashSet<ScheduleId> = if limited.is_empty() {
-            HashSet::new()
-        } else {
-            tx.schedules_with_open_job(&limited)
-                .await?
-                .into_iter()
-                .collect()
-        };
+        let (open_now, buffered_now): (HashSet<ScheduleId>, HashSet<ScheduleId>) =
+            if limited.is_empty() {
+                (HashSet::new(), HashSet::new())
+            } else {
+                (
+                    tx.schedules_with_open_job(&limited)
+                        .await?
+                        .into_iter()
+                        .collect(),
+                    tx.schedules_with_buffered(&limited)
+                        .await?
+                        .into_iter()
+                        .collect(),
+                )
+            };
         let mut claims = Vec::with_capacity(schedules.len());
         let mut completing = Vec::new();
         let mut holds: HashMap<ScheduleId, bool> = HashMap::new();
@@ -202,7 +218,9 @@ impl Engine {
                 missed_runs.insert(d.id, run);
             }
             let remaining_runs = match schedule.remaining_runs {
-                Some(left) if fires && !open_now.contains(&d.id) => Some((left - 1).max(0)),
+                Some(left) if fires && will_run(schedule, &open_now, &buffered_now) => {
+                    Some((left - 1).max(0))
+                }
                 left => left,
             };
             // Claimed ahead, the occurrence is still to come: the next fire is the one after
@@ -261,7 +279,7 @@ impl Engine {
                 // is what `admit` decided, not a second look at the clock: an instant passed
                 // since is still handed off (at once).
                 let held = holds.get(&s.id).copied().unwrap_or(false);
-                if held {
+                let job = if held {
                     NewJob::scheduled(
                         s.id,
                         scheduled_for,
@@ -273,6 +291,11 @@ impl Engine {
                         lease_until: Some(scheduled_for.max(now) + lease),
                         ..NewJob::running(s.id, scheduled_for, now)
                     }
+                };
+                // Under `allow_all` it runs beside whatever job of its schedule is open.
+                NewJob {
+                    concurrent: s.policies.overlap == Overlap::AllowAll,
+                    ..job
                 }
             })
             .collect();
@@ -284,6 +307,7 @@ impl Engine {
             .collect();
 
         let mut runs = Vec::with_capacity(opened.len());
+        let mut buffered = 0;
         let mut skipped = 0;
         let mut missed = 0;
         let mut skip_events = Vec::new();
@@ -320,8 +344,35 @@ impl Engine {
                 runs.push((schedule, job, held));
                 continue;
             }
-            // The previous job is still open (a pending retry, a slow call): this fire is
-            // skipped, on the record.
+            // The previous job is still open (a pending retry, a slow call). Under
+            // `buffer_one` this occurrence waits for it, unless one already does.
+            if schedule.policies.overlap == Overlap::BufferOne
+                && !tx
+                    .jobs_of_schedule(schedule.id, &[JobStatus::Buffered])
+                    .await?
+                    .iter()
+                    .any(|j| !j.backfill)
+            {
+                let record = tx
+                    .job_insert(&NewJob {
+                        status: JobStatus::Buffered,
+                        attempt: 0,
+                        started_at: None,
+                        lease_until: None,
+                        ..new.clone()
+                    })
+                    .await?;
+                tracing::info!(schedule_id = %schedule.id, job_id = %record.id, "fire buffered behind the open job");
+                skip_events.push(
+                    EventPayload::for_schedule(events::JOB_BUFFERED, &schedule, now)
+                        .with_job(&record)
+                        .by(ENGINE_ACTOR)
+                        .into_event(&schedule),
+                );
+                buffered += 1;
+                continue;
+            }
+            // Otherwise this fire is skipped, on the record.
             let open = tx.job_get_open(schedule.id).await?;
             let reason = match open {
                 Some(open) => format!(
@@ -343,6 +394,7 @@ impl Engine {
         Ok(ClaimedGroup {
             lost,
             runs,
+            buffered,
             skipped,
             missed,
             deferred,
@@ -637,6 +689,22 @@ fn missed_reason(run: &MissedRun) -> String {
         run.first.to_rfc3339(),
         run.last.to_rfc3339()
     )
+}
+
+/// Whether a due occurrence of a schedule with a run limit will run (and so counts): not
+/// when its job is open, unless it runs beside it (`allow_all`) or waits for it as the one
+/// buffered occurrence (`buffer_one`).
+fn will_run(
+    schedule: &Schedule,
+    open_now: &HashSet<ScheduleId>,
+    buffered_now: &HashSet<ScheduleId>,
+) -> bool {
+    match schedule.policies.overlap {
+        _ if !open_now.contains(&schedule.id) => true,
+        Overlap::AllowAll => true,
+        Overlap::BufferOne => !buffered_now.contains(&schedule.id),
+        Overlap::Skip => false,
+    }
 }
 
 /// A skipped record shaped after the job a claim would open.

@@ -344,6 +344,8 @@ mod tests {
             updated_at: at,
             superseded_by: None,
             missed: None,
+            concurrent: false,
+            backfill: false,
         };
         (schedule, job)
     }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
 use crate::core::breaker::CallHealth;
+use crate::core::buffered::release_buffered;
 use crate::core::clock::{Clock, wait_on};
 use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
@@ -184,6 +185,8 @@ impl Engine {
         let mut results = Vec::with_capacity(decided.len());
         let mut outbox = Vec::with_capacity(decided.len());
         let mut retry_pending = false;
+        // Schedules whose job ended: an occurrence buffered behind it may run now.
+        let mut ended: Vec<ScheduleId> = Vec::new();
         for decision in decided {
             let Some((finish, schedule_id, result)) = decision else {
                 results.push(AttemptResult::Superseded);
@@ -284,14 +287,30 @@ impl Engine {
                 }
             };
             outbox.push(payload.by(ENGINE_ACTOR).into_event(schedule));
+            if result != AttemptResult::Retry {
+                ended.push(schedule.id);
+            }
             results.push(result);
+        }
+        if !ended.is_empty() {
+            for id in tx.schedules_with_buffered(&ended).await? {
+                let Some(schedule) = schedules.get(&id) else {
+                    continue;
+                };
+                let released = release_buffered(&mut *tx, schedule, now).await?;
+                if !released.is_empty() {
+                    tracing::info!(schedule_id = %id, released = released.len(), "buffered occurrences released after the open job ended");
+                    retry_pending = true;
+                }
+            }
         }
         tx.outbox_insert_many(&outbox).await?;
         if !written_ahead.is_empty() {
             tx.job_answers_forget(&written_ahead).await?;
         }
         if retry_pending {
-            // The retry is due in the future: the loop recomputes when to wake.
+            // A retry is due in the future, or a released occurrence now: the loop
+            // recomputes when to wake.
             tx.notify_on_commit(Channel::Schedules);
         }
         tx.commit().await?;

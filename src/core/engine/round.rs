@@ -222,13 +222,15 @@ impl Engine {
                     continue;
                 }
             };
-            round.progress |= !claimed.runs.is_empty() || claimed.skipped + claimed.missed > 0;
+            round.progress |=
+                !claimed.runs.is_empty() || claimed.skipped + claimed.missed + claimed.buffered > 0;
             round.deferred |= claimed.deferred > 0;
             for _ in 0..claimed.lost {
                 inc(&self.metrics.lost_claims);
             }
             out.summary.fired += claimed.runs.len() as u64;
             out.summary.skipped += (claimed.skipped + claimed.missed) as u64;
+            out.summary.buffered += claimed.buffered as u64;
             out.summary.lost += claimed.lost as u64;
             out.fires.extend(claimed.runs);
         }

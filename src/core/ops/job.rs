@@ -214,6 +214,8 @@ pub(super) fn pending_now(
         error: None,
         lease_until: None,
         missed: None,
+        concurrent: false,
+        backfill: false,
         now,
     }
 }

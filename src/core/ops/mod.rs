@@ -4,7 +4,7 @@
 //! change).
 //!
 //! By concern: `validate` (request checks beyond the declaration format), `schedule`
-//! (create, patch, pause, resume, delete, trigger), `patch` (applying a partial update to the
+//! (create, patch, pause, resume, delete, trigger), `backfill` (a past range of occurrences), `patch` (applying a partial update to the
 //! typed record), `job` (job retry, DLQ republish), `read` (gets, lists, the overview) and
 //! `audit` (the actor and its audit entries).
 
@@ -16,6 +16,7 @@ use crate::core::store::{Store, StoreError};
 use crate::core::target::{AnyTarget, Target, TargetPolicy};
 
 mod audit;
+mod backfill;
 mod job;
 mod patch;
 mod read;
@@ -23,6 +24,7 @@ mod schedule;
 mod validate;
 
 pub use audit::Actor;
+pub use backfill::Backfilled;
 pub use patch::SchedulePatch;
 pub use read::EnvOverview;
 pub use schedule::{delete_schedule, insert_schedule, update_schedule, with_spec};

@@ -7,6 +7,7 @@ use super::audit::snapshot;
 use super::job::{ensure_no_open_job, pending_now};
 use super::patch::{self, SchedulePatch};
 use super::{Actor, CreateSchedule, Ops, OpsError, OpsResult};
+use crate::core::buffered::release_buffered;
 use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
@@ -76,6 +77,10 @@ impl Ops {
             tx.outbox_insert(&payload.into_event(&saved)).await?;
         }
         withdraw_held_fire(&mut *tx, &current, &saved, actor).await?;
+        if saved.status == ScheduleStatus::Active && current.status != ScheduleStatus::Active {
+            // A buffered or backfilled occurrence whose turn came while it was paused.
+            release_buffered(&mut *tx, &saved, actor.now).await?;
+        }
         tx.audit_insert(&actor.audit(
             audit_action(event),
             "schedule",
@@ -335,6 +340,18 @@ pub async fn delete_schedule(
         .await?;
     }
     withdraw_held_fire(tx, current, &saved, actor).await?;
+    // Occurrences waiting their turn (buffered, backfilled) will not run.
+    for waiting in tx
+        .jobs_of_schedule(current.id, &[JobStatus::Buffered])
+        .await?
+    {
+        tx.job_drop_buffered(&JobCancel {
+            id: waiting.id,
+            error: "skipped: the schedule was deleted before this occurrence's turn".to_owned(),
+            now: actor.now,
+        })
+        .await?;
+    }
     let event =
         EventPayload::for_schedule(events::SCHEDULE_DELETED, &saved, actor.now).by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;

@@ -497,6 +497,10 @@ pub struct NewJob {
     pub lease_until: Option<DateTime<Utc>>,
     /// A skipped record of missed occurrences.
     pub missed: Option<MissedOccurrences>,
+    /// Runs beside the schedule's other open jobs (overlap `allow_all`).
+    pub concurrent: bool,
+    /// Runs an occurrence an operator asked for after the fact.
+    pub backfill: bool,
     pub now: DateTime<Utc>,
 }
 
@@ -535,6 +539,8 @@ impl NewJob {
             error: None,
             lease_until: None,
             missed: None,
+            concurrent: false,
+            backfill: false,
             now,
         }
     }

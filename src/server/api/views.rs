@@ -125,7 +125,8 @@ pub struct JobView {
     pub id: Uuid,
     pub schedule_id: Uuid,
     pub env_id: Uuid,
-    /// `scheduled`, `pending`, `running`, `succeeded`, `failed`, `skipped` or `superseded`.
+    /// `scheduled`, `pending`, `running`, `succeeded`, `failed`, `skipped`, `superseded` or
+    /// `buffered` (waiting for the schedule's open job to end, or its turn in a backfill).
     pub status: String,
     pub attempt: i32,
     pub scheduled_for: DateTime<Utc>,
@@ -146,9 +147,24 @@ pub struct JobView {
     /// A pending job whose schedule is paused: nothing runs it until the schedule is resumed
     /// (a retry waiting out the pause). False for every other job.
     pub held_by_pause: bool,
+    /// It runs an occurrence an operator backfilled.
+    pub backfill: bool,
+    /// It runs beside the schedule's other jobs (overlap `allow_all`).
+    pub concurrent: bool,
     /// Every recorded attempt, first attempt first (on a single job only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<AttemptView>>,
+}
+
+/// What a backfill created.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BackfillView {
+    /// How many occurrences the range holds (one job each).
+    pub occurrences: usize,
+    /// How many started at once; the others wait their turn (`buffered`).
+    pub started: usize,
+    /// The jobs, oldest occurrence first.
+    pub jobs: Vec<JobView>,
 }
 
 /// A run of missed occurrences, recorded as one skipped job.
@@ -266,6 +282,8 @@ impl From<Job> for JobView {
             }),
             superseded_by: j.superseded_by.map(|id| id.0),
             held_by_pause: false,
+            backfill: j.backfill,
+            concurrent: j.concurrent,
             attempts: None,
         }
     }

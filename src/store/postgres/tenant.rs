@@ -11,7 +11,9 @@ use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::HoursDialect;
-use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, TenantRows, prefixed};
+use crate::store::rows::{
+    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, TenantRows, prefixed,
+};
 use crate::store::{Rings, db_err};
 
 /// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
@@ -80,6 +82,26 @@ impl<'c> PgTenantTx<'c> {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "schedules", rows::schedule)
+    }
+
+    /// Those of the schedules `ids` with a job that matches `predicate` (plain SQL).
+    async fn schedules_with_job(
+        &mut self,
+        ids: &[ScheduleId],
+        predicate: &str,
+    ) -> StoreResult<Vec<ScheduleId>> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let sql = format!(
+            "SELECT DISTINCT schedule_id FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
+             AND {predicate}"
+        );
+        let found: Vec<Uuid> = sqlx::query_scalar(&sql)
+            .bind(self.env_id.0)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(found.into_iter().map(ScheduleId).collect())
     }
 }
 
@@ -170,17 +192,18 @@ impl TenantTx for PgTenantTx<'_> {
         let sql = format!(
             "INSERT INTO jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
                                next_attempt_at, started_at, idempotency_key, created_at, updated_at, \
-                               lease_until) \
+                               lease_until, concurrent, backfill) \
              SELECT j.id, j.schedule_id, $1, j.status, j.attempt, j.scheduled_for, \
-                    j.next_attempt_at, j.started_at, j.idempotency_key, j.now, j.now, j.lease_until \
+                    j.next_attempt_at, j.started_at, j.idempotency_key, j.now, j.now, j.lease_until, \
+                    j.concurrent, j.backfill \
              FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::int[], $6::timestamptz[], \
                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::timestamptz[], \
-                         $11::timestamptz[]) \
+                         $11::timestamptz[], $12::bool[], $13::bool[]) \
                   WITH ORDINALITY AS j(id, schedule_id, status, attempt, scheduled_for, \
                                        next_attempt_at, started_at, idempotency_key, now, \
-                                       lease_until, n) \
+                                       lease_until, concurrent, backfill, n) \
              ORDER BY j.n \
-             ON CONFLICT (schedule_id) WHERE {OPEN_JOB} DO NOTHING \
+             ON CONFLICT (schedule_id) WHERE {EXCLUSIVE_OPEN_JOB} DO NOTHING \
              RETURNING {JOB_COLUMNS}"
         );
         let rows = sqlx::query(&sql)
@@ -199,6 +222,8 @@ impl TenantTx for PgTenantTx<'_> {
             )
             .bind(new.iter().map(|j| j.now).collect::<Vec<_>>())
             .bind(new.iter().map(|j| j.lease_until).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.concurrent).collect::<Vec<_>>())
+            .bind(new.iter().map(|j| j.backfill).collect::<Vec<_>>())
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -259,18 +284,14 @@ impl TenantTx for PgTenantTx<'_> {
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>> {
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let sql = format!(
-            "SELECT schedule_id FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
-             AND {OPEN_JOB}"
-        );
-        let open: Vec<Uuid> = sqlx::query_scalar(&sql)
-            .bind(self.env_id.0)
-            .bind(&ids)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(open.into_iter().map(ScheduleId).collect())
+        self.schedules_with_job(ids, OPEN_JOB).await
+    }
+
+    async fn schedules_with_buffered(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>> {
+        self.schedules_with_job(ids, "status = 'buffered'").await
     }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {

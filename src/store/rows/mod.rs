@@ -33,6 +33,11 @@ use crate::core::timing::{Timing, TimingColumns};
 /// `pending` its (next) attempt, or `running` an attempt in flight.
 pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')";
 
+/// An open job that excludes others of its schedule (not `concurrent`): the predicate of the
+/// unique index `sentin8_cron_jobs_open_per_schedule`, and so of an insert's conflict target.
+pub(crate) const EXCLUSIVE_OPEN_JOB: &str =
+    "status IN ('scheduled', 'pending', 'running') AND NOT concurrent";
+
 /// What makes a job hold a lease that can run out: a claim ahead (`scheduled`) or an attempt in
 /// flight (`running`). The leases index has this predicate.
 pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
@@ -43,7 +48,7 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
     end_at, pause_on_failure, remaining_runs, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
-    updated_at, superseded_by, missed_first, missed_last, missed_count";
+    updated_at, superseded_by, missed_first, missed_last, missed_count, concurrent, backfill";
 pub(crate) const JOB_ANSWER_COLUMNS: &str = "job_id, attempt, answered_at, answer";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
@@ -282,6 +287,8 @@ pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
         updated_at: c.ts("updated_at")?,
         superseded_by: c.opt_uuid("superseded_by")?.map(JobId),
         missed: missed(c)?,
+        concurrent: c.bool("concurrent")?,
+        backfill: c.bool("backfill")?,
     })
 }
 

@@ -259,7 +259,8 @@ pub(crate) async fn claim_retry<T: TenantRows>(
     map_row(row.as_ref(), "jobs", super::job)
 }
 
-/// The open job of a schedule (at most one: a unique index holds it).
+/// An open job of a schedule: its fire claimed ahead if it has one, else its oldest (one
+/// unless the schedule lets jobs run side by side).
 pub(crate) async fn open_job<T: TenantRows>(
     tx: &mut T,
     schedule_id: ScheduleId,
@@ -268,11 +269,38 @@ pub(crate) async fn open_job<T: TenantRows>(
         let schedule = sql.val(Val::uuid(schedule_id.0));
         format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE env_id = {env} AND schedule_id = {schedule} AND {OPEN_JOB}"
+             WHERE env_id = {env} AND schedule_id = {schedule} AND {OPEN_JOB} \
+             ORDER BY status = 'scheduled' DESC, scheduled_for LIMIT 1"
         )
     });
     let row = tx.fetch_optional(&sql).await?;
     map_row(row.as_ref(), "jobs", super::job)
+}
+
+/// A schedule's jobs in `statuses`: regular occurrences before backfilled ones, oldest first.
+pub(crate) async fn jobs_in_status<T: TenantRows>(
+    tx: &mut T,
+    schedule_id: ScheduleId,
+    statuses: &[JobStatus],
+) -> StoreResult<Vec<Job>> {
+    if statuses.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = scoped(tx, |env, sql| {
+        let schedule = sql.val(Val::uuid(schedule_id.0));
+        let names: Vec<String> = statuses
+            .iter()
+            .map(|s| sql.val(Val::text(s.as_str())))
+            .collect();
+        format!(
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE env_id = {env} AND schedule_id = {schedule} AND status IN ({}) \
+             ORDER BY backfill, scheduled_for, id",
+            names.join(", ")
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "jobs", super::job)
 }
 
 /// A job's attempts, first to last.
@@ -536,6 +564,32 @@ macro_rules! tenant_tx {
         async fn job_release(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
             $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_release(change))
                 .await
+        }
+
+        async fn jobs_of_schedule(
+            &mut self,
+            schedule_id: ScheduleId,
+            statuses: &[JobStatus],
+        ) -> StoreResult<Vec<Job>> {
+            $crate::store::rows::jobs_in_status(self, schedule_id, statuses).await
+        }
+
+        async fn job_release_buffered(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(
+                self,
+                change.id,
+                $crate::store::rows::job_release_buffered(change),
+            )
+            .await
+        }
+
+        async fn job_drop_buffered(&mut self, change: &JobCancel) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(
+                self,
+                change.id,
+                $crate::store::rows::job_drop_buffered(change),
+            )
+            .await
         }
 
         async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry> {

@@ -196,6 +196,8 @@ pub(crate) fn job_insert(env: EnvId, new: &NewJob) -> Vec<(&'static str, Val)> {
         ("created_at", Val::ts(new.now)),
         ("updated_at", Val::ts(new.now)),
         ("lease_until", Val::Ts(new.lease_until)),
+        ("concurrent", Val::Bool(new.concurrent)),
+        ("backfill", Val::Bool(new.backfill)),
         ("missed_first", Val::Ts(new.missed.map(|m| m.first))),
         ("missed_last", Val::Ts(new.missed.map(|m| m.last))),
         (
@@ -358,6 +360,35 @@ pub(crate) fn job_cancel(c: &JobCancel) -> Transition {
             ("updated_at", Val::ts(c.now)),
         ],
         guard: Some("status = 'pending'"),
+    }
+}
+
+pub(crate) fn job_release_buffered(c: &JobRelease) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Pending.as_str())),
+            ("next_attempt_at", Val::ts(c.now)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        // One that excludes others waits while its schedule has such an open job (the unique
+        // index would refuse it).
+        guard: Some(
+            "status = 'buffered' AND (concurrent OR NOT EXISTS (\
+             SELECT 1 FROM jobs o WHERE o.schedule_id = jobs.schedule_id \
+             AND o.status IN ('scheduled', 'pending', 'running') AND NOT o.concurrent))",
+        ),
+    }
+}
+
+pub(crate) fn job_drop_buffered(c: &JobCancel) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Skipped.as_str())),
+            ("finished_at", Val::ts(c.now)),
+            ("error", Val::text(&c.error)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        guard: Some("status = 'buffered'"),
     }
 }
 

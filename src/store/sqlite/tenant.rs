@@ -9,7 +9,9 @@ use super::{placeholder, query};
 use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::HoursDialect;
-use crate::store::rows::{self, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, TenantRows, Val};
+use crate::store::rows::{
+    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, TenantRows, Val,
+};
 use crate::store::{Rings, db_err};
 
 pub(super) struct SqliteTenantTx {
@@ -33,6 +35,28 @@ impl SqliteTenantTx {
 
     pub(super) fn env(&self) -> String {
         self.env_id.0.to_string()
+    }
+
+    /// Those of the schedules `ids` with a job that matches `predicate` (plain SQL).
+    async fn schedules_with_job(
+        &mut self,
+        ids: &[ScheduleId],
+        predicate: &str,
+    ) -> StoreResult<Vec<ScheduleId>> {
+        let mut found = Vec::new();
+        for id in ids {
+            let mut sql = Sql::new(placeholder);
+            let env = sql.val(Val::uuid(self.env_id.0));
+            let schedule = sql.val(Val::uuid(id.0));
+            sql.text = format!(
+                "SELECT id FROM jobs WHERE env_id = {env} AND schedule_id = {schedule} \
+                 AND {predicate} LIMIT 1"
+            );
+            if self.fetch_optional(&sql).await?.is_some() {
+                found.push(*id);
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -106,7 +130,7 @@ impl TenantTx for SqliteTenantTx {
             let columns = rows::job_insert(self.env_id, job);
             let mut sql = Sql::insert(placeholder, "jobs", columns, "");
             sql.text = format!(
-                "{} ON CONFLICT (schedule_id) WHERE {OPEN_JOB} DO NOTHING \
+                "{} ON CONFLICT (schedule_id) WHERE {EXCLUSIVE_OPEN_JOB} DO NOTHING \
                  RETURNING {JOB_COLUMNS}",
                 sql.text
             );
@@ -138,20 +162,14 @@ impl TenantTx for SqliteTenantTx {
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>> {
-        let mut open = Vec::new();
-        for id in ids {
-            let mut sql = Sql::new(placeholder);
-            let env = sql.val(Val::uuid(self.env_id.0));
-            let schedule = sql.val(Val::uuid(id.0));
-            sql.text = format!(
-                "SELECT id FROM jobs WHERE env_id = {env} AND schedule_id = {schedule} \
-                 AND {OPEN_JOB}"
-            );
-            if self.fetch_optional(&sql).await?.is_some() {
-                open.push(*id);
-            }
-        }
-        Ok(open)
+        self.schedules_with_job(ids, OPEN_JOB).await
+    }
+
+    async fn schedules_with_buffered(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>> {
+        self.schedules_with_job(ids, "status = 'buffered'").await
     }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {

@@ -169,8 +169,18 @@ pub async fn other_tenants_resources_are_404(store: Arc<dyn Store>) {
             Method::POST,
             format!("/v1/schedules/{id}/trigger?target_env_id={b}"),
         ),
+        (
+            Method::POST,
+            format!("/v1/schedules/{id}/backfill?target_env_id={b}"),
+        ),
     ] {
-        let body = (method == Method::PATCH).then(|| json!({"status": "paused"}));
+        let body = if method == Method::PATCH {
+            Some(json!({"status": "paused"}))
+        } else if path.contains("/backfill") {
+            Some(json!({"from": "2029-12-31T00:00:00Z", "to": "2029-12-31T23:00:00Z"}))
+        } else {
+            None
+        };
         let (status, problem, _) = api.call(method, &path, Some(&token), body).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {problem}");
         assert_eq!(problem_type(&problem), "urn:sentin8-cron:problem:not-found");

@@ -432,3 +432,133 @@ pub async fn refused_requests_say_why_with_their_exit_status(store: Arc<dyn Stor
         format!("error: cannot reach {server}: connection refused")
     );
 }
+
+pub async fn policies_and_backfill_from_the_command_line(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let env = api.env_a.to_string();
+    let base = format!("{}/billing", api.target.url());
+    let created = cli(
+        &api,
+        &token,
+        &[
+            "schedules",
+            "create",
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--type",
+            "billing.hourly",
+            "--cron",
+            "0 * * * *",
+            "--overlap",
+            "buffer_one",
+            "--catchup-window",
+            "15m",
+            "--max-jitter",
+            "90s",
+            "--end-at",
+            "2030-02-01T00:00:00Z",
+            "--pause-on-failure",
+            "true",
+            "--remaining-runs",
+            "24",
+            "--base-url",
+            &base,
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(created["overlap"], "buffer_one");
+    assert_eq!(created["catchup_window"], "15m");
+    assert_eq!(created["max_jitter"], "1m30s");
+    assert_eq!(created["end_at"], "2030-02-01T00:00:00Z");
+    assert_eq!(created["pause_on_failure"], true);
+    assert_eq!(created["remaining_runs"], 24);
+    let description = created["description"].as_str().unwrap();
+    assert!(
+        description.contains("up to 1m30s after its instant"),
+        "{description}"
+    );
+    assert!(description.contains("24 runs left"), "{description}");
+    let next: chrono::DateTime<chrono::Utc> =
+        created["next_run_at"].as_str().unwrap().parse().unwrap();
+    let occurrence: chrono::DateTime<chrono::Utc> = "2030-01-01T01:00:00Z".parse().unwrap();
+    assert!(
+        next >= occurrence && next < occurrence + chrono::Duration::seconds(90),
+        "the call lies within the jitter after its occurrence: {next}"
+    );
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    // A policy the server refuses names its field.
+    let refused = cli(
+        &api,
+        &token,
+        &[
+            "schedules",
+            "patch",
+            &id,
+            "--env",
+            &env,
+            "--max-jitter",
+            "2h",
+        ],
+        None,
+    )
+    .await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("max_jitter"), "{}", refused.stderr);
+
+    // Backfill the two hours before the service's clock (2030-01-01T00:00Z): two
+    // occurrences, one started, the other waits its turn.
+    let backfilled = cli(
+        &api,
+        &token,
+        &[
+            "schedules",
+            "backfill",
+            &id,
+            "--env",
+            &env,
+            "--from",
+            "2029-12-31T22:00:00Z",
+            "--to",
+            "2029-12-31T23:59:00Z",
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(backfilled["occurrences"], 2);
+    assert_eq!(backfilled["started"], 1);
+    let jobs = backfilled["jobs"].as_array().unwrap();
+    assert_eq!(jobs[0]["status"], "pending");
+    assert_eq!(jobs[1]["status"], "buffered");
+    assert!(jobs.iter().all(|j| j["backfill"] == true));
+    // A range that reaches into the future is refused, naming `to`.
+    let refused = cli(
+        &api,
+        &token,
+        &[
+            "schedules",
+            "backfill",
+            &id,
+            "--env",
+            &env,
+            "--from",
+            "2029-12-31T22:00:00Z",
+            "--to",
+            "2030-06-01T00:00:00Z",
+        ],
+        None,
+    )
+    .await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("to: "), "{}", refused.stderr);
+}

@@ -68,6 +68,8 @@ pub fn new_job(schedule_id: ScheduleId, status: JobStatus) -> NewJob {
         error: None,
         lease_until: None,
         missed: None,
+        concurrent: false,
+        backfill: false,
         now: t0(),
     }
 }
@@ -163,6 +165,7 @@ macro_rules! conformance_suite {
                 job_finish_writes_each_outcome_if_the_attempt_still_runs,
                 job_set_pending_retries_only_failed_jobs,
                 job_set_superseded_ends_only_failed_jobs,
+                buffered_and_concurrent_jobs_keep_the_open_job_rule,
                 a_recovered_finish_needs_the_lease_to_have_run_out,
                 job_cancel_fails_only_pending_jobs,
                 hand_off_and_withdrawal_take_a_held_fire_once,

@@ -626,3 +626,94 @@ pub async fn schedule_set_next_run_writes_next_fire_and_updated_at_only(store: A
     let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
     assert_eq!(other.schedule_set_next_run(&change).await.unwrap(), None);
 }
+
+/// A buffered job waits outside the one-open-job rule and is released only while its
+/// schedule has no exclusive open job; a concurrent job bypasses the rule; dropping touches
+/// only buffered jobs; the listing puts regular occurrences before backfilled ones.
+pub async fn buffered_and_concurrent_jobs_keep_the_open_job_rule(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("buffered", "billing")).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let open = tx
+        .job_insert(&new_job(s.id, JobStatus::Running))
+        .await
+        .unwrap();
+    let waiting = |minutes: i64, backfill: bool| NewJob {
+        status: JobStatus::Buffered,
+        attempt: 0,
+        started_at: None,
+        scheduled_for: t0() - Duration::minutes(minutes),
+        backfill,
+        ..new_job(s.id, JobStatus::Running)
+    };
+    let backfilled = tx.job_insert(&waiting(30, true)).await.unwrap();
+    let regular = tx.job_insert(&waiting(5, false)).await.unwrap();
+    let listed: Vec<JobId> = tx
+        .jobs_of_schedule(s.id, &[JobStatus::Buffered])
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(listed, [regular.id, backfilled.id], "regular first");
+    // Not while the running job excludes it.
+    let release = |id| JobRelease { id, now: later(1) };
+    assert_eq!(
+        tx.job_release_buffered(&release(regular.id)).await.unwrap(),
+        None
+    );
+    // A concurrent job runs beside the open one.
+    let beside = tx
+        .job_insert(&NewJob {
+            concurrent: true,
+            ..new_job(s.id, JobStatus::Running)
+        })
+        .await
+        .unwrap();
+    assert!(beside.concurrent);
+    assert_eq!(
+        tx.jobs_of_schedule(s.id, &[JobStatus::Running])
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // Once the exclusive job ended, the buffered one is released, due now.
+    tx.job_finish_many(&[JobFinish {
+        id: open.id,
+        attempt: open.attempt,
+        outcome: JobOutcome::Succeeded { result: json!({}) },
+        now: later(1),
+        lease_expired_by: None,
+        detail: AttemptDetail::default(),
+    }])
+    .await
+    .unwrap();
+    let released = tx
+        .job_release_buffered(&release(regular.id))
+        .await
+        .unwrap()
+        .expect("released");
+    assert_eq!(
+        (released.status, released.next_attempt_at),
+        (JobStatus::Pending, Some(later(1)))
+    );
+    // Dropping applies to buffered jobs only.
+    let drop = |id| JobCancel {
+        id,
+        error: "skipped: the schedule was deleted".into(),
+        now: later(2),
+    };
+    assert_eq!(tx.job_drop_buffered(&drop(regular.id)).await.unwrap(), None);
+    let dropped = tx
+        .job_drop_buffered(&drop(backfilled.id))
+        .await
+        .unwrap()
+        .expect("dropped");
+    assert_eq!(dropped.status, JobStatus::Skipped);
+    assert!(dropped.backfill);
+    assert_eq!(
+        tx.schedules_with_buffered(&[s.id]).await.unwrap(),
+        Vec::<ScheduleId>::new()
+    );
+}

@@ -174,7 +174,8 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             .iter()
             .map(|c| c.0.as_str())
             .collect::<Vec<_>>(),
-        ["superseded_by"]
+        // 0017 adds the overlap and backfill flags.
+        ["superseded_by", "concurrent", "backfill"]
     );
     let indexes_v5 = indexes(&mut conn).await;
     // Version 10 widens two partial indexes to take `scheduled` jobs in.
@@ -214,6 +215,7 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
     assert_eq!(
         added,
         [
+            "sentin8_cron_jobs_buffered",
             "sentin8_cron_jobs_by_env_schedule_scheduled",
             "sentin8_cron_jobs_by_env_scheduled",
             "sentin8_cron_jobs_finished",
@@ -274,6 +276,8 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         now: kept.scheduled_for,
         lease_until: None,
         missed: None,
+        concurrent: false,
+        backfill: false,
     };
     tx.job_insert(&pending(JobId::new())).await.unwrap();
     assert!(matches!(
