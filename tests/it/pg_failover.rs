@@ -176,23 +176,30 @@ impl Cluster {
             port,
             running: false,
         };
+        cluster.restart();
+        cluster
+    }
+
+    /// Starts the server on its data directory and port (again, after a kill).
+    fn restart(&mut self) {
         let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
              -c full_page_writes=off -c synchronous_commit=off -c shared_buffers=16MB \
              -c max_connections=40",
-            base.display()
+            self.port,
+            self.base.display()
         );
-        let mut start = cluster.pg_ctl();
+        let name = self.data.file_name().unwrap_or_default().to_string_lossy();
+        let mut start = self.pg_ctl();
         start
             .arg("-l")
-            .arg(base.join(format!("{name}.log")))
+            .arg(self.base.join(format!("{name}.log")))
             .args(["-o", &options, "start"]);
         // Marked running first, so a start that fails half-way is still stopped on drop.
-        cluster.running = true;
+        self.running = true;
         if let Err(err) = run(start, PG_CTL_WAIT) {
-            panic!("{err}\n{}", cluster.log());
+            panic!("{err}\n{}", self.log());
         }
-        cluster
     }
 
     fn pg_ctl(&self) -> Command {
@@ -215,6 +222,17 @@ impl Cluster {
             let mut stop = self.pg_ctl();
             stop.args(["-m", "immediate", "stop"]);
             let _ = run(stop, PG_CTL_WAIT);
+            self.running = false;
+        }
+    }
+
+    /// Stops the server cleanly: what it acknowledged stays (these clusters commit
+    /// asynchronously for speed, so a kill may drop the last commits).
+    fn stop(&mut self) {
+        if self.running {
+            let mut stop = self.pg_ctl();
+            stop.args(["-m", "fast", "stop"]);
+            run(stop, PG_CTL_WAIT).expect("the server stops");
             self.running = false;
         }
     }
@@ -566,4 +584,75 @@ async fn the_store_follows_a_promoted_standby_without_a_restart() {
     tokio::time::timeout(Duration::from_secs(5), signals.outbox.notified())
         .await
         .expect("the store hears a NOTIFY on the new primary");
+}
+
+/// A real outage: the database server is down from 00:19 to 00:27. The 00:20
+/// occurrence of a `*/10` schedule with a 5-minute catch-up window is then 7 minutes old: it
+/// is recorded as missed and not called; the next one, 00:30, runs on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_database_outage_skips_a_fire_older_than_the_catchup_window() {
+    use chrono::Duration as Minutes;
+    use sentin8_cron::core::decl::ScheduleDecl;
+    use sentin8_cron::core::engine::EngineConfig;
+    use sentin8_cron::core::model::{JobStatus, MissedOccurrences};
+
+    use crate::engine::{Harness, cron};
+    use crate::support::t0;
+
+    let Some(mut pair) = Pair::start().await else {
+        return;
+    };
+    let url = format!(
+        "postgres://sentin8_cron_service@127.0.0.1:{}/postgres",
+        pair.primary.port
+    );
+    let store = Arc::new(PgStore::connect(&url, &options()).await.expect("connect"));
+    let h = Harness::with_config(store, EngineConfig::default()).await;
+    let minute = |m: i64| t0() + Minutes::minutes(m);
+    let s = h
+        .create(ScheduleDecl {
+            catchup_window: Some("5m".into()),
+            ..cron("*/10 * * * *", 3)
+        })
+        .await;
+    assert_eq!(h.tick_at(minute(10)).await.fired, 1);
+
+    pair.primary.stop();
+    for m in [19, 20, 25] {
+        h.clock.set(minute(m));
+        assert!(h.engine.tick().await.is_err(), "the database is down");
+    }
+    pair.primary.restart();
+    h.clock.set(minute(27));
+    let summary = within(
+        FAILOVER_BOUND,
+        "a tick once the database is back",
+        || async { h.engine.tick().await.ok() },
+    )
+    .await;
+    assert_eq!((summary.fired, summary.skipped), (0, 1), "{summary:?}");
+    let jobs = h.jobs(s.id).await;
+    let late = jobs
+        .iter()
+        .find(|j| j.scheduled_for == minute(20))
+        .unwrap_or_else(|| panic!("the missed occurrence is on the record: {jobs:#?}"));
+    assert_eq!(late.status, JobStatus::Skipped);
+    assert_eq!(
+        late.missed,
+        Some(MissedOccurrences {
+            first: minute(20),
+            last: minute(20),
+            count: 1
+        })
+    );
+    assert_eq!(
+        h.target.requests().len(),
+        1,
+        "the stale fire was not called"
+    );
+    assert_eq!(
+        h.tick_at(minute(30)).await.fired,
+        1,
+        "the next one runs on time"
+    );
 }
