@@ -259,7 +259,7 @@ impl Schedule {
             ))
         } else if self.timing != claimed.timing
             || self.next_run_at != claimed.next_run_at
-            || self.policies != claimed.policies
+            || self.policies.moves_calls_from(&claimed.policies)
         {
             Some(
                 "skipped: the schedule's timing changed before this fire's instant; its new \

@@ -113,6 +113,16 @@ impl Default for Policies {
 }
 
 impl Policies {
+    /// Whether these policies put calls elsewhere than `before` did (a new jitter or bounds):
+    /// a fire claimed under `before` is withdrawn and the new policies decide. Overlap, the
+    /// catch-up window and pause on failure act on fires as they come, and leave a claimed
+    /// one alone.
+    pub fn moves_calls_from(&self, before: &Policies) -> bool {
+        self.max_jitter != before.max_jitter
+            || self.start_at != before.start_at
+            || self.end_at != before.end_at
+    }
+
     /// Whether an occurrence that was due at `instant` may still run at `now`.
     pub fn in_catchup_window(&self, instant: DateTime<Utc>, now: DateTime<Utc>) -> bool {
         now - instant <= chrono_of(self.catchup_window)

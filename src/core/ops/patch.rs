@@ -138,10 +138,7 @@ pub(super) fn apply(
     let resumed =
         current.status != ScheduleStatus::Active && updated.status == ScheduleStatus::Active;
     // Jitter and bounds move the calls as the timing does.
-    let calls_moved = timing_touched
-        || updated.policies.max_jitter != current.policies.max_jitter
-        || updated.policies.start_at != current.policies.start_at
-        || updated.policies.end_at != current.policies.end_at;
+    let calls_moved = timing_touched || updated.policies.moves_calls_from(&current.policies);
     if calls_moved || resumed {
         updated.next_run_at = match updated.occurrences().first_after(actor.now) {
             Ok(next) => next,

@@ -181,3 +181,57 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn only_jitter_and_bounds_move_calls() {
+    let before = Policies::default();
+    for changed in [
+        Policies {
+            overlap: Overlap::AllowAll,
+            ..before
+        },
+        Policies {
+            catchup_window: Duration::from_secs(60),
+            ..before
+        },
+        Policies {
+            pause_on_failure: true,
+            ..before
+        },
+    ] {
+        assert!(!changed.moves_calls_from(&before), "{changed:?}");
+    }
+    for changed in [
+        Policies {
+            max_jitter: Duration::from_secs(5),
+            ..before
+        },
+        Policies {
+            start_at: Some(at(2, 0, 0)),
+            ..before
+        },
+        Policies {
+            end_at: Some(at(2, 0, 0)),
+            ..before
+        },
+    ] {
+        assert!(changed.moves_calls_from(&before), "{changed:?}");
+    }
+}
+
+#[test]
+fn a_new_schedule_starts_at_the_first_occurrence_after_now_not_at_a_pending_call() {
+    let hourly = cron("0 * * * *", "UTC", OnDstRepeat::Once);
+    let policies = with_jitter(Duration::from_secs(1800));
+    let calls = Occurrences {
+        timing: &hourly,
+        policies: &policies,
+        seed: ScheduleId(Uuid::from_u128(3)),
+    };
+    // At 10:00:00.5 the 10:00 occurrence's call may still be ahead; a schedule created now
+    // starts with 11:00's.
+    let now = at(1, 10, 0) + chrono::Duration::milliseconds(500);
+    let first = calls.first_after(now).unwrap().unwrap();
+    assert_eq!(calls.occurrence_of(first), at(1, 11, 0));
+    assert!(calls.next_after(now).unwrap().unwrap() <= first);
+}
