@@ -156,6 +156,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     summary.retried_attempts
                 )?;
             }
+            if summary.buffered > 0 {
+                writeln!(
+                    out,
+                    "{} fire(s) wait for their schedule's open job (overlap buffer_one)",
+                    summary.buffered
+                )?;
+            }
             if summary.lost > 0 {
                 writeln!(
                     out,

@@ -326,6 +326,7 @@ macro_rules! api_suite {
                 schedule_lifecycle,
                 one_shot_schedules_are_created_and_validated,
                 invalid_requests_are_400_naming_every_field,
+                policy_fields_are_validated_by_field,
                 bad_credentials_are_401_with_a_challenge,
                 the_policy_decides_scopes_and_environments,
                 other_tenants_resources_are_404,

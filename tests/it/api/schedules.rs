@@ -344,3 +344,68 @@ pub async fn invalid_requests_are_400_naming_every_field(store: Arc<dyn Store>) 
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 }
+
+pub async fn policy_fields_are_validated_by_field(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let post = |body: Value| api.call(Method::POST, "/v1/schedules", Some(&token), Some(body));
+    let field_of = |problem: &Value, field: &str| -> String {
+        problem["errors"]
+            .as_array()
+            .and_then(|errors| errors.iter().find(|e| e["field"] == field))
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no error for {field}: {problem}"))
+    };
+
+    // An unknown policy name.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["overlap"] = json!("queue");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(problem.to_string().contains("overlap"), "{problem}");
+
+    // A jitter longer than the interval, an end before the start, a catch-up window out of
+    // range: every one reported, each by its field.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["cron"] = json!("*/5 * * * *");
+    body["max_jitter"] = json!("10m");
+    body["start_at"] = json!("2031-01-01T00:00:00Z");
+    body["end_at"] = json!("2030-06-01T00:00:00Z");
+    body["catchup_window"] = json!("400d");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(
+        field_of(&problem, "max_jitter").contains("longer than the schedule's interval"),
+        "{problem}"
+    );
+    assert!(
+        field_of(&problem, "end_at").contains("is not after start_at"),
+        "{problem}"
+    );
+    assert!(
+        field_of(&problem, "catchup_window").contains("out of range"),
+        "{problem}"
+    );
+
+    // Valid policies are stored and shown, and a patch can clear a bound with null.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["overlap"] = json!("allow_all");
+    body["end_at"] = json!("2031-01-01T00:00:00Z");
+    let (status, created, _) = post(body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["overlap"], "allow_all");
+    assert_eq!(created["catchup_window"], "1h");
+    assert_eq!(created["max_jitter"], "0s");
+    let id = created["id"].as_str().unwrap();
+    let (status, patched, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{id}?target_env_id={}", api.env_a),
+            Some(&token),
+            Some(json!({"end_at": null, "overlap": "skip"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["end_at"], Value::Null);
+    assert_eq!(patched["overlap"], "skip");
+}
