@@ -277,6 +277,42 @@ mod tests {
         assert_eq!(file, DeclarationFile::default());
     }
 
+    /// A service's registration declares its schedules in this section's shape, and `enroll
+    /// --from-command` reads it: every policy field a declaration has is printed and read back.
+    #[test]
+    fn a_schedules_section_carries_the_policy_fields() {
+        use crate::core::decl::validate_declarations;
+        use crate::core::policies::Overlap;
+        use chrono::{TimeZone, Utc};
+
+        let declared = ScheduleDecl {
+            schedule_type: "billing.rollup".to_owned(),
+            cron: Some("*/15 * * * *".to_owned()),
+            overlap: Some(Overlap::BufferOne),
+            catchup_window: Some("10m".to_owned()),
+            max_jitter: Some("30s".to_owned()),
+            start_at: Some("2031-01-01T00:00:00Z".to_owned()),
+            end_at: Some("2032-01-01T00:00:00Z".to_owned()),
+            pause_on_failure: Some(true),
+            remaining_runs: Some(12),
+            ..ScheduleDecl::default()
+        };
+        let text = serde_json::to_string(&Section::Schedules(vec![declared.clone()])).unwrap();
+        let file = parse_declarations(&text, DeclFormat::Json).unwrap();
+        assert_eq!(file.schedules, [declared], "{text}");
+        let now = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+        let spec = &validate_declarations(&file, now).unwrap()[0];
+        assert_eq!(spec.policies.overlap, Overlap::BufferOne);
+        assert_eq!(spec.policies.catchup_window.as_secs(), 600);
+        assert_eq!(spec.policies.max_jitter.as_secs(), 30);
+        assert!(spec.policies.pause_on_failure);
+        assert_eq!(spec.remaining_runs, Some(12));
+        assert_eq!(
+            spec.policies.end_at,
+            Some(Utc.with_ymd_and_hms(2032, 1, 1, 0, 0, 0).unwrap())
+        );
+    }
+
     #[test]
     fn unknown_sections_list_the_valid_ones() {
         let err = section("secrets").unwrap_err();

@@ -100,7 +100,8 @@ pub struct CreateScheduleRequest {
     /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
     /// older ones are recorded as skipped.
     pub catchup_window: Option<String>,
-    /// Spread each call over this much past its instant (`30s`; at most the shortest interval).
+    /// Spread each call over this much past its instant (`30s`; at most the shortest interval,
+    /// `1d` for a one-shot), by an offset fixed for the schedule and the occurrence.
     pub max_jitter: Option<String>,
     /// RFC 3339: no occurrence before (cron only).
     pub start_at: Option<String>,
@@ -108,7 +109,8 @@ pub struct CreateScheduleRequest {
     pub end_at: Option<String>,
     /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
     pub pause_on_failure: Option<bool>,
-    /// Fires left before the schedule completes (cron only).
+    /// Fires left before the schedule completes (cron only, 1-1000000); a skipped occurrence
+    /// does not count.
     pub remaining_runs: Option<u32>,
     /// `{"baseUrl": "https://..."}`; credentials are not allowed.
     #[schema(value_type = Object)]
@@ -132,20 +134,29 @@ pub struct PatchScheduleRequest {
     pub on_dst_gap: Option<OnDstGap>,
     #[schema(value_type = Option<String>)]
     pub on_dst_repeat: Option<OnDstRepeat>,
+    /// `skip`, `buffer_one` or `allow_all`: what an occurrence due while a job of the schedule
+    /// is open does (cron only).
     #[schema(value_type = Option<String>)]
     pub overlap: Option<Overlap>,
+    /// How late the latest missed occurrence may still run (`1s`-`366d`); older ones are
+    /// recorded as skipped.
     pub catchup_window: Option<String>,
+    /// Spread each call over this much past its instant (`30s`, `0s` for none; at most the
+    /// shortest interval). Moves the next call.
     pub max_jitter: Option<String>,
-    /// RFC 3339, or null to remove the bound.
+    /// RFC 3339: no occurrence before (cron only), or null to remove the bound.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub start_at: Option<Option<String>>,
-    /// RFC 3339, or null to remove the bound.
+    /// RFC 3339: no occurrence after (cron only), or null to remove the bound. A later end
+    /// makes a completed schedule active again.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub end_at: Option<Option<String>>,
+    /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
     pub pause_on_failure: Option<bool>,
-    /// Fires left, or null for no limit.
+    /// Fires left before the schedule completes (cron only), or null for no limit. More runs
+    /// make a completed schedule active again.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>)]
     pub remaining_runs: Option<Option<u32>>,

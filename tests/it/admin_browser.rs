@@ -1,8 +1,8 @@
 //! The admin pages end to end in headless Chromium: the real `Service` on port 0 over SQLite,
 //! a real target for the callbacks, and the engine ticked by hand. Signs in with a pasted
-//! token, picks an environment, creates a schedule through the form (with the live preview),
-//! pauses, resumes and triggers it, sees its job succeed, republishes a dead letter, retries a
-//! failed job and deletes a schedule. Screenshots of every page land in
+//! token, picks an environment, creates a schedule through the form (with the live preview and
+//! its policies), pauses, resumes and triggers it, sees its job succeed, republishes a dead
+//! letter, retries a failed job and deletes a schedule. Screenshots of every page land in
 //! `test-artifacts/admin/`. Skips without chromium and chromedriver unless
 //! `SENTIN8_CRON_REQUIRE_BROWSER=1`.
 
@@ -115,6 +115,26 @@ async fn scenario(browser: &Browser) {
             .await
             .unwrap()
     );
+    // The policies: a jitter longer than the interval is named under its field; the runs
+    // left bound the preview; the window of a jitter is said (the calls need the id).
+    fill("max_jitter", "25h".into()).await;
+    browser
+        .wait_text("#max_jitter-error", "longer than the schedule's interval")
+        .await;
+    fill("max_jitter", "30s".into()).await;
+    browser.wait_text("#preview-jitter", "up to 30s").await;
+    let fires_shown = |expected: usize| async move {
+        browser
+            .wait(&format!("{expected} previewed fires"), || async {
+                Ok((browser.find_all("#preview-fires li").await?.len() == expected).then_some(()))
+            })
+            .await;
+    };
+    fill("remaining_runs", "2".into()).await;
+    fires_shown(2).await;
+    fill("remaining_runs", "1000".into()).await;
+    fires_shown(5).await;
+    fill("catchup_window", "2h".into()).await;
     fill("payload", "{\"report\": \"nightly\"}".into()).await;
     browser
         .screenshot(&shots.join("new-schedule.png"))
@@ -148,6 +168,11 @@ async fn scenario(browser: &Browser) {
         )
         .await;
     assert_eq!(list["items"][0]["payload"], json!({"report": "nightly"}));
+    assert_eq!(list["items"][0]["max_jitter"], "30s");
+    assert_eq!(list["items"][0]["catchup_window"], "2h");
+    assert_eq!(list["items"][0]["remaining_runs"], 1000);
+    assert_eq!(list["items"][0]["overlap"], "skip");
+    assert_eq!(list["items"][0]["pause_on_failure"], false);
     assert_eq!(list["items"][0]["created_by"], "svc-billing");
     let schedule_id = list["items"][0]["id"].as_str().unwrap().to_owned();
 

@@ -1,10 +1,10 @@
 //! The pages about one record and the live overview, in headless Chromium: a schedule's page
 //! (timing in words, next fires, callback, payload, run charts read with the keyboard, recent
-//! jobs, audit trail, Edit), a job's page (attempts, next retry, Retry), the server-side type
-//! search, and an overview that follows changes made through the API without a reload (its
-//! ticker turning red, its window and pause controls). Screenshots land in
-//! `test-artifacts/admin/`. Skips without chromium and chromedriver unless
-//! `SENTIN8_CRON_REQUIRE_BROWSER=1`.
+//! jobs, audit trail, Edit, its policies and why it was paused on failure), a job's page
+//! (attempts, next retry, Retry), the server-side type search, and an overview that follows
+//! changes made through the API without a reload (its ticker turning red, its window and pause
+//! controls). Screenshots land in `test-artifacts/admin/`. Skips without chromium and
+//! chromedriver unless `SENTIN8_CRON_REQUIRE_BROWSER=1`.
 
 use std::time::Duration;
 
@@ -379,6 +379,81 @@ async fn scenario(browser: &Browser) {
         .await
         .unwrap();
     browser.resize(1280, 900).await.unwrap();
+
+    // A schedule's policies on its page: each field, the description that includes them, the
+    // stored call as its next run, and no more fires than its runs left.
+    let mut throttled = api.new_schedule(api.env_a, "throttled-sync");
+    throttled["cron"] = json!("*/15 * * * *");
+    throttled["timezone"] = json!("UTC");
+    throttled["max_jitter"] = json!("2m");
+    throttled["catchup_window"] = json!("30m");
+    throttled["start_at"] = json!("2030-02-01T00:00:00Z");
+    throttled["end_at"] = json!("2030-03-01T00:00:00Z");
+    throttled["remaining_runs"] = json!(4);
+    let throttled = create(&api, &token, throttled).await;
+    let (_, fetched, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{throttled}?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    let next_run: chrono::DateTime<chrono::Utc> =
+        fetched["next_run_at"].as_str().unwrap().parse().unwrap();
+    browser
+        .goto(&format!("{ui}/schedules/view?id={throttled}"))
+        .await
+        .unwrap();
+    browser
+        .wait_text("#s-words", "each call up to 2m after its instant (jitter)")
+        .await;
+    browser.wait_text("#s-words", "4 runs left").await;
+    browser.wait_text("#s-overlap", "skip").await;
+    browser.wait_text("#s-catchup", "30m").await;
+    browser.wait_text("#s-jitter", "up to 2m").await;
+    browser.wait_text("#s-start", "2030-02-01 00:00 UTC").await;
+    browser.wait_text("#s-end", "2030-03-01 00:00 UTC").await;
+    browser.wait_text("#s-pause-on-failure", "no").await;
+    browser.wait_text("#s-remaining", "4").await;
+    browser
+        .wait_text(
+            "#s-next-run",
+            &next_run.format("%Y-%m-%d %H:%M UTC").to_string(),
+        )
+        .await;
+    count(browser, "#s-fires li", 4).await;
+    browser.wait_text("#s-fires li .jitter", "+").await;
+    browser
+        .screenshot(&shots.join("schedule-policies.png"))
+        .await
+        .unwrap();
+
+    // A schedule paused by a dead letter says why.
+    let mut fragile = api.new_schedule(api.env_a, "fragile-sync");
+    fragile["max_retries"] = json!(0);
+    fragile["pause_on_failure"] = json!(true);
+    fragile["target_config"] = json!({"baseUrl": failing.url()});
+    let fragile = create(&api, &token, fragile).await;
+    let (status, _, _) = api
+        .call(
+            Method::POST,
+            &format!("/v1/schedules/{fragile}/trigger?target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    api.engine().tick().await.unwrap();
+    browser
+        .goto(&format!("{ui}/schedules/view?id={fragile}"))
+        .await
+        .unwrap();
+    browser.wait_text("#s-title", "paused").await;
+    browser.wait_text("#s-pause-on-failure", "yes").await;
+    browser
+        .wait_text("#s-paused-reason", "landed in the dead-letter queue")
+        .await;
 
     // Signing out stops the overview's refresh: no read is made after it.
     browser.goto(&format!("{ui}/overview")).await.unwrap();

@@ -12,11 +12,13 @@ use crate::api::Api;
 mod apply;
 mod dlq;
 mod lifecycle_endpoints;
+mod next_fires;
 mod schedules;
 
 pub use apply::*;
 pub use dlq::*;
 pub use lifecycle_endpoints::*;
+pub use next_fires::*;
 pub use schedules::*;
 
 /// What one run of the binary printed, and how it ended.
@@ -124,6 +126,7 @@ macro_rules! cli_api_suite {
                 jobs_and_the_dlq_through_the_api_from_the_command_line,
                 dlq_discard_through_the_api,
                 audit_list_through_the_api,
+                next_fires_lists_the_calls_the_server_makes,
             );
         }
     };

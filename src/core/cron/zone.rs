@@ -118,6 +118,23 @@ impl ZonedCron {
         })
     }
 
+    /// The fire at `at`, with its wall time and DST mark; an instant that is no fire of this
+    /// schedule gets its wall time and no mark. For callers that hold an instant the schedule
+    /// produced (a stored next fire, an occurrence) and want to show it.
+    pub fn fire_at(&self, at: DateTime<Utc>) -> Fire {
+        // Searched from a minute before: a fire shifted out of a spring-forward gap sits on the
+        // transition itself, and a search starting a second before it would begin past the
+        // transition and never see the gap.
+        self.fires_after(at - chrono::Duration::seconds(60))
+            .take_while(|fire| fire.at <= at)
+            .find(|fire| fire.at == at)
+            .unwrap_or_else(|| Fire {
+                at,
+                local: self.local_time(at),
+                dst: None,
+            })
+    }
+
     /// Checks that the schedule fires at least once after `now`.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<(), CronError> {
         match self.next_after(now) {

@@ -42,6 +42,10 @@ fn fires(
     // next_after and next_fire_after agree with the iterator.
     let first = found.first().map(|fire| at(&fire.0));
     assert_eq!(schedule.next_after(at(after)), first);
+    // fire_at finds each fire again from its instant alone, DST mark included.
+    for fire in schedule.fires_after(at(after)).take(count) {
+        assert_eq!(schedule.fire_at(fire.at), fire);
+    }
     found
 }
 

@@ -57,6 +57,13 @@ fn example_files_validate() {
     );
     assert_eq!(reports[3].cron_expression(), Some("@hourly"));
     assert_eq!(reports[3].max_retries, 0);
+    // The policies an hourly warm-up declares; what it leaves out keeps its default.
+    let warmup = &reports[3].policies;
+    assert_eq!(warmup.max_jitter, std::time::Duration::from_secs(300));
+    assert_eq!(warmup.catchup_window, std::time::Duration::from_secs(900));
+    assert_eq!(warmup.overlap, Overlap::Skip);
+    assert_eq!(reports[3].remaining_runs, None);
+    assert_eq!(reports[0].policies, Policies::default());
 
     // The two-step API gives the same result.
     let parsed = parse_declarations(REPORTS, DeclFormat::Json).unwrap();

@@ -10,14 +10,15 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::core::cron::{CronExpr, Fire, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
-use crate::core::decl::{FieldError, ScheduleDecl, Timing};
-use crate::core::model::EnvId;
+use crate::core::decl::{CronTiming, FieldError, ScheduleDecl, Timing};
+use crate::core::model::{EnvId, ScheduleId};
+use crate::core::policies::{Occurrences, Policies, format_duration};
 use crate::core::store::EnvCounts;
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 use crate::server::AppState;
@@ -27,6 +28,7 @@ use crate::server::error::{ApiError, ApiResult, Problem};
 use crate::server::extract::{ApiQuery, Caller};
 use crate::server::policy::{self, Access};
 use crate::server::system::ticker_state;
+use crate::util::duration::parse_duration;
 
 /// Most fires a preview or a schedule row shows.
 pub const MAX_FIRES: u32 = 20;
@@ -49,18 +51,22 @@ pub(super) fn read_env(caller: &Caller, target_env_id: Option<Uuid>) -> Result<E
     caller.env(target_env_id, Access::Read)
 }
 
-/// One fire of a schedule, on its own wall clock.
+/// One fire of a schedule, on its own wall clock: the instant of its call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FireView {
-    /// The instant.
+    /// The instant of the call: the occurrence plus the schedule's jitter (the same instant
+    /// without one).
     pub at: DateTime<Utc>,
     /// The same instant on the schedule's wall clock, with that clock's UTC offset (RFC 3339).
     pub local: String,
     /// The wall time for people, with the zone's abbreviation: `Tue 2030-01-01 02:00 GMT`.
     pub display: String,
     /// `shifted` (moved out of a spring-forward gap) or `repeated` (second run in a fall-back
-    /// fold).
+    /// fold): what daylight saving did to the occurrence.
     pub dst: Option<String>,
+    /// The occurrence the call belongs to, when a jitter puts the call after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub occurrence: Option<DateTime<Utc>>,
 }
 
 const DISPLAY_FORMAT: &str = "%a %Y-%m-%d %H:%M";
@@ -81,6 +87,7 @@ impl FireView {
             local: fire.local.to_rfc3339(),
             display: display(zoned, fire.at),
             dst: fire.dst.map(|d| d.as_str().to_owned()),
+            occurrence: None,
         }
     }
 
@@ -90,22 +97,29 @@ impl FireView {
             local: at.to_rfc3339(),
             display: format!("{} UTC", at.format(DISPLAY_FORMAT)),
             dst: None,
+            occurrence: None,
         }
     }
 
     /// `at` on the clock of `zoned` (UTC without one), marked as a DST fire when it is one.
     fn at(zoned: Option<&ZonedCron>, at: DateTime<Utc>) -> Self {
         match zoned {
-            Some(zoned) => match zoned.next_fire_after(at - Duration::seconds(1)) {
-                Some(fire) if fire.at == at => FireView::of(zoned, fire),
-                _ => FireView {
-                    at,
-                    local: zoned.local_time(at).to_rfc3339(),
-                    display: display(zoned, at),
-                    dst: None,
-                },
-            },
+            Some(zoned) => FireView::of(zoned, zoned.fire_at(at)),
             None => FireView::utc(at),
+        }
+    }
+
+    /// The call at `call` of `occurrence`: the call's instant on the clock, the occurrence's
+    /// DST mark.
+    fn call(zoned: Option<&ZonedCron>, occurrence: DateTime<Utc>, call: DateTime<Utc>) -> Self {
+        let of_occurrence = FireView::at(zoned, occurrence);
+        if call == occurrence {
+            return of_occurrence;
+        }
+        FireView {
+            dst: of_occurrence.dst,
+            occurrence: Some(occurrence),
+            ..FireView::at(zoned, call)
         }
     }
 }
@@ -123,25 +137,72 @@ fn zoned_of(view: &ScheduleView) -> Option<ZonedCron> {
     ))
 }
 
-/// The next `count` fires of a schedule after `now`: none for completed schedules; a paused
-/// schedule's are the fires it would have if resumed now.
+/// The policies that decide a schedule's call instants (jitter and bounds), read back from its
+/// view; what does not parse keeps its default.
+fn policies_of(view: &ScheduleView) -> Policies {
+    Policies {
+        max_jitter: parse_duration(&view.max_jitter).unwrap_or_default(),
+        start_at: view.start_at,
+        end_at: view.end_at,
+        pause_on_failure: view.pause_on_failure,
+        ..Policies::default()
+    }
+}
+
+/// Up to `count` calls of `occurrences`, from `first` (a call and its occurrence) on, walking
+/// from call to call as the engine does.
+fn calls_from(
+    zoned: Option<&ZonedCron>,
+    occurrences: &Occurrences<'_>,
+    first: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    count: usize,
+) -> Vec<FireView> {
+    let mut calls = Vec::new();
+    let mut next = first;
+    while let Some((occurrence, call)) = next
+        && calls.len() < count
+    {
+        calls.push(FireView::call(zoned, occurrence, call));
+        next = occurrences.next_with_occurrence(call).ok().flatten();
+    }
+    calls
+}
+
+/// The next `count` calls of a schedule: none for completed schedules; an active one's from
+/// its stored next call, a paused one's those it would have if resumed now (its first
+/// occurrence after now); never more than its remaining runs.
 fn upcoming(view: &ScheduleView, now: DateTime<Utc>, count: u32) -> Vec<FireView> {
     if !matches!(view.status.as_str(), "active" | "paused") {
         return Vec::new();
     }
-    match zoned_of(view) {
-        Some(zoned) => zoned
-            .fires_after(now)
-            .take(count as usize)
-            .map(|fire| FireView::of(&zoned, fire))
-            .collect(),
-        None => view
-            .run_at
-            .filter(|run_at| *run_at > now)
-            .map(FireView::utc)
-            .into_iter()
-            .collect(),
-    }
+    let zoned = zoned_of(view);
+    let timing = match (&zoned, view.run_at) {
+        (Some(zoned), _) => {
+            Timing::Cron(CronTiming::new(view.cron.as_deref().unwrap_or(""), *zoned))
+        }
+        (None, Some(run_at)) => Timing::Once { run_at },
+        // A stored expression that no longer parses: no fires to show.
+        (None, None) => return Vec::new(),
+    };
+    let policies = policies_of(view);
+    let occurrences = Occurrences {
+        timing: &timing,
+        policies: &policies,
+        seed: ScheduleId(view.id),
+    };
+    let first = match view.next_run_at {
+        Some(call) if view.status == "active" => Some((occurrences.occurrence_of(call), call)),
+        _ => occurrences
+            .occurrence_after(now)
+            .ok()
+            .flatten()
+            .map(|occurrence| (occurrence, occurrences.call_at(occurrence))),
+    };
+    let count = match view.remaining_runs {
+        Some(left) => count.min(u32::try_from(left).unwrap_or(0)),
+        None => count,
+    };
+    calls_from(zoned.as_ref(), &occurrences, first, count as usize)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,7 +371,7 @@ pub async fn overview(
         .filter_map(|schedule| {
             let at = schedule.next_run_at?;
             let zoned = schedule.timing.cron().and_then(|c| c.zoned().ok());
-            let fire = FireView::at(zoned, at);
+            let fire = FireView::call(zoned, schedule.occurrences().occurrence_of(at), at);
             let timing = schedule.timing.columns();
             Some(NextFireView {
                 schedule_id: schedule.id.0,
@@ -449,6 +510,23 @@ pub struct PreviewQuery {
     pub base_url: Option<String>,
     /// Fires to list, 1 to 20, default 5.
     pub count: Option<u32>,
+    /// The schedule's `max_jitter` (`30s`): the fires are then its calls, each after its
+    /// occurrence by the schedule's jitter.
+    pub max_jitter: Option<String>,
+    /// The schedule's `start_at` (RFC 3339): no fire before.
+    pub start_at: Option<String>,
+    /// The schedule's `end_at` (RFC 3339): no fire after.
+    pub end_at: Option<String>,
+    /// The schedule's `remaining_runs`: no more fires than that.
+    pub remaining_runs: Option<String>,
+    /// The schedule whose calls to list (its id seeds the jitter). Without it the fires are
+    /// the occurrences themselves: a schedule not created yet has no id to seed its jitter
+    /// (each call then comes within `max_jitter` of its occurrence).
+    pub schedule_id: Option<String>,
+    /// List the calls strictly after this RFC 3339 instant, walking from call to call as the
+    /// engine does (an existing schedule's, from just before its `next_run_at`); default: the
+    /// calls of a schedule created or resumed now.
+    pub after: Option<String>,
 }
 
 /// A valid timing and its next fires.
@@ -462,6 +540,11 @@ pub struct PreviewView {
     /// Fixed-time expressions follow the DST policies; interval ones follow elapsed time.
     pub fixed_time: bool,
     pub now: DateTime<Utc>,
+    /// The jitter validated (`0s`: none).
+    pub max_jitter: String,
+    /// The schedule whose calls the fires are (its jitter applied); absent when none was
+    /// named, and the fires are occurrences.
+    pub schedule_id: Option<Uuid>,
     pub fires: Vec<FireView>,
 }
 
@@ -470,9 +553,10 @@ fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
-/// Validates a timing (and, when given, a base URL) exactly as creating a schedule would and
-/// lists its next fires. A 400 names each invalid field (`cron`, `run_at`, `timezone`,
-/// `on_dst_gap`, `on_dst_repeat`, `target_config.baseUrl`, `count`).
+/// Validates a timing with its jitter and bounds (and, when given, a base URL) exactly as
+/// creating a schedule would and lists its next calls. A 400 names each invalid field (`cron`,
+/// `run_at`, `timezone`, `on_dst_gap`, `on_dst_repeat`, `max_jitter`, `start_at`, `end_at`,
+/// `remaining_runs`, `schedule_id`, `after`, `target_config.baseUrl`, `count`).
 #[utoipa::path(
     get, path = "/v1/admin/preview", tag = "admin",
     params(PreviewQuery),
@@ -508,6 +592,38 @@ pub async fn preview(
             .map_err(|e| errors.push(FieldError::new("on_dst_repeat", e.to_string())))
             .ok()
     });
+    let remaining_runs = given(query.remaining_runs).and_then(|v| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "remaining_runs",
+                    format!("{v:?} is not a whole number of runs"),
+                ))
+            })
+            .ok()
+    });
+    let seed = given(query.schedule_id).map(|v| {
+        Uuid::parse_str(v.trim())
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "schedule_id",
+                    format!("{v:?} is not a uuid"),
+                ))
+            })
+            .ok()
+    });
+    let after = given(query.after).and_then(|v| {
+        DateTime::parse_from_rfc3339(v.trim())
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "after",
+                    format!("{v:?} is not an RFC 3339 timestamp"),
+                ))
+            })
+            .ok()
+    });
     // The same checks as creating a schedule: the parser, then the egress policy.
     if let Some(raw) = given(query.base_url) {
         let checked = BaseUrl::parse(&raw)
@@ -517,7 +633,7 @@ pub async fn preview(
             errors.push(FieldError::new(BASE_URL_FIELD, problem));
         }
     }
-    // The same validation as a new schedule's timing; the type is a placeholder.
+    // The same validation as a new schedule's timing and policies; the type is a placeholder.
     let decl = ScheduleDecl {
         schedule_type: "preview".to_owned(),
         cron: given(query.cron),
@@ -525,17 +641,45 @@ pub async fn preview(
         timezone: given(query.timezone),
         on_dst_gap,
         on_dst_repeat,
+        max_jitter: given(query.max_jitter),
+        start_at: given(query.start_at),
+        end_at: given(query.end_at),
+        remaining_runs,
         ..ScheduleDecl::default()
     };
     let spec = decl
         .validate(now)
         .map_err(|mut problems| errors.append(&mut problems))
         .ok();
-    let spec = match spec {
-        Some(spec) if errors.is_empty() => spec,
+    let (spec, seed) = match (spec, seed) {
+        (Some(spec), None) if errors.is_empty() => (spec, None),
+        (Some(spec), Some(Some(seed))) if errors.is_empty() => (spec, Some(seed)),
         _ => return Err(ApiError::fields(errors)),
     };
-    let count = count as usize;
+    // Without a schedule there is no seed: the occurrences are listed, unshifted.
+    let listed = Policies {
+        max_jitter: if seed.is_some() {
+            spec.policies.max_jitter
+        } else {
+            std::time::Duration::ZERO
+        },
+        ..spec.policies
+    };
+    let occurrences = Occurrences {
+        timing: &spec.timing,
+        policies: &listed,
+        seed: ScheduleId(seed.unwrap_or(Uuid::nil())),
+    };
+    let first = match after {
+        Some(after) => occurrences.next_with_occurrence(after).ok().flatten(),
+        None => occurrences
+            .occurrence_after(now)
+            .ok()
+            .flatten()
+            .map(|occurrence| (occurrence, occurrences.call_at(occurrence))),
+    };
+    let count = spec.remaining_runs.map_or(count, |left| count.min(left)) as usize;
+    let max_jitter = format_duration(spec.policies.max_jitter);
     let view = match &spec.timing {
         Timing::Cron(cron) => {
             let zoned = cron
@@ -547,11 +691,9 @@ pub async fn preview(
                 timezone: cron.timezone.clone(),
                 fixed_time: zoned.expr.is_fixed_time(),
                 now,
-                fires: zoned
-                    .fires_after(now)
-                    .take(count)
-                    .map(|fire| FireView::of(zoned, fire))
-                    .collect(),
+                max_jitter,
+                schedule_id: seed,
+                fires: calls_from(Some(zoned), &occurrences, first, count),
             }
         }
         Timing::Once { run_at } => PreviewView {
@@ -560,7 +702,9 @@ pub async fn preview(
             timezone: "UTC".to_owned(),
             fixed_time: true,
             now,
-            fires: vec![FireView::utc(*run_at)],
+            max_jitter,
+            schedule_id: seed,
+            fires: vec![FireView::call(None, *run_at, occurrences.call_at(*run_at))],
         },
     };
     Ok(Json(view))

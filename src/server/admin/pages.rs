@@ -363,16 +363,41 @@ fn new_schedule_body() -> String {
 <div class="field"><label for="on_dst_repeat">When the time occurs twice (fall back)</label>
 <select id="on_dst_repeat" name="on_dst_repeat" aria-describedby="on_dst_repeat-error"><option value="once">Run once</option><option value="twice">Run twice</option></select><p class="error" id="on_dst_repeat-error" hidden></p></div>
 </div>
+<div class="row">
+<div class="field"><label for="start_at">Start (optional)</label>
+<input id="start_at" name="start_at" autocomplete="off" spellcheck="false" class="mono" placeholder="2030-06-01T00:00:00Z" aria-describedby="start_at-hint start_at-error">
+<p class="hint" id="start_at-hint">RFC 3339: no fire before it.</p><p class="error" id="start_at-error" hidden></p></div>
+<div class="field"><label for="end_at">End (optional)</label>
+<input id="end_at" name="end_at" autocomplete="off" spellcheck="false" class="mono" placeholder="2031-06-01T00:00:00Z" aria-describedby="end_at-hint end_at-error">
+<p class="hint" id="end_at-hint">RFC 3339: no fire after it; the schedule is then completed.</p><p class="error" id="end_at-error" hidden></p></div>
+</div>
+<div class="field"><label for="remaining_runs">Runs (optional)</label>
+<input id="remaining_runs" name="remaining_runs" type="number" min="1" max="1000000" aria-describedby="remaining_runs-hint remaining_runs-error">
+<p class="hint" id="remaining_runs-hint">Completed after this many fires; empty for no limit.</p><p class="error" id="remaining_runs-error" hidden></p></div>
 </div>
 <div id="once-fields" hidden>
 <div class="field"><label for="run_at">Run at</label>
 <input id="run_at" name="run_at" autocomplete="off" spellcheck="false" class="mono" placeholder="2030-06-01T12:00:00Z" aria-describedby="run_at-hint run_at-error">
 <p class="hint" id="run_at-hint">An RFC 3339 instant with its offset, in the future.</p><p class="error" id="run_at-error" hidden></p></div>
 </div>
+<div class="field"><label for="max_jitter">Jitter (optional)</label>
+<input id="max_jitter" name="max_jitter" autocomplete="off" spellcheck="false" class="mono" placeholder="30s" aria-describedby="max_jitter-hint max_jitter-error">
+<p class="hint" id="max_jitter-hint">Spreads each call up to this long after its time (<code>30s</code>, <code>5m</code>), at an offset fixed by the schedule's id; at most the time between fires.</p><p class="error" id="max_jitter-error" hidden></p></div>
 <section class="preview" aria-labelledby="preview-title">
 <h2 id="preview-title">Next fires</h2>
 <div id="preview" aria-live="polite"><p class="muted">Type an expression to see when it fires.</p></div>
 </section>
+</fieldset>
+<fieldset>
+<legend>When things go wrong</legend>
+<div class="field"><label for="catchup_window">Catch-up window</label>
+<input id="catchup_window" name="catchup_window" autocomplete="off" spellcheck="false" class="mono" placeholder="1h" aria-describedby="catchup_window-hint catchup_window-error">
+<p class="hint" id="catchup_window-hint">After an outage the latest missed fire still runs if it is at most this late (<code>1h</code> when empty, <code>1s</code> to <code>366d</code>); older ones are recorded as skipped.</p><p class="error" id="catchup_window-error" hidden></p></div>
+<div id="cron-policy-fields">
+<div class="field"><label for="overlap">When a fire is due while a job is still open</label>
+<select id="overlap" name="overlap" aria-describedby="overlap-error"><option value="skip">Skip it, on the record</option><option value="buffer_one">Keep one to run when the job ends</option><option value="allow_all">Run it beside the open job</option></select><p class="error" id="overlap-error" hidden></p></div>
+<div class="field"><label><input type="checkbox" id="pause_on_failure" name="pause_on_failure" aria-describedby="pause_on_failure-error"> Pause the schedule when a job lands in the dead-letter queue</label><p class="error" id="pause_on_failure-error" hidden></p></div>
+</div>
 </fieldset>
 <fieldset>
 <legend>Call</legend>
@@ -577,6 +602,36 @@ mod tests {
                     page.slug
                 );
             }
+        }
+    }
+
+    /// The create form posts the API's own field names: each policy has its control, a place
+    /// for the API's error about it, and a place in the script's list of form fields.
+    #[test]
+    fn the_new_schedule_form_offers_every_policy() {
+        use crate::core::policies::Overlap;
+        let html = new_schedule_body();
+        for field in [
+            "overlap",
+            "catchup_window",
+            "max_jitter",
+            "start_at",
+            "end_at",
+            "pause_on_failure",
+            "remaining_runs",
+        ] {
+            assert!(html.contains(&format!("id=\"{field}\"")), "{field}");
+            assert!(html.contains(&format!("id=\"{field}-error\"")), "{field}");
+            assert!(
+                SCRIPT.contains(&format!("'{field}'")),
+                "{field} in admin.js"
+            );
+        }
+        for overlap in Overlap::ALL {
+            assert!(
+                html.contains(&format!("<option value=\"{overlap}\">")),
+                "{overlap}"
+            );
         }
     }
 

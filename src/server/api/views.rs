@@ -43,6 +43,8 @@ pub struct ScheduleView {
     pub payload: Value,
     /// `active`, `paused`, `completed` or `deleted`.
     pub status: String,
+    /// The next call: its occurrence plus the schedule's jitter (absent when nothing is left
+    /// to fire).
     pub next_run_at: Option<DateTime<Utc>>,
     pub last_run_at: Option<DateTime<Utc>>,
     pub retry_count: i32,

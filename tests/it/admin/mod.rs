@@ -182,6 +182,7 @@ macro_rules! admin_suite {
                 envs_lists_what_the_token_grants,
                 overview_counts_failures_and_next_fires,
                 schedules_show_their_next_fires_in_their_zone,
+                schedules_and_the_preview_show_the_calls_their_policies_make,
                 preview_validates_like_creation_and_names_the_field,
                 pages_are_public_shells_with_a_strict_policy,
                 runs_sum_a_window_hour_by_hour,

@@ -297,3 +297,177 @@ pub async fn schedules_show_their_next_fires_in_their_zone(store: Arc<dyn Store>
         .await;
     assert_eq!(other["items"], json!([]));
 }
+
+/// A schedule with a jitter, a start and a run limit: the listing shows its calls (each its
+/// occurrence plus the core's jitter for its id, the first one its `next_run_at`), no more than
+/// its remaining runs, and its policy fields; the preview, given the same policies and id,
+/// lists the same calls; the overview's next fire is the stored call.
+pub async fn schedules_and_the_preview_show_the_calls_their_policies_make(store: Arc<dyn Store>) {
+    use chrono::{DateTime, Duration, Utc};
+    use sentin8_cron::core::model::ScheduleId;
+    use sentin8_cron::core::policies::jitter_offset;
+
+    let api = Api::start(store).await;
+    let env = api.env_a;
+    let token = api.writer();
+    let mut body = api.new_schedule(env, "rollup");
+    body["cron"] = json!("*/15 * * * *");
+    body["timezone"] = json!("UTC");
+    body["max_jitter"] = json!("2m");
+    body["start_at"] = json!("2030-01-01T01:00:00Z");
+    body["remaining_runs"] = json!(3);
+    body["catchup_window"] = json!("30m");
+    body["pause_on_failure"] = json!(true);
+    let (status, created, _) = api
+        .call(Method::POST, "/v1/schedules", Some(&token), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let seed = ScheduleId(id.parse().unwrap());
+    let call = |occurrence: &str| -> DateTime<Utc> {
+        let occurrence: DateTime<Utc> = occurrence.parse().unwrap();
+        occurrence + jitter_offset(seed, occurrence, std::time::Duration::from_secs(120))
+    };
+    let expected: Vec<Value> = [
+        "2030-01-01T01:00:00Z",
+        "2030-01-01T01:15:00Z",
+        "2030-01-01T01:30:00Z",
+    ]
+    .iter()
+    .map(|occurrence| json!({"at": call(occurrence), "occurrence": occurrence}))
+    .collect();
+    assert_eq!(created["next_run_at"], expected[0]["at"], "{created}");
+
+    let reader = api.token(READ);
+    let (status, page, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/admin/schedules?target_env_id={env}&fires=10"),
+            Some(&reader),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let row = &page["items"][0];
+    for (field, value) in [
+        ("max_jitter", json!("2m")),
+        ("catchup_window", json!("30m")),
+        ("overlap", json!("skip")),
+        ("start_at", json!("2030-01-01T01:00:00Z")),
+        ("end_at", Value::Null),
+        ("pause_on_failure", json!(true)),
+        ("remaining_runs", json!(3)),
+    ] {
+        assert_eq!(row[field], value, "{field}: {row}");
+    }
+    let description = row["description"].as_str().unwrap();
+    for words in [
+        "Every 15 minutes (UTC)",
+        "each call up to 2m after its instant (jitter)",
+        "a missed fire runs only within 30m of its instant",
+        "starting 2030-01-01 01:00:00 UTC",
+        "3 runs left",
+        "pauses when a job lands in the dead-letter queue",
+    ] {
+        assert!(description.contains(words), "{words:?} in {description}");
+    }
+    // Three runs left: three calls, though ten were asked for.
+    let upcoming: Vec<Value> = row["upcoming"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|fire| json!({"at": fire["at"], "occurrence": fire["occurrence"]}))
+        .collect();
+    assert_eq!(upcoming, expected, "{row}");
+
+    // The preview with the schedule's policies and id lists the same calls, from now (as a
+    // schedule created now) or from just before its next call.
+    let next: DateTime<Utc> = created["next_run_at"].as_str().unwrap().parse().unwrap();
+    let just_before = (next - Duration::milliseconds(1)).to_rfc3339();
+    for after in [None, Some(just_before.as_str())] {
+        let mut query = format!(
+            "/v1/admin/preview?target_env_id={env}&cron={}&timezone=UTC&max_jitter=2m\
+             &start_at={}&remaining_runs=3&schedule_id={id}&count=10",
+            super::enc("*/15 * * * *"),
+            super::enc("2030-01-01T01:00:00Z"),
+        );
+        if let Some(after) = after {
+            query.push_str(&format!("&after={}", super::enc(after)));
+        }
+        let (status, preview, _) = api.call(Method::GET, &query, Some(&reader), None).await;
+        assert_eq!(status, StatusCode::OK, "{preview}");
+        assert_eq!(preview["max_jitter"], "2m");
+        assert_eq!(preview["schedule_id"], json!(id));
+        let fires: Vec<Value> = preview["fires"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|fire| json!({"at": fire["at"], "occurrence": fire["occurrence"]}))
+            .collect();
+        assert_eq!(fires, expected, "after {after:?}: {preview}");
+    }
+    // Without a schedule id (a schedule not created yet) the fires are the occurrences.
+    let (status, unseeded, _) = api
+        .call(
+            Method::GET,
+            &format!(
+                "/v1/admin/preview?target_env_id={env}&cron={}&max_jitter=2m&start_at={}&count=2",
+                super::enc("*/15 * * * *"),
+                super::enc("2030-01-01T01:00:00Z"),
+            ),
+            Some(&reader),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{unseeded}");
+    assert_eq!(unseeded["max_jitter"], "2m");
+    assert_eq!(unseeded["schedule_id"], Value::Null);
+    let fires: Vec<Value> = unseeded["fires"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|fire| json!({"at": fire["at"], "occurrence": fire["occurrence"]}))
+        .collect();
+    assert_eq!(
+        fires,
+        [
+            json!({"at": "2030-01-01T01:00:00Z", "occurrence": null}),
+            json!({"at": "2030-01-01T01:15:00Z", "occurrence": null}),
+        ]
+    );
+    // Each problem is named by its field, the jitter checked against the interval.
+    let (status, problem, _) = api
+        .call(
+            Method::GET,
+            &format!(
+                "/v1/admin/preview?target_env_id={env}&cron={}&max_jitter=20m\
+                 &schedule_id=nope&after=later&remaining_runs=two",
+                super::enc("*/15 * * * *")
+            ),
+            Some(&reader),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let mut named = fields(&problem);
+    named.sort();
+    assert_eq!(
+        named,
+        ["after", "max_jitter", "remaining_runs", "schedule_id"],
+        "{problem}"
+    );
+
+    // The overview's next fire is the stored call, with its occurrence.
+    let (status, overview, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/admin/overview?target_env_id={env}"),
+            Some(&reader),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{overview}");
+    let fire = &overview["next_fires"][0]["fire"];
+    assert_eq!(fire["at"], created["next_run_at"], "{overview}");
+    assert_eq!(fire["occurrence"], "2030-01-01T01:00:00Z", "{overview}");
+}

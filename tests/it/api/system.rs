@@ -133,6 +133,52 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         .map(|(m, p)| (m.as_str(), p.as_str()))
         .collect();
     assert_eq!(got, expected);
+    // The schedule policies are documented where clients meet them: on both requests, on the
+    // view, on the preview's parameters and on a fire; each field says what it does.
+    let policies = [
+        "overlap",
+        "catchup_window",
+        "max_jitter",
+        "start_at",
+        "end_at",
+        "pause_on_failure",
+        "remaining_runs",
+    ];
+    let schemas = &doc["components"]["schemas"];
+    for schema in [
+        "CreateScheduleRequest",
+        "PatchScheduleRequest",
+        "ScheduleView",
+    ] {
+        let extra = (schema == "ScheduleView").then_some(&"next_run_at");
+        for field in policies.iter().chain(extra) {
+            let property = &schemas[schema]["properties"][field];
+            let description = property["description"].as_str().unwrap_or_default();
+            assert!(description.len() > 10, "{schema}.{field}: {property}");
+        }
+    }
+    assert!(
+        schemas["FireView"]["properties"]["occurrence"]["description"].is_string(),
+        "{}",
+        schemas["FireView"]
+    );
+    let preview_params = doc["paths"]["/v1/admin/preview"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    for name in [
+        "max_jitter",
+        "start_at",
+        "end_at",
+        "remaining_runs",
+        "schedule_id",
+        "after",
+    ] {
+        let param = preview_params
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("preview parameter {name}"));
+        assert!(param["description"].is_string(), "{param}");
+    }
     // A refused retry of a superseded job names its successor as a problem extension member.
     let retry_conflict = &doc["paths"]["/v1/jobs/{id}/retry"]["post"]["responses"]["409"];
     assert!(retry_conflict.is_object(), "{retry_conflict}");

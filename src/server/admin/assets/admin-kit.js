@@ -148,12 +148,16 @@ const sentin8AdminKit = (() => {
   }
 
   /** One fire: its wall time in the schedule's zone, with the DST note when there is one. */
+  /** A fire's call; a jittered one says how long after its occurrence it comes. */
   function fireEl(fire) {
+    const late = fire.occurrence ? Date.parse(fire.at) - Date.parse(fire.occurrence) : 0;
     return h('span', { class: 'fire' },
-      h('time', { datetime: fire.at, title: `${fire.local} (${utc(fire.at)})` }, fire.display),
+      h('time', { datetime: fire.at, title: `${fire.local} (${fire.at})` }, fire.display),
       fire.dst ? h('span', { class: 'tag', title: fire.dst === 'shifted'
         ? 'Moved out of a daylight-saving gap'
-        : 'Second run in a daylight-saving fold' }, fire.dst) : null);
+        : 'Second run in a daylight-saving fold' }, fire.dst) : null,
+      late > 0 ? h('span', { class: 'tag jitter', title: `Jitter: the call for ${utc(fire.occurrence)} comes ${(late / 1000).toFixed(3)} s after it` },
+        `+${(late / 1000).toFixed(late % 1000 ? 1 : 0)} s`) : null);
   }
 
   function badge(status) {

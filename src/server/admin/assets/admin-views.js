@@ -178,6 +178,37 @@ const sentin8AdminViews = (() => {
     twice: 'a time that occurs twice when clocks go back runs twice',
   };
 
+  const OVERLAP = {
+    skip: 'an occurrence due while a job of the schedule is open is skipped, on the record',
+    buffer_one: 'an occurrence due while a job is open waits for it (one at most)',
+    allow_all: 'an occurrence due while a job is open runs beside it',
+  };
+
+  /**
+   * The policy facts: what an overlap, a missed occurrence and a dead letter do, the jitter,
+   * the bounds and the runs left. A one-shot has only the catch-up window and the jitter.
+   */
+  function policyFacts(s) {
+    const cron = s.kind === 'cron';
+    const none = (text) => h('span', { class: 'muted' }, text);
+    const jitter = s.max_jitter === '0s'
+      ? none('none: each call at its occurrence')
+      : `each call up to ${s.max_jitter} after its occurrence (a fixed offset per occurrence)`;
+    return [
+      ...(cron ? fact('Overlap', h('span', { id: 's-overlap' }, h('code', {}, s.overlap), `: ${OVERLAP[s.overlap] || s.overlap}.`)) : []),
+      ...fact('Catch-up window', h('span', { id: 's-catchup' }, h('code', {}, s.catchup_window),
+        ': a missed occurrence runs late only within it; an older one is recorded as skipped.')),
+      ...fact('Jitter', h('span', { id: 's-jitter' }, jitter)),
+      ...(cron ? fact('Starts', h('span', { id: 's-start' }, s.start_at ? timeEl(s.start_at) : none('no start bound'))) : []),
+      ...(cron ? fact('Ends', h('span', { id: 's-end' }, s.end_at ? timeEl(s.end_at) : none('no end bound'),
+        s.end_at ? ' (then completed)' : null)) : []),
+      ...(cron ? fact('Pause on failure', h('span', { id: 's-pause-on-failure' }, s.pause_on_failure
+        ? 'yes: a job that lands in the dead-letter queue pauses the schedule' : 'no')) : []),
+      ...(cron ? fact('Remaining runs', h('span', { id: 's-remaining' }, s.remaining_runs === null || s.remaining_runs === undefined
+        ? none('no limit') : `${s.remaining_runs} (then completed)`)) : []),
+    ];
+  }
+
   async function schedulePage(first) {
     const id = idParam();
     if (!id) {
@@ -215,7 +246,10 @@ const sentin8AdminViews = (() => {
       ...fact('Callback', baseUrl ? h('code', { id: 's-callback' }, `POST ${baseUrl.replace(/\/+$/, '')}/v1/internal/schedules/run`) : h('span', { class: 'error-text' }, 'no baseUrl')),
       ...fact('Payload', h('pre', { class: 'json', id: 's-payload' }, JSON.stringify(s.payload, null, 2))),
       ...fact('Retries', `${s.max_retries} before the dead-letter queue` + (s.retry_count ? `; ${s.retry_count} in a row so far` : '')),
-      ...fact('Next run', timeEl(s.next_run_at)),
+      ...policyFacts(s),
+      // next_run_at is the stored call instant, its jitter included.
+      ...fact('Next run', h('span', { id: 's-next-run' }, timeEl(s.next_run_at),
+        s.next_run_at && s.max_jitter && s.max_jitter !== '0s' ? h('span', { class: 'muted' }, ' (the call, jitter included)') : null)),
       ...fact('Last run', timeEl(s.last_run_at)),
       ...fact('Created', `${s.created_by}, `, timeEl(s.created_at)),
       ...fact('Updated', `${s.updated_by}, `, timeEl(s.updated_at)),
@@ -348,11 +382,32 @@ const sentin8AdminViews = (() => {
       area.replaceChildren(h('p', {}, 'Runs once, at ', timeEl(s.run_at)));
       return;
     }
-    const preview = await api('GET', '/v1/admin/preview', {
-      query: { cron: s.cron, timezone: s.timezone, on_dst_gap: s.on_dst_gap, on_dst_repeat: s.on_dst_repeat, count: 8 },
-    });
+    if (s.remaining_runs === 0) {
+      area.replaceChildren(h('p', { class: 'muted' }, 'None: no runs are left.'));
+      return;
+    }
+    // The schedule's own calls: its jitter (seeded by its id), its bounds and its runs left; an
+    // active one's from its stored next call, a paused one's as if resumed now.
+    const query = {
+      cron: s.cron, timezone: s.timezone, on_dst_gap: s.on_dst_gap, on_dst_repeat: s.on_dst_repeat, count: 8,
+      max_jitter: s.max_jitter, schedule_id: s.id, start_at: s.start_at || '', end_at: s.end_at || '',
+      remaining_runs: s.remaining_runs === null || s.remaining_runs === undefined ? '' : String(s.remaining_runs),
+    };
+    if (s.status === 'active' && s.next_run_at) {
+      query.after = new Date(Date.parse(s.next_run_at) - 1).toISOString();
+    }
+    let preview;
+    try {
+      preview = await api('GET', '/v1/admin/preview', { query });
+    } catch (err) {
+      // An end already past (the schedule completes at its next round): nothing to list.
+      if (err.status !== 400) throw err;
+      area.replaceChildren(h('p', { class: 'muted' }, `None to list: ${err.message}`));
+      return;
+    }
     area.replaceChildren(
-      h('p', {}, `${s.status === 'paused' ? 'If resumed now, on' : 'On'} the ${preview.timezone} clock:`),
+      h('p', {}, `${s.status === 'paused' ? 'If resumed now, on' : 'On'} the ${preview.timezone} clock` +
+        (preview.max_jitter !== '0s' ? `, each call with its jitter (up to ${preview.max_jitter}):` : ':')),
       h('ol', { class: 'fires', id: 's-fires' }, preview.fires.map((fire) => h('li', {}, fireEl(fire),
         h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`)))));
   }
@@ -386,6 +441,21 @@ const sentin8AdminViews = (() => {
     return h('span', { class: 'muted' }, ` (status ${before} → ${after})`);
   }
 
+  /** Why the engine made a change (a pause on failure), kept beside the after snapshot. */
+  const reasonOf = (entry) => (entry.after && typeof entry.after.reason === 'string' ? entry.after.reason : null);
+
+  /**
+   * A paused schedule whose latest pause or resume is a pause with a reason (the engine's pause
+   * on failure) says why beside its status. The trail is newest first.
+   */
+  function showPauseReason(s, items) {
+    if (s.status !== 'paused') return;
+    const latest = items.find((entry) => entry.action === 'schedule.pause' || entry.action === 'schedule.resume');
+    const reason = latest && latest.action === 'schedule.pause' ? reasonOf(latest) : null;
+    if (!reason) return;
+    $('s-facts').prepend(...fact('Paused', h('span', { id: 's-paused-reason' }, reason, ' · ', timeEl(latest.at))));
+  }
+
   async function scheduleAudit(s) {
     const area = $('s-audit');
     let audit;
@@ -397,9 +467,11 @@ const sentin8AdminViews = (() => {
       return;
     }
     const items = audit && Array.isArray(audit.items) ? audit.items : [];
+    showPauseReason(s, items);
     area.replaceChildren(items.length
       ? h('ol', { class: 'audit', id: 's-audit-list' }, items.map((entry) => h('li', {},
         timeEl(entry.at), ' ', h('strong', {}, entry.action), statusChange(entry), ` by ${entry.actor}`,
+        reasonOf(entry) ? h('span', { class: 'muted' }, ` (${reasonOf(entry)})`) : null,
         entry.detail && Object.keys(entry.detail).length
           ? h('code', { class: 'detail' }, ` ${JSON.stringify(entry.detail)}`) : null)))
       : h('p', { class: 'muted' }, 'No entries.'));

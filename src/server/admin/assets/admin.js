@@ -269,8 +269,11 @@
   // ---------------------------------------------------------------------------------------
 
   const FORM_FIELDS = ['domain', 'schedule_type', 'base_url', 'cron', 'timezone', 'on_dst_gap',
-    'on_dst_repeat', 'run_at', 'payload', 'max_retries'];
-  const TIMING_FIELDS = ['cron', 'timezone', 'on_dst_gap', 'on_dst_repeat', 'run_at'];
+    'on_dst_repeat', 'run_at', 'start_at', 'end_at', 'remaining_runs', 'max_jitter', 'catchup_window',
+    'overlap', 'pause_on_failure', 'payload', 'max_retries'];
+  // What the preview checks and lists by: the timing, its bounds, its runs and its jitter.
+  const TIMING_FIELDS = ['cron', 'timezone', 'on_dst_gap', 'on_dst_repeat', 'run_at', 'start_at',
+    'end_at', 'remaining_runs', 'max_jitter'];
   let previewTimer = null;
   let previewSeq = 0;
 
@@ -322,6 +325,7 @@
       const once = kind() === 'once';
       $('cron-fields').hidden = once;
       $('once-fields').hidden = !once;
+      $('cron-policy-fields').hidden = once;
       schedulePreview();
     };
     $('kind-cron').addEventListener('change', toggle);
@@ -355,12 +359,16 @@
       return;
     }
     const query = once
-      ? { run_at: text }
+      ? { run_at: text, max_jitter: $('max_jitter').value.trim() }
       : {
         cron: text,
         timezone: $('timezone').value.trim(),
         on_dst_gap: $('on_dst_gap').value,
         on_dst_repeat: $('on_dst_repeat').value,
+        start_at: $('start_at').value.trim(),
+        end_at: $('end_at').value.trim(),
+        remaining_runs: $('remaining_runs').value.trim(),
+        max_jitter: $('max_jitter').value.trim(),
         count: 5,
       };
     try {
@@ -371,9 +379,13 @@
         ? `Next ${preview.fires.length} fires, on the ${preview.timezone} clock` +
           (preview.fixed_time ? ':' : ' (an interval schedule: it follows elapsed time across clock changes):')
         : 'Runs once, at:';
+      // A schedule not created yet has no id to seed its jitter: only the window is known.
+      const jitter = preview.max_jitter && preview.max_jitter !== '0s'
+        ? h('p', { class: 'muted', id: 'preview-jitter' }, `Each call comes up to ${preview.max_jitter} after its time, at an offset fixed by the schedule's id.`)
+        : null;
       area.replaceChildren(h('p', {}, intro), h('ol', { class: 'fires', id: 'preview-fires' },
         preview.fires.map((fire) => h('li', {}, fireEl(fire),
-          h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`)))));
+          h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`)))), jitter);
     } catch (err) {
       if (seq !== previewSeq) return;
       if (err.status === 400) {
@@ -415,6 +427,13 @@
       }
       body.max_retries = n;
     }
+    // Policies left empty are left out: the server's defaults apply.
+    const optional = (id) => {
+      const value = $(id).value.trim();
+      if (value) body[id] = value;
+    };
+    optional('max_jitter');
+    optional('catchup_window');
     if (kind() === 'once') {
       body.run_at = $('run_at').value.trim();
     } else {
@@ -422,6 +441,20 @@
       body.timezone = $('timezone').value.trim() || 'UTC';
       body.on_dst_gap = $('on_dst_gap').value;
       body.on_dst_repeat = $('on_dst_repeat').value;
+      body.overlap = $('overlap').value;
+      optional('start_at');
+      optional('end_at');
+      if ($('pause_on_failure').checked) body.pause_on_failure = true;
+      const runs = $('remaining_runs').value.trim();
+      if (runs !== '') {
+        const n = Number(runs);
+        if (!Number.isInteger(n) || n < 1) {
+          showErrors([{ field: 'remaining_runs', message: 'must be a whole number from 1 to 1000000' }]);
+          $('remaining_runs').focus();
+          return;
+        }
+        body.remaining_runs = n;
+      }
     }
     $('create').disabled = true;
     say('Creating…');
