@@ -455,6 +455,57 @@ async fn scenario(browser: &Browser) {
         .wait_text("#s-paused-reason", "landed in the dead-letter queue")
         .await;
 
+    // Backfill from the schedule's page: a range reaching into the future is refused under
+    // its field; a past one creates its jobs, recorded as a backfill.
+    let mut hourly = api.new_schedule(api.env_a, "hourly-export");
+    hourly["cron"] = json!("0 * * * *");
+    hourly["timezone"] = json!("UTC");
+    let hourly = create(&api, &token, hourly).await;
+    browser
+        .goto(&format!("{ui}/schedules/view?id={hourly}"))
+        .await
+        .unwrap();
+    let backfill = browser
+        .wait_visible("button[aria-label=\"Backfill past occurrences of billing/hourly-export\"]")
+        .await;
+    browser.click(&backfill).await.unwrap();
+    let from = browser.wait_visible("#b-from").await;
+    browser
+        .type_text(&from, "2029-12-31T21:00:00Z")
+        .await
+        .unwrap();
+    let to = browser.find("#b-to").await.unwrap();
+    browser
+        .type_text(&to, "2031-01-01T00:00:00Z")
+        .await
+        .unwrap();
+    let run = browser.find("#b-run").await.unwrap();
+    browser.click(&run).await.unwrap();
+    browser.wait_text("#b-to-error", "is in the future").await;
+    browser.clear(&to).await.unwrap();
+    browser
+        .type_text(&to, "2029-12-31T23:00:00Z")
+        .await
+        .unwrap();
+    browser.click(&run).await.unwrap();
+    browser
+        .wait_text(
+            "#status",
+            "Backfilled billing/hourly-export: 3 occurrence(s); 1 started",
+        )
+        .await;
+    let (_, jobs, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/jobs?schedule_id={hourly}&target_env_id={env}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    let items = jobs["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{jobs}");
+    assert!(items.iter().all(|j| j["backfill"] == true), "{jobs}");
+
     // Signing out stops the overview's refresh: no read is made after it.
     browser.goto(&format!("{ui}/overview")).await.unwrap();
     browser.wait_text("#ov-updated", "refreshes every").await;

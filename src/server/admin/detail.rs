@@ -21,6 +21,13 @@ pub(super) fn schedule_body() -> String {
 <div class="field"><label for="e-max_retries">Retries before the dead-letter queue</label><input id="e-max_retries" type="number" min="0" max="100" aria-describedby="e-max_retries-error"><p class="error" id="e-max_retries-error" hidden></p></div>
 <p class="toolbar"><button type="submit" id="e-save">Save</button> <button type="button" id="e-cancel" class="secondary">Cancel</button></p>
 </form>
+<form id="s-backfill" class="stack panel" hidden novalidate aria-labelledby="s-backfill-title">
+<h2 id="s-backfill-title">Backfill</h2>
+<p class="muted">Runs the schedule's occurrences in a past range again (at most 1,000), each as a job of its own recorded as a backfill, under its overlap policy: one at a time, or up to 5 at once beside its other jobs under allow_all.</p>
+<div class="field"><label for="b-from">From (RFC 3339, UTC)</label><input id="b-from" class="mono" autocomplete="off" spellcheck="false" placeholder="2030-01-01T00:00:00Z" aria-describedby="b-from-error"><p class="error" id="b-from-error" hidden></p></div>
+<div class="field"><label for="b-to">To (RFC 3339, UTC, not after now)</label><input id="b-to" class="mono" autocomplete="off" spellcheck="false" placeholder="2030-01-01T06:00:00Z" aria-describedby="b-to-error"><p class="error" id="b-to-error" hidden></p></div>
+<p class="toolbar"><button type="submit" id="b-run">Backfill</button> <button type="button" id="b-cancel" class="secondary">Cancel</button></p>
+</form>
 <section aria-labelledby="s-next-title">
 <h2 id="s-next-title">Next fires</h2>
 <div id="s-next"><p class="muted">–</p></div>

@@ -271,6 +271,9 @@ const sentin8AdminViews = (() => {
         say(`Triggered ${name}: job ${short(job.id)} is ${job.status}.`, 'ok');
         await reload();
       }));
+      if (s.kind === 'cron') {
+        actions.append(actionButton('Backfill', `Backfill past occurrences of ${name}`, async () => openBackfill(s)));
+      }
       actions.append(confirmButton('Delete', `Delete ${name}`, async () => {
         await api('DELETE', `/v1/schedules/${encodeURIComponent(s.id)}`);
         storage.set(FLASH_KEY, `Deleted ${name}.`);
@@ -284,6 +287,49 @@ const sentin8AdminViews = (() => {
         saveEdit().catch(report);
       });
       $('e-cancel').addEventListener('click', () => { $('s-edit').hidden = true; });
+      $('s-backfill').addEventListener('submit', (event) => {
+        event.preventDefault();
+        runBackfill().catch(report);
+      });
+      $('b-cancel').addEventListener('click', () => { $('s-backfill').hidden = true; });
+    }
+  }
+
+  // The schedule a backfill is asked for.
+  let backfilling = null;
+
+  function openBackfill(s) {
+    backfilling = s;
+    for (const f of ['from', 'to']) {
+      $(`b-${f}-error`).hidden = true;
+      $(`b-${f}`).removeAttribute('aria-invalid');
+    }
+    $('s-backfill').hidden = false;
+    $('b-from').focus();
+  }
+
+  async function runBackfill() {
+    const s = backfilling;
+    if (!s) return;
+    const body = { from: $('b-from').value.trim(), to: $('b-to').value.trim() };
+    try {
+      const done = await api('POST', `/v1/schedules/${encodeURIComponent(s.id)}/backfill`, { body });
+      $('s-backfill').hidden = true;
+      say(`Backfilled ${s.domain}/${s.schedule_type}: ${done.occurrences} occurrence(s); ${done.started} started, the rest wait their turn.`, 'ok');
+      await schedulePage(false);
+    } catch (err) {
+      // A refused field is shown beside its input; anything else is reported.
+      const errors = (err.problem && err.problem.errors) || [];
+      let shown = false;
+      for (const e of errors) {
+        const f = e.field === 'from' || e.field === 'to' ? e.field : null;
+        if (!f) continue;
+        $(`b-${f}-error`).textContent = e.message;
+        $(`b-${f}-error`).hidden = false;
+        $(`b-${f}`).setAttribute('aria-invalid', 'true');
+        shown = true;
+      }
+      if (!shown) throw err;
     }
   }
 
