@@ -20,6 +20,17 @@ use crate::core::cron::CronError;
 use crate::core::model::{ScheduleId, UnknownValue};
 use crate::core::timing::Timing;
 
+/// The policy fields, by the names a declaration, the API and the pages use.
+pub const FIELDS: &[&str] = &[
+    "overlap",
+    "catchup_window",
+    "max_jitter",
+    "start_at",
+    "end_at",
+    "pause_on_failure",
+    "remaining_runs",
+];
+
 /// `catchup_window` when a schedule leaves it out.
 pub const DEFAULT_CATCHUP_WINDOW: Duration = Duration::from_secs(3600);
 /// The shortest accepted `catchup_window`.

@@ -611,15 +611,7 @@ mod tests {
     fn the_new_schedule_form_offers_every_policy() {
         use crate::core::policies::Overlap;
         let html = new_schedule_body();
-        for field in [
-            "overlap",
-            "catchup_window",
-            "max_jitter",
-            "start_at",
-            "end_at",
-            "pause_on_failure",
-            "remaining_runs",
-        ] {
+        for field in crate::core::policies::FIELDS {
             assert!(html.contains(&format!("id=\"{field}\"")), "{field}");
             assert!(html.contains(&format!("id=\"{field}-error\"")), "{field}");
             assert!(

@@ -135,15 +135,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     assert_eq!(got, expected);
     // The schedule policies are documented where clients meet them: on both requests, on the
     // view, on the preview's parameters and on a fire; each field says what it does.
-    let policies = [
-        "overlap",
-        "catchup_window",
-        "max_jitter",
-        "start_at",
-        "end_at",
-        "pause_on_failure",
-        "remaining_runs",
-    ];
+    let policies = sentin8_cron::core::policies::FIELDS;
     let schemas = &doc["components"]["schemas"];
     for schema in [
         "CreateScheduleRequest",
