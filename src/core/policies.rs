@@ -9,8 +9,10 @@
 //! `next_run_at` stores the call instant; the occurrence it belongs to is recovered from it,
 //! because a jitter never reaches the next occurrence (it is at most the shortest interval).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -251,14 +253,37 @@ pub fn jitter_offset(
 /// The shortest interval between consecutive occurrences of `timing` after `from`, looked for
 /// over the next [`INTERVAL_SCAN`] occurrences; the search stops early once one is shorter
 /// than `at_least`. `None` when fewer than two occurrences come.
+///
+/// A whole scan (about a millisecond for an every-minute schedule) is remembered for the day
+/// by expression, zone and DST policies, so enrolling many schedules that share an expression
+/// scans it once.
 pub fn shortest_interval(
     timing: &Timing,
     from: DateTime<Utc>,
     at_least: Duration,
 ) -> Option<chrono::Duration> {
+    let key = timing.cron().map(|cron| {
+        format!(
+            "{}|{}|{}|{}|{}",
+            cron.expression,
+            cron.timezone,
+            cron.on_dst_gap.as_str(),
+            cron.on_dst_repeat.as_str(),
+            from.date_naive()
+        )
+    });
+    if let Some(key) = &key
+        && let Some(known) = SCANNED
+            .lock()
+            .ok()
+            .and_then(|known| known.get(key).copied())
+    {
+        return known;
+    }
     let at_least = chrono_of(at_least);
     let mut previous = timing.next_after(from).ok().flatten()?;
     let mut shortest: Option<chrono::Duration> = None;
+    let mut whole = true;
     for _ in 0..INTERVAL_SCAN {
         let Some(next) = timing.next_after(previous).ok().flatten() else {
             break;
@@ -268,12 +293,27 @@ pub fn shortest_interval(
             shortest = Some(gap);
         }
         if gap < at_least {
+            whole = false;
             break;
         }
         previous = next;
     }
+    if whole
+        && let Some(key) = key
+        && let Ok(mut known) = SCANNED.lock()
+    {
+        // Bounded: a new day's keys replace the old ones.
+        if known.len() >= 4096 {
+            known.clear();
+        }
+        known.insert(key, shortest);
+    }
     shortest
 }
+
+/// Whole scans of [`shortest_interval`], by expression, zone, DST policies and day.
+static SCANNED: LazyLock<Mutex<HashMap<String, Option<chrono::Duration>>>> =
+    LazyLock::new(Mutex::default);
 
 /// A duration as text, in the largest units that say it exactly (`90s` is `1m30s`).
 pub fn format_duration(d: Duration) -> String {

@@ -2,6 +2,8 @@
 //! `start_at`, `end_at`, `pause_on_failure`, `remaining_runs`) and their validation against
 //! the schedule's timing.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use super::FieldError;
@@ -163,7 +165,9 @@ fn check(
                 ));
             }
         }
-        Timing::Cron(_) if !policies.max_jitter.is_zero() => {
+        // Occurrences fall on whole minutes (zone offsets are whole minutes), so any two are at
+        // least a minute apart: a jitter up to a minute always fits without a scan.
+        Timing::Cron(_) if policies.max_jitter > Duration::from_secs(60) => {
             let from = policies.start_at.map_or(now, |start| start.max(now));
             if let Some(interval) = shortest_interval(timing, from, policies.max_jitter)
                 && interval.to_std().is_ok_and(|i| policies.max_jitter > i)
