@@ -380,6 +380,9 @@ async fn measure(
         }
     };
     ctx.target.take();
+    // Read after the seed and before the boundary (not at it: the bench's own query stays out
+    // of the burst), so the burst's claims ahead are counted.
+    let commits_before = records::commits(deployment).await;
     sleep_until(first).await;
     ctx.sampler.sample_now();
     let killed_at = match scenario.kill_first_after_ms {
@@ -397,6 +400,7 @@ async fn measure(
         ctx.sampler.sample_now();
         loads.push((first + (m - 1) * MINUTE_US, load_average()));
     }
+    let commits_after = records::commits(deployment).await;
     // Calls of the last minute's occurrences still arriving get a second more.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     deployment.stop().await;
@@ -455,7 +459,17 @@ async fn measure(
     }
     let http2: usize = analysis.totals.values().map(|s| s.http2).sum();
     let fired: usize = analysis.totals.values().map(|s| s.fired).sum();
-    println!("- calls over HTTP/2: {http2} of {fired}\n");
+    println!("- calls over HTTP/2: {http2} of {fired}");
+    if let (Some(before), Some(after)) = (commits_before, commits_after) {
+        // Fires that share an instant share their writes; this shows how well they did.
+        println!(
+            "- transactions committed on the database from the end of the seed to the end of the \
+             last measured minute (claims ahead of the burst after it included): {} \
+             (pg_stat_database)",
+            after - before
+        );
+    }
+    println!();
     if let Some(jitter) = scenario.max_jitter {
         println!(
             "- every schedule declared with `max_jitter: {}s`: p50/p99/max below count from \
