@@ -286,6 +286,9 @@ impl Deployment {
                             "schedule_type": format!("{}-{i:06}", group.name.to_lowercase()),
                             "payload": {"i": i},
                         });
+                        if let Some(jitter) = scenario.max_jitter {
+                            entry["max_jitter"] = format!("{}s", jitter.as_secs()).into();
+                        }
                         match scenario.due {
                             Due::EveryMinute => entry["cron"] = "* * * * *".into(),
                             Due::SpreadOverMinute => {

@@ -293,6 +293,7 @@ async fn drill(
         minutes: scenario.minutes,
         instances: scenario.instances,
         sampler: &ctx.sampler,
+        max_jitter: scenario.max_jitter,
     };
     let analysis = report::analyse(&plan, &records, &arrivals);
     let group_of_schedule: HashMap<String, String> = records
@@ -395,6 +396,7 @@ async fn drill(
         headline,
         serve_cpu_per_minute: serve_cpu,
         seed_seconds,
+        spread: Vec::new(),
     })
 }
 

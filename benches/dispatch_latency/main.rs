@@ -3,7 +3,9 @@
 //! local HTTP target (its own process) that records when each call arrives. Per minute: fired/N,
 //! p50/p99/max of arrival minus the due instant, duplicates, occurrences without a record, and
 //! the CPU split between serve, the database and the target. pgbench's TPS and pg_cron on a
-//! private cluster run in the same command as references.
+//! private cluster run in the same command as references. Schedules declared with a
+//! `max_jitter` (`pg-5k-jitter`) are measured from each call's own instant, and the report adds
+//! the calls per second of the burst (`spread.rs`).
 //!
 //! Run: `cargo bench --bench dispatch_latency` (the default set, about 15 minutes), or name
 //! what to run: `cargo bench --bench dispatch_latency -- pg-5k noisy` (or `BENCH_SCENARIOS`).
@@ -35,6 +37,7 @@ mod procstat;
 mod records;
 mod report;
 mod scenarios;
+mod spread;
 mod target;
 
 use std::collections::HashMap;
@@ -97,6 +100,8 @@ struct Outcome {
     headline: Stats,
     serve_cpu_per_minute: f64,
     seed_seconds: f64,
+    /// With a jitter: how each measured minute's burst spread, one line each.
+    spread: Vec<String>,
 }
 
 fn selection(args: &[String]) -> Vec<String> {
@@ -375,6 +380,9 @@ async fn measure(
         }
     };
     ctx.target.take();
+    // Read after the seed and before the boundary (not at it: the bench's own query stays out
+    // of the burst), so the burst's claims ahead are counted.
+    let commits_before = records::commits(deployment).await;
     sleep_until(first).await;
     ctx.sampler.sample_now();
     let killed_at = match scenario.kill_first_after_ms {
@@ -392,6 +400,7 @@ async fn measure(
         ctx.sampler.sample_now();
         loads.push((first + (m - 1) * MINUTE_US, load_average()));
     }
+    let commits_after = records::commits(deployment).await;
     // Calls of the last minute's occurrences still arriving get a second more.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     deployment.stop().await;
@@ -410,6 +419,7 @@ async fn measure(
         minutes: scenario.minutes,
         instances: scenario.instances,
         sampler: &ctx.sampler,
+        max_jitter: scenario.max_jitter,
     };
     let analysis = report::analyse(&plan, &records, &arrivals);
     let windows: Vec<_> = loads
@@ -449,8 +459,35 @@ async fn measure(
     }
     let http2: usize = analysis.totals.values().map(|s| s.http2).sum();
     let fired: usize = analysis.totals.values().map(|s| s.fired).sum();
-    println!("- calls over HTTP/2: {http2} of {fired}\n");
+    println!("- calls over HTTP/2: {http2} of {fired}");
+    if let (Some(before), Some(after)) = (commits_before, commits_after) {
+        // Fires that share an instant share their writes; this shows how well they did.
+        println!(
+            "- transactions committed on the database from the end of the seed to the end of the \
+             last measured minute (claims ahead of the burst after it included): {} \
+             (pg_stat_database)",
+            after - before
+        );
+    }
+    println!();
+    if let Some(jitter) = scenario.max_jitter {
+        println!(
+            "- every schedule declared with `max_jitter: {}s`: p50/p99/max below count from \
+             each call's own instant (the boundary plus its offset), not from the boundary\n",
+            jitter.as_secs()
+        );
+    }
     println!("{}", report::lateness_table(&analysis, scenario.instances));
+    let spreads = match scenario.max_jitter {
+        Some(jitter) => {
+            let envs = plan.group_of_env.keys().cloned().collect();
+            spread::analyse(&records, &arrivals, &envs, first, scenario.minutes, jitter)
+        }
+        None => Vec::new(),
+    };
+    for s in &spreads {
+        println!("{}", s.table());
+    }
     println!(
         "{}",
         report::cpu_table(
@@ -471,6 +508,7 @@ async fn measure(
         headline,
         serve_cpu_per_minute: serve_cpu,
         seed_seconds,
+        spread: spreads.iter().map(spread::Spread::line).collect(),
     })
 }
 
@@ -551,6 +589,11 @@ fn print_summary(outcomes: &[Outcome], pgcron_run: Option<&pgcron::PgCronRun>, t
             report::duration(all.percentile(0.99)),
             report::duration(all.late_us.last().copied()),
         );
+    }
+    for o in outcomes {
+        for line in &o.spread {
+            println!("\n{} spread, {line}", o.scenario.name);
+        }
     }
     if let Some(tps) = tps {
         println!("\npgbench TPS in this run: {tps:.0}");

@@ -68,6 +68,21 @@ fn range_tables(columns: &[(String, String)]) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Transactions committed on the deployment's PostgreSQL database so far (`xact_commit`, which
+/// a backend publishes within about a second); none on SQLite or when it cannot be read.
+pub async fn commits(deployment: &Deployment) -> Option<i64> {
+    if deployment.backend != Backend::Postgres {
+        return None;
+    }
+    let mut conn = PgConnection::connect(&deployment.owner_url).await.ok()?;
+    sqlx::query_scalar(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .ok()
+}
+
 pub async fn read(deployment: &Deployment) -> anyhow::Result<Records> {
     match deployment.backend {
         Backend::Postgres => read_postgres(&deployment.owner_url).await,

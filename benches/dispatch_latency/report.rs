@@ -1,16 +1,23 @@
 //! From arrivals, records and CPU samples to the per-minute tables.
 //!
 //! An occurrence is (schedule, due instant): for a `* * * * *` schedule every measured minute
-//! boundary, for a one-shot its `run_at`. It fired when a call for it reached the target
-//! (`schedule_id` and `scheduled_for` of the envelope); lateness is the first arrival minus the
-//! due instant. Further arrivals of an occurrence are duplicates: with the same idempotency key
-//! (the signature's `jti`; the same job delivered again) or with another (a second job for the
-//! same occurrence). An occurrence is recorded when the database holds a job for it (any
-//! status, a skipped one included) or a skipped range covering it; it is unclaimed when the
-//! schedule's next fire had not yet moved past it when the instances stopped (the instances
-//! were that far behind); otherwise it is missing.
+//! boundary, for a one-shot its `run_at`. With a `max_jitter` the due instant is the call
+//! instant, the boundary plus the schedule's offset (`jitter_offset` of the library, the one
+//! derivation serve uses too), so lateness counts from the instant the scheduler meant to call
+//! at, not from the boundary. It fired when a call for it reached the target (`schedule_id` and
+//! `scheduled_for` of the envelope, which carries the call instant); lateness is the first
+//! arrival minus the due instant. Further arrivals of an occurrence are duplicates: with the
+//! same idempotency key (the signature's `jti`; the same job delivered again) or with another
+//! (a second job for the same occurrence). An occurrence is recorded when the database holds a
+//! job for it (any status, a skipped one included) or a skipped range covering it; it is
+//! unclaimed when the schedule's next fire had not yet moved past it when the instances stopped
+//! (the instances were that far behind); otherwise it is missing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use sentin8_cron::core::model::ScheduleId;
+use sentin8_cron::core::policies::jitter_offset;
 
 use crate::procstat::{CpuWindow, Sampler};
 use crate::records::Records;
@@ -83,6 +90,24 @@ pub struct Plan<'a> {
     pub minutes: u32,
     pub instances: usize,
     pub sampler: &'a Sampler,
+    /// The schedules' `max_jitter`, when they were declared with one.
+    pub max_jitter: Option<Duration>,
+}
+
+/// The instant `schedule`'s call for the occurrence at `occurrence_us` is due: the occurrence
+/// itself without a jitter (or with an id that is not a UUID, which no schedule has).
+pub fn call_instant(schedule: &str, occurrence_us: i64, max_jitter: Option<Duration>) -> i64 {
+    let (Some(max), Ok(id), Some(occurrence)) = (
+        max_jitter,
+        schedule.parse::<ScheduleId>(),
+        chrono::DateTime::from_timestamp_micros(occurrence_us),
+    ) else {
+        return occurrence_us;
+    };
+    occurrence_us
+        + jitter_offset(id, occurrence, max)
+            .num_microseconds()
+            .unwrap_or(0)
 }
 
 pub fn analyse(plan: &Plan, records: &Records, arrivals: &[Arrival]) -> Analysis {
@@ -113,7 +138,10 @@ pub fn analyse(plan: &Plan, records: &Records, arrivals: &[Arrival]) -> Analysis
         let occurrences: Vec<i64> = match schedule.run_at_us {
             Some(at) => vec![at],
             None => (0..plan.minutes as i64)
-                .map(|m| plan.first_minute_us + m * MINUTE_US)
+                .map(|m| {
+                    let boundary = plan.first_minute_us + m * MINUTE_US;
+                    call_instant(&schedule.id, boundary, plan.max_jitter)
+                })
                 .collect(),
         };
         for due in occurrences.into_iter().filter(|t| window.contains(t)) {

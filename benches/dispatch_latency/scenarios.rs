@@ -1,6 +1,8 @@
 //! The scenarios, by name. Sizes are multiplied by `BENCH_SCALE`; the measured minutes can be
 //! overridden with `BENCH_MINUTES`.
 
+use std::time::Duration;
+
 use crate::target::Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,9 @@ pub struct Scenario {
     /// The failover drill (see `failover.rs`): its own primary and standby, the primary
     /// killed in the first measured burst and the standby promoted.
     pub failover: Option<Replication>,
+    /// Every schedule is declared with this `max_jitter`: its calls are due at their own
+    /// jittered instants, and the report adds how the burst spread (see `spread.rs`).
+    pub max_jitter: Option<Duration>,
 }
 
 fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Group {
@@ -89,6 +94,7 @@ fn scenario(
         headline: "all",
         kill_first_after_ms: None,
         failover: None,
+        max_jitter: None,
     }
 }
 
@@ -103,6 +109,18 @@ pub fn all() -> Vec<Scenario> {
             1,
             vec![group("all", 10, 5_000, Fast)],
         ),
+        Scenario {
+            default: false,
+            max_jitter: Some(Duration::from_secs(30)),
+            ..scenario(
+                "pg-5k-jitter",
+                "5,000 `* * * * *` with `max_jitter: 30s` over 10 environments, one serve on \
+                 PostgreSQL: the burst spread over 30 s",
+                Postgres,
+                1,
+                vec![group("all", 10, 5_000, Fast)],
+            )
+        },
         Scenario {
             default: false,
             ..scenario(
