@@ -314,6 +314,7 @@ macro_rules! engine_suite {
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
                 allow_all_runs_occurrences_side_by_side,
                 a_backfill_under_skip_runs_one_occurrence_at_a_time,
+                a_backfill_waiting_behind_a_withdrawn_fire_is_released,
             );
         }
     };

@@ -399,6 +399,10 @@ async fn withdraw_held_fire(
             .with_job(&record)
             .by(&actor.name);
         tx.outbox_insert(&event.into_event(after)).await?;
+        // An occurrence that waited behind the withdrawn fire (a backfill) may run now.
+        if after.status == ScheduleStatus::Active {
+            release_buffered(tx, after, actor.now).await?;
+        }
     }
     Ok(())
 }

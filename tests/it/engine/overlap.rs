@@ -237,3 +237,66 @@ pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn 
         .unwrap_err();
     assert!(err.to_string().contains("more than 1000"), "{err}");
 }
+
+pub async fn a_backfill_waiting_behind_a_withdrawn_fire_is_released(store: Arc<dyn Store>) {
+    use super::ahead::{ahead_config, scheduled_job, serving};
+    use sentin8_cron::core::ops::SchedulePatch;
+
+    let h = Harness::with_config(store, ahead_config()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(3));
+    serving(&h, async {
+        until("the fire is claimed ahead", || async {
+            scheduled_job(&h, s.id).await.is_some()
+        })
+        .await;
+        // The backfill waits behind the held fire (it excludes others)...
+        let done = h
+            .ops
+            .schedule_backfill(
+                h.env,
+                s.id,
+                t0() - Duration::minutes(10),
+                t0() - Duration::minutes(5),
+                &h.actor(),
+            )
+            .await
+            .unwrap();
+        assert_eq!((done.jobs.len(), done.started), (2, 0));
+        // ...and runs once a new timing withdraws that fire.
+        h.ops
+            .schedule_patch(
+                h.env,
+                s.id,
+                SchedulePatch {
+                    cron: Some("*/7 * * * *".into()),
+                    ..SchedulePatch::default()
+                },
+                &h.actor(),
+            )
+            .await
+            .unwrap();
+        let jobs = h.jobs(s.id).await;
+        let released: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.backfill && j.status != JobStatus::Buffered)
+            .collect();
+        assert_eq!(released.len(), 1, "{jobs:?}");
+        // The withdrawn fire's instant comes and goes without a call for it (a stopping engine
+        // waits for the instants of the fires it holds).
+        h.clock.set(due);
+        h.engine.settled().await;
+    })
+    .await;
+    let calls: Vec<String> = h
+        .target
+        .requests()
+        .iter()
+        .map(|c| c.json()["scheduled_for"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !calls.contains(&due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        "the withdrawn fire was called: {calls:?}"
+    );
+}
