@@ -189,9 +189,9 @@ impl Occurrences<'_> {
     }
 
     /// The first call instant strictly after `after`: how the engine moves on from a call.
-    /// Call instants keep the occurrences'
-    /// order (a jitter is shorter than the interval after its occurrence), so this is the call
-    /// of the first occurrence whose call comes after `after`.
+    /// Call instants keep the occurrences' order (a jitter is shorter than the interval after
+    /// its occurrence), so this is the call of the first occurrence whose call comes after
+    /// `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, CronError> {
         Ok(self.next_with_occurrence(after)?.map(|(_, call)| call))
     }
