@@ -208,17 +208,15 @@ fn list(
     after: DateTime<Utc>,
     count: usize,
 ) -> anyhow::Result<Vec<Listed>> {
-    let mut listed = Vec::with_capacity(count.min(1024));
-    let mut from = after;
-    while listed.len() < count {
-        let Some((occurrence, call)) = occurrences.next_with_occurrence(from)? else {
-            break;
-        };
-        let fire = zoned.fire_at(occurrence);
-        listed.push(Listed { fire, call });
-        from = call;
-    }
-    Ok(listed)
+    let first = occurrences.next_with_occurrence(after)?;
+    Ok(occurrences
+        .walk(first)
+        .take(count)
+        .map(|(occurrence, call)| Listed {
+            fire: zoned.fire_at(occurrence),
+            call,
+        })
+        .collect())
 }
 
 pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {

@@ -212,6 +212,14 @@ impl Occurrences<'_> {
         }
     }
 
+    /// The calls from `first` on, each with its occurrence, moving on from call to call as the
+    /// engine does (what `next-fires` and the pages list).
+    pub fn walk(&self, first: Option<Call>) -> impl Iterator<Item = Call> + '_ {
+        std::iter::successors(first, move |(_, call)| {
+            self.next_with_occurrence(*call).ok().flatten()
+        })
+    }
+
     /// The occurrence a stored call instant belongs to (the instant itself without a jitter).
     pub fn occurrence_of(&self, call: DateTime<Utc>) -> DateTime<Utc> {
         if self.policies.max_jitter.is_zero() {

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::core::cron::{CronExpr, Fire, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
 use crate::core::decl::{CronTiming, FieldError, ScheduleDecl, Timing};
 use crate::core::model::{EnvId, ScheduleId};
-use crate::core::policies::{Occurrences, Policies, format_duration};
+use crate::core::policies::{Call, Occurrences, Policies, format_duration};
 use crate::core::store::EnvCounts;
 use crate::core::target::{BASE_URL_FIELD, BaseUrl};
 use crate::server::AppState;
@@ -149,23 +149,18 @@ fn policies_of(view: &ScheduleView) -> Policies {
     }
 }
 
-/// Up to `count` calls of `occurrences`, from `first` (a call and its occurrence) on, walking
-/// from call to call as the engine does.
+/// Up to `count` calls of `occurrences`, from `first` (an occurrence and its call) on.
 fn calls_from(
     zoned: Option<&ZonedCron>,
     occurrences: &Occurrences<'_>,
-    first: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    first: Option<Call>,
     count: usize,
 ) -> Vec<FireView> {
-    let mut calls = Vec::new();
-    let mut next = first;
-    while let Some((occurrence, call)) = next
-        && calls.len() < count
-    {
-        calls.push(FireView::call(zoned, occurrence, call));
-        next = occurrences.next_with_occurrence(call).ok().flatten();
-    }
-    calls
+    occurrences
+        .walk(first)
+        .take(count)
+        .map(|(occurrence, call)| FireView::call(zoned, occurrence, call))
+        .collect()
 }
 
 /// The next `count` calls of a schedule: none for completed schedules; an active one's from
