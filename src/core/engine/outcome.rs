@@ -19,6 +19,7 @@ use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest}
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
+use crate::core::ops::Actor;
 use crate::core::retry::RetryDecision;
 use crate::core::store::*;
 
@@ -618,17 +619,18 @@ fn paused_on_failure_audit(
     if let Some(Value::Object(fields)) = &mut after_snapshot {
         fields.insert("reason".to_owned(), Value::String(reason.to_owned()));
     }
-    NewAudit {
-        actor: ENGINE_ACTOR.to_owned(),
-        action: "schedule.pause".to_owned(),
-        resource_type: "schedule".to_owned(),
-        resource_id: after.id.to_string(),
-        before: serde_json::to_value(before).ok(),
-        after: after_snapshot,
+    let engine = Actor {
+        name: ENGINE_ACTOR.to_owned(),
         correlation_id: Some(after.id.to_string()),
         now,
-        schedule_id: Some(after.id),
-    }
+    };
+    engine.audit(
+        "schedule.pause",
+        "schedule",
+        after.id.to_string(),
+        serde_json::to_value(before).ok(),
+        after_snapshot,
+    )
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {
