@@ -566,13 +566,10 @@ impl TimingDecl {
                 ));
             }
         }
-        let run_at_time = match DateTime::parse_from_rfc3339(run_at.trim()) {
-            Ok(parsed) => parsed.with_timezone(&Utc),
-            Err(_) => {
-                errors.push(FieldError::new(
-                    "run_at",
-                    format!("{run_at:?} is not an RFC 3339 timestamp"),
-                ));
+        let run_at_time = match parse_instant("run_at", run_at) {
+            Ok(at) => at,
+            Err(problem) => {
+                errors.push(problem);
                 return None;
             }
         };
@@ -587,6 +584,13 @@ impl TimingDecl {
             run_at: run_at_time,
         })
     }
+}
+
+/// An RFC 3339 instant of a declaration field (`run_at`, `start_at`, `end_at`), in UTC.
+fn parse_instant(field: &str, text: &str) -> Result<DateTime<Utc>, FieldError> {
+    DateTime::parse_from_rfc3339(text.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| FieldError::new(field, format!("{text:?} is not an RFC 3339 timestamp")))
 }
 
 fn is_valid_schedule_type(text: &str) -> bool {

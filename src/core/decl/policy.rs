@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::FieldError;
+use super::{FieldError, parse_instant};
 use crate::core::policies::{
     MAX_CATCHUP_WINDOW, MAX_ONE_SHOT_JITTER, MAX_REMAINING_RUNS, MIN_CATCHUP_WINDOW, Overlap,
     Policies, format_duration, shortest_interval,
@@ -76,13 +76,21 @@ impl PolicyDecl {
             }
         }
         if let Some(start) = &self.start_at {
-            match start.as_deref().map(|t| instant("start_at", t)).transpose() {
+            match start
+                .as_deref()
+                .map(|t| parse_instant("start_at", t))
+                .transpose()
+            {
                 Ok(start) => policies.start_at = start,
                 Err(e) => errors.push(e),
             }
         }
         if let Some(end) = &self.end_at {
-            match end.as_deref().map(|t| instant("end_at", t)).transpose() {
+            match end
+                .as_deref()
+                .map(|t| parse_instant("end_at", t))
+                .transpose()
+            {
                 Ok(Some(end)) if end <= now => errors.push(FieldError::new(
                     "end_at",
                     format!("{} is not in the future", end.to_rfc3339()),
@@ -185,12 +193,6 @@ fn check(
         }
         Timing::Cron(_) => {}
     }
-}
-
-fn instant(field: &str, text: &str) -> Result<DateTime<Utc>, FieldError> {
-    DateTime::parse_from_rfc3339(text.trim())
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| FieldError::new(field, format!("{text:?} is not an RFC 3339 timestamp")))
 }
 
 fn not_a_duration(field: &str, text: &str) -> FieldError {
