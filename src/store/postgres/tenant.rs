@@ -12,7 +12,7 @@ use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::HoursDialect;
 use crate::store::rows::{
-    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, TenantRows, prefixed,
+    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, SCHEDULE_COLUMNS, TenantRows, prefixed,
 };
 use crate::store::{Rings, db_err};
 
@@ -280,19 +280,6 @@ impl TenantTx for PgTenantTx<'_> {
         Ok(written)
     }
 
-    async fn schedules_with_open_job(
-        &mut self,
-        ids: &[ScheduleId],
-    ) -> StoreResult<Vec<ScheduleId>> {
-        self.schedules_with_job(ids, OPEN_JOB).await
-    }
-
-    async fn schedules_with_buffered(
-        &mut self,
-        ids: &[ScheduleId],
-    ) -> StoreResult<Vec<ScheduleId>> {
-        self.schedules_with_job(ids, "status = 'buffered'").await
-    }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
         if events.is_empty() {

@@ -398,6 +398,23 @@ macro_rules! tenant_tx {
             $crate::store::rows::schedule_by_id(self, id, lock).await
         }
 
+        // Each backend asks "which of these schedules have such a job" its own way
+        // (`schedules_with_job`); what they ask is the same.
+        async fn schedules_with_open_job(
+            &mut self,
+            ids: &[ScheduleId],
+        ) -> StoreResult<Vec<ScheduleId>> {
+            self.schedules_with_job(ids, $crate::store::rows::OPEN_JOB)
+                .await
+        }
+
+        async fn schedules_with_buffered(
+            &mut self,
+            ids: &[ScheduleId],
+        ) -> StoreResult<Vec<ScheduleId>> {
+            self.schedules_with_job(ids, "status = 'buffered'").await
+        }
+
         async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {
             $crate::store::rows::schedules_in_zone(self, timezone).await
         }

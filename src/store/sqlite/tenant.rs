@@ -10,7 +10,7 @@ use crate::core::model::*;
 use crate::core::store::*;
 use crate::store::rows::hours::HoursDialect;
 use crate::store::rows::{
-    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, OPEN_JOB, SCHEDULE_COLUMNS, Sql, TenantRows, Val,
+    self, EXCLUSIVE_OPEN_JOB, JOB_COLUMNS, SCHEDULE_COLUMNS, Sql, TenantRows, Val,
 };
 use crate::store::{Rings, db_err};
 
@@ -165,19 +165,6 @@ impl TenantTx for SqliteTenantTx {
         Ok(finished)
     }
 
-    async fn schedules_with_open_job(
-        &mut self,
-        ids: &[ScheduleId],
-    ) -> StoreResult<Vec<ScheduleId>> {
-        self.schedules_with_job(ids, OPEN_JOB).await
-    }
-
-    async fn schedules_with_buffered(
-        &mut self,
-        ids: &[ScheduleId],
-    ) -> StoreResult<Vec<ScheduleId>> {
-        self.schedules_with_job(ids, "status = 'buffered'").await
-    }
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
         for event in events {
