@@ -220,7 +220,7 @@ impl Service {
 /// record its outcome), so an answered call is recorded rather than recovered and delivered
 /// again by another instance.
 fn ticker_drain(drain: Duration, engine: &EngineConfig) -> Duration {
-    drain.max(engine.lead() + EngineConfig::lease_for(engine.job_timeout))
+    drain.max(engine.lead() + engine.job_timeout + crate::core::engine::RECORD_MARGIN)
 }
 
 #[cfg(test)]
@@ -231,7 +231,6 @@ mod tests {
     fn the_ticker_drains_for_a_whole_call_and_its_record() {
         let engine = EngineConfig {
             job_timeout: Duration::from_secs(30),
-            lease: EngineConfig::lease_for(Duration::from_secs(30)),
             claim_ahead: Duration::from_secs(10),
             ..EngineConfig::default()
         };
@@ -239,7 +238,7 @@ mod tests {
         assert!(bound > engine.job_timeout, "{bound:?}");
         assert_eq!(
             bound,
-            Duration::from_secs(10) + engine.job_timeout + crate::core::engine::LEASE_MARGIN
+            Duration::from_secs(10) + engine.job_timeout + crate::core::engine::RECORD_MARGIN
         );
         // A longer drain setting is kept.
         let long = Duration::from_secs(120);

@@ -106,6 +106,8 @@ CREATE INDEX sentin8_cron_job_attempts_by_env ON cron.job_attempts USING btree (
 --   superseded_by uuid
 --   concurrent boolean NOT NULL DEFAULT false
 --   backfill boolean NOT NULL DEFAULT false
+--   lease_epoch integer NOT NULL DEFAULT 0
+--   called_at timestamp with time zone
 --   CONSTRAINT jobs_attempt_check CHECK ((attempt >= 0))
 --   CONSTRAINT jobs_missed_has_instants CHECK (((missed_count = 0) OR ((missed_first IS NOT NULL) AND (missed_last IS NOT NULL)))) NOT VALID
 --   CONSTRAINT jobs_pending_has_next_attempt CHECK (((status <> 'pending'::text) OR (next_attempt_at IS NOT NULL)))
@@ -397,17 +399,18 @@ AS $function$
       JOIN cron.schedules s ON s.id = h.schedule_id AND s.env_id = h.env_id
 $function$;
 
-CREATE OR REPLACE FUNCTION cron.jobs_lease_renew(p_ids uuid[], p_until timestamp with time zone)
- RETURNS bigint
+CREATE OR REPLACE FUNCTION cron.jobs_lease_renew(p_ids uuid[], p_epochs integer[], p_called boolean[], p_until timestamp with time zone, p_now timestamp with time zone)
+ RETURNS TABLE(job_id uuid)
  LANGUAGE sql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    WITH renewed AS (
-        UPDATE cron.jobs SET lease_until = p_until
-         WHERE id = ANY (p_ids) AND (status = 'running') IS TRUE
-        RETURNING 1)
-    SELECT count(*) FROM renewed
+    UPDATE cron.jobs j
+       SET lease_until = p_until,
+           called_at = CASE WHEN h.called THEN coalesce(j.called_at, p_now) ELSE j.called_at END
+      FROM unnest(p_ids, p_epochs, p_called) AS h(id, epoch, called)
+     WHERE j.id = h.id AND j.lease_epoch = h.epoch AND (j.status = 'running') IS TRUE
+    RETURNING j.id
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.next_wakeup()

@@ -113,7 +113,7 @@ CREATE TABLE "jobs" (
     lease_until     INTEGER,
     superseded_by   TEXT,
     concurrent      INTEGER NOT NULL DEFAULT 0 CHECK (concurrent IN (0, 1)),
-    backfill        INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)),
+    backfill        INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)), lease_epoch INTEGER NOT NULL DEFAULT 0, called_at INTEGER,
     CONSTRAINT jobs_pending_has_next_attempt CHECK (status <> 'pending' OR next_attempt_at IS NOT NULL),
     CONSTRAINT jobs_missed_has_instants
         CHECK (missed_count = 0 OR (missed_first IS NOT NULL AND missed_last IS NOT NULL)),

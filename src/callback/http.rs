@@ -26,7 +26,7 @@ use super::failure::{
 use super::signing::{CallClaims, CallSigner, SIGNATURE_HEADER, target_origin};
 use super::token::{OAuth2TokenSource, StaticTokenSource, TokenSource};
 use crate::core::clock::{Clock, SystemClock};
-use crate::core::dispatch::{DispatchError, Dispatcher, RunRequest};
+use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, RunRequest};
 use crate::core::target::BaseUrl;
 
 /// The path appended to a target's `baseUrl`.
@@ -152,19 +152,27 @@ impl HttpDispatcher {
         url: Url,
         headers: HeaderMap,
         body: bytes::Bytes,
+        fence: Option<&CallFence>,
     ) -> Result<Value, DispatchError> {
         let token = match tokens {
             Some(tokens) => Some(tokens.token(origin).await?),
             None => None,
         };
+        // The last thing before the request goes: everything above (a token fetch, signing)
+        // may have taken long, or the instance may have stalled.
+        if fence.is_some_and(|fence| !fence.holds()) {
+            return Err(DispatchError::LeaseUnsure);
+        }
         let response = self
             .send(url.clone(), headers.clone(), token.as_ref(), body.clone())
             .await?;
         let response = match (tokens, &token) {
             // The token may have been revoked or rotated before its stated expiry: retry once
             // with a fresh one. A second 401 is the target's final word.
+            // Sent again only while the lease still holds; otherwise the 401 stands.
             (Some(tokens), Some(rejected))
                 if response.status() == StatusCode::UNAUTHORIZED
+                    && fence.is_none_or(CallFence::holds)
                     && tokens.invalidate(origin, rejected).await =>
             {
                 drop(response);
@@ -305,7 +313,12 @@ impl Dispatcher for HttpDispatcher {
 
         let limit = self.inner.job_timeout;
         let body = bytes::Bytes::from(body);
-        match tokio::time::timeout(limit, self.call(tokens, &origin, url, headers, body)).await {
+        match tokio::time::timeout(
+            limit,
+            self.call(tokens, &origin, url, headers, body, request.fence.as_ref()),
+        )
+        .await
+        {
             Ok(result) => result,
             Err(_) => Err(DispatchError::Timeout(limit)),
         }

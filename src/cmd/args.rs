@@ -66,8 +66,7 @@ pub struct EngineArgs {
     /// database work is done before the instant; the call leaves at it). Before a burst too
     /// large to claim within it, the lead grows (up to 60 s) with what falls due. A schedule
     /// paused, deleted or re-timed before its fire's hand-off (1-1.25 s before the instant, up
-    /// to 10 s in a large burst) is not called. Used up to half the lease (job timeout + 5 s);
-    /// 0s claims at the instant.
+    /// to 10 s in a large burst) is not called. At most 60 s; 0s claims at the instant.
     #[arg(long, env = "SENTIN8_CRON_CLAIM_AHEAD", value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub claim_ahead: Duration,
     /// Proxy-back calls in flight at once (claiming goes on while they run).
@@ -120,7 +119,6 @@ impl EngineArgs {
                 base: self.retry_base,
                 cap: self.retry_cap.max(self.retry_base),
             },
-            lease: EngineConfig::lease_for(job_timeout),
             tick_interval: self.tick_interval,
             claim_ahead: self.claim_ahead,
             ..EngineConfig::default()

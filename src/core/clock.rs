@@ -19,6 +19,12 @@ pub trait Clock: Send + Sync + 'static {
 
     /// Resolves once [`Clock::now`] has reached `at` (at once when it has).
     fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_>;
+
+    /// Time elapsed on a monotonic clock since an arbitrary origin fixed for the clock's life:
+    /// it never goes back and does not follow steps of the wall clock, and it goes on while
+    /// the process is stopped. An instance measures its leases on it: what it knows of a lease
+    /// is when it sent the write that set it, on this clock.
+    fn monotonic(&self) -> std::time::Duration;
 }
 
 /// Waits `wait` on `clock`, or the same wait in wall-clock time, whichever ends first. On the
@@ -50,6 +56,11 @@ impl Clock for SystemClock {
         let wait = (at - Utc::now()).to_std().unwrap_or_default();
         Box::pin(tokio::time::sleep(wait))
     }
+
+    fn monotonic(&self) -> std::time::Duration {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+    }
 }
 
 /// A clock that only moves when told to. For tests and simulations: its timers fire when it is
@@ -57,6 +68,8 @@ impl Clock for SystemClock {
 #[derive(Debug)]
 pub struct ManualClock {
     now: watch::Sender<DateTime<Utc>>,
+    /// The monotonic reading: every move forward of the wall clock, and none back.
+    monotonic: std::sync::Mutex<std::time::Duration>,
 }
 
 impl ManualClock {
@@ -64,23 +77,43 @@ impl ManualClock {
     pub fn new(start: DateTime<Utc>) -> Self {
         Self {
             now: watch::Sender::new(to_micros(start)),
+            monotonic: std::sync::Mutex::new(std::time::Duration::ZERO),
         }
     }
 
-    /// Moves the clock to `t`.
+    /// Moves the clock to `t`: the monotonic reading follows a move forward, not one back.
     pub fn set(&self, t: DateTime<Utc>) {
-        self.now.send_replace(to_micros(t));
+        let t = to_micros(t);
+        let before = self.now.send_replace(t);
+        self.elapse(t - before);
     }
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
         self.now.send_modify(|now| *now += by);
+        self.elapse(by);
+    }
+
+    /// Steps the wall clock by `by` (either way) without time passing: the monotonic reading
+    /// stays (an operator or NTP setting the system clock).
+    pub fn step_wall(&self, by: Duration) {
+        self.now.send_modify(|now| *now += by);
+    }
+
+    fn elapse(&self, by: Duration) {
+        if let Ok(by) = by.to_std() {
+            *self.monotonic.lock().unwrap_or_else(|p| p.into_inner()) += by;
+        }
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.now.borrow()
+    }
+
+    fn monotonic(&self) -> std::time::Duration {
+        *self.monotonic.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_> {
@@ -106,6 +139,20 @@ mod tests {
         assert_eq!(clock.now(), start + Duration::seconds(90));
         clock.set(start);
         assert_eq!(clock.now(), start);
+    }
+
+    #[test]
+    fn a_manual_clock_s_monotonic_reading_follows_time_passing_not_steps() {
+        let start = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
+        let clock = ManualClock::new(start);
+        clock.advance(Duration::seconds(5));
+        clock.set(start + Duration::seconds(8));
+        assert_eq!(clock.monotonic(), std::time::Duration::from_secs(8));
+        // A step back of the wall clock, or forward, is not time passing.
+        clock.set(start);
+        clock.step_wall(Duration::seconds(60));
+        assert_eq!(clock.monotonic(), std::time::Duration::from_secs(8));
+        assert_eq!(clock.now(), start + Duration::seconds(60));
     }
 
     #[tokio::test]

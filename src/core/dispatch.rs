@@ -1,11 +1,15 @@
 //! The proxy-back port: how the engine asks an owning service to run a due schedule. The HTTP
 //! implementation lives outside `core` (it needs an HTTP client); the engine sees only this.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::core::clock::Clock;
 use crate::core::model::{EnvId, JobId, ScheduleId};
 use crate::core::target::{BaseUrl, TargetError};
 
@@ -28,6 +32,59 @@ pub struct RunRequest {
     /// built from it. Not part of the envelope.
     #[serde(skip)]
     pub base_url: Result<BaseUrl, TargetError>,
+    /// What must hold for the call to leave (the attempt's lease); none: nothing to check.
+    #[serde(skip)]
+    pub fence: Option<CallFence>,
+}
+
+/// The check a call passes just before its request is handed to the transport: the attempt's
+/// lease, as its instance knows it on its own monotonic clock, has at least a margin left. The
+/// instance moves the deadline on as it renews the lease; a stall of the instance (a freeze, a
+/// pause, starvation) shows as monotonic time passing, so a call that waited past its lease is
+/// not sent.
+#[derive(Clone)]
+pub struct CallFence {
+    clock: Arc<dyn Clock>,
+    /// The lease's end on `clock`'s monotonic reading, in microseconds.
+    deadline: Arc<AtomicU64>,
+    margin: std::time::Duration,
+}
+
+impl CallFence {
+    pub fn new(
+        clock: Arc<dyn Clock>,
+        deadline: Arc<AtomicU64>,
+        margin: std::time::Duration,
+    ) -> Self {
+        Self {
+            clock,
+            deadline,
+            margin,
+        }
+    }
+
+    /// True while the lease has more than the margin left.
+    pub fn holds(&self) -> bool {
+        let deadline = std::time::Duration::from_micros(
+            self.deadline.load(std::sync::atomic::Ordering::Acquire),
+        );
+        self.clock.monotonic() + self.margin < deadline
+    }
+}
+
+impl std::fmt::Debug for CallFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallFence")
+            .field("holds", &self.holds())
+            .finish()
+    }
+}
+
+/// Fences are not part of what a request says.
+impl PartialEq for CallFence {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Whether a failed call is worth retrying.
@@ -74,6 +131,11 @@ pub enum DispatchError {
     Transport(String),
     #[error("proxy-back timed out after {0:?}")]
     Timeout(std::time::Duration),
+    /// The call was not sent: its lease could not be known to hold (the instance stalled, or
+    /// could not renew it). Not an attempt: its instance renews the lease and calls, or, the
+    /// job having been taken over, drops it.
+    #[error("proxy-back not sent: the attempt's lease is not known to hold")]
+    LeaseUnsure,
 }
 
 fn excerpt_suffix(excerpt: &str) -> String {
@@ -98,6 +160,7 @@ impl DispatchError {
             DispatchError::Decode(_) => "decode",
             DispatchError::Transport(_) => "transport",
             DispatchError::Timeout(_) => "timeout",
+            DispatchError::LeaseUnsure => "lease",
         }
     }
 
@@ -112,7 +175,8 @@ impl DispatchError {
             | DispatchError::Status(..)
             | DispatchError::Decode(_)
             | DispatchError::Transport(_)
-            | DispatchError::Timeout(_) => FailureClass::Retryable,
+            | DispatchError::Timeout(_)
+            | DispatchError::LeaseUnsure => FailureClass::Retryable,
         }
     }
 }

@@ -50,6 +50,7 @@ use crate::core::timing::Timing;
 
 mod claim;
 mod held;
+mod lease;
 mod outcome;
 mod producer;
 mod recorder;
@@ -59,6 +60,7 @@ mod slots;
 mod wake;
 
 pub use claim::MISSED_COUNT_CAP;
+pub use lease::{ATTEMPT_LEASE, CALL_MARGIN};
 pub use outcome::run_request;
 pub use share::{BEAT_EVERY, STALE_AFTER};
 
@@ -83,9 +85,10 @@ pub struct EngineConfig {
     /// The bound on one proxy-back call; a timeout is a failed attempt.
     pub job_timeout: Duration,
     pub retry: RetryPolicy,
-    /// How long a running attempt's lease lasts; its instance renews it while the attempt is
-    /// in flight. An attempt whose lease ran out is recovered by any instance, so a dead
-    /// instance's attempts are recovered this long after it last renewed them.
+    /// How long a running attempt's lease lasts ([`ATTEMPT_LEASE`] by default); its instance
+    /// renews it a few times per lease while it holds the attempt. An attempt whose lease ran
+    /// out is taken over by any instance, so a dead instance's attempts are taken over this
+    /// long after it last renewed them.
     pub lease: Duration,
     /// Orders schedules due at the same instant differently for each instance, so instances
     /// do not all contend for the same earliest batch.
@@ -100,8 +103,8 @@ pub struct EngineConfig {
     pub max_batches_per_tick: u32,
 }
 
-/// How long past the job timeout a lease lasts by default: room for recording the outcome.
-pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// How long past the job timeout shutdown waits for a call's outcome to be recorded.
+pub const RECORD_MARGIN: Duration = Duration::from_secs(5);
 
 /// How long past its instant a fire claimed ahead (`scheduled`) stays claimed by its instance
 /// without a hand-off. Its instance hands it off before the instant; when the instance stopped,
@@ -110,14 +113,11 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 pub const CLAIM_LEASE_PAST_INSTANT: Duration = Duration::from_secs(2);
 
 impl EngineConfig {
-    /// The lease that covers one call of `job_timeout` and its recording.
-    pub fn lease_for(job_timeout: Duration) -> Duration {
-        job_timeout + LEASE_MARGIN
-    }
-
-    /// How far ahead the continuous loop claims: `claim_ahead`, at most half a lease.
+    /// How far ahead the continuous loop claims: `claim_ahead`, at most a minute. A fire
+    /// claimed ahead holds a claim lease of its own, from its instant
+    /// ([`CLAIM_LEASE_PAST_INSTANT`]), so the lead does not depend on the attempt lease.
     pub fn lead(&self) -> Duration {
-        self.claim_ahead.min(self.lease / 2)
+        self.claim_ahead.min(wake::LEAD_MAX)
     }
 }
 
@@ -135,7 +135,7 @@ impl Default for EngineConfig {
             breaker: BreakerConfig::default(),
             job_timeout,
             retry: RetryPolicy::default(),
-            lease: Self::lease_for(job_timeout),
+            lease: ATTEMPT_LEASE,
             claim_seed: rand_seed(),
             claim_ahead: Duration::from_secs(10),
             tick_interval: Duration::from_secs(60),

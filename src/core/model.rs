@@ -370,6 +370,14 @@ pub struct Job {
     /// Runs an occurrence an operator asked for after the fact.
     #[serde(default)]
     pub backfill: bool,
+    /// The fence of the attempt's lease: it changes every time the job is given to an instance
+    /// to run, and every write of the holder names it (see `engine`'s leases).
+    #[serde(skip)]
+    pub lease_epoch: i32,
+    /// When the holder told the store that the attempt's call had started; an attempt whose
+    /// lease lapsed before that is released to run, not recorded as failed.
+    #[serde(skip)]
+    pub called_at: Option<DateTime<Utc>>,
 }
 
 /// A run of occurrences nobody fired (an outage, an overload), recorded as one skipped job.

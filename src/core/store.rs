@@ -209,9 +209,11 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<DueJob>>;
 
-    /// Extends the leases of running attempts (ids only, across tenants) to `until`; attempts
-    /// no longer running are left alone. Returns how many were extended.
-    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64>;
+    /// Extends the leases of running attempts (ids only, across tenants) to `renewal.until`,
+    /// each only while it is still running under the epoch its holder names, and marks those
+    /// whose call has started. Returns the ids extended: a job left out is no longer the
+    /// holder's (recovered, released or recorded elsewhere), and its call must not start.
+    async fn jobs_lease_renew(&self, renewal: &LeaseRenewal) -> StoreResult<Vec<JobId>>;
 
     /// Records that instance `id` is alive at `now`, forgets instances last seen before
     /// `stale_before`, and returns the ids of the instances alive, in order (so each knows its
@@ -495,6 +497,11 @@ pub trait TenantTx: Send {
     /// Starts the next attempt of a pending, due job: status becomes running, `attempt` grows
     /// by one, `started_at` is now. `None` when someone else claimed it first.
     async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>>;
+    /// Releases a running attempt whose lease lapsed before its call was marked as started:
+    /// status `pending`, due now, its attempt still to come (`attempt` one lower, so the next
+    /// claim starts the same attempt again under a new epoch), no lease. `None` unless the job
+    /// is still running under `change.epoch`, with no call marked and its lease lapsed.
+    async fn job_release_uncalled(&mut self, change: &UncalledRelease) -> StoreResult<Option<Job>>;
 
     /// Inserts a dead-letter entry.
     async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry>;

@@ -113,6 +113,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "overlap_and_backfill",
         sql: include_str!("../../migrations/postgres/0017_overlap_and_backfill.sql"),
     },
+    Migration {
+        version: 18,
+        name: "fenced_leases",
+        sql: include_str!("../../migrations/postgres/0018_fenced_leases.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -201,6 +206,11 @@ pub const SQLITE: &[Migration] = &[
         version: 17,
         name: "overlap_and_backfill",
         sql: include_str!("../../migrations/sqlite/0017_overlap_and_backfill.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "fenced_leases",
+        sql: include_str!("../../migrations/sqlite/0018_fenced_leases.sql"),
     },
 ];
 

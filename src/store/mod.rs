@@ -273,8 +273,8 @@ macro_rules! store_impl {
             reads::instance_leave(&self.pool, id).await
         }
 
-        async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
-            reads::jobs_lease_renew(&self.pool, ids, until).await
+        async fn jobs_lease_renew(&self, renewal: &LeaseRenewal) -> StoreResult<Vec<JobId>> {
+            reads::jobs_lease_renew(&self.pool, renewal).await
         }
 
         async fn jobs_hand_off(

@@ -43,6 +43,7 @@ fn run_request(base_url: Option<String>) -> RunRequest {
             .base_url()
             .cloned()
             .map_err(Clone::clone),
+        fence: None,
     }
 }
 

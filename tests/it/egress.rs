@@ -216,6 +216,7 @@ fn run_request(base_url: &str) -> RunRequest {
             .base_url()
             .cloned()
             .map_err(Clone::clone),
+        fence: None,
     }
 }
 

@@ -25,6 +25,7 @@ mod ahead;
 mod counting;
 mod defects;
 mod faulty;
+mod fenced;
 mod firing;
 mod overlap;
 mod paused;
@@ -37,6 +38,7 @@ pub use ahead::*;
 pub use counting::*;
 pub use defects::*;
 pub use faulty::FaultyStore;
+pub use fenced::*;
 pub use firing::*;
 pub use overlap::*;
 pub use paused::*;
@@ -101,9 +103,6 @@ impl Harness {
         })
         .await;
         config.job_timeout = config.job_timeout.min(StdDuration::from_secs(5));
-        config.lease = config
-            .lease
-            .min(EngineConfig::lease_for(config.job_timeout));
         let engine = Engine::new(
             store.clone(),
             dispatcher(clock.clone(), config.job_timeout),
@@ -207,6 +206,25 @@ impl Harness {
         tx.schedule_get(id).await.unwrap().unwrap()
     }
 
+    /// Tells the store, as the holder's renewal does, that `job`'s call started (so a lapsed
+    /// lease is a failed attempt, not a release), keeping its lease until `lease_until`.
+    pub async fn mark_called(&self, job: &Job, lease_until: DateTime<Utc>) {
+        let renewed = self
+            .store
+            .jobs_lease_renew(&LeaseRenewal {
+                leases: vec![HeldLease {
+                    id: job.id,
+                    epoch: job.lease_epoch,
+                    called: true,
+                }],
+                until: lease_until,
+                now: job.scheduled_for,
+            })
+            .await
+            .unwrap();
+        assert_eq!(renewed, vec![job.id], "marked");
+    }
+
     pub async fn jobs(&self, id: ScheduleId) -> Vec<Job> {
         self.jobs_in(self.env, id).await
     }
@@ -276,6 +294,9 @@ macro_rules! engine_suite {
                 timeouts_are_failed_attempts,
                 stale_attempts_are_recovered_as_failures,
                 a_killed_instances_attempt_is_recovered_within_its_lease,
+                a_killed_instances_started_call_is_a_failed_attempt,
+                a_holder_frozen_past_its_lease_after_the_hand_off_never_calls,
+                a_fire_handed_off_by_a_killed_instance_runs_within_seconds,
                 an_answer_outlives_an_instance_killed_before_its_record,
                 the_serve_loop_renews_leases_while_a_call_is_in_flight,
                 a_fresh_lease_is_not_renewed,

@@ -448,6 +448,21 @@ impl Engine {
         Ok(released.is_some())
     }
 
+    /// Releases a running attempt whose lease lapsed before its call was known to start. True
+    /// when released (the write is fenced on the epoch read and the lapsed lease).
+    pub(super) async fn release_uncalled(&self, job: &Job) -> StoreResult<bool> {
+        let mut tx = self.store.tenant_begin(job.env_id).await?;
+        let released = tx
+            .job_release_uncalled(&UncalledRelease {
+                id: job.id,
+                epoch: job.lease_epoch,
+                now: self.clock.now(),
+            })
+            .await?;
+        tx.commit().await?;
+        Ok(released.is_some())
+    }
+
     /// A running attempt whose lease ran out, with its schedule.
     pub(super) async fn load_for_stale(
         &self,
@@ -463,6 +478,38 @@ impl Engine {
         // The stopped instance may have had its answer written before its record.
         let answer = tx.job_answer_get(job.id, job.attempt).await?;
         Ok(Some((schedule, job, answer)))
+    }
+}
+
+/// How many times a job is released without its call known to have started before a lapsed
+/// lease counts as a failed attempt: a call that takes its instance down before the first
+/// renewal would otherwise be tried for ever without reaching the retry limit and the DLQ.
+pub(super) const UNCALLED_RELEASES_MAX: i32 = 3;
+
+/// What becomes of a running attempt whose lease lapsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recovery {
+    /// Released to run again, its attempt still to come: its call was never known to start.
+    Release,
+    /// Recorded: as the answer its instance wrote ahead, or as a failed attempt.
+    Record,
+}
+
+/// The rule for a running attempt whose lease lapsed, from what the store knows of it: an
+/// answer written ahead is recorded as that answer; a call never marked as started is released
+/// (at most [`UNCALLED_RELEASES_MAX`] times for a job); anything else is a failed attempt.
+pub(super) fn recovery_of(job: &Job, answer: Option<&JobAnswer>) -> Recovery {
+    if answer.is_some() || job.called_at.is_some() {
+        return Recovery::Record;
+    }
+    // Each claim of a pending job moves the epoch on and, unless it follows a release, the
+    // attempt too: their difference counts the releases (one more for a job that began
+    // pending, a triggered run or a buffered occurrence).
+    let releases = job.lease_epoch - job.attempt + 1;
+    if releases < UNCALLED_RELEASES_MAX {
+        Recovery::Release
+    } else {
+        Recovery::Record
     }
 }
 

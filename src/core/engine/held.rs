@@ -346,6 +346,8 @@ mod tests {
             missed: None,
             concurrent: false,
             backfill: false,
+            lease_epoch: 0,
+            called_at: None,
         };
         (schedule, job)
     }

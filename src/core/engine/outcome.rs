@@ -15,7 +15,7 @@ use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
 use crate::core::breaker::CallHealth;
 use crate::core::buffered::release_buffered;
 use crate::core::clock::{Clock, wait_on};
-use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
+use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
@@ -25,6 +25,7 @@ use crate::core::store::*;
 
 /// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task; the
 /// timeout is kept on the injected clock), with what it says about the target origin's health.
+/// `None` when the request never left because `fence` did not hold: not an attempt.
 pub(super) async fn call_alone(
     dispatcher: &dyn Dispatcher,
     clock: &dyn Clock,
@@ -32,14 +33,22 @@ pub(super) async fn call_alone(
     job_timeout: Duration,
     schedule: &Schedule,
     job: &Job,
-) -> (Result<Value, Failure>, CallHealth) {
-    let request = run_request(schedule, job);
+    fence: Option<CallFence>,
+) -> Option<(Result<Value, Failure>, CallHealth)> {
+    // A task may start long after it was spawned (a stalled or starved process): the lease
+    // is looked at again here, and once more by the dispatcher just before the request goes.
+    if fence.as_ref().is_some_and(|fence| !fence.holds()) {
+        return None;
+    }
+    let mut request = run_request(schedule, job);
+    request.fence = fence;
     let err = tokio::select! {
         answer = dispatcher.run(&request) => match answer {
             Ok(answer) => {
                 inc(&metrics.successes);
-                return (Ok(answer), CallHealth::Answered);
+                return Some((Ok(answer), CallHealth::Answered));
             }
+            Err(DispatchError::LeaseUnsure) => return None,
             Err(err) => err,
         },
         () = wait_on(clock, job_timeout) => DispatchError::Timeout(job_timeout),
@@ -52,7 +61,7 @@ pub(super) async fn call_alone(
     };
     let failure = Failure::of(&err);
     tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, attempt = job.attempt, error = %failure.message, "proxy-back failed");
-    (Err(failure), health)
+    Some((Err(failure), health))
 }
 
 /// How long recording waits for a schedule row another transaction holds.
@@ -380,6 +389,7 @@ impl Engine {
         let finish = JobFinish {
             id: job.id,
             attempt: job.attempt,
+            epoch: job.lease_epoch,
             outcome,
             now,
             detail,
@@ -654,6 +664,7 @@ pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
         correlation_id: schedule.id.to_string(),
         idempotency_key: job.idempotency_key.clone(),
         base_url: schedule.target.base_url().cloned().map_err(Clone::clone),
+        fence: None,
     }
 }
 

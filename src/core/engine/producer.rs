@@ -33,7 +33,8 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 
 use super::claim::Recheck;
-use super::held::Held;
+use super::held::{Held, Ready};
+use super::lease::Lease;
 use super::outcome::Attempt;
 use super::round::{Claimed, Round};
 use super::slots::{Slot, Slots};
@@ -63,17 +64,21 @@ pub(super) enum Mode {
 pub(super) struct Called {
     pub attempt: Attempt,
     pub slot: Slot,
+    /// The request never left: its lease was not known to hold when it was about to (the
+    /// instance stalled, or could not renew it). Not an attempt: it waits for a renewal.
+    pub unsent: Option<super::held::Start>,
 }
 
 /// Database work the producer started, answered.
 enum Op {
     /// A round's claims, when it started (wall clock), and the instant on the engine's clock
-    /// at or before which the leases it took began.
-    Round(Box<Claimed>, Instant, DateTime<Utc>),
+    /// (and its monotonic reading) at or before which the leases it took began.
+    Round(Box<Claimed>, Instant, DateTime<Utc>, Duration),
     HandOff {
         fires: Vec<(Schedule, Job)>,
-        /// The instant the hand-off's leases began.
+        /// The instant the hand-off's leases began, and the monotonic reading then.
         at: DateTime<Utc>,
+        mono: Duration,
         answer: StoreResult<Vec<HandedOff>>,
     },
     Reread {
@@ -82,9 +87,11 @@ enum Op {
         verdicts: StoreResult<Vec<Recheck>>,
     },
     Renewed {
-        jobs: Vec<JobId>,
+        leases: Vec<HeldLease>,
+        /// When the renewal was sent, on the engine's clock and its monotonic reading.
         at: DateTime<Utc>,
-        result: StoreResult<u64>,
+        mono: Duration,
+        result: StoreResult<Vec<JobId>>,
     },
     /// The op's task panicked: what it held is given back.
     Lost(OpKind),
@@ -180,10 +187,13 @@ pub(super) struct Producer {
     mode: Mode,
     slots: Slots,
     held: Held,
-    /// This instance's attempts claimed to run and not recorded yet, whose leases it renews,
-    /// each with an instant no later than the one its lease began at: only leases running low
-    /// are renewed (a little early rather than late).
-    running: HashMap<JobId, DateTime<Utc>>,
+    /// This instance's attempts claimed to run and not recorded yet, with what it knows of
+    /// their leases (`lease.rs`), which it renews as they run low.
+    running: HashMap<JobId, Lease>,
+    /// Attempts whose call did not start because their lease was not known to hold: they wait
+    /// for the next renewal, which confirms them (they are called) or finds them taken over
+    /// (they are dropped).
+    unsure: Vec<Ready>,
     /// Abandoned attempts (another instance's lapsed lease) sent to the recorder, not recorded
     /// yet: not sent again.
     recovering: HashSet<JobId>,
@@ -236,6 +246,7 @@ impl Producer {
             mode,
             held: Held::default(),
             running: HashMap::new(),
+            unsure: Vec::new(),
             recovering: HashSet::new(),
             summary: TickSummary::default(),
             ops: FuturesUnordered::new(),
@@ -380,6 +391,7 @@ impl Producer {
     fn finished(&self) -> bool {
         let quiet = self.ops.is_empty()
             && self.held.is_empty()
+            && self.unsure.is_empty()
             && self.running.is_empty()
             && self.recovering.is_empty()
             && !self.slots.busy();
@@ -395,6 +407,7 @@ impl Producer {
             || !self.slots.all_recorded()
             || !self.recovering.is_empty()
             || self.held.pressing()
+            || !self.unsure.is_empty()
             || self.hand_off_retry.is_some()
             || self.next_round.is_some_and(|n| n.pause);
         if own_work {
@@ -452,34 +465,26 @@ impl Producer {
 
     fn op_done(&mut self, op: Op) {
         match op {
-            Op::Round(claimed, started, leased_from) => {
-                self.round_done(*claimed, started, leased_from);
+            Op::Round(claimed, started, leased_from, mono) => {
+                self.round_done(*claimed, started, leased_from, mono);
             }
-            Op::HandOff { fires, at, answer } => self.hand_off_done(fires, at, answer),
+            Op::HandOff {
+                fires,
+                at,
+                mono,
+                answer,
+            } => self.hand_off_done(fires, at, mono, answer),
             Op::Reread {
                 env,
                 fires,
                 verdicts,
             } => self.reread_done(env, fires, verdicts),
-            Op::Renewed { jobs, at, result } => {
-                self.renewing = false;
-                let now = self.engine.clock.now();
-                let after = match result {
-                    Ok(_) => {
-                        for job in jobs {
-                            if let Some(leased) = self.running.get_mut(&job) {
-                                *leased = at;
-                            }
-                        }
-                        wake::renewal_interval(self.engine.config.lease)
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, jobs = self.running.len(), "renewing attempt leases failed; trying again");
-                        wake::RENEW_RETRY.min(wake::renewal_interval(self.engine.config.lease))
-                    }
-                };
-                self.next_renewal = now + super::chrono_duration(after);
-            }
+            Op::Renewed {
+                leases,
+                at,
+                mono,
+                result,
+            } => self.renewed(leases, at, mono, result),
             Op::Lost(kind) => match kind {
                 OpKind::Round => {
                     self.round_running = false;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, stream};
 
-use super::claim::{Admit, RetryClaim};
+use super::claim::{Admit, Recovery, RetryClaim, recovery_of};
 use super::held::{HELD_MAX, HELD_PER_ENV};
 use super::slots::Slots;
 use super::{Engine, TickSummary};
@@ -331,11 +331,27 @@ impl Engine {
                     Drained::Error
                 }
             },
-            // The instance that ran this attempt stopped renewing its lease (it died): it is
-            // recorded as a failed attempt, so the retry rules (and, for a job that keeps
-            // killing its process, the DLQ) apply. Its retry is due at once.
+            // The instance that held this attempt stopped renewing its lease (it died or
+            // stalled). What is known of its call decides (`recovery_of`): an answer written
+            // ahead is recorded; a call never known to have started is released to run, its
+            // attempt still to come; one that started is recorded as a failed attempt, so the
+            // retry rules (and, for a job that keeps killing its process, the DLQ) apply, its
+            // retry due at once.
             JobStatus::Running => match self.load_for_stale(due).await {
-                Ok(Some(found)) => Drained::Abandoned(Box::new(found)),
+                Ok(Some((schedule, job, answer))) => match recovery_of(&job, answer.as_ref()) {
+                    Recovery::Release => match self.release_uncalled(&job).await {
+                        Ok(true) => {
+                            tracing::warn!(job_id = %job.id, "an attempt whose instance stopped before its call was known to start was released to run");
+                            Drained::Released
+                        }
+                        Ok(false) => Drained::Nothing,
+                        Err(err) => {
+                            tracing::error!(job_id = %job.id, error = %err, "releasing an abandoned attempt failed");
+                            Drained::Error
+                        }
+                    },
+                    Recovery::Record => Drained::Abandoned(Box::new((schedule, job, answer))),
+                },
                 Ok(None) => Drained::Nothing,
                 Err(err) => {
                     tracing::error!(job_id = %due.id, error = %err, "loading an abandoned attempt failed");

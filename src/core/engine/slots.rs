@@ -123,6 +123,12 @@ impl Slots {
     }
 
     /// An outcome that took a slot is recorded.
+    /// A slot whose call never started: its call and its backlog place are free again.
+    pub fn give_back(&mut self, slot: Slot) {
+        self.call_ended(slot);
+        self.recorded();
+    }
+
     pub fn recorded(&mut self) {
         self.unrecorded = self.unrecorded.saturating_sub(1);
     }

@@ -357,6 +357,9 @@ pub struct JobFinish {
     pub id: JobId,
     /// The attempt the outcome belongs to.
     pub attempt: i32,
+    /// The lease's fence the attempt was given under ([`Job::lease_epoch`]): an outcome is
+    /// written only while the job is still held under it.
+    pub epoch: i32,
     pub outcome: JobOutcome,
     pub now: DateTime<Utc>,
     /// What the attempt ledger records beyond the outcome.
@@ -470,6 +473,35 @@ pub struct JobWithdraw {
     /// The engine withdraws a fire it handed off itself (and has not called); anyone else only
     /// one not handed off yet.
     pub handed_off: bool,
+}
+
+/// Lease renewals, across tenants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRenewal {
+    pub leases: Vec<HeldLease>,
+    /// The new end of every lease renewed.
+    pub until: DateTime<Utc>,
+    /// When a call marked as started is recorded to have started at the latest.
+    pub now: DateTime<Utc>,
+}
+
+/// One lease its holder renews: the job, the epoch it holds it under, and whether its call has
+/// started (the store then knows the attempt may have reached the owning service).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLease {
+    pub id: JobId,
+    pub epoch: i32,
+    pub called: bool,
+}
+
+/// A running attempt whose lease lapsed before its call was known to start: released to run
+/// again, its attempt still to come. Written only while the lease has lapsed by `now` and the
+/// job is still held under `epoch` with no call marked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UncalledRelease {
+    pub id: JobId,
+    pub epoch: i32,
+    pub now: DateTime<Utc>,
 }
 
 /// The release of a fire claimed ahead whose instance stopped before handing it off: it was

@@ -8,8 +8,8 @@ use uuid::Uuid;
 use super::PgCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, Share, StoreResult, StoreStats,
-    ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, LeaseRenewal, Share, StoreResult,
+    StoreStats, ZoneInUse,
 };
 use crate::store::{db_err, rows};
 
@@ -61,17 +61,22 @@ pub(super) async fn jobs_due(
 
 pub(super) async fn jobs_lease_renew(
     pool: &PgPool,
-    ids: &[JobId],
-    until: DateTime<Utc>,
-) -> StoreResult<u64> {
-    let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-    let renewed: i64 = sqlx::query_scalar("SELECT cron.jobs_lease_renew($1, $2)")
-        .bind(&ids)
-        .bind(until)
-        .fetch_one(pool)
-        .await
-        .map_err(db_err)?;
-    Ok(u64::try_from(renewed).unwrap_or_default())
+    renewal: &LeaseRenewal,
+) -> StoreResult<Vec<JobId>> {
+    let ids: Vec<Uuid> = renewal.leases.iter().map(|l| l.id.0).collect();
+    let epochs: Vec<i32> = renewal.leases.iter().map(|l| l.epoch).collect();
+    let called: Vec<bool> = renewal.leases.iter().map(|l| l.called).collect();
+    let renewed: Vec<Uuid> =
+        sqlx::query_scalar("SELECT job_id FROM cron.jobs_lease_renew($1, $2, $3, $4, $5)")
+            .bind(&ids)
+            .bind(&epochs)
+            .bind(&called)
+            .bind(renewal.until)
+            .bind(renewal.now)
+            .fetch_all(pool)
+            .await
+            .map_err(db_err)?;
+    Ok(renewed.into_iter().map(JobId).collect())
 }
 
 pub(super) async fn jobs_hand_off(

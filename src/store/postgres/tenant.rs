@@ -237,11 +237,11 @@ impl TenantTx for PgTenantTx<'_> {
                                updated_at = u.updated_at \
              FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
                          $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[], \
-                         $10::timestamptz[]) \
+                         $10::timestamptz[], $11::int[]) \
                   AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
-                       updated_at, lease_by) \
+                       updated_at, lease_by, epoch) \
              WHERE j.env_id = $1 AND j.id = u.id AND (j.status = 'running') IS TRUE \
-               AND j.attempt = u.attempt \
+               AND j.attempt = u.attempt AND j.lease_epoch = u.epoch \
                AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
              RETURNING {}",
             prefixed(JOB_COLUMNS, "j")
@@ -268,6 +268,7 @@ impl TenantTx for PgTenantTx<'_> {
                     .map(|f| f.lease_expired_by)
                     .collect::<Vec<_>>(),
             )
+            .bind(finishes.iter().map(|f| f.epoch).collect::<Vec<_>>())
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;

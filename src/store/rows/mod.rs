@@ -48,7 +48,8 @@ pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, ki
     end_at, pause_on_failure, remaining_runs, created_at, updated_at, created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
-    updated_at, superseded_by, missed_first, missed_last, missed_count, concurrent, backfill";
+    updated_at, superseded_by, missed_first, missed_last, missed_count, concurrent, backfill, \
+    lease_epoch, called_at";
 pub(crate) const JOB_ANSWER_COLUMNS: &str = "job_id, attempt, answered_at, answer";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
     payload, attempts, last_error, scheduled_for, landed_at";
@@ -289,6 +290,8 @@ pub(crate) fn job(c: &impl Cells) -> StoreResult<Job> {
         missed: missed(c)?,
         concurrent: c.bool("concurrent")?,
         backfill: c.bool("backfill")?,
+        lease_epoch: c.i32("lease_epoch")?,
+        called_at: c.opt_ts("called_at")?,
     })
 }
 

@@ -249,9 +249,33 @@ pub(crate) async fn claim_retry<T: TenantRows>(
         let lease = sql.val(Val::ts(claim.lease_until));
         format!(
             "UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = {now}, \
-             next_attempt_at = NULL, updated_at = {now}, lease_until = {lease} \
+             next_attempt_at = NULL, updated_at = {now}, lease_until = {lease}, \
+             lease_epoch = lease_epoch + 1, called_at = NULL \
              WHERE env_id = {env} AND id = {id} AND status = 'pending' \
                AND next_attempt_at <= {now} \
+             RETURNING {JOB_COLUMNS}"
+        )
+    });
+    let row = tx.fetch_optional(&sql).await?;
+    map_row(row.as_ref(), "jobs", super::job)
+}
+
+/// Releases a running attempt whose lease lapsed before its call was marked as started (see
+/// [`TenantTx::job_release_uncalled`]).
+pub(crate) async fn release_uncalled<T: TenantRows>(
+    tx: &mut T,
+    change: &UncalledRelease,
+) -> StoreResult<Option<Job>> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(change.id.0));
+        let epoch = sql.val(Val::I32(change.epoch));
+        let now = sql.val(Val::ts(change.now));
+        format!(
+            "UPDATE jobs SET status = 'pending', attempt = attempt - 1, started_at = NULL, \
+             next_attempt_at = {now}, updated_at = {now}, lease_until = NULL \
+             WHERE env_id = {env} AND id = {id} AND status = 'running' \
+               AND lease_epoch = {epoch} AND called_at IS NULL AND attempt > 0 \
+               AND lease_until IS NOT NULL AND lease_until < {now} \
              RETURNING {JOB_COLUMNS}"
         )
     });
@@ -441,6 +465,13 @@ macro_rules! tenant_tx {
 
         async fn job_claim(&mut self, claim: &JobClaim) -> StoreResult<Option<Job>> {
             $crate::store::rows::claim_retry(self, claim).await
+        }
+
+        async fn job_release_uncalled(
+            &mut self,
+            change: &UncalledRelease,
+        ) -> StoreResult<Option<Job>> {
+            $crate::store::rows::release_uncalled(self, change).await
         }
 
         async fn schedule_list_upcoming(&mut self, limit: u32) -> StoreResult<Vec<Schedule>> {

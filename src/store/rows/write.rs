@@ -469,6 +469,7 @@ pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &Jo
     let env = sql.val(env);
     let id = sql.val(id);
     let attempt = sql.val(Val::I32(f.attempt));
+    let epoch = sql.val(Val::I32(f.epoch));
     let status = sql.val(Val::text(columns.status));
     let next = sql.val(Val::Ts(columns.next_attempt_at));
     let finished = sql.val(Val::Ts(columns.finished_at));
@@ -480,6 +481,7 @@ pub(crate) fn job_finish_sql(placeholder: Placeholder, env: Val, id: Val, f: &Jo
         "UPDATE jobs SET status = {status}, next_attempt_at = {next}, finished_at = {finished}, \
          result = {result}, error = {error}, updated_at = {now} \
          WHERE env_id = {env} AND id = {id} AND status = 'running' AND attempt = {attempt} \
+           AND lease_epoch = {epoch} \
            AND ({lease_by} IS NULL OR lease_until IS NULL OR lease_until < {lease_by}) \
          RETURNING {JOB_COLUMNS}"
     );

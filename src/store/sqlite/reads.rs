@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::SqliteCells;
 use crate::core::model::{EnvId, JobId};
 use crate::core::store::{
-    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, Share, StoreError, StoreResult,
-    StoreStats, ZoneInUse,
+    DueJob, DueSchedule, EnvSummary, HandedOff, JobAnswer, LeaseRenewal, Share, StoreError,
+    StoreResult, StoreStats, ZoneInUse,
 };
 use crate::store::db_err;
 use crate::store::rows::{self, LEASED_JOB, from_micros};
@@ -188,24 +188,32 @@ pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTim
 
 pub(super) async fn jobs_lease_renew(
     pool: &SqlitePool,
-    ids: &[JobId],
-    until: DateTime<Utc>,
-) -> StoreResult<u64> {
-    let mut renewed = 0;
-    // Bounded statements: SQLite caps the number of parameters.
-    for chunk in ids.chunks(500) {
-        let list = (2..chunk.len() + 2)
-            .map(|n| format!("?{n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql =
-            format!("UPDATE jobs SET lease_until = ?1 WHERE status = 'running' AND id IN ({list})");
-        let mut query = sqlx::query(&sql).bind(until.timestamp_micros());
-        for id in chunk {
-            query = query.bind(id.0.to_string());
+    renewal: &LeaseRenewal,
+) -> StoreResult<Vec<JobId>> {
+    // One transaction, one short statement per lease: the embedded store has one writer, and
+    // each row's fence (its epoch) is its own.
+    let mut tx = pool.begin().await.map_err(db_err)?;
+    let mut renewed = Vec::with_capacity(renewal.leases.len());
+    for lease in &renewal.leases {
+        let done = sqlx::query(
+            "UPDATE jobs SET lease_until = ?1, \
+                             called_at = CASE WHEN ?4 THEN coalesce(called_at, ?5) \
+                                              ELSE called_at END \
+             WHERE id = ?2 AND lease_epoch = ?3 AND status = 'running'",
+        )
+        .bind(renewal.until.timestamp_micros())
+        .bind(lease.id.0.to_string())
+        .bind(lease.epoch)
+        .bind(lease.called)
+        .bind(renewal.now.timestamp_micros())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if done.rows_affected() > 0 {
+            renewed.push(lease.id);
         }
-        renewed += query.execute(pool).await.map_err(db_err)?.rows_affected();
     }
+    tx.commit().await.map_err(db_err)?;
     Ok(renewed)
 }
 

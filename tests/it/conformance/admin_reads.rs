@@ -352,6 +352,7 @@ pub async fn job_hours_take_a_retried_jobs_first_attempt(store: Arc<dyn Store>) 
     let finish = |attempt, outcome, now, started| JobFinish {
         id: job.id,
         attempt,
+        epoch: 0,
         outcome,
         now,
         detail: AttemptDetail {

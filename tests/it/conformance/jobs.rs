@@ -56,6 +56,7 @@ pub async fn one_open_job_per_schedule(store: Arc<dyn Store>) {
         .job_finish_many(&[JobFinish {
             id: running.id,
             attempt: running.attempt,
+            epoch: running.lease_epoch,
             outcome: JobOutcome::Succeeded {
                 result: json!({"ok": true}),
             },

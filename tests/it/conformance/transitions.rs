@@ -267,6 +267,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         JobFinish {
             id: before.id,
             attempt: before.attempt,
+            epoch: before.lease_epoch,
             outcome: JobOutcome::Succeeded {
                 result: json!({"rows": 3}),
             },
@@ -294,6 +295,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         JobFinish {
             id: before.id,
             attempt: before.attempt,
+            epoch: before.lease_epoch,
             outcome: JobOutcome::RetryPending {
                 next_attempt_at: later(60),
                 error: "HTTP 503".into(),
@@ -322,6 +324,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
         JobFinish {
             id: before.id,
             attempt: before.attempt,
+            epoch: before.lease_epoch,
             outcome: JobOutcome::Failed {
                 error: "HTTP 400".into(),
             },
@@ -349,6 +352,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
     let stale = JobFinish {
         id: before.id,
         attempt: before.attempt - 1,
+        epoch: before.lease_epoch,
         outcome: outcome.clone(),
         now: later(5),
         detail: AttemptDetail::default(),
@@ -358,6 +362,7 @@ pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc
     let again = JobFinish {
         id: failed.id,
         attempt: failed.attempt,
+        epoch: failed.lease_epoch,
         outcome,
         now: later(6),
         detail: AttemptDetail::default(),
@@ -383,6 +388,7 @@ pub async fn a_recovered_finish_needs_the_lease_to_have_run_out(store: Arc<dyn S
     let recovered = |at| JobFinish {
         id: leased.id,
         attempt: leased.attempt,
+        epoch: leased.lease_epoch,
         outcome: JobOutcome::RetryPending {
             next_attempt_at: at,
             error: "attempt abandoned".into(),
@@ -414,6 +420,7 @@ pub async fn job_set_pending_retries_only_failed_jobs(store: Arc<dyn Store>) {
         .job_finish_many(&[JobFinish {
             id: running.id,
             attempt: running.attempt,
+            epoch: running.lease_epoch,
             outcome: JobOutcome::Failed {
                 error: "HTTP 400".into(),
             },
@@ -457,6 +464,7 @@ pub async fn job_set_superseded_ends_only_failed_jobs(store: Arc<dyn Store>) {
         .job_finish_many(&[JobFinish {
             id: running.id,
             attempt: running.attempt,
+            epoch: running.lease_epoch,
             outcome: JobOutcome::Failed {
                 error: "HTTP 400".into(),
             },
@@ -508,6 +516,7 @@ pub async fn job_set_superseded_ends_only_failed_jobs(store: Arc<dyn Store>) {
         tx.job_finish_many(&[JobFinish {
             id: job.id,
             attempt: job.attempt,
+            epoch: job.lease_epoch,
             outcome,
             now: later(5),
             detail: AttemptDetail::default(),
@@ -682,6 +691,7 @@ pub async fn buffered_and_concurrent_jobs_keep_the_open_job_rule(store: Arc<dyn 
     tx.job_finish_many(&[JobFinish {
         id: open.id,
         attempt: open.attempt,
+        epoch: open.lease_epoch,
         outcome: JobOutcome::Succeeded { result: json!({}) },
         now: later(1),
         lease_expired_by: None,

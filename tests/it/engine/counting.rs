@@ -39,6 +39,7 @@ pub async fn a_lapsed_lease_found_by_two_instances_is_one_failure(store: Arc<dyn
                 },
             )
             .await;
+        h.mark_called(&orphan, due + Duration::seconds(15)).await;
         orphans.push(orphan.id);
     }
     let other = Engine::new(

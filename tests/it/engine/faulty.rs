@@ -164,9 +164,9 @@ impl Store for FaultyStore {
         self.check()?;
         self.inner.jobs_due(now, stale_before, limit).await
     }
-    async fn jobs_lease_renew(&self, ids: &[JobId], until: DateTime<Utc>) -> StoreResult<u64> {
+    async fn jobs_lease_renew(&self, renewal: &LeaseRenewal) -> StoreResult<Vec<JobId>> {
         self.check()?;
-        let renewed = self.inner.jobs_lease_renew(ids, until).await?;
+        let renewed = self.inner.jobs_lease_renew(renewal).await?;
         self.renewals.fetch_add(1, Ordering::SeqCst);
         Ok(renewed)
     }

@@ -7,7 +7,7 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 use sentin8_cron::core::decl::ScheduleDecl;
-use sentin8_cron::core::engine::{EngineConfig, LEASE_MARGIN};
+use sentin8_cron::core::engine::EngineConfig;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::policies::Overlap;
 use sentin8_cron::core::retry::RetryPolicy;
@@ -91,7 +91,7 @@ pub async fn a_buffered_occurrence_outlives_the_instance_that_held_the_open_job(
 ) {
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(1),
-        lease: EngineConfig::lease_for(StdDuration::from_secs(1)),
+        lease: StdDuration::from_secs(2),
         ..EngineConfig::default()
     };
     let h = Harness::with_config(store, config.clone()).await;
@@ -118,7 +118,7 @@ pub async fn a_buffered_occurrence_outlives_the_instance_that_held_the_open_job(
     // Another instance recovers the lapsed attempt, retries it, and then runs the buffered
     // occurrence, once.
     let other = h.another_instance(config.clone());
-    let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
+    let lease = Duration::from_std(config.lease).unwrap();
     h.clock.set(minute(2) + lease + Duration::milliseconds(1));
     for _ in 0..4 {
         other.tick().await.unwrap();

@@ -47,6 +47,7 @@ pub async fn stale_attempts_are_recovered_as_failures(store: Arc<dyn Store>) {
             },
         )
         .await;
+    h.mark_called(&orphan, due + Duration::seconds(15)).await;
 
     // Its lease (15 s) is not renewed by anyone: it is recovered once the lease ran out,
     // within the job timeout and a few seconds, and its retry is due at once.
@@ -124,12 +125,13 @@ pub async fn dry_run_plans_without_firing(store: Arc<dyn Store>) {
     );
 }
 
+/// An instance dies mid-call before any renewal told the store its call had started: once
+/// its (short) lease ran out another instance releases the attempt, which runs again as the
+/// same attempt with the same key, not as a failed one.
 pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::LEASE_MARGIN;
-
     let config = EngineConfig {
-        job_timeout: StdDuration::from_secs(1),
-        lease: EngineConfig::lease_for(StdDuration::from_secs(1)),
+        job_timeout: StdDuration::from_secs(30),
+        lease: StdDuration::from_secs(2),
         ..EngineConfig::default()
     };
     let h = Harness::with_config(store, config.clone()).await;
@@ -149,44 +151,91 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     );
     let running = h.jobs(s.id).await.remove(0);
     assert_eq!(running.status, JobStatus::Running);
+    assert_eq!(running.called_at, None, "no renewal marked the call");
 
-    // Another instance recovers it once the lease (job timeout + margin) ran out.
+    // Another instance takes it over once the lease ran out: seconds, not the job timeout.
     let other = h.another_instance(config.clone());
-    let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
-    h.clock.set(due + lease - Duration::seconds(1));
-    assert_eq!(
-        other.tick().await.unwrap().retried_attempts,
-        0,
-        "still leased"
-    );
+    let lease = Duration::from_std(config.lease).unwrap();
+    h.clock.set(due + lease - Duration::milliseconds(500));
+    other.tick().await.unwrap();
+    assert_eq!(h.target.requests().len(), 1, "still leased");
     let recovered_at = due + lease + Duration::milliseconds(1);
     h.clock.set(recovered_at);
-    let recovered = other.tick().await.unwrap();
-    assert_eq!(recovered.retried_attempts, 1, "{recovered:?}");
-    // Its retry was due at once and ran in the same tick... or the next one.
+    other.tick().await.unwrap();
     let mut job = h.jobs(s.id).await.remove(0);
     if job.status == JobStatus::Pending {
-        assert_eq!(job.next_attempt_at, Some(recovered_at));
+        other.tick().await.unwrap();
+        job = h.jobs(s.id).await.remove(0);
+    }
+    assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
+    assert_eq!(job.attempt, 1, "released, not a failed attempt");
+    let calls = h.target.requests();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[0].header("idempotency-key"),
+        calls[1].header("idempotency-key"),
+        "the same occurrence, the same key"
+    );
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let attempts = tx.job_attempts_list(job.id).await.unwrap();
+    drop(tx);
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0].outcome, AttemptOutcome::Succeeded);
+    assert_eq!(
+        h.schedule(s.id).await.next_run_at,
+        Some(due + Duration::minutes(5))
+    );
+}
+
+/// An instance dies mid-call after a renewal told the store its call had started: the attempt
+/// may have reached the service, so it is recorded as a failed attempt and retried at once.
+pub async fn a_killed_instances_started_call_is_a_failed_attempt(store: Arc<dyn Store>) {
+    let config = EngineConfig {
+        job_timeout: StdDuration::from_secs(30),
+        lease: StdDuration::from_secs(3),
+        ..EngineConfig::default()
+    };
+    let h = Harness::with_config(store, config.clone()).await;
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.reply([Reply::Hang]);
+    h.clock.set(due);
+    let job_id = || async { h.jobs(s.id).await.first().map(|j| j.id) };
+    let killed = tokio::select! {
+        _ = h.engine.tick() => false,
+        () = async {
+            super::until("the call arrives", || async { !h.target.requests().is_empty() }).await;
+            // The lease runs low: the renewal marks the call started.
+            h.clock.set(due + Duration::seconds(2));
+            super::until("the renewal marks the call", || async {
+                let Some(id) = job_id().await else { return false };
+                let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+                let job = tx.job_get(id).await.unwrap().unwrap();
+                job.called_at.is_some()
+            })
+            .await;
+        } => true,
+    };
+    assert!(killed, "the call was in flight when the instance died");
+    let other = h.another_instance(config.clone());
+    h.clock.set(
+        due + Duration::seconds(2)
+            + Duration::from_std(config.lease).unwrap()
+            + Duration::milliseconds(1),
+    );
+    let recovered = other.tick().await.unwrap();
+    assert_eq!(recovered.retried_attempts, 1, "{recovered:?}");
+    let mut job = h.jobs(s.id).await.remove(0);
+    if job.status == JobStatus::Pending {
         other.tick().await.unwrap();
         job = h.jobs(s.id).await.remove(0);
     }
     assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
     assert_eq!(job.attempt, 2);
-    // The ledger says when the abandoned attempt was recovered: once its lease ran out, long
-    // before the next fire (5 min).
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     let attempts = tx.job_attempts_list(job.id).await.unwrap();
     drop(tx);
     assert_eq!(attempts[0].error_class.as_deref(), Some("abandoned"));
-    let recovered_after = attempts[0].finished_at - due;
-    assert!(
-        recovered_after > lease && recovered_after <= lease + Duration::seconds(1),
-        "recovered {recovered_after} after the fire"
-    );
-    assert_eq!(
-        h.schedule(s.id).await.next_run_at,
-        Some(due + Duration::minutes(5))
-    );
 }
 
 /// Waits until the schedule's running attempt is leased past the clock's present again: its
@@ -283,12 +332,11 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
 /// while a burst's calls go out): the answer was written ahead, so the instance that recovers
 /// the attempt records it as the success it was, and the service is not called again.
 pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<dyn Store>) {
-    use sentin8_cron::core::engine::LEASE_MARGIN;
     use serde_json::json;
 
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(1),
-        lease: EngineConfig::lease_for(StdDuration::from_secs(1)),
+        lease: StdDuration::from_secs(2),
         ..EngineConfig::default()
     };
     let faulty = super::FaultyStore::new(store.clone());
@@ -340,7 +388,7 @@ pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<
 
     // Another instance recovers it once the lease ran out: recorded as answered.
     let other = h.another_instance(config.clone());
-    let lease = Duration::from_std(config.job_timeout + LEASE_MARGIN).unwrap();
+    let lease = Duration::from_std(config.lease).unwrap();
     h.clock.set(due + lease + Duration::milliseconds(1));
     let recovered = other.tick().await.unwrap();
     assert_eq!(recovered.retried_attempts, 0, "{recovered:?}");

@@ -33,6 +33,7 @@ async fn finished_job(
         .job_finish_many(&[JobFinish {
             id: job.id,
             attempt: job.attempt,
+            epoch: job.lease_epoch,
             outcome,
             now: at + Duration::seconds(1),
             detail: AttemptDetail {
@@ -82,6 +83,7 @@ pub async fn the_attempt_ledger_is_written_with_the_outcome(store: Arc<dyn Store
         .job_finish_many(&[JobFinish {
             id: job.id,
             attempt: 1,
+            epoch: 0,
             outcome: JobOutcome::Failed {
                 error: "late".into(),
             },

@@ -174,8 +174,14 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             .iter()
             .map(|c| c.0.as_str())
             .collect::<Vec<_>>(),
-        // 0017 adds the overlap and backfill flags.
-        ["superseded_by", "concurrent", "backfill"]
+        // 0017 adds the overlap and backfill flags, 0018 the lease's fence and call mark.
+        [
+            "superseded_by",
+            "concurrent",
+            "backfill",
+            "lease_epoch",
+            "called_at"
+        ]
     );
     let indexes_v5 = indexes(&mut conn).await;
     // Version 10 widens two partial indexes to take `scheduled` jobs in.

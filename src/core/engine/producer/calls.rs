@@ -8,10 +8,12 @@ use futures_util::FutureExt;
 
 use super::super::Outcome;
 use super::super::held::{Ready, Start};
+use super::super::lease::call_margin;
 use super::super::outcome::{Attempt, Failure, call_alone};
 use super::super::slots::{Slot, origin_shown};
 use super::{Called, Producer};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
+use crate::core::dispatch::CallFence;
 use crate::core::metrics::inc;
 use crate::core::model::*;
 
@@ -35,6 +37,27 @@ impl Producer {
     /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
     /// open, a fast failure); the outcome comes back as a [`Called`].
     pub(super) fn launch(&mut self, ready: Ready, slot: Slot) {
+        // The lease first: an attempt taken over elsewhere is not called; one whose lease is
+        // not known to hold with the margin (the instance stalled, or a renewal failed) waits
+        // for a renewal.
+        let mono = self.engine.clock.monotonic();
+        let margin = call_margin(self.engine.config.lease);
+        let fence = match self.running.get_mut(&ready.job.id) {
+            Some(lease) if !lease.lost && lease.holds(mono, margin) => {
+                lease.called = true;
+                lease.deadline()
+            }
+            Some(lease) if !lease.lost => {
+                self.slots.give_back(slot);
+                self.wait_for_renewal(ready);
+                return;
+            }
+            _ => {
+                self.slots.give_back(slot);
+                self.drop_taken_over(&ready);
+                return;
+            }
+        };
         let Ready {
             schedule,
             mut job,
@@ -72,9 +95,11 @@ impl Producer {
             self.call_done(Called {
                 attempt: Attempt::called(schedule, job, Err(failure), now),
                 slot,
+                unsent: None,
             });
             return;
         }
+        let fence = CallFence::new(engine.clock.clone(), fence, margin);
         let dispatcher = engine.dispatcher.clone();
         let metrics = engine.metrics.clone();
         let breakers = engine.breakers.clone();
@@ -92,14 +117,33 @@ impl Producer {
                 timeout,
                 &schedule,
                 &job,
+                Some(fence),
             ))
             .catch_unwind()
             .await;
-            let (result, health) = called.unwrap_or_else(|_| {
-                inc(&metrics.failures);
-                tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
-                (Err(Failure::panicked()), CallHealth::Neutral)
-            });
+            let (result, health) = match called {
+                Ok(Some(called)) => called,
+                // Not sent: nothing reached the target and nothing says anything of it.
+                Ok(None) => {
+                    let ended_at = clock.now();
+                    let _ = done.send(Called {
+                        attempt: Attempt::called(
+                            schedule,
+                            job,
+                            Ok(serde_json::Value::Null),
+                            ended_at,
+                        ),
+                        slot,
+                        unsent: Some(start),
+                    });
+                    return;
+                }
+                Err(_) => {
+                    inc(&metrics.failures);
+                    tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
+                    (Err(Failure::panicked()), CallHealth::Neutral)
+                }
+            };
             let ended_at = clock.now();
             if let Some(origin) = &slot.origin {
                 breakers
@@ -110,6 +154,7 @@ impl Producer {
             let _ = done.send(Called {
                 attempt: Attempt::called(schedule, job, result, ended_at),
                 slot,
+                unsent: None,
             });
         });
     }
@@ -117,6 +162,19 @@ impl Producer {
     /// A call ended: its slot is free, its outcome goes to the recorder (its backlog place is
     /// held until the record is done).
     pub(super) fn call_done(&mut self, called: Called) {
+        if let Some(start) = called.unsent {
+            self.slots.give_back(called.slot);
+            let Attempt { schedule, job, .. } = called.attempt;
+            tracing::info!(job_id = %job.id, "a call was not sent: its lease is not known to hold; renewing it first");
+            self.wait_for_renewal(Ready {
+                schedule,
+                job,
+                start,
+                held: false,
+            });
+            self.freed();
+            return;
+        }
         self.slots.call_ended(called.slot);
         self.record(called.attempt);
         self.freed();

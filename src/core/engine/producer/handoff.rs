@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::super::claim::Recheck;
 use super::super::held::HAND_OFF_CHUNK;
+use super::super::lease::Lease;
 use super::{HAND_OFF_RETRY, Op, OpKind, Producer};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -34,12 +35,14 @@ impl Producer {
         let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
         let store = self.engine.store.clone();
         let lease = super::super::chrono_duration(self.engine.config.lease);
+        let mono = self.engine.clock.monotonic();
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
             let answer = store.jobs_hand_off(&jobs, lease, now).await;
             Op::HandOff {
                 fires,
                 at: now,
+                mono,
                 answer,
             }
         });
@@ -55,6 +58,7 @@ impl Producer {
         &mut self,
         fires: Vec<(Schedule, Job)>,
         at: DateTime<Utc>,
+        mono: std::time::Duration,
         answer: StoreResult<Vec<HandedOff>>,
     ) {
         self.handing_off = false;
@@ -75,6 +79,7 @@ impl Producer {
             }
         };
         self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
+        let lease = super::super::chrono_duration(self.engine.config.lease);
         let handed: HashMap<JobId, DateTime<Utc>> = handed
             .into_iter()
             .map(|h| (h.job_id, h.schedule_updated_at))
@@ -92,8 +97,11 @@ impl Producer {
             };
             job.status = JobStatus::Running;
             job.started_at = Some(job.scheduled_for);
-            // From here on its lease is renewed with the calls in flight.
-            self.running.insert(job.id, at);
+            // From here on its lease is renewed with the calls in flight. The hand-off leased
+            // it from its instant (or from `at`, if later).
+            let until = job.scheduled_for.max(at) + lease;
+            self.running
+                .insert(job.id, Lease::written(job.lease_epoch, until, at, mono));
             if *updated_at == schedule.updated_at {
                 ready.push((schedule, job));
             } else {

@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use super::super::held::{Ready, Start};
+use super::super::lease::{self, Lease};
 use super::super::outcome::{self, Attempt, Failure};
 use super::super::round::{Budget, Claimed, Round};
 use super::super::{EngineError, wake};
 use super::{Mode, NextRound, Op, OpKind, Phase, Producer};
+use crate::core::metrics::inc;
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -103,8 +105,9 @@ impl Producer {
         self.spawn(OpKind::Round, async move {
             let started = Instant::now();
             let leased_from = engine.clock.now();
+            let mono = engine.clock.monotonic();
             let claimed = engine.round(budget).await;
-            Op::Round(Box::new(claimed), started, leased_from)
+            Op::Round(Box::new(claimed), started, leased_from, mono)
         });
     }
 
@@ -122,6 +125,7 @@ impl Producer {
         mut claimed: Claimed,
         started: Instant,
         leased_from: DateTime<Utc>,
+        mono: Duration,
     ) {
         self.round_running = false;
         self.engine.observe_round(started, claimed.failed.as_ref());
@@ -135,13 +139,13 @@ impl Producer {
             if held {
                 self.held.hold(schedule, job);
             } else {
-                self.queue_claimed(schedule, job, Start::Fire, leased_from);
+                self.queue_claimed(schedule, job, Start::Fire, leased_from, mono);
             }
         }
         self.held
             .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
         for (schedule, job) in claimed.retries {
-            self.queue_claimed(schedule, job, Start::Retry, leased_from);
+            self.queue_claimed(schedule, job, Start::Retry, leased_from, mono);
         }
         for (schedule, job, answer) in claimed.abandoned {
             if !self.recovering.insert(job.id) {
@@ -205,15 +209,21 @@ impl Producer {
     }
 
     /// A running attempt claimed to call now: its lease is renewed from here on, and it waits
-    /// in the ready queue for a slot.
+    /// in the ready queue for a slot. The claim set the lease from an instant no earlier than
+    /// `leased_from` (`mono` on the monotonic clock), so it is taken to end a lease after it.
     pub(super) fn queue_claimed(
         &mut self,
         schedule: Schedule,
         job: Job,
         start: Start,
         leased_from: DateTime<Utc>,
+        mono: Duration,
     ) {
-        self.running.insert(job.id, leased_from);
+        let until = leased_from + super::super::chrono_duration(self.engine.config.lease);
+        self.running.insert(
+            job.id,
+            Lease::written(job.lease_epoch, until, leased_from, mono),
+        );
         self.held.queue(Ready {
             schedule,
             job,
@@ -257,6 +267,8 @@ impl Producer {
         };
     }
 
+    /// Renews, in one fenced write, the leases that run low and those of attempts whose call
+    /// waits for a renewal; marks the calls that started.
     pub(super) fn start_renewal(&mut self, now: DateTime<Utc>) {
         if self.renewing || self.next_renewal > now {
             return;
@@ -266,27 +278,114 @@ impl Producer {
         // Only leases that would run low before the renewal after this one: a burst's
         // attempts, recorded within seconds of their hand-off, are never written again.
         let renew_before = now + super::super::chrono_duration(wake::renew_within(lease));
-        let lease = super::super::chrono_duration(lease);
-        let jobs: Vec<JobId> = self
-            .running
-            .iter()
-            .filter(|(_, leased)| **leased + lease <= renew_before)
-            .map(|(job, _)| *job)
-            .collect();
-        if jobs.is_empty() {
+        let waiting: HashSet<JobId> = self.unsure.iter().map(|r| r.job.id).collect();
+        let leases = lease::to_renew(&self.running, renew_before, |id| waiting.contains(id));
+        if leases.is_empty() {
             self.next_renewal = now + super::super::chrono_duration(every);
             return;
         }
         self.renewing = true;
-        let until = now + lease;
+        let mono = self.engine.clock.monotonic();
+        let renewal = LeaseRenewal {
+            leases,
+            until: now + super::super::chrono_duration(lease),
+            now,
+        };
         let store = self.engine.store.clone();
         self.spawn(OpKind::Renewal, async move {
-            let result = store.jobs_lease_renew(&jobs, until).await;
+            let result = store.jobs_lease_renew(&renewal).await;
             Op::Renewed {
-                jobs,
+                leases: renewal.leases,
                 at: now,
+                mono,
                 result,
             }
         });
+    }
+
+    /// A renewal was answered: the leases it extended are known to hold from when it was sent;
+    /// one it did not find under its epoch was taken over elsewhere and is this instance's no
+    /// longer (an attempt not called yet is dropped; a call in flight cannot be taken back, and
+    /// its outcome is refused by the record's fence). Attempts that waited for it are called
+    /// or dropped.
+    pub(super) fn renewed(
+        &mut self,
+        leases: Vec<HeldLease>,
+        at: DateTime<Utc>,
+        mono: Duration,
+        result: StoreResult<Vec<JobId>>,
+    ) {
+        self.renewing = false;
+        let now = self.engine.clock.now();
+        let lease = self.engine.config.lease;
+        let until = at + super::super::chrono_duration(lease);
+        let after = match result {
+            Ok(renewed) => {
+                let renewed: HashSet<JobId> = renewed.into_iter().collect();
+                for held in leases {
+                    let Some(known) = self.running.get_mut(&held.id) else {
+                        continue;
+                    };
+                    if known.epoch != held.epoch {
+                        continue;
+                    }
+                    if renewed.contains(&held.id) {
+                        known.renewed(until, at, mono, held.called);
+                    } else if !known.lost {
+                        tracing::warn!(job_id = %held.id, called = known.called, "an attempt's lease was taken over by another instance (this one stalled or could not renew it): it is not called again here");
+                        known.lost = true;
+                    }
+                }
+                wake::renewal_interval(lease)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, jobs = self.running.len(), "renewing attempt leases failed; trying again");
+                wake::RENEW_RETRY.min(wake::renewal_interval(lease))
+            }
+        };
+        self.next_renewal = now + super::super::chrono_duration(after);
+        self.retry_unsure();
+    }
+
+    /// Attempts whose call waited for a renewal: called if their lease now holds, dropped if
+    /// it was taken over; the rest wait for the next renewal, which comes at once.
+    fn retry_unsure(&mut self) {
+        if self.unsure.is_empty() {
+            return;
+        }
+        let mono = self.engine.clock.monotonic();
+        let margin = lease::call_margin(self.engine.config.lease);
+        let mut waiting = Vec::new();
+        for ready in std::mem::take(&mut self.unsure) {
+            match self.running.get(&ready.job.id) {
+                Some(lease) if lease.lost => self.drop_taken_over(&ready),
+                None => self.drop_taken_over(&ready),
+                Some(lease) if lease.holds(mono, margin) => self.held.queue(ready),
+                Some(_) => waiting.push(ready),
+            }
+        }
+        if !waiting.is_empty() {
+            self.unsure = waiting;
+            self.next_renewal = self.engine.clock.now();
+        }
+    }
+
+    /// An attempt taken over by another instance before its call left: forgotten here.
+    pub(super) fn drop_taken_over(&mut self, ready: &Ready) {
+        self.running.remove(&ready.job.id);
+        self.summary.lost += 1;
+        inc(&self.engine.metrics.lost_claims);
+        tracing::warn!(schedule_id = %ready.schedule.id, job_id = %ready.job.id, "an attempt was taken over while this instance could not confirm its lease: not called here");
+        self.freed();
+    }
+
+    /// An attempt whose lease was not known to hold when its call was to start: it waits for
+    /// a renewal, asked for now.
+    pub(super) fn wait_for_renewal(&mut self, ready: Ready) {
+        if let Some(lease) = self.running.get_mut(&ready.job.id) {
+            lease.called = false;
+        }
+        self.unsure.push(ready);
+        self.next_renewal = self.engine.clock.now();
     }
 }
