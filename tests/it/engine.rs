@@ -334,6 +334,7 @@ macro_rules! engine_suite {
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
                 allow_all_runs_occurrences_side_by_side,
+                allow_all_jobs_retry_on_budgets_of_their_own,
                 a_backfill_under_skip_runs_one_occurrence_at_a_time,
                 a_backfill_waiting_behind_a_withdrawn_fire_is_released,
             );

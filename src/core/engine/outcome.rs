@@ -350,10 +350,13 @@ impl Engine {
             ),
             Err(failure) => {
                 let error = failure.message;
+                // The retry budget is the job's own: its attempts so far (an attempt released
+                // before its call started is not one). Under `allow_all` several jobs of one
+                // schedule retry side by side, and none spends another's budget.
                 let decision = self
                     .config
                     .retry
-                    .decide(schedule.retry_count, schedule.max_retries);
+                    .decide((job.attempt - 1).max(0), schedule.max_retries);
                 match decision {
                     // A deleted schedule's failed job is not retried.
                     _ if schedule.status == ScheduleStatus::Deleted => {

@@ -168,6 +168,51 @@ pub async fn allow_all_runs_occurrences_side_by_side(store: Arc<dyn Store>) {
     assert_eq!(open.len(), 2, "{open:?}");
 }
 
+/// Under `allow_all` each job has its own retry budget: a second job's first failure is
+/// retried however many retries an earlier job of the schedule has made.
+pub async fn allow_all_jobs_retry_on_budgets_of_their_own(store: Arc<dyn Store>) {
+    let h = Harness::with_config(store, slow_retries()).await;
+    let s = h
+        .create(ScheduleDecl {
+            max_retries: Some(1),
+            ..with_overlap(Overlap::AllowAll, "* * * * *")
+        })
+        .await;
+    // 00:01 fails and waits for its retry; 00:02 fails on its first attempt too.
+    h.reply([Reply::status(500), Reply::status(500)]);
+    h.tick_at(minute(1)).await;
+    let summary = h.tick_at(minute(2)).await;
+    assert_eq!(
+        (summary.retried, summary.dead_lettered),
+        (1, 0),
+        "{summary:?}"
+    );
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(
+        statuses_by_occurrence(&jobs),
+        [
+            (minute(1), JobStatus::Pending),
+            (minute(2), JobStatus::Pending),
+        ]
+    );
+    assert!(
+        h.dlq().await.is_empty(),
+        "a first failure was dead-lettered"
+    );
+    // Each spends its own: 00:01's retry fails and it lands in the DLQ, while the 00:03 fire's
+    // first failure is retried and 00:02's budget is untouched.
+    h.reply([Reply::status(500), Reply::status(500)]);
+    let summary = h.tick_at(minute(1) + Duration::seconds(151)).await;
+    assert_eq!(
+        (summary.dead_lettered, summary.retried),
+        (1, 1),
+        "{summary:?}"
+    );
+    let jobs = h.jobs(s.id).await;
+    let second = jobs.iter().find(|j| j.scheduled_for == minute(2)).unwrap();
+    assert_eq!((second.status, second.attempt), (JobStatus::Pending, 1));
+}
+
 pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn Store>) {
     let h = Harness::new(store).await;
     let s = h.create(cron("*/10 * * * *", 3)).await;
