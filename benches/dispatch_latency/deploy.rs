@@ -353,6 +353,21 @@ impl Deployment {
         }
     }
 
+    /// The first instance's process id, while it runs.
+    pub fn first_pid(&self) -> Option<rustix::process::Pid> {
+        self.instances
+            .first()
+            .and_then(Child::id)
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    }
+
+    /// Sends `signal` to the first instance (SIGSTOP freezes it as a VM pause would).
+    pub fn signal_first(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = self.first_pid() {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
     /// SIGTERM to every instance, as an orchestrator stops them; SIGKILL after 40 s.
     pub async fn stop(&mut self) {
         for child in &self.instances {

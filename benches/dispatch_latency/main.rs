@@ -17,7 +17,9 @@
 //! `BENCH_MINUTES` (measured minutes of every scenario), `BENCH_SERVE_ARGS` (extra flags for
 //! serve, space-separated), `BENCH_PGCRON_N` (pg_cron's job count, default pg-5k's N),
 //! `BENCH_DB_PARAMS` (appended to serve's PostgreSQL URL, e.g. `?sslmode=disable`),
-//! `BENCH_KILL_MS` (when `kill-3k-x2` kills its first instance, after the instant, 500).
+//! `BENCH_KILL_MS` (when `kill-3k-x2` kills its first instance, after the instant, 500),
+//! `BENCH_FAULT_MS` (when `stop-1k-x2` freezes and `kill-1k-x2` kills the first instance,
+//! from the instant, -400).
 //! Other `SENTIN8_CRON_*` variables of the environment reach serve unchanged. The failover
 //! drill's own: `BENCH_FAILOVER_KILL_MS` (the kill after the instant, 400),
 //! `BENCH_FAILOVER_PROMOTE_AFTER_MS` (the promotion after the kill, 0),
@@ -30,6 +32,7 @@
 
 mod deploy;
 mod failover;
+mod fault;
 mod kill;
 mod pair;
 mod pgcron;
@@ -383,8 +386,14 @@ async fn measure(
     // Read after the seed and before the boundary (not at it: the bench's own query stays out
     // of the burst), so the burst's claims ahead are counted.
     let commits_before = records::commits(deployment).await;
+    if let Some(fault) = scenario.fault.filter(|f| f.at_ms() < 0) {
+        fault.strike(deployment, first).await;
+    }
     sleep_until(first).await;
     ctx.sampler.sample_now();
+    if let Some(fault) = scenario.fault.filter(|f| f.at_ms() >= 0) {
+        fault.strike(deployment, first).await;
+    }
     let killed_at = match scenario.kill_first_after_ms {
         Some(ms) => {
             let at = first + ms as i64 * 1000;
@@ -453,6 +462,16 @@ async fn measure(
          before the first measured minute; records read from {}",
         records.sources.join(", ")
     );
+    let counted = scenario
+        .fault
+        .or(scenario.kill_first_after_ms.map(|ms| fault::Fault::Kill {
+            at_ms: i64::try_from(ms).unwrap_or(i64::MAX),
+        }));
+    if let Some(fault) = counted {
+        let expected = scenario.groups.iter().map(|g| g.schedules).sum();
+        let count = fault::count(&deployment.owner_url, &arrivals, first, expected).await?;
+        println!("{}", fault::table(fault, &count));
+    }
     if let (Some(at), Some(ms)) = (killed_at, scenario.kill_first_after_ms) {
         let count = kill::count(&deployment.owner_url, &arrivals, first, at).await?;
         println!("{}", kill::table(&count, ms));

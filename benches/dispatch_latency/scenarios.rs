@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::fault::Fault;
 use crate::target::Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,9 @@ pub struct Scenario {
     /// Kill -9 the first instance this many milliseconds after the first measured instant, and
     /// report what became of the calls it had made (see `kill.rs`).
     pub kill_first_after_ms: Option<u64>,
+    /// Kill or freeze the first instance at a moment around the first measured instant, and
+    /// report what became of that burst's occurrences (see `fault.rs`).
+    pub fault: Option<Fault>,
     /// The failover drill (see `failover.rs`): its own primary and standby, the primary
     /// killed in the first measured burst and the standby promoted.
     pub failover: Option<Replication>,
@@ -93,6 +97,7 @@ fn scenario(
         default: true,
         headline: "all",
         kill_first_after_ms: None,
+        fault: None,
         failover: None,
         max_jitter: None,
     }
@@ -207,6 +212,39 @@ pub fn all() -> Vec<Scenario> {
         Scenario {
             default: false,
             minutes: 2,
+            fault: Some(Fault::Stop {
+                at_ms: env_ms("BENCH_FAULT_MS", -400),
+                for_ms: 60_000,
+            }),
+            ..scenario(
+                "stop-1k-x2",
+                "1,000 `* * * * *` over 10 environments, two serve on PostgreSQL; the first is \
+                 frozen (SIGSTOP) 0.4 s before the instant (after its hand-off, or \
+                 BENCH_FAULT_MS) for 60 s, then continued",
+                Postgres,
+                2,
+                vec![group("all", 10, 1_000, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 2,
+            fault: Some(Fault::Kill {
+                at_ms: env_ms("BENCH_FAULT_MS", -400),
+            }),
+            ..scenario(
+                "kill-1k-x2",
+                "1,000 `* * * * *` over 10 environments, two serve on PostgreSQL; the first is \
+                 killed (SIGKILL) 0.4 s before the instant (after its hand-off, or \
+                 BENCH_FAULT_MS)",
+                Postgres,
+                2,
+                vec![group("all", 10, 1_000, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 2,
             failover: Some(Replication::Synchronous),
             ..scenario(
                 "failover-sync",
@@ -261,4 +299,12 @@ pub fn scaled(mut s: Scenario, scale: f64, minutes: Option<u32>) -> Scenario {
         s.minutes = 1;
     }
     s
+}
+
+/// A signed millisecond setting, with its default.
+fn env_ms(name: &str, default: i64) -> i64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(default)
 }
