@@ -109,12 +109,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             fire.domain.clone(),
                             fire.schedule_type.clone(),
                             output::time_text(fire.due_at),
-                            if fire.would_skip {
-                                "skip (job open)"
-                            } else {
-                                "fire"
-                            }
-                            .to_owned(),
+                            fire.action.shown().to_owned(),
                         ]);
                     }
                     writeln!(out, "{table}")?;

@@ -44,14 +44,15 @@ use crate::core::clock::Clock;
 use crate::core::dispatch::Dispatcher;
 use crate::core::metrics::{Metrics, inc};
 use crate::core::model::*;
+use crate::core::policies::Overlap;
 use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
-use crate::core::timing::Timing;
 
 mod claim;
 mod held;
 mod lease;
 mod outcome;
+mod plan;
 mod producer;
 mod recorder;
 mod round;
@@ -218,8 +219,48 @@ pub struct PlannedFire {
     pub domain: String,
     pub schedule_type: String,
     pub due_at: DateTime<Utc>,
-    /// A regular fire is skipped while the schedule has an open job.
+    /// A regular fire is skipped while the schedule has an open job (and, under
+    /// `buffer_one`, one occurrence already waits).
     pub would_skip: bool,
+    /// What the tick would do with it, by the schedule's overlap policy.
+    pub action: PlannedAction,
+}
+
+/// What a tick would do with a due schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlannedAction {
+    /// Call it.
+    Fire,
+    /// Record the occurrence as skipped: an open job overlaps it.
+    Skip,
+    /// Keep the occurrence as the one `buffered` job until the open job ends (`buffer_one`).
+    Buffer,
+    /// Call it beside the open job (`allow_all`).
+    Concurrent,
+}
+
+impl PlannedAction {
+    /// The rule of the claim's overlap decision, for a due schedule with `overlap`, given
+    /// whether it has an open job and whether a regular occurrence is already buffered.
+    pub fn of(overlap: Overlap, open: bool, buffered: bool) -> Self {
+        match (overlap, open) {
+            (_, false) => PlannedAction::Fire,
+            (Overlap::AllowAll, true) => PlannedAction::Concurrent,
+            (Overlap::BufferOne, true) if !buffered => PlannedAction::Buffer,
+            (Overlap::BufferOne | Overlap::Skip, true) => PlannedAction::Skip,
+        }
+    }
+
+    /// How `tick --dry-run` names it.
+    pub fn shown(self) -> &'static str {
+        match self {
+            PlannedAction::Fire => "fire",
+            PlannedAction::Skip => "skip (job open)",
+            PlannedAction::Buffer => "buffer (job open)",
+            PlannedAction::Concurrent => "fire beside the open job",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,43 +460,46 @@ impl Engine {
             let Some(schedule) = tx.schedule_get(d.id).await? else {
                 continue;
             };
-            let would_skip = tx.job_get_open(d.id).await?.is_some();
+            let open = tx.job_get_open(d.id).await?.is_some();
+            let buffered = open
+                && schedule.policies.overlap == Overlap::BufferOne
+                && tx
+                    .jobs_of_schedule(d.id, &[JobStatus::Buffered])
+                    .await?
+                    .iter()
+                    .any(|j| !j.backfill);
+            let action = PlannedAction::of(schedule.policies.overlap, open, buffered);
             planned.push(PlannedFire {
                 schedule_id: d.id,
                 env_id: d.env_id,
                 domain: schedule.domain,
                 schedule_type: schedule.schedule_type,
                 due_at: d.next_run_at,
-                would_skip,
+                would_skip: action == PlannedAction::Skip,
+                action,
             });
         }
         Ok(planned)
-    }
-
-    /// The next fire of a schedule strictly after now. An expression that no longer parses is
-    /// never hot-looped: it is looked at again in an hour.
-    fn next_fire(&self, schedule: &Schedule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let Timing::Cron(cron) = &schedule.timing else {
-            return None;
-        };
-        if cron.zone_fell_back_to_utc() {
-            tracing::warn!(schedule_id = %schedule.id, timezone = %cron.timezone, "stored time zone is unknown; evaluating in UTC");
-        }
-        // Its call instants: bounded by start and end, each with its jitter.
-        match schedule.occurrences().next_after(now) {
-            Ok(Some(next)) => Some(next),
-            Ok(None) => {
-                tracing::info!(schedule_id = %schedule.id, "no further occurrence; the schedule completes with this one");
-                None
-            }
-            Err(err) => {
-                tracing::error!(schedule_id = %schedule.id, error = %err, "stored cron expression does not parse; retrying in 1h");
-                Some(now + chrono::Duration::hours(1))
-            }
-        }
     }
 }
 
 fn chrono_duration(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dry_run_names_what_each_overlap_policy_does_with_an_open_job() {
+        use PlannedAction::*;
+        for overlap in [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll] {
+            assert_eq!(PlannedAction::of(overlap, false, false), Fire);
+        }
+        assert_eq!(PlannedAction::of(Overlap::Skip, true, false), Skip);
+        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, false), Buffer);
+        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, true), Skip);
+        assert_eq!(PlannedAction::of(Overlap::AllowAll, true, true), Concurrent);
+    }
 }

@@ -502,6 +502,13 @@ pub trait TenantTx: Send {
     /// claim starts the same attempt again under a new epoch), no lease. `None` unless the job
     /// is still running under `change.epoch`, with no call marked and its lease lapsed.
     async fn job_release_uncalled(&mut self, change: &UncalledRelease) -> StoreResult<Option<Job>>;
+    /// Of `ids`, the schedules with a buffered regular occurrence (not a backfilled one).
+    async fn schedules_with_buffered_occurrence(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>>;
+    /// The open jobs of the schedules `ids`, in one read.
+    async fn jobs_open_of(&mut self, ids: &[ScheduleId]) -> StoreResult<Vec<Job>>;
 
     /// Inserts a dead-letter entry.
     async fn dlq_insert(&mut self, new: &NewDlqEntry) -> StoreResult<DlqEntry>;

@@ -530,12 +530,12 @@ pub struct BackfillRequest {
 
 /// Backfills a past range of a cron schedule's occurrences (at most 1,000): one job each,
 /// recorded as a backfill and run under the schedule's overlap policy (one at a time unless it
-/// is `allow_all`, then up to 5 at once).
+/// is `allow_all`, then up to 5 at once). 409 while the schedule is paused, as a trigger is.
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/backfill", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
     request_body = BackfillRequest,
-    responses((status = 202, description = "The occurrences' jobs", body = BackfillView), (status = 400, body = Problem), (status = 404, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
+    responses((status = 202, description = "The occurrences' jobs", body = BackfillView), (status = 409, body = Problem), (status = 400, body = Problem), (status = 404, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn backfill_schedule(

@@ -10,13 +10,12 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::{ENGINE_ACTOR, Engine};
+use super::{ENGINE_ACTOR, Engine, plan};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
 use crate::core::model::*;
-use crate::core::policies::{Occurrences, Overlap, format_duration};
+use crate::core::policies::Overlap;
 use crate::core::store::*;
-use crate::core::timing::Timing;
 
 /// At most this many missed occurrences are counted for one record; beyond, the record says
 /// "at least" (an every-minute schedule down for a week is about 10,000).
@@ -74,17 +73,6 @@ pub(super) enum RetryClaim {
     Lost,
 }
 
-/// A run of a schedule's missed occurrences (first, last, count), recorded as one skipped job.
-struct MissedRun {
-    first: DateTime<Utc>,
-    last: DateTime<Utc>,
-    count: u32,
-    capped: bool,
-    /// The run ends with the latest occurrence, which was older than the catch-up window
-    /// and did not run either.
-    beyond_window: Option<std::time::Duration>,
-}
-
 impl Engine {
     /// Claims one environment's due schedules under their locks. `admit` decides for a
     /// schedule about to be claimed: call it now, hold it for its instant, or leave it due.
@@ -107,6 +95,10 @@ impl Engine {
         claimed
     }
 
+    /// Claims the schedules of `due` whose locks are held, in one tenant transaction: reads
+    /// what the plan needs (their rows, skipping those locked elsewhere, and which have open
+    /// or buffered jobs, a few batched reads), decides (`plan::plan`, pure), writes the plan
+    /// in batches.
     async fn claim_locked(
         &self,
         locks: &mut dyn ScheduleLock,
@@ -114,189 +106,77 @@ impl Engine {
         due: &[DueSchedule],
         admit: &mut (dyn FnMut(&Schedule) -> Admit + Send),
     ) -> StoreResult<ClaimedGroup> {
-        let held: Vec<ScheduleId> = locks.held().to_vec();
+        let held: HashSet<ScheduleId> = locks.held().iter().copied().collect();
         if held.is_empty() {
             return Ok(ClaimedGroup::none());
         }
         let mut tx = locks.tenant_begin(env).await?;
+        let due: Vec<DueSchedule> = due
+            .iter()
+            .filter(|d| held.contains(&d.id))
+            .copied()
+            .collect();
+        let ids: Vec<ScheduleId> = due.iter().map(|d| d.id).collect();
         // Rows another transaction holds (a record in progress, an operator's lock) are left
         // for a later round instead of waited for.
         let schedules: HashMap<ScheduleId, Schedule> = tx
-            .schedule_get_many_skip_locked(&held)
+            .schedule_get_many_skip_locked(&ids)
             .await?
             .into_iter()
             .map(|s| (s.id, s))
             .collect();
         let now = self.clock.now();
-        // An occurrence still to come is claimed ahead only if its schedule has no open job: one
-        // that is open now may finish before the instant, and the fire must not be skipped
-        // for it. It is claimed at its instant instead (and skipped then if still open).
-        // One whose jobs run side by side (`allow_all`) is claimed ahead whatever is open.
-        let ahead: Vec<ScheduleId> = due
-            .iter()
-            .filter(|d| d.next_run_at > now)
-            .filter(|d| {
-                schedules
-                    .get(&d.id)
-                    .is_some_and(|s| s.policies.overlap != Overlap::AllowAll)
-            })
-            .map(|d| d.id)
-            .collect();
-        let busy: HashSet<ScheduleId> = if ahead.is_empty() {
-            HashSet::new()
-        } else {
-            tx.schedules_with_open_job(&ahead)
-                .await?
-                .into_iter()
-                .collect()
-        };
-        // A schedule with a run limit counts only occurrences that run: one whose job is open
-        // now is skipped (or buffered) and counts nothing.
-        let limited: Vec<ScheduleId> = due
-            .iter()
-            .filter(|d| d.next_run_at <= now)
-            .filter(|d| {
-                schedules
-                    .get(&d.id)
-                    .is_some_and(|s| s.remaining_runs.is_some())
-            })
-            .map(|d| d.id)
-            .collect();
-        let (open_now, buffered_now): (HashSet<ScheduleId>, HashSet<ScheduleId>) =
-            if limited.is_empty() {
-                (HashSet::new(), HashSet::new())
-            } else {
-                (
-                    tx.schedules_with_open_job(&limited)
-                        .await?
-                        .into_iter()
-                        .collect(),
-                    tx.schedules_with_buffered(&limited)
-                        .await?
-                        .into_iter()
-                        .collect(),
-                )
-            };
-        let mut claims = Vec::with_capacity(schedules.len());
-        let mut completing = Vec::new();
-        let mut holds: HashMap<ScheduleId, bool> = HashMap::new();
-        let mut missed_runs: HashMap<ScheduleId, MissedRun> = HashMap::new();
-        // The occurrence each claim fires: the stored next fire, or after missed ones the
-        // latest of them. A claim with none (the latest is older than the catch-up window)
-        // records what it missed and fires nothing.
-        let mut fire_ats: HashMap<ScheduleId, DateTime<Utc>> = HashMap::new();
-        let mut deferred = 0;
-        for d in due.iter().filter(|d| held.contains(&d.id)) {
-            let Some(schedule) = schedules.get(&d.id) else {
-                continue;
-            };
-            // Its open job may end before the instant: claimed at the instant instead.
-            if busy.contains(&d.id) {
-                continue;
-            }
-            let occurrences = schedule.occurrences();
-            let (fire_at, mut missed) = catch_up(&occurrences, d.next_run_at, now);
-            let fires = schedule.policies.in_catchup_window(fire_at, now);
-            if fires {
-                match admit(schedule) {
-                    Admit::Now => holds.insert(d.id, false),
-                    Admit::Hold => holds.insert(d.id, true),
-                    Admit::Refuse => {
-                        deferred += 1;
-                        continue;
-                    }
-                };
-                fire_ats.insert(d.id, fire_at);
-            } else {
-                missed = Some(beyond_window(
-                    missed,
-                    fire_at,
-                    schedule.policies.catchup_window,
-                ));
-            }
-            if let Some(run) = missed {
-                missed_runs.insert(d.id, run);
-            }
-            let remaining_runs = match schedule.remaining_runs {
-                Some(left) if fires && will_run(schedule, &open_now, &buffered_now) => {
-                    Some((left - 1).max(0))
-                }
-                left => left,
-            };
-            // Claimed ahead, the occurrence is still to come: the next fire is the one after
-            // it.
-            let next = self.next_fire(schedule, now.max(d.next_run_at));
-            let next_run_at = match next {
-                Some(next) if remaining_runs != Some(0) => Some(next),
-                // A cron schedule with nothing left to fire (its end, its last run, an
-                // expression that never fires again) completes; its job, if it fires, runs.
-                _ if schedule.kind() == ScheduleKind::Cron => {
-                    completing.push(d.id);
-                    Some(d.next_run_at)
-                }
-                // A one-shot schedule has no next fire; it completes when its job finishes,
-                // or now when it fires nothing.
-                _ => {
-                    if !fires {
-                        completing.push(d.id);
-                    }
-                    None
-                }
-            };
-            claims.push(ScheduleClaim {
-                id: d.id,
-                expected_next_run_at: d.next_run_at,
-                next_run_at,
-                remaining_runs,
-                now,
-            });
+        let seen = read_seen(&mut *tx, &due, &schedules, now).await?;
+        let plan = plan::plan(&due, &schedules, &seen, now, admit);
+        let deferred = plan.deferred;
+        let mut group = self.write_plan(&mut *tx, plan, now).await?;
+        tx.commit().await?;
+        for _ in 0..group.skipped + group.missed {
+            inc(&self.metrics.skipped);
         }
+        group.deferred = deferred;
+        Ok(group)
+    }
+
+    /// Writes a claim's plan: the conditional advances in one statement, the completions, the
+    /// fires' jobs in one statement, the missed runs' records, and for a fire whose schedule
+    /// still has an open job (the job's insert met the one-open-job index) its buffered or
+    /// skipped record, with their events in one statement.
+    async fn write_plan(
+        &self,
+        tx: &mut dyn TenantTx,
+        plan: plan::Plan,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ClaimedGroup> {
+        let claims: Vec<ScheduleClaim> = plan.decisions.iter().map(|d| d.claim).collect();
         let mut claimed = tx.schedule_claim_many(&claims).await?;
         // A claim whose conditional write found the schedule no longer due at the instant read
         // was taken by another ticker (or changed meanwhile): lost. Rows or locks held
-        // elsewhere were left out above, for a later round, and are not lost.
+        // elsewhere were left out before the plan, for a later round, and are not lost.
         let lost = claims.len() - claimed.len();
-        for schedule in claimed.iter_mut().filter(|s| completing.contains(&s.id)) {
-            tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
-            *schedule = tx
-                .schedule_set_outcome(&ScheduleSetOutcome {
-                    id: schedule.id,
-                    retry_count: schedule.retry_count,
-                    status: Some(ScheduleStatus::Completed),
-                    now,
-                })
-                .await?;
+        let mut decisions: HashMap<ScheduleId, plan::Decision> = plan
+            .decisions
+            .into_iter()
+            .map(|d| (d.claim.id, d))
+            .collect();
+        for schedule in claimed.iter_mut() {
+            if decisions.get(&schedule.id).is_some_and(|d| d.completes) {
+                tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
+                *schedule = tx
+                    .schedule_set_outcome(&ScheduleSetOutcome {
+                        id: schedule.id,
+                        retry_count: schedule.retry_count,
+                        status: Some(ScheduleStatus::Completed),
+                        now,
+                    })
+                    .await?;
+            }
         }
-        let lease = super::chrono_duration(self.config.lease);
-        let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
         let new_jobs: Vec<NewJob> = claimed
             .iter()
-            .filter_map(|s| fire_ats.get(&s.id).map(|at| (s, *at)))
-            .map(|(s, scheduled_for)| {
-                // A fire held for its instant is `scheduled` until it is handed off for its
-                // call (a change may withdraw it until then), with a short claim lease past its
-                // instant: a stopped instance's fire is released to run seconds after it. Held
-                // is what `admit` decided, not a second look at the clock: an instant passed
-                // since is still handed off (at once).
-                let held = holds.get(&s.id).copied().unwrap_or(false);
-                let job = if held {
-                    NewJob::scheduled(
-                        s.id,
-                        scheduled_for,
-                        scheduled_for.max(now) + claim_lease,
-                        now,
-                    )
-                } else {
-                    NewJob {
-                        lease_until: Some(scheduled_for.max(now) + lease),
-                        ..NewJob::running(s.id, scheduled_for, now)
-                    }
-                };
-                // Under `allow_all` it runs beside whatever job of its schedule is open.
-                NewJob {
-                    concurrent: s.policies.overlap == Overlap::AllowAll,
-                    ..job
-                }
+            .filter_map(|s| {
+                let fire = decisions.get(&s.id)?.fire?;
+                Some(self.fire_job(s, fire, now))
             })
             .collect();
         let mut opened: HashMap<ScheduleId, Job> = tx
@@ -305,19 +185,20 @@ impl Engine {
             .into_iter()
             .map(|j| (j.schedule_id, j))
             .collect();
-
-        let mut runs = Vec::with_capacity(opened.len());
-        let mut buffered = 0;
-        let mut skipped = 0;
-        let mut missed = 0;
-        let mut skip_events = Vec::new();
         let new_by_schedule: HashMap<ScheduleId, &NewJob> =
             new_jobs.iter().map(|j| (j.schedule_id, j)).collect();
+        let mut group = ClaimedGroup::none();
+        group.lost = lost;
+        let mut events = Vec::new();
+        let mut overlapping = Vec::new();
         for schedule in claimed {
+            let Some(decision) = decisions.remove(&schedule.id) else {
+                continue;
+            };
             let new = new_by_schedule.get(&schedule.id).copied();
             // Occurrences nobody fired (an outage, an overload) are recorded, one record for
             // the whole run.
-            if let Some(run) = missed_runs.remove(&schedule.id) {
+            if let Some(run) = decision.missed {
                 let template = NewJob::running(schedule.id, run.first, now);
                 let record = tx
                     .job_insert(&NewJob {
@@ -328,30 +209,86 @@ impl Engine {
                             last: run.last,
                             count: run.count,
                         }),
-                        ..skipped_job(new.unwrap_or(&template), missed_reason(&run), now)
+                        ..skipped_job(new.unwrap_or(&template), plan::missed_reason(&run), now)
                     })
                     .await?;
                 tracing::info!(schedule_id = %schedule.id, missed = run.count, first = %run.first, last = %run.last, "missed occurrences recorded as skipped");
-                skip_events.push(skip_event(&schedule, &record, now));
-                missed += 1;
+                events.push(skip_event(&schedule, &record, now));
+                group.missed += 1;
             }
-            // Nothing fires: the latest occurrence was older than the catch-up window.
-            let Some(new) = new else {
-                continue;
-            };
-            if let Some(job) = opened.remove(&schedule.id) {
-                let held = holds.get(&schedule.id).copied().unwrap_or(false);
-                runs.push((schedule, job, held));
-                continue;
+            match (decision.fire, opened.remove(&schedule.id)) {
+                (Some(fire), Some(job)) => group.runs.push((schedule, job, fire.held)),
+                // The previous job is still open (a pending retry, a slow call).
+                (Some(_), None) => {
+                    if let Some(new) = new {
+                        overlapping.push((schedule, new.clone()));
+                    }
+                }
+                // Nothing fires: the latest occurrence was older than the catch-up window.
+                (None, _) => {}
             }
-            // The previous job is still open (a pending retry, a slow call). Under
-            // `buffer_one` this occurrence waits for it, unless one already does.
+        }
+        self.record_overlaps(tx, overlapping, now, &mut group, &mut events)
+            .await?;
+        tx.outbox_insert_many(&events).await?;
+        Ok(group)
+    }
+
+    /// The job a fire opens. A fire held for its instant is `scheduled` until it is handed off
+    /// for its call (a change may withdraw it until then), with a short claim lease past its
+    /// instant: a stopped instance's fire is released to run seconds after it. Held is what
+    /// `admit` decided, not a second look at the clock: an instant passed since is still
+    /// handed off (at once). Under `allow_all` it runs beside whatever job of its schedule is
+    /// open.
+    fn fire_job(&self, schedule: &Schedule, fire: plan::Fire, now: DateTime<Utc>) -> NewJob {
+        let lease = super::chrono_duration(self.config.lease);
+        let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
+        let job = if fire.held {
+            NewJob::scheduled(schedule.id, fire.at, fire.at.max(now) + claim_lease, now)
+        } else {
+            NewJob {
+                lease_until: Some(fire.at.max(now) + lease),
+                ..NewJob::running(schedule.id, fire.at, now)
+            }
+        };
+        NewJob {
+            concurrent: schedule.policies.overlap == Overlap::AllowAll,
+            ..job
+        }
+    }
+
+    /// Fires whose schedule still has an open job: under `buffer_one` the occurrence waits for
+    /// it as the one `buffered` job, unless one already does; otherwise it is skipped, on the
+    /// record. What they need is read in two batched reads.
+    async fn record_overlaps(
+        &self,
+        tx: &mut dyn TenantTx,
+        overlapping: Vec<(Schedule, NewJob)>,
+        now: DateTime<Utc>,
+        group: &mut ClaimedGroup,
+        events: &mut Vec<NewEvent>,
+    ) -> StoreResult<()> {
+        if overlapping.is_empty() {
+            return Ok(());
+        }
+        let buffer_one: Vec<ScheduleId> = overlapping
+            .iter()
+            .filter(|(s, _)| s.policies.overlap == Overlap::BufferOne)
+            .map(|(s, _)| s.id)
+            .collect();
+        let already_buffered: HashSet<ScheduleId> = if buffer_one.is_empty() {
+            HashSet::new()
+        } else {
+            tx.schedules_with_buffered_occurrence(&buffer_one)
+                .await?
+                .into_iter()
+                .collect()
+        };
+        let ids: Vec<ScheduleId> = overlapping.iter().map(|(s, _)| s.id).collect();
+        let open = open_job_by_schedule(tx.jobs_open_of(&ids).await?);
+        for (schedule, new) in overlapping {
             if schedule.policies.overlap == Overlap::BufferOne
-                && !tx
-                    .jobs_of_schedule(schedule.id, &[JobStatus::Buffered])
-                    .await?
-                    .iter()
-                    .any(|j| !j.backfill)
+                && !already_buffered.contains(&schedule.id)
             {
                 let record = tx
                     .job_insert(&NewJob {
@@ -359,46 +296,32 @@ impl Engine {
                         attempt: 0,
                         started_at: None,
                         lease_until: None,
-                        ..new.clone()
+                        ..new
                     })
                     .await?;
                 tracing::info!(schedule_id = %schedule.id, job_id = %record.id, "fire buffered behind the open job");
-                skip_events.push(
+                events.push(
                     EventPayload::for_schedule(events::JOB_BUFFERED, &schedule, now)
                         .with_job(&record)
                         .by(ENGINE_ACTOR)
                         .into_event(&schedule),
                 );
-                buffered += 1;
+                group.buffered += 1;
                 continue;
             }
-            // Otherwise this fire is skipped, on the record.
-            let open = tx.job_get_open(schedule.id).await?;
-            let reason = match open {
+            let reason = match open.get(&schedule.id) {
                 Some(open) => format!(
                     "skipped: job {} of this schedule is still {}",
                     open.id, open.status
                 ),
                 None => "skipped: another job of this schedule was open".to_owned(),
             };
-            let record = tx.job_insert(&skipped_job(new, reason, now)).await?;
+            let record = tx.job_insert(&skipped_job(&new, reason, now)).await?;
             tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
-            skip_events.push(skip_event(&schedule, &record, now));
-            skipped += 1;
+            events.push(skip_event(&schedule, &record, now));
+            group.skipped += 1;
         }
-        tx.outbox_insert_many(&skip_events).await?;
-        tx.commit().await?;
-        for _ in 0..skipped + missed {
-            inc(&self.metrics.skipped);
-        }
-        Ok(ClaimedGroup {
-            lost,
-            runs,
-            buffered,
-            skipped,
-            missed,
-            deferred,
-        })
+        Ok(())
     }
 
     /// Claims a due retry under its schedule's lock.
@@ -585,175 +508,6 @@ impl Engine {
     }
 }
 
-/// The missed-occurrence rule: of a schedule's occurrences from its stored next fire up to
-/// `now`, the latest runs (late, once) and the ones before it are missed, one skipped run
-/// (first, last, count; never replayed). Returns the occurrence to fire and the missed run.
-/// A schedule claimed on time (or ahead) has nothing missed and fires its stored next fire.
-fn catch_up(
-    timing: &Occurrences<'_>,
-    stored: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> (DateTime<Utc>, Option<MissedRun>) {
-    let Some(after) = missed_between(timing, stored, now) else {
-        return (stored, None);
-    };
-    // The stored fire and every occurrence after it but the latest: as many as `after` holds.
-    let last = if after.count > 1 || after.capped {
-        last_up_to(
-            timing,
-            stored,
-            after.last - chrono::Duration::microseconds(1),
-        )
-    } else {
-        stored
-    };
-    let missed = MissedRun {
-        first: stored,
-        last,
-        count: after.count,
-        capped: after.capped,
-        beyond_window: None,
-    };
-    (after.last, Some(missed))
-}
-
-/// The occurrences of a schedule strictly after `fired` and up to `now`: fires nobody made.
-/// Counting stops at [`MISSED_COUNT_CAP`] ("at least"), but the last is always the true last
-/// occurrence up to now.
-fn missed_between(
-    timing: &Occurrences<'_>,
-    fired: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<MissedRun> {
-    let mut run = missed_counted(timing, fired, now)?;
-    if run.capped {
-        run.last = last_up_to(timing, run.last, now);
-    }
-    Some(run)
-}
-
-/// The last occurrence in `(floor, now]`, or `floor` if there is none: searched in windows
-/// ending at `now` that double until one holds an occurrence, so the work follows the
-/// distance from the last occurrence to now, not the length of the outage.
-fn last_up_to(timing: &Occurrences<'_>, floor: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
-    let mut window = chrono::Duration::minutes(1);
-    loop {
-        let from = (now - window).max(floor);
-        let mut last = None;
-        let mut at = from;
-        for _ in 0..MISSED_COUNT_CAP {
-            match timing.next_after(at) {
-                Ok(Some(next)) if next <= now && next > at => {
-                    last = Some(next);
-                    at = next;
-                }
-                _ => break,
-            }
-        }
-        if let Some(last) = last {
-            return last;
-        }
-        if from <= floor {
-            return floor;
-        }
-        window = window * 2;
-    }
-}
-
-fn missed_counted(
-    timing: &Occurrences<'_>,
-    fired: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<MissedRun> {
-    if !matches!(timing.timing, Timing::Cron(_)) {
-        return None;
-    }
-    let mut run: Option<MissedRun> = None;
-    let mut at = fired;
-    while let Ok(Some(next)) = timing.next_after(at) {
-        if next > now || next <= at {
-            break;
-        }
-        match &mut run {
-            Some(run) if run.count >= MISSED_COUNT_CAP => {
-                run.capped = true;
-                break;
-            }
-            Some(run) => {
-                run.last = next;
-                run.count += 1;
-            }
-            None => {
-                run = Some(MissedRun {
-                    first: next,
-                    last: next,
-                    count: 1,
-                    capped: false,
-                    beyond_window: None,
-                })
-            }
-        }
-        at = next;
-    }
-    run
-}
-
-/// `missed` with the occurrence `fire_at` added at its end: the latest occurrence, found
-/// older than the catch-up window `window`, does not run either.
-fn beyond_window(
-    missed: Option<MissedRun>,
-    fire_at: DateTime<Utc>,
-    window: std::time::Duration,
-) -> MissedRun {
-    let mut run = missed.unwrap_or(MissedRun {
-        first: fire_at,
-        last: fire_at,
-        count: 0,
-        capped: false,
-        beyond_window: None,
-    });
-    run.last = fire_at;
-    run.count = run.count.saturating_add(1);
-    run.beyond_window = Some(window);
-    run
-}
-
-fn missed_reason(run: &MissedRun) -> String {
-    let count = if run.capped {
-        format!("at least {}", run.count)
-    } else {
-        run.count.to_string()
-    };
-    let why = match run.beyond_window {
-        None => "no instance could fire them in time".to_owned(),
-        Some(window) => format!(
-            "the latest was older than the catch-up window of {}, so none ran",
-            format_duration(window)
-        ),
-    };
-    format!(
-        "skipped: {count} occurrence(s) from {} to {} were missed ({why})",
-        run.first.to_rfc3339(),
-        run.last.to_rfc3339()
-    )
-}
-
-/// Whether a due occurrence of a schedule with a run limit will run (and so counts): not
-/// when its job is open, unless it runs beside it (`allow_all`) or waits for it as the one
-/// buffered occurrence (`buffer_one`).
-fn will_run(
-    schedule: &Schedule,
-    open_now: &HashSet<ScheduleId>,
-    buffered_now: &HashSet<ScheduleId>,
-) -> bool {
-    match schedule.policies.overlap {
-        _ if !open_now.contains(&schedule.id) => true,
-        Overlap::AllowAll => true,
-        Overlap::BufferOne => !buffered_now.contains(&schedule.id),
-        Overlap::Skip => false,
-    }
-}
-
 /// A skipped record shaped after the job a claim would open.
 fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
     NewJob {
@@ -775,101 +529,52 @@ fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent
         .into_event(schedule)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::cron::{OnDstGap, OnDstRepeat};
-    use crate::core::policies::Policies;
-    use crate::core::timing::CronTiming;
-    use chrono::TimeZone;
+/// What the plan needs to know of the due schedules' jobs (see [`plan::Seen`]).
+async fn read_seen(
+    tx: &mut dyn TenantTx,
+    due: &[DueSchedule],
+    schedules: &HashMap<ScheduleId, Schedule>,
+    now: DateTime<Utc>,
+) -> StoreResult<plan::Seen> {
+    let (ahead, limited) = plan::to_look_at(due, schedules, now);
+    let mut seen = plan::Seen::default();
+    if !ahead.is_empty() {
+        seen.busy = tx
+            .schedules_with_open_job(&ahead)
+            .await?
+            .into_iter()
+            .collect();
+    }
+    if !limited.is_empty() {
+        seen.open_now = tx
+            .schedules_with_open_job(&limited)
+            .await?
+            .into_iter()
+            .collect();
+        seen.buffered_now = tx
+            .schedules_with_buffered(&limited)
+            .await?
+            .into_iter()
+            .collect();
+    }
+    Ok(seen)
+}
 
-    /// A timing with the default policies, whose calls the rules walk.
-    struct Calls(Timing, Policies);
-
-    impl Calls {
-        fn calls(&self) -> Occurrences<'_> {
-            Occurrences {
-                timing: &self.0,
-                policies: &self.1,
-                seed: ScheduleId(uuid::Uuid::nil()),
+/// The open job a skipped record names per schedule: its fire claimed ahead if it has one,
+/// else its oldest.
+fn open_job_by_schedule(jobs: Vec<Job>) -> HashMap<ScheduleId, Job> {
+    let mut by_schedule: HashMap<ScheduleId, Job> = HashMap::new();
+    for job in jobs {
+        let keep = match by_schedule.get(&job.schedule_id) {
+            None => true,
+            Some(kept) => {
+                let rank = |j: &Job| (j.status != JobStatus::Scheduled, j.created_at);
+                rank(&job) < rank(kept)
             }
+        };
+        if keep {
+            by_schedule.insert(job.schedule_id, job);
         }
     }
-
-    fn every_minute() -> Calls {
-        Calls(
-            Timing::Cron(CronTiming::from_stored(
-                "* * * * *",
-                "UTC",
-                OnDstGap::Skip,
-                OnDstRepeat::Once,
-            )),
-            Policies::default(),
-        )
-    }
-
-    #[test]
-    fn a_capped_run_of_missed_occurrences_ends_at_the_last_one_up_to_now() {
-        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        // Thirty days of an every-minute schedule: far more than the cap.
-        let now = fired + chrono::Duration::days(30) + chrono::Duration::seconds(30);
-        let run = missed_between(&every_minute().calls(), fired, now).unwrap();
-        assert!(run.capped);
-        assert_eq!(run.count, MISSED_COUNT_CAP);
-        assert_eq!(run.first, fired + chrono::Duration::minutes(1));
-        assert_eq!(run.last, fired + chrono::Duration::days(30));
-        assert!(missed_reason(&run).contains("at least 10000"));
-    }
-
-    #[test]
-    fn after_missed_occurrences_the_latest_fires_and_the_rest_are_one_run() {
-        let stored = Utc.with_ymd_and_hms(2026, 1, 1, 0, 2, 0).unwrap();
-        let minute = chrono::Duration::minutes(1);
-        // On time, or claimed ahead: the stored fire, nothing missed.
-        for now in [
-            stored,
-            stored + chrono::Duration::seconds(59),
-            stored - minute,
-        ] {
-            let (fire, missed) = catch_up(&every_minute().calls(), stored, now);
-            assert_eq!(fire, stored);
-            assert!(missed.is_none());
-        }
-        // Down from before 00:02 until 00:04:30: 00:04 fires, 00:02 and 00:03 were missed.
-        let (fire, missed) = catch_up(
-            &every_minute().calls(),
-            stored,
-            stored + minute * 2 + minute / 2,
-        );
-        assert_eq!(fire, stored + minute * 2);
-        let missed = missed.unwrap();
-        assert_eq!(
-            (missed.first, missed.last, missed.count, missed.capped),
-            (stored, stored + minute, 2, false)
-        );
-        // One occurrence late: the stored one alone is missed.
-        let (fire, missed) = catch_up(&every_minute().calls(), stored, stored + minute);
-        assert_eq!(fire, stored + minute);
-        let missed = missed.unwrap();
-        assert_eq!(
-            (missed.first, missed.last, missed.count),
-            (stored, stored, 1)
-        );
-        // Thirty days down: the latest fires, the count stops at the cap.
-        let now = stored + chrono::Duration::days(30) + chrono::Duration::seconds(30);
-        let (fire, missed) = catch_up(&every_minute().calls(), stored, now);
-        assert_eq!(fire, stored + chrono::Duration::days(30));
-        let missed = missed.unwrap();
-        assert!(missed.capped);
-        assert_eq!(missed.last, fire - minute);
-    }
-
-    #[test]
-    fn an_uncapped_run_counts_every_occurrence() {
-        let fired = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let now = fired + chrono::Duration::minutes(5);
-        let run = missed_between(&every_minute().calls(), fired, now).unwrap();
-        assert!(!run.capped);
-        assert_eq!((run.count, run.last), (5, now));
-    }
+    by_schedule
 }

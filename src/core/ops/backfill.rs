@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::audit::snapshot;
-use super::schedule::live_for_update;
+use super::schedule::{live_for_update, paused_detail};
 use super::{Actor, Ops, OpsError, OpsResult};
 use crate::core::buffered::{MAX_BACKFILL, release_buffered};
 use crate::core::decl::FieldError;
@@ -40,6 +40,15 @@ impl Ops {
     ) -> OpsResult<Backfilled> {
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
+        // As a trigger is: its jobs would only wait for the resume, and "started" would not be
+        // true.
+        if schedule.status == ScheduleStatus::Paused {
+            return Err(OpsError::Conflict(paused_detail(
+                id,
+                "a backfilled run",
+                "backfill it",
+            )));
+        }
         let occurrences = occurrences_between(&schedule, from, to, actor.now)?;
         let concurrent = schedule.policies.overlap == Overlap::AllowAll;
         let mut jobs = Vec::with_capacity(occurrences.len());

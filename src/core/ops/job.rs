@@ -9,6 +9,7 @@ use super::schedule::live_for_update;
 use super::{Actor, Ops, OpsError, OpsResult};
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
+use crate::core::policies::Overlap;
 use crate::core::store::*;
 
 impl Ops {
@@ -83,9 +84,17 @@ impl Ops {
                 "schedule deleted: its dead letters can only be discarded".to_owned(),
             ));
         }
-        ensure_no_open_job(&mut *tx, entry.schedule_id).await?;
+        // A schedule whose jobs run side by side (`allow_all`) takes the republished run beside
+        // its open jobs; any other runs one job at a time.
+        let concurrent = schedule.policies.overlap == Overlap::AllowAll;
+        if !concurrent {
+            ensure_no_open_job(&mut *tx, entry.schedule_id).await?;
+        }
         let job = tx
-            .job_insert(&pending_now(schedule.id, entry.scheduled_for, actor.now))
+            .job_insert(&NewJob {
+                concurrent,
+                ..pending_now(schedule.id, entry.scheduled_for, actor.now)
+            })
             .await?;
         if !tx.dlq_delete(id).await? {
             return Err(OpsError::NotFound("dead-letter entry"));

@@ -186,10 +186,16 @@ impl Ops {
 
 /// Why a trigger of a paused schedule is refused, and how to resume it.
 fn paused_trigger_detail(id: ScheduleId) -> String {
+    paused_detail(id, "a triggered run", "trigger it")
+}
+
+/// Why a run asked of a paused schedule is refused, and how to resume it first: `what` would
+/// only wait for the resume, and `then` is what to do after it.
+pub(super) fn paused_detail(id: ScheduleId, what: &str, then: &str) -> String {
     format!(
-        "schedule {id} is paused, and a paused schedule runs nothing (a triggered run would \
-         only wait for the resume): resume it first (POST /v1/schedules/{id}/resume, \
-         `sentin8-cron schedules resume {id}`, or Resume on its admin page), then trigger it"
+        "schedule {id} is paused, and a paused schedule runs nothing ({what} would only wait \
+         for the resume): resume it first (POST /v1/schedules/{id}/resume, \
+         `sentin8-cron schedules resume {id}`, or Resume on its admin page), then {then}"
     )
 }
 

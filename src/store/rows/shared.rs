@@ -260,6 +260,28 @@ pub(crate) async fn claim_retry<T: TenantRows>(
     map_row(row.as_ref(), "jobs", super::job)
 }
 
+/// The open jobs of schedules `ids` (see [`TenantTx::jobs_open_of`]), in statements of at
+/// most 500 ids.
+pub(crate) async fn open_jobs_of<T: TenantRows>(
+    tx: &mut T,
+    ids: &[ScheduleId],
+) -> StoreResult<Vec<Job>> {
+    let mut found = Vec::new();
+    for chunk in ids.chunks(500) {
+        let sql = scoped(tx, |env, sql| {
+            let list: Vec<String> = chunk.iter().map(|id| sql.val(Val::uuid(id.0))).collect();
+            format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE env_id = {env} \
+                 AND schedule_id IN ({}) AND {OPEN_JOB}",
+                list.join(", ")
+            )
+        });
+        let rows = tx.fetch_all(&sql).await?;
+        found.extend(map_rows(&rows, "jobs", super::job)?);
+    }
+    Ok(found)
+}
+
 /// Releases a running attempt whose lease lapsed before its call was marked as started (see
 /// [`TenantTx::job_release_uncalled`]).
 pub(crate) async fn release_uncalled<T: TenantRows>(
@@ -437,6 +459,18 @@ macro_rules! tenant_tx {
             ids: &[ScheduleId],
         ) -> StoreResult<Vec<ScheduleId>> {
             self.schedules_with_job(ids, "status = 'buffered'").await
+        }
+
+        async fn schedules_with_buffered_occurrence(
+            &mut self,
+            ids: &[ScheduleId],
+        ) -> StoreResult<Vec<ScheduleId>> {
+            self.schedules_with_job(ids, "status = 'buffered' AND NOT backfill")
+                .await
+        }
+
+        async fn jobs_open_of(&mut self, ids: &[ScheduleId]) -> StoreResult<Vec<Job>> {
+            $crate::store::rows::open_jobs_of(self, ids).await
         }
 
         async fn schedule_list_in_zone(&mut self, timezone: &str) -> StoreResult<Vec<Schedule>> {

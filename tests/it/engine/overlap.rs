@@ -211,6 +211,16 @@ pub async fn allow_all_jobs_retry_on_budgets_of_their_own(store: Arc<dyn Store>)
     let jobs = h.jobs(s.id).await;
     let second = jobs.iter().find(|j| j.scheduled_for == minute(2)).unwrap();
     assert_eq!((second.status, second.attempt), (JobStatus::Pending, 1));
+
+    // Its dead letter is republished beside the open jobs, as its own concurrent run.
+    let entry = h.dlq().await.remove(0);
+    let republished = h
+        .ops
+        .dlq_republish(h.env, entry.id, &h.actor())
+        .await
+        .expect("republished while other jobs are open");
+    assert!(republished.concurrent);
+    assert_eq!(republished.status, JobStatus::Pending);
 }
 
 pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn Store>) {

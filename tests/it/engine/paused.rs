@@ -270,6 +270,20 @@ pub async fn a_paused_schedule_refuses_a_trigger(store: Arc<dyn Store>) {
             .await
             .is_err()
     );
+    // A backfill is refused alike: its jobs would only wait for the resume.
+    h.clock.set(t0() + Duration::days(3));
+    match h
+        .ops
+        .schedule_backfill(h.env, cron.id, t0(), t0() + Duration::days(2), &h.actor())
+        .await
+    {
+        Err(sentin8_cron::core::ops::OpsError::Conflict(detail)) => {
+            assert!(detail.contains("is paused"), "{detail}");
+            assert!(detail.contains("then backfill it"), "{detail}");
+        }
+        other => panic!("expected the backfill refused, got {other:?}"),
+    }
+    assert!(h.jobs(cron.id).await.is_empty(), "nothing was backfilled");
     h.ops
         .schedule_resume(h.env, cron.id, &h.actor())
         .await

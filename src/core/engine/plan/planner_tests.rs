@@ -1,0 +1,280 @@
+//! The planner for every policy and state: which schedules fire, are held, deferred or left
+//! busy, what they missed, how runs count down and when a schedule completes.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use proptest::prelude::*;
+
+use super::super::claim::Admit;
+use super::*;
+use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::policies::Policies;
+use crate::core::timing::{CronTiming, Timing};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
+}
+
+fn schedule(expr: &str, next: DateTime<Utc>) -> Schedule {
+    let env = EnvId::new();
+    Schedule {
+        id: ScheduleId::new(),
+        env_id: env,
+        domain: "billing".into(),
+        schedule_type: "invoice".into(),
+        timing: Timing::Cron(CronTiming::from_stored(
+            expr,
+            "UTC",
+            OnDstGap::Skip,
+            OnDstRepeat::Once,
+        )),
+        target: crate::core::target::Target::from_stored(
+            serde_json::json!({ "baseUrl": "http://127.0.0.1:9" }),
+        ),
+        payload: serde_json::Value::Null,
+        status: ScheduleStatus::Active,
+        next_run_at: Some(next),
+        last_run_at: None,
+        retry_count: 0,
+        max_retries: 3,
+        policies: Policies::default(),
+        remaining_runs: None,
+        created_at: t0(),
+        updated_at: t0(),
+        created_by: "test".into(),
+        updated_by: "test".into(),
+    }
+}
+
+fn due_of(s: &Schedule) -> DueSchedule {
+    DueSchedule {
+        id: s.id,
+        env_id: s.env_id,
+        next_run_at: s.next_run_at.unwrap(),
+    }
+}
+
+fn plan_one(s: &Schedule, seen: &Seen, now: DateTime<Utc>, admit: Admit) -> Plan {
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let mut answer = Some(admit);
+    plan(&[due_of(s)], &schedules, seen, now, &mut |_| {
+        answer.take().unwrap_or(Admit::Refuse)
+    })
+}
+
+#[test]
+fn a_due_schedule_fires_its_occurrence_and_moves_to_the_next_call() {
+    let s = schedule("* * * * *", t0());
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Now);
+    assert_eq!(p.deferred, 0);
+    let d = &p.decisions[0];
+    assert_eq!(
+        d.fire,
+        Some(Fire {
+            at: t0(),
+            held: false
+        })
+    );
+    assert_eq!(d.claim.expected_next_run_at, t0());
+    assert_eq!(d.claim.next_run_at, Some(t0() + Duration::minutes(1)));
+    assert_eq!((d.missed.is_some(), d.completes), (false, false));
+}
+
+#[test]
+fn a_fire_ahead_is_held_and_its_next_call_follows_the_occurrence() {
+    let at = t0() + Duration::seconds(5);
+    let s = schedule("* * * * *", t0() + Duration::minutes(1));
+    let p = plan_one(&s, &Seen::default(), at, Admit::Hold);
+    let d = &p.decisions[0];
+    assert_eq!(
+        d.fire,
+        Some(Fire {
+            at: t0() + Duration::minutes(1),
+            held: true
+        })
+    );
+    assert_eq!(d.claim.next_run_at, Some(t0() + Duration::minutes(2)));
+}
+
+#[test]
+fn a_schedule_with_an_open_job_is_not_claimed_ahead_unless_it_allows_all() {
+    let at = t0() + Duration::seconds(5);
+    let mut s = schedule("* * * * *", t0() + Duration::minutes(1));
+    let seen = Seen {
+        busy: HashSet::from([s.id]),
+        ..Seen::default()
+    };
+    assert!(plan_one(&s, &seen, at, Admit::Hold).decisions.is_empty());
+    // The claim reads `busy` only for schedules that are not `allow_all`.
+    s.policies.overlap = Overlap::AllowAll;
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let (ahead, _) = to_look_at(&[due_of(&s)], &schedules, at);
+    assert!(ahead.is_empty());
+}
+
+#[test]
+fn a_refused_admission_defers_without_a_claim() {
+    let s = schedule("* * * * *", t0());
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Refuse);
+    assert_eq!((p.deferred, p.decisions.len()), (1, 0));
+}
+
+#[test]
+fn after_an_outage_the_latest_fires_and_the_rest_is_one_missed_run() {
+    let s = schedule("* * * * *", t0());
+    let now = t0() + Duration::minutes(10) + Duration::seconds(3);
+    let p = plan_one(&s, &Seen::default(), now, Admit::Now);
+    let d = &p.decisions[0];
+    assert_eq!(d.fire.unwrap().at, t0() + Duration::minutes(10));
+    let missed = d.missed.as_ref().unwrap();
+    assert_eq!(
+        (missed.first, missed.last, missed.count),
+        (t0(), t0() + Duration::minutes(9), 10)
+    );
+    assert_eq!(d.claim.next_run_at, Some(t0() + Duration::minutes(11)));
+}
+
+#[test]
+fn a_latest_occurrence_older_than_the_catch_up_window_joins_the_run_and_nothing_fires() {
+    let mut s = schedule("0 * * * *", t0());
+    s.policies.catchup_window = std::time::Duration::from_secs(60);
+    let now = t0() + Duration::hours(3) + Duration::minutes(5);
+    let mut asked = false;
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let p = plan(
+        &[due_of(&s)],
+        &schedules,
+        &Seen::default(),
+        now,
+        &mut |_| {
+            asked = true;
+            Admit::Now
+        },
+    );
+    assert!(!asked, "nothing fires, so no slot is asked for");
+    let d = &p.decisions[0];
+    assert_eq!(d.fire, None);
+    let missed = d.missed.as_ref().unwrap();
+    assert_eq!((missed.count, missed.last), (4, t0() + Duration::hours(3)));
+    assert_eq!(d.claim.next_run_at, Some(t0() + Duration::hours(4)));
+}
+
+#[test]
+fn runs_count_down_only_for_an_occurrence_that_will_run_and_the_last_completes() {
+    let mut s = schedule("* * * * *", t0());
+    s.remaining_runs = Some(2);
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
+    assert!(!p.decisions[0].completes);
+    // An open job under `skip`: the occurrence is skipped and counts nothing.
+    let open = Seen {
+        open_now: HashSet::from([s.id]),
+        ..Seen::default()
+    };
+    let p = plan_one(&s, &open, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(2));
+    // Under `buffer_one` it counts unless an occurrence already waits.
+    s.policies.overlap = Overlap::BufferOne;
+    let p = plan_one(&s, &open, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
+    let waiting = Seen {
+        buffered_now: HashSet::from([s.id]),
+        ..open.clone()
+    };
+    let p = plan_one(&s, &waiting, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(2));
+    // Under `allow_all` it always runs.
+    s.policies.overlap = Overlap::AllowAll;
+    let p = plan_one(&s, &waiting, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
+    // The last run: fired, and the schedule completes.
+    s.remaining_runs = Some(1);
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Now);
+    let d = &p.decisions[0];
+    assert_eq!(d.claim.remaining_runs, Some(0));
+    assert!(d.fire.is_some() && d.completes);
+}
+
+#[test]
+fn a_schedule_past_its_end_completes_with_its_last_occurrence() {
+    let mut s = schedule("* * * * *", t0());
+    s.policies.end_at = Some(t0() + Duration::seconds(30));
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Now);
+    let d = &p.decisions[0];
+    assert!(d.fire.is_some());
+    assert!(d.completes);
+    assert_eq!(
+        d.claim.next_run_at,
+        Some(t0()),
+        "kept for the completed schedule"
+    );
+}
+
+#[test]
+fn a_one_shot_completes_when_its_job_ends_or_at_once_when_it_fires_nothing() {
+    let mut s = schedule("* * * * *", t0());
+    s.timing = Timing::Once { run_at: t0() };
+    let p = plan_one(&s, &Seen::default(), t0(), Admit::Now);
+    let d = &p.decisions[0];
+    assert_eq!((d.claim.next_run_at, d.completes), (None, false));
+    s.policies.catchup_window = std::time::Duration::from_secs(60);
+    let p = plan_one(&s, &Seen::default(), t0() + Duration::hours(2), Admit::Now);
+    let d = &p.decisions[0];
+    assert_eq!((d.fire, d.completes), (None, true));
+}
+
+proptest! {
+    /// Whatever is due and whenever the claim runs: a fire is never before its occurrence's
+    /// stored call when claimed at or after it, and never at an instant past `now` unless held;
+    /// the next call is strictly after the fired occurrence and after now (or the schedule
+    /// completes); runs never go below zero and fall by at most one; a deferred schedule has
+    /// no decision.
+    #[test]
+    fn a_plan_keeps_the_claim_rules(
+        minutes_late in -3i64..600,
+        seconds in 0i64..60,
+        runs in proptest::option::of(0i32..4),
+        open in any::<bool>(),
+        buffered in any::<bool>(),
+        overlap in 0u8..3,
+        refuse in any::<bool>(),
+    ) {
+        let mut s = schedule("*/5 * * * *", t0());
+        s.remaining_runs = runs;
+        s.policies.overlap = [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll][overlap as usize];
+        let now = t0() + Duration::minutes(minutes_late) + Duration::seconds(seconds);
+        let seen = Seen {
+            open_now: if open { HashSet::from([s.id]) } else { HashSet::new() },
+            buffered_now: if buffered { HashSet::from([s.id]) } else { HashSet::new() },
+            ..Seen::default()
+        };
+        let admit = if refuse {
+            Admit::Refuse
+        } else if now < t0() {
+            Admit::Hold
+        } else {
+            Admit::Now
+        };
+        let p = plan_one(&s, &seen, now, admit);
+        if refuse && p.decisions.is_empty() {
+            prop_assert_eq!(p.deferred, 1);
+            return Ok(());
+        }
+        let d = &p.decisions[0];
+        if let Some(fire) = d.fire {
+            prop_assert!(fire.at <= now.max(t0()));
+            prop_assert_eq!(fire.held, now < t0());
+            if !d.completes {
+                let next = d.claim.next_run_at.unwrap();
+                prop_assert!(next > fire.at && next > now);
+            }
+        }
+        if let (Some(before), Some(after)) = (runs, d.claim.remaining_runs) {
+            prop_assert!(after >= 0 && after <= before && before - after <= 1);
+        }
+        if d.claim.remaining_runs == Some(0) {
+            prop_assert!(d.completes);
+        }
+    }
+}
