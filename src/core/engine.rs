@@ -49,6 +49,7 @@ use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
 
 mod claim;
+mod fire;
 mod held;
 mod lease;
 mod outcome;

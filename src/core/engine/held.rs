@@ -195,11 +195,14 @@ impl Held {
         }
     }
 
-    /// Moves the handed-off fires whose instant has come to the ready queue.
-    pub fn instant_came(&mut self, now: DateTime<Utc>) {
+    /// Moves the handed-off fires whose instant has come to the ready queue; returns their
+    /// jobs.
+    pub fn instant_came(&mut self, now: DateTime<Utc>) -> Vec<JobId> {
         let later = self.handed_off.split_off(&(now, u64::MAX));
         let due = std::mem::replace(&mut self.handed_off, later);
+        let mut came = Vec::with_capacity(due.len());
         for (schedule, job) in due.into_values() {
+            came.push(job.id);
             self.queue(Ready {
                 schedule,
                 job,
@@ -207,6 +210,7 @@ impl Held {
                 held: true,
             });
         }
+        came
     }
 
     /// Queues a claimed attempt for a slot.
@@ -272,15 +276,16 @@ impl Held {
 
     /// Lets go of the fires still to hand off whose instant is after `cutoff` (a stopping
     /// instance): they stay `scheduled` in the store, and whichever instance runs releases each
-    /// to run once its claim lease lapses, 2 s past its instant. Returns how many.
-    pub fn leave_after(&mut self, cutoff: DateTime<Utc>) -> usize {
+    /// to run once its claim lease lapses, 2 s past its instant. Returns their jobs.
+    pub fn leave_after(&mut self, cutoff: DateTime<Utc>) -> Vec<JobId> {
         let later = self.waiting.split_off(&(cutoff, u64::MAX));
-        let count = later.len();
+        let mut left = Vec::with_capacity(later.len());
         for (schedule, job) in later.into_values() {
             self.scheduled.remove(&job.id);
             self.forget(schedule.env_id);
+            left.push(job.id);
         }
-        count
+        left
     }
 
     /// A fire claimed ahead left without a call (withdrawn).
@@ -451,7 +456,10 @@ mod tests {
             let (schedule, job) = fire(env, t0 + chrono::Duration::seconds(s));
             held.hold(schedule, job);
         }
-        assert_eq!(held.leave_after(t0 + chrono::Duration::seconds(10)), 1);
+        assert_eq!(
+            held.leave_after(t0 + chrono::Duration::seconds(10)).len(),
+            1
+        );
         assert_eq!((held.count(), held.scheduled().len()), (2, 2));
         assert_eq!(
             held.take_to_hand_off(t0 + chrono::Duration::seconds(5))

@@ -33,6 +33,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 
 use super::claim::Recheck;
+use super::fire::{FireEvent, Fires};
 use super::held::{Held, Ready};
 use super::lease::Lease;
 use super::outcome::Attempt;
@@ -190,6 +191,8 @@ pub(super) struct Producer {
     /// This instance's attempts claimed to run and not recorded yet, with what it knows of
     /// their leases (`lease.rs`), which it renews as they run low.
     running: HashMap<JobId, Lease>,
+    /// Where each fire it holds is (`fire.rs`): every change above goes through it.
+    fires: Fires,
     /// Attempts whose call did not start because their lease was not known to hold: they wait
     /// for the next renewal, which confirms them (they are called) or finds them taken over
     /// (they are dropped).
@@ -246,6 +249,7 @@ impl Producer {
             mode,
             held: Held::default(),
             running: HashMap::new(),
+            fires: Fires::default(),
             unsure: Vec::new(),
             recovering: HashSet::new(),
             summary: TickSummary::default(),
@@ -345,9 +349,12 @@ impl Producer {
         if let Mode::Serve { lead } = self.mode {
             let cutoff = self.engine.clock.now() + super::chrono_duration(lead);
             let left = self.held.leave_after(cutoff);
-            if left > 0 {
+            for job in &left {
+                self.fires.step(*job, FireEvent::LetGo);
+            }
+            if !left.is_empty() {
                 tracing::info!(
-                    fires = left,
+                    fires = left.len(),
                     "stopping: fires claimed further ahead than the configured lead are left to be released at their instants"
                 );
             }
@@ -378,7 +385,9 @@ impl Producer {
     /// Everything whose time has come at `now`.
     fn step(&mut self, now: DateTime<Utc>) {
         // Launch first: a round's budget then sees the slots those calls took.
-        self.held.instant_came(now);
+        for job in self.held.instant_came(now) {
+            self.fires.step(job, FireEvent::InstantCame);
+        }
         self.launch_ready();
         self.start_round(now);
         self.start_hand_off(now);
@@ -498,12 +507,14 @@ impl Producer {
                     for (job, env) in jobs {
                         self.running.remove(&job);
                         self.held.forget(env);
+                        self.fires.step(job, FireEvent::LetGo);
                     }
                 }
                 OpKind::Reread(jobs) => {
                     for (job, env) in jobs {
                         self.running.remove(&job);
                         self.held.forget(env);
+                        self.fires.step(job, FireEvent::LetGo);
                     }
                 }
                 OpKind::Renewal => self.renewing = false,

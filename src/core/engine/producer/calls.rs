@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 
 use super::super::Outcome;
+use super::super::fire::FireEvent;
 use super::super::held::{Ready, Start};
 use super::super::lease::call_margin;
 use super::super::outcome::{Attempt, Failure, call_alone};
@@ -49,15 +50,18 @@ impl Producer {
             }
             Some(lease) if !lease.lost => {
                 self.slots.give_back(slot);
+                self.fires.step(ready.job.id, FireEvent::LeaseUnsure);
                 self.wait_for_renewal(ready);
                 return;
             }
             _ => {
                 self.slots.give_back(slot);
+                self.fires.step(ready.job.id, FireEvent::LeaseLost);
                 self.drop_taken_over(&ready);
                 return;
             }
         };
+        self.fires.step(ready.job.id, FireEvent::SlotTaken);
         let Ready {
             schedule,
             mut job,
@@ -166,6 +170,7 @@ impl Producer {
             self.slots.give_back(called.slot);
             let Attempt { schedule, job, .. } = called.attempt;
             tracing::info!(job_id = %job.id, "a call was not sent: its lease is not known to hold; renewing it first");
+            self.fires.step(job.id, FireEvent::LeaseUnsure);
             self.wait_for_renewal(Ready {
                 schedule,
                 job,
@@ -176,6 +181,7 @@ impl Producer {
             return;
         }
         self.slots.call_ended(called.slot);
+        self.fires.step(called.attempt.job.id, FireEvent::CallEnded);
         self.record(called.attempt);
         self.freed();
     }
@@ -189,6 +195,7 @@ impl Producer {
     /// The recorder made these outcomes durable.
     pub(super) fn recorded(&mut self, outcomes: Vec<(JobId, Outcome)>) {
         for (job, outcome) in outcomes {
+            self.fires.step(job, FireEvent::Recorded);
             // A recovered (abandoned) attempt was never this instance's to renew; any other
             // outcome ends the attempt this instance launched.
             if !self.recovering.remove(&job) && self.running.remove(&job).is_some() {

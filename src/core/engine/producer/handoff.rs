@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 
 use super::super::claim::Recheck;
+use super::super::fire::FireEvent;
 use super::super::held::HAND_OFF_CHUNK;
 use super::super::lease::Lease;
 use super::{HAND_OFF_RETRY, Op, OpKind, Producer};
@@ -30,6 +31,9 @@ impl Producer {
             return;
         }
         debug_assert!(fires.len() <= HAND_OFF_CHUNK);
+        for (_, job) in &fires {
+            self.fires.step(job.id, FireEvent::HandOffSent);
+        }
         self.handing_off = true;
         self.hand_off_started = Some(std::time::Instant::now());
         let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
@@ -73,6 +77,9 @@ impl Producer {
             Ok(handed) => handed,
             Err(err) => {
                 tracing::warn!(fires = fires.len(), error = %err, "cannot hand off fires claimed ahead; trying again");
+                for (_, job) in &fires {
+                    self.fires.step(job.id, FireEvent::HandOffFailed);
+                }
                 self.held.put_back(fires);
                 self.hand_off_retry = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
                 return;
@@ -90,6 +97,7 @@ impl Producer {
             let Some(updated_at) = handed.get(&job.id) else {
                 // Withdrawn by a change (or released elsewhere) first: not ours to call.
                 tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
+                self.fires.step(job.id, FireEvent::Withdrawn);
                 self.summary.skipped += 1;
                 self.held.forget(schedule.env_id);
                 self.freed();
@@ -103,8 +111,10 @@ impl Producer {
             self.running
                 .insert(job.id, Lease::written(job.lease_epoch, until, at, mono));
             if *updated_at == schedule.updated_at {
+                self.fires.step(job.id, FireEvent::HandedOff);
                 ready.push((schedule, job));
             } else {
+                self.fires.step(job.id, FireEvent::HandedOffChanged);
                 changed
                     .entry(schedule.env_id)
                     .or_default()
@@ -140,6 +150,9 @@ impl Producer {
                 // Handed off, and a change that decides (status, timing) would have withdrawn
                 // it: what changed is the payload or target, or nothing that matters.
                 tracing::warn!(env_id = %env, fires = fires.len(), error = %err, "cannot read changed schedules again; calling them as claimed");
+                for (_, job) in &fires {
+                    self.fires.step(job.id, FireEvent::RereadFire);
+                }
                 self.held.handed_off(fires);
                 return;
             }
@@ -147,8 +160,12 @@ impl Producer {
         let mut ready = Vec::with_capacity(fires.len());
         for ((_, job), verdict) in fires.into_iter().zip(verdicts) {
             match verdict {
-                Recheck::Fire(schedule) => ready.push((*schedule, job)),
+                Recheck::Fire(schedule) => {
+                    self.fires.step(job.id, FireEvent::RereadFire);
+                    ready.push((*schedule, job));
+                }
                 Recheck::Withdrawn => {
+                    self.fires.step(job.id, FireEvent::Withdrawn);
                     self.summary.skipped += 1;
                     self.running.remove(&job.id);
                     self.held.forget(env);

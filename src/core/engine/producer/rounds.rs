@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use super::super::fire::FireEvent;
 use super::super::held::{Ready, Start};
 use super::super::lease::{self, Lease};
 use super::super::outcome::{self, Attempt, Failure};
@@ -137,6 +138,7 @@ impl Producer {
         self.summary.merge(&claimed.summary);
         for (schedule, job, held) in claimed.fires {
             if held {
+                self.fires.step(job.id, FireEvent::ClaimedAhead);
                 self.held.hold(schedule, job);
             } else {
                 self.queue_claimed(schedule, job, Start::Fire, leased_from, mono);
@@ -151,6 +153,7 @@ impl Producer {
             if !self.recovering.insert(job.id) {
                 continue;
             }
+            self.fires.step(job.id, FireEvent::TakenOver);
             // The stopped instance's call was answered and the answer written ahead: recorded
             // as what the service said, not called again.
             if let Some((answer, result)) =
@@ -220,6 +223,7 @@ impl Producer {
         mono: Duration,
     ) {
         let until = leased_from + super::super::chrono_duration(self.engine.config.lease);
+        self.fires.step(job.id, FireEvent::ClaimedNow);
         self.running.insert(
             job.id,
             Lease::written(job.lease_epoch, until, leased_from, mono),
@@ -358,10 +362,15 @@ impl Producer {
         let mut waiting = Vec::new();
         for ready in std::mem::take(&mut self.unsure) {
             match self.running.get(&ready.job.id) {
-                Some(lease) if lease.lost => self.drop_taken_over(&ready),
-                None => self.drop_taken_over(&ready),
-                Some(lease) if lease.holds(mono, margin) => self.held.queue(ready),
-                Some(_) => waiting.push(ready),
+                Some(lease) if lease.holds(mono, margin) && !lease.lost => {
+                    self.fires.step(ready.job.id, FireEvent::LeaseConfirmed);
+                    self.held.queue(ready);
+                }
+                Some(lease) if !lease.lost => waiting.push(ready),
+                _ => {
+                    self.fires.step(ready.job.id, FireEvent::LeaseLost);
+                    self.drop_taken_over(&ready);
+                }
             }
         }
         if !waiting.is_empty() {
