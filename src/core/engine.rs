@@ -297,7 +297,8 @@ pub struct Engine {
     config: EngineConfig,
     metrics: Arc<Metrics>,
     /// Kept across ticks: an origin's failures count whichever tick saw them.
-    breakers: Arc<Mutex<Breakers>>,
+    /// The breakers between producers (a producer owns them while it runs).
+    breakers: Arc<Mutex<Option<Breakers>>>,
     /// This instance among the instances sharing the store (see `share.rs`).
     instance: uuid::Uuid,
     /// Its place among them as its last heartbeat found it: (index, number of instances).
@@ -315,7 +316,7 @@ impl Engine {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
-            breakers: Arc::new(Mutex::new(Breakers::new(config.breaker))),
+            breakers: Arc::new(Mutex::new(Some(Breakers::new(config.breaker)))),
             instance: uuid::Uuid::new_v4(),
             share: Arc::new(tokio::sync::watch::channel((0, 1)).0),
             probe: Arc::default(),
@@ -429,6 +430,19 @@ impl Engine {
     /// that show what the engine does not start beside a call.
     pub async fn settled_beside_calls(&self) {
         self.probe.quiet(producer::Quiet::CallsOut).await;
+    }
+
+    /// The circuit breakers for a producer to own while it runs (a fresh set when another
+    /// producer holds them).
+    fn take_breakers(&self) -> Breakers {
+        let mut kept = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        kept.take()
+            .unwrap_or_else(|| Breakers::new(self.config.breaker))
+    }
+
+    /// Keeps a producer's breakers for the next one (the next `tick`).
+    fn give_back_breakers(&self, breakers: Breakers) {
+        *self.breakers.lock().unwrap_or_else(|p| p.into_inner()) = Some(breakers);
     }
 
     /// Metrics of one round of claims.

@@ -86,3 +86,132 @@ fn the_check_recognises_every_spelling_of_an_import() {
     assert!(adapter_mentions("let sqlx_free = 1; // uses sqlx::query elsewhere").is_empty());
     assert!(adapter_mentions("/// the store (sqlx) lives in src/store").is_empty());
 }
+
+/// The longest a source file may be.
+const FILE_LINES_MAX: usize = 600;
+
+/// Files longer than [`FILE_LINES_MAX`] when the limit came in, each held at most at its length
+/// then: they may only shrink (and leave this list once under the limit). A new file over the
+/// limit, or one of these grown, fails.
+const FILES_OVER_THE_LIMIT: &[(&str, usize)] = &[
+    ("tests/it/cli/conventions.rs", 601),
+    ("tests/it/relay_sinks.rs", 601),
+    ("src/core/relay.rs", 612),
+    ("benches/dispatch_latency/main.rs", 621),
+    ("src/core/cron/zone_tests.rs", 625),
+    ("tests/it/pg_only.rs", 629),
+    ("src/server/admin/pages.rs", 636),
+    ("src/callback/egress.rs", 638),
+    ("benches/dispatch_latency/failover.rs", 642),
+    ("tests/it/conformance/engine.rs", 646),
+    ("tests/it/cli.rs", 650),
+    ("tests/it/pg_failover.rs", 658),
+    ("src/core/decl.rs", 667),
+    ("src/server/admin/data.rs", 706),
+    ("src/server/api.rs", 720),
+    ("tests/it/conformance/transitions.rs", 729),
+    ("src/core/store/params.rs", 748),
+    ("src/store/rows/shared.rs", 779),
+];
+
+/// The longest an engine function may be.
+const ENGINE_FN_LINES_MAX: usize = 100;
+
+#[test]
+fn no_source_file_outgrows_the_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut over = Vec::new();
+    for file in files {
+        let lines = fs::read_to_string(&file).expect("readable").lines().count();
+        let name = file
+            .strip_prefix(root)
+            .expect("under the root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let limit = FILES_OVER_THE_LIMIT
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map_or(FILE_LINES_MAX, |(_, held)| *held);
+        if lines > limit {
+            over.push(format!("{name}: {lines} lines (at most {limit})"));
+        }
+    }
+    assert!(over.is_empty(), "split these files:\n{}", over.join("\n"));
+    // The engine holds the limit itself, with no exception.
+    assert!(
+        FILES_OVER_THE_LIMIT
+            .iter()
+            .all(|(name, _)| !name.starts_with("src/core/engine")),
+        "the engine has no file over {FILE_LINES_MAX} lines"
+    );
+}
+
+/// The functions of `source` longer than `max` lines (from the `fn` line to its closing brace
+/// at the same indentation), as `name: lines`.
+fn long_functions(source: &str, max: usize) -> Vec<String> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut long = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let signature = ["pub(super) ", "pub(crate) ", "pub ", "async ", "const "]
+            .iter()
+            .fold(code, |rest, prefix| {
+                rest.strip_prefix(prefix).unwrap_or(rest)
+            });
+        let signature = signature.strip_prefix("async ").unwrap_or(signature);
+        let Some(name) = signature.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let closing = format!("{indent}}}");
+        let Some(end) = lines[start + 1..]
+            .iter()
+            .position(|l| l.trim_end() == closing)
+        else {
+            continue;
+        };
+        let length = end + 2;
+        if length > max {
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            long.push(format!("{name}: {length} lines"));
+        }
+    }
+    long
+}
+
+#[test]
+fn no_engine_function_is_over_a_hundred_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+    let mut files = vec![root.join("engine.rs")];
+    rust_files(&root.join("engine"), &mut files);
+    let mut long = Vec::new();
+    for file in files {
+        let source = fs::read_to_string(&file).expect("readable");
+        for found in long_functions(&source, ENGINE_FN_LINES_MAX) {
+            long.push(format!("{}: {found}", file.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these functions:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn a_long_function_is_found() {
+    let body = "    x();\n".repeat(5);
+    let source = format!("impl A {{\n    pub(super) async fn go() {{\n{body}    }}\n}}\n");
+    assert_eq!(long_functions(&source, 6), ["go: 7 lines"]);
+    assert!(long_functions(&source, 7).is_empty());
+}

@@ -11,6 +11,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+mod attempt;
+
+use attempt::attempt_detail;
+pub(super) use attempt::{Attempt, Failure, answered};
+
 use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
 use crate::core::breaker::CallHealth;
 use crate::core::buffered::release_buffered;
@@ -209,111 +214,23 @@ impl Engine {
                 results.push(AttemptResult::Superseded);
                 continue;
             };
-            let before = (schedule.status, schedule.retry_count);
-            match result {
-                AttemptResult::Retry => schedule.retry_count += 1,
-                AttemptResult::Succeeded | AttemptResult::DeadLettered | AttemptResult::Failed => {
-                    schedule.retry_count = 0;
-                }
-                AttemptResult::Superseded => {}
+            if let Some(paused) = self
+                .schedule_after_outcome(&mut *tx, schedule, job, result, now)
+                .await?
+            {
+                outbox.push(paused);
             }
-            if matches!(
-                result,
-                AttemptResult::Succeeded | AttemptResult::DeadLettered
-            ) {
-                complete_one_shot(schedule);
-            }
-            // A dead letter pauses a schedule that asks for it (a completed one stays so).
-            let paused_by_failure = result == AttemptResult::DeadLettered
-                && schedule.policies.pause_on_failure
-                && schedule.status == ScheduleStatus::Active;
-            if paused_by_failure {
-                schedule.status = ScheduleStatus::Paused;
-            }
-            if (schedule.status, schedule.retry_count) != before {
-                let before_change = schedule.clone();
-                *schedule = tx
-                    .schedule_set_outcome(&ScheduleSetOutcome {
-                        id: schedule.id,
-                        retry_count: schedule.retry_count,
-                        // Completing a one-shot, or pausing on failure.
-                        status: (schedule.status != before.0).then_some(schedule.status),
-                        now,
-                    })
-                    .await?;
-                if paused_by_failure {
-                    let reason = format!(
-                        "paused on failure: job {} landed in the dead-letter queue ({})",
-                        job.id,
-                        job.error.as_deref().unwrap_or("failed")
-                    );
-                    tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, "schedule paused on failure");
-                    outbox.push(
-                        EventPayload::for_schedule(events::SCHEDULE_PAUSED, schedule, now)
-                            .with_job(job)
-                            .with_reason(&reason)
-                            .by(ENGINE_ACTOR)
-                            .into_event(schedule),
-                    );
-                    tx.audit_insert(&paused_on_failure_audit(
-                        &before_change,
-                        schedule,
-                        &reason,
-                        now,
-                    ))
-                    .await?;
-                }
-            }
-            let payload = match result {
-                AttemptResult::Succeeded => {
-                    EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
-                        .with_job(job)
-                }
-                AttemptResult::Retry => {
-                    retry_pending = true;
-                    EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
-                }
-                AttemptResult::DeadLettered => {
-                    let entry = tx
-                        .dlq_insert(&NewDlqEntry {
-                            id: DlqId::new(),
-                            schedule_id: schedule.id,
-                            job_id: job.id,
-                            domain: schedule.domain.clone(),
-                            schedule_type: schedule.schedule_type.clone(),
-                            payload: schedule.payload.clone(),
-                            attempts: job.attempt,
-                            last_error: job.error.clone().unwrap_or_default(),
-                            scheduled_for: job.scheduled_for,
-                            now,
-                        })
-                        .await?;
-                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
-                        .with_job(job)
-                        .with_dlq(&entry)
-                }
-                AttemptResult::Failed | AttemptResult::Superseded => {
-                    EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
-                }
-            };
-            outbox.push(payload.by(ENGINE_ACTOR).into_event(schedule));
+            outbox.push(
+                self.outcome_event(&mut *tx, schedule, job, result, now)
+                    .await?,
+            );
+            retry_pending |= result == AttemptResult::Retry;
             if result != AttemptResult::Retry {
                 ended.push(schedule.id);
             }
             results.push(result);
         }
-        if !ended.is_empty() {
-            for id in tx.schedules_with_buffered(&ended).await? {
-                let Some(schedule) = schedules.get(&id) else {
-                    continue;
-                };
-                let released = release_buffered(&mut *tx, schedule, now).await?;
-                if !released.is_empty() {
-                    tracing::info!(schedule_id = %id, released = released.len(), "buffered occurrences released after the open job ended");
-                    retry_pending = true;
-                }
-            }
-        }
+        retry_pending |= release_after_ended(&mut *tx, &ended, &schedules, now).await?;
         tx.outbox_insert_many(&outbox).await?;
         if !written_ahead.is_empty() {
             tx.job_answers_forget(&written_ahead).await?;
@@ -325,6 +242,118 @@ impl Engine {
         }
         tx.commit().await?;
         Ok(results)
+    }
+
+    /// What a recorded outcome does to its schedule: its retry count, a one-shot completed, a
+    /// schedule that pauses on failure paused (with its audit entry; the event is returned,
+    /// to go out before the outcome's own). Written only when something changed.
+    async fn schedule_after_outcome(
+        &self,
+        tx: &mut dyn TenantTx,
+        schedule: &mut Schedule,
+        job: &Job,
+        result: AttemptResult,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<NewEvent>> {
+        let before = (schedule.status, schedule.retry_count);
+        match result {
+            AttemptResult::Retry => schedule.retry_count += 1,
+            AttemptResult::Succeeded | AttemptResult::DeadLettered | AttemptResult::Failed => {
+                schedule.retry_count = 0;
+            }
+            AttemptResult::Superseded => {}
+        }
+        if matches!(
+            result,
+            AttemptResult::Succeeded | AttemptResult::DeadLettered
+        ) {
+            complete_one_shot(schedule);
+        }
+        // A dead letter pauses a schedule that asks for it (a completed one stays so).
+        let paused_by_failure = result == AttemptResult::DeadLettered
+            && schedule.policies.pause_on_failure
+            && schedule.status == ScheduleStatus::Active;
+        if paused_by_failure {
+            schedule.status = ScheduleStatus::Paused;
+        }
+        if (schedule.status, schedule.retry_count) == before {
+            return Ok(None);
+        }
+        let before_change = schedule.clone();
+        *schedule = tx
+            .schedule_set_outcome(&ScheduleSetOutcome {
+                id: schedule.id,
+                retry_count: schedule.retry_count,
+                // Completing a one-shot, or pausing on failure.
+                status: (schedule.status != before.0).then_some(schedule.status),
+                now,
+            })
+            .await?;
+        if !paused_by_failure {
+            return Ok(None);
+        }
+        let reason = format!(
+            "paused on failure: job {} landed in the dead-letter queue ({})",
+            job.id,
+            job.error.as_deref().unwrap_or("failed")
+        );
+        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, "schedule paused on failure");
+        tx.audit_insert(&paused_on_failure_audit(
+            &before_change,
+            schedule,
+            &reason,
+            now,
+        ))
+        .await?;
+        Ok(Some(
+            EventPayload::for_schedule(events::SCHEDULE_PAUSED, schedule, now)
+                .with_job(job)
+                .with_reason(&reason)
+                .by(ENGINE_ACTOR)
+                .into_event(schedule),
+        ))
+    }
+
+    /// The event of a recorded outcome; a dead letter's entry is written with it.
+    async fn outcome_event(
+        &self,
+        tx: &mut dyn TenantTx,
+        schedule: &Schedule,
+        job: &Job,
+        result: AttemptResult,
+        now: DateTime<Utc>,
+    ) -> StoreResult<NewEvent> {
+        let payload = match result {
+            AttemptResult::Succeeded => {
+                EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now).with_job(job)
+            }
+            AttemptResult::Retry => {
+                EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
+            }
+            AttemptResult::DeadLettered => {
+                let entry = tx
+                    .dlq_insert(&NewDlqEntry {
+                        id: DlqId::new(),
+                        schedule_id: schedule.id,
+                        job_id: job.id,
+                        domain: schedule.domain.clone(),
+                        schedule_type: schedule.schedule_type.clone(),
+                        payload: schedule.payload.clone(),
+                        attempts: job.attempt,
+                        last_error: job.error.clone().unwrap_or_default(),
+                        scheduled_for: job.scheduled_for,
+                        now,
+                    })
+                    .await?;
+                EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
+                    .with_job(job)
+                    .with_dlq(&entry)
+            }
+            AttemptResult::Failed | AttemptResult::Superseded => {
+                EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
+            }
+        };
+        Ok(payload.by(ENGINE_ACTOR).into_event(schedule))
     }
 
     /// What an attempt's outcome does to its job, given the schedule's current retry state.
@@ -402,224 +431,6 @@ impl Engine {
     }
 }
 
-/// What the attempt ledger records of a call beyond its outcome: when it started, the status
-/// and an excerpt of the answer (the stored result on success), and the failure's kind.
-fn attempt_detail(
-    job: &Job,
-    result: &Result<Value, Failure>,
-    ended_at: Option<DateTime<Utc>>,
-) -> AttemptDetail {
-    match result {
-        Ok(answer) => AttemptDetail {
-            started_at: job.started_at,
-            ended_at,
-            http_status: None,
-            error_class: None,
-            response_excerpt: match answer {
-                Value::Null => None,
-                other => AttemptDetail::excerpt(&other.to_string()),
-            },
-        },
-        Err(failure) => AttemptDetail {
-            started_at: job.started_at,
-            ended_at,
-            http_status: failure.http_status,
-            error_class: Some(failure.kind.to_owned()),
-            response_excerpt: failure.excerpt.as_deref().and_then(AttemptDetail::excerpt),
-        },
-    }
-}
-
-/// A failed attempt: its class decides between retrying and dead-lettering at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Failure {
-    pub class: FailureClass,
-    /// What the job and a DLQ entry record; a configuration failure starts with
-    /// `configuration: `.
-    pub message: String,
-    /// Retry at once rather than after the backoff (the attempt was lost, not refused).
-    pub retry_now: bool,
-    /// The attempt ledger's error class (see [`DispatchError::kind`]).
-    pub kind: &'static str,
-    /// The status the service answered with, if it answered.
-    pub http_status: Option<u16>,
-    /// The start of the answer's body, if it answered with one.
-    pub excerpt: Option<String>,
-}
-
-impl Failure {
-    fn of(err: &DispatchError) -> Failure {
-        let class = err.class();
-        let message = match class {
-            FailureClass::Configuration => format!("{}: {err}", FailureClass::CONFIGURATION),
-            FailureClass::Retryable => err.to_string(),
-        };
-        let (http_status, excerpt) = match err {
-            DispatchError::Status(code, excerpt) => (Some(*code), Some(excerpt.clone())),
-            _ => (None, None),
-        };
-        Failure {
-            class,
-            message,
-            retry_now: false,
-            kind: err.kind(),
-            http_status,
-            excerpt,
-        }
-    }
-
-    /// Whether this failure stands for an attempt recovered from a stopped instance.
-    pub(super) fn is_abandoned(&self) -> bool {
-        self.kind == Self::ABANDONED
-    }
-
-    /// An attempt whose instance stopped before recording it: retried at once (it was lost,
-    /// not refused).
-    pub(super) fn abandoned(message: String) -> Failure {
-        Failure {
-            class: FailureClass::Retryable,
-            message,
-            retry_now: true,
-            kind: Self::ABANDONED,
-            http_status: None,
-            excerpt: None,
-        }
-    }
-
-    /// A call not made because its origin's circuit is open.
-    pub(super) fn circuit_open(message: String) -> Failure {
-        Failure {
-            class: FailureClass::Retryable,
-            message,
-            retry_now: false,
-            kind: Self::CIRCUIT_OPEN,
-            http_status: None,
-            excerpt: None,
-        }
-    }
-
-    /// A call that panicked (a defect, not the target's doing): retried after the backoff.
-    pub(super) fn panicked() -> Failure {
-        Failure {
-            class: FailureClass::Retryable,
-            message: "the call failed inside the scheduler (an internal error)".to_owned(),
-            retry_now: false,
-            kind: Self::INTERNAL,
-            http_status: None,
-            excerpt: None,
-        }
-    }
-
-    /// The ledger's error class of a call that failed inside the scheduler.
-    pub(super) const INTERNAL: &'static str = "internal";
-    /// The ledger's error class of an abandoned attempt.
-    pub(super) const ABANDONED: &'static str = "abandoned";
-    /// The ledger's error class of a call the open circuit refused.
-    pub(super) const CIRCUIT_OPEN: &'static str = "circuit_open";
-    /// The ledger's error class of an error status (see [`DispatchError::kind`]).
-    pub(super) const STATUS: &'static str = "status";
-    /// The ledger's error class of an answer that could not be decoded.
-    pub(super) const DECODE: &'static str = "decode";
-}
-
-/// One attempt's call, waiting to be recorded.
-#[derive(Clone)]
-pub(super) struct Attempt {
-    pub schedule: Schedule,
-    pub job: Job,
-    pub result: Result<Value, Failure>,
-    /// When the call returned (`None` for an attempt recovered from another instance): the
-    /// attempt ledger's end and duration are the call's, not its record's.
-    pub ended_at: Option<DateTime<Utc>>,
-    /// Its answer was written ahead of the record (see [`Attempt::answer`]): the record
-    /// deletes it.
-    pub written_ahead: bool,
-}
-
-impl Attempt {
-    /// A call just made, with what it returned.
-    pub(super) fn called(
-        schedule: Schedule,
-        job: Job,
-        result: Result<Value, Failure>,
-        ended_at: DateTime<Utc>,
-    ) -> Self {
-        Self {
-            schedule,
-            job,
-            result,
-            ended_at: Some(ended_at),
-            written_ahead: false,
-        }
-    }
-
-    /// Whether the service answered this call (see [`encode_answer`]).
-    pub(super) fn was_answered(&self) -> bool {
-        self.ended_at.is_some() && is_answer(&self.result)
-    }
-
-    /// The answer to write ahead of the record, if the service answered.
-    pub(super) fn answer(&self) -> Option<JobAnswer> {
-        Some(JobAnswer {
-            job_id: self.job.id,
-            attempt: self.job.attempt,
-            answered_at: self.ended_at?,
-            answer: encode_answer(&self.result)?,
-        })
-    }
-}
-
-/// Whether a call's result is the service's answer: a result, an error status, or a body it
-/// could not decode. A timeout, a refused connection or a call never made leaves nothing to
-/// keep: recovering such an attempt as abandoned loses nothing the service said.
-fn is_answer(result: &Result<Value, Failure>) -> bool {
-    match result {
-        Ok(_) => true,
-        Err(failure) => failure.http_status.is_some() || failure.kind == Failure::DECODE,
-    }
-}
-
-/// How an answer is written ahead of its record; [`answered`] reads it back.
-pub(super) fn encode_answer(result: &Result<Value, Failure>) -> Option<Value> {
-    if !is_answer(result) {
-        return None;
-    }
-    Some(match result {
-        Ok(result) => serde_json::json!({ "succeeded": result }),
-        Err(failure) => serde_json::json!({ "failed": {
-            "kind": failure.kind,
-            "message": failure.message,
-            "http_status": failure.http_status,
-            "excerpt": failure.excerpt,
-        }}),
-    })
-}
-
-/// What an answer written ahead says the call returned: the outcome the instance that made
-/// the call would have recorded. `None` for an encoding this version does not know.
-pub(super) fn answered(answer: &Value) -> Option<Result<Value, Failure>> {
-    if let Some(result) = answer.get("succeeded") {
-        return Some(Ok(result.clone()));
-    }
-    let failed = answer.get("failed")?;
-    let text = |key: &str| failed.get(key).and_then(Value::as_str).map(str::to_owned);
-    let kind = match text("kind").as_deref() {
-        Some(Failure::DECODE) => Failure::DECODE,
-        _ => Failure::STATUS,
-    };
-    Some(Err(Failure {
-        class: FailureClass::Retryable,
-        message: text("message")?,
-        retry_now: false,
-        kind,
-        http_status: failed
-            .get("http_status")
-            .and_then(Value::as_u64)
-            .and_then(|s| u16::try_from(s).ok()),
-        excerpt: text("excerpt"),
-    }))
-}
-
 /// The audit entry of a schedule the engine paused on failure: the row before and after, the
 /// reason beside the after snapshot.
 fn paused_on_failure_audit(
@@ -646,6 +457,30 @@ fn paused_on_failure_audit(
     )
 }
 
+/// Releases what was buffered behind the schedules whose job ended; true when something was.
+async fn release_after_ended(
+    tx: &mut dyn TenantTx,
+    ended: &[ScheduleId],
+    schedules: &HashMap<ScheduleId, Schedule>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    if ended.is_empty() {
+        return Ok(false);
+    }
+    let mut released_any = false;
+    for id in tx.schedules_with_buffered(ended).await? {
+        let Some(schedule) = schedules.get(&id) else {
+            continue;
+        };
+        let released = release_buffered(&mut *tx, schedule, now).await?;
+        if !released.is_empty() {
+            tracing::info!(schedule_id = %id, released = released.len(), "buffered occurrences released after the open job ended");
+            released_any = true;
+        }
+    }
+    Ok(released_any)
+}
+
 fn complete_one_shot(schedule: &mut Schedule) {
     if schedule.kind() == ScheduleKind::Once && schedule.status == ScheduleStatus::Active {
         schedule.status = ScheduleStatus::Completed;
@@ -668,62 +503,5 @@ pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
         idempotency_key: job.idempotency_key.clone(),
         base_url: schedule.target.base_url().cloned().map_err(Clone::clone),
         fence: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    use super::*;
-
-    fn failure(kind: &'static str, http_status: Option<u16>, excerpt: Option<String>) -> Failure {
-        Failure {
-            class: FailureClass::Retryable,
-            message: format!("the service answered {http_status:?}"),
-            retry_now: false,
-            kind,
-            http_status,
-            excerpt,
-        }
-    }
-
-    #[test]
-    fn what_the_service_did_not_say_is_not_written_ahead() {
-        let timeout = Err(failure("timeout", None, None));
-        assert_eq!(encode_answer(&timeout), None);
-        let abandoned = Err(Failure::abandoned("lost".into()));
-        assert_eq!(encode_answer(&abandoned), None);
-        let circuit = Err(Failure::circuit_open("open".into()));
-        assert_eq!(encode_answer(&circuit), None);
-    }
-
-    #[test]
-    fn an_unknown_encoding_is_not_an_answer() {
-        assert_eq!(answered(&json!({"maybe": 1})), None);
-        assert_eq!(answered(&json!({"failed": {"kind": "status"}})), None);
-    }
-
-    proptest! {
-        /// Whatever the service answered reads back as the outcome its instance would have
-        /// recorded.
-        #[test]
-        fn an_answer_reads_back_as_it_was_written(
-            ok in any::<bool>(),
-            n in any::<i64>(),
-            text in ".{0,40}",
-            status in proptest::option::of(100u16..600),
-            excerpt in proptest::option::of(".{0,40}"),
-        ) {
-            let result = if ok {
-                Ok(json!({"n": n, "text": text}))
-            } else {
-                let kind = if status.is_some() { Failure::STATUS } else { Failure::DECODE };
-                Err(failure(kind, status, excerpt))
-            };
-            let encoded = encode_answer(&result).expect("an answer");
-            prop_assert_eq!(answered(&encoded), Some(result));
-        }
     }
 }

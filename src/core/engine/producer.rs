@@ -40,6 +40,7 @@ use super::outcome::Attempt;
 use super::round::{Claimed, Round};
 use super::slots::{Slot, Slots};
 use super::{Engine, EngineError, Outcome, TickSummary, wake};
+use crate::core::breaker::Breakers;
 
 mod calls;
 mod handoff;
@@ -65,6 +66,9 @@ pub(super) enum Mode {
 pub(super) struct Called {
     pub attempt: Attempt,
     pub slot: Slot,
+    /// What the call says about its origin's health (none: it did not reach the origin, or
+    /// failed fast while its circuit was open).
+    pub health: Option<crate::core::breaker::CallHealth>,
     /// The request never left: its lease was not known to hold when it was about to (the
     /// instance stalled, or could not renew it). Not an attempt: it waits for a renewal.
     pub unsent: Option<super::held::Start>,
@@ -193,6 +197,10 @@ pub(super) struct Producer {
     running: HashMap<JobId, Lease>,
     /// Where each fire it holds is (`fire.rs`): every change above goes through it.
     fires: Fires,
+    /// The per-origin circuit breakers, fed with what each call said when it ended; taken
+    /// from the engine when the producer starts and given back when it ends (so `tick`
+    /// keeps them across ticks), never shared with the call tasks.
+    breakers: Breakers,
     /// Attempts whose call did not start because their lease was not known to hold: they wait
     /// for the next renewal, which confirms them (they are called) or finds them taken over
     /// (they are dropped).
@@ -250,6 +258,7 @@ impl Producer {
             held: Held::default(),
             running: HashMap::new(),
             fires: Fires::default(),
+            breakers: engine.take_breakers(),
             unsure: Vec::new(),
             recovering: HashSet::new(),
             summary: TickSummary::default(),
@@ -326,6 +335,7 @@ impl Producer {
         }
         // Dropping the sender lets the recorder end.
         self.to_recorder = None;
+        self.engine.give_back_breakers(self.breakers);
         (self.summary, self.tick.error)
     }
 

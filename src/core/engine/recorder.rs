@@ -53,39 +53,20 @@ impl Recorder<'_> {
     pub(super) async fn run(mut self) {
         let engine = self.engine;
         let mut ready = Vec::new();
-        // Attempts waiting to be recorded, per environment, and when each may be tried next.
-        let mut waiting: BTreeMap<EnvId, Vec<Attempt>> = BTreeMap::new();
-        let mut not_before: HashMap<EnvId, tokio::time::Instant> = HashMap::new();
+        let mut queue = Queue::default();
         let mut recording = FuturesUnordered::new();
-        let mut busy: HashSet<EnvId> = HashSet::new();
         let mut open = true;
-        // Attempts in the records being written.
-        let mut in_record = 0usize;
         let mut giving_way_since: Option<tokio::time::Instant> = None;
-        // Answered attempts whose answers wait to be written ahead of their records, the
-        // one write in flight, and how many attempts both hold.
-        let mut ahead: Vec<Attempt> = Vec::new();
         let mut writing = FuturesUnordered::new();
-        let mut in_ahead = 0usize;
         loop {
-            if writing.is_empty() && !ahead.is_empty() {
+            if writing.is_empty() && !queue.ahead.is_empty() {
                 // What answered while the last write ran goes in the next one.
-                writing.push(engine.write_ahead(std::mem::take(&mut ahead)));
+                writing.push(engine.write_ahead(std::mem::take(&mut queue.ahead)));
             }
             let now = tokio::time::Instant::now();
-            let held: usize = waiting.values().map(Vec::len).sum::<usize>() + in_record + in_ahead;
-            let give_way = self.gives_way(held, &mut giving_way_since, now);
-            let startable: Vec<EnvId> = waiting
-                .keys()
-                .filter(|_| !give_way)
-                .filter(|env| !busy.contains(*env))
-                .filter(|env| not_before.get(*env).is_none_or(|at| *at <= now))
-                .copied()
-                .collect();
-            for env in startable {
-                let attempts = waiting.remove(&env).unwrap_or_default();
-                in_record += attempts.len();
-                busy.insert(env);
+            let give_way = self.gives_way(queue.held(), &mut giving_way_since, now);
+            for env in queue.startable(now, give_way) {
+                let attempts = queue.start(env);
                 recording.push(async move {
                     let started = tokio::time::Instant::now();
                     let count = attempts.len();
@@ -102,56 +83,26 @@ impl Recorder<'_> {
                     (env, started, count, recorded)
                 });
             }
-            if !open && recording.is_empty() && waiting.is_empty() && in_ahead == 0 {
+            if !open && recording.is_empty() && queue.is_drained() {
                 return;
             }
             // Giving way, the poll below looks again (a time already past would spin here).
-            let retry_at = waiting
-                .keys()
-                .filter(|_| !give_way)
-                .filter(|env| !busy.contains(*env))
-                .filter_map(|env| not_before.get(env).copied())
-                .min();
+            let retry_at = queue.retry_at(give_way);
             tokio::select! {
                 // Giving way: look again soon.
                 () = tokio::time::sleep(GIVE_WAY_POLL), if give_way => {}
                 n = self.done.recv_many(&mut ready, 1024), if open => {
                     open = n > 0;
                     for attempt in ready.drain(..) {
-                        if attempt.was_answered() && !attempt.written_ahead {
-                            in_ahead += 1;
-                            ahead.push(attempt);
-                        } else {
-                            waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
-                        }
+                        queue.received(attempt);
                     }
                 }
-                Some(written) = writing.next(), if !writing.is_empty() => {
-                    in_ahead -= written.len();
-                    for attempt in written {
-                        waiting.entry(attempt.schedule.env_id).or_default().push(attempt);
-                    }
-                }
+                Some(written) = writing.next(), if !writing.is_empty() => queue.written_ahead(written),
                 Some((env, started, count, result)) = recording.next(), if !recording.is_empty() => {
-                    busy.remove(&env);
-                    in_record -= count;
-                    let outcomes = match result {
-                        Ok(outcomes) => {
-                            // What finished meanwhile is recorded together, a step after this
-                            // record began.
-                            not_before.insert(env, started + RECORD_STEP);
-                            outcomes
-                        }
-                        Err((err, attempts)) => {
-                            tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
-                            not_before.insert(env, tokio::time::Instant::now() + RECORD_RETRY);
-                            let queued = waiting.entry(env).or_default();
-                            queued.splice(0..0, attempts);
-                            continue;
-                        }
-                    };
-                    // The producer may be gone once it has nothing left to wait for.
-                    let _ = self.recorded.send(outcomes);
+                    if let Some(outcomes) = queue.record_done(env, started, count, result) {
+                        // The producer may be gone once it has nothing left to wait for.
+                        let _ = self.recorded.send(outcomes);
+                    }
                 }
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
             }
@@ -182,5 +133,121 @@ impl Recorder<'_> {
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     if let Some(at) = at {
         tokio::time::sleep_until(at).await;
+    }
+}
+
+/// A record's answer: the outcomes it made durable, or why it failed with the attempts to try
+/// again.
+type RecordResult = Result<Vec<(JobId, Outcome)>, (crate::core::store::StoreError, Vec<Attempt>)>;
+
+/// What waits to be recorded: per environment, with when each may be tried next, which are
+/// being written, and the answered attempts whose answers wait to be written ahead.
+#[derive(Default)]
+struct Queue {
+    waiting: BTreeMap<EnvId, Vec<Attempt>>,
+    not_before: HashMap<EnvId, tokio::time::Instant>,
+    busy: HashSet<EnvId>,
+    /// Attempts in the records being written.
+    in_record: usize,
+    /// Answered attempts whose answers wait to be written ahead, or are being written.
+    ahead: Vec<Attempt>,
+    in_ahead: usize,
+}
+
+impl Queue {
+    /// Outcomes held: waiting, being recorded, or being written ahead.
+    fn held(&self) -> usize {
+        self.waiting.values().map(Vec::len).sum::<usize>() + self.in_record + self.in_ahead
+    }
+
+    /// The environments whose records may begin now: not giving way, none of theirs in
+    /// progress, their step or retry passed.
+    fn startable(&self, now: tokio::time::Instant, give_way: bool) -> Vec<EnvId> {
+        if give_way {
+            return Vec::new();
+        }
+        self.waiting
+            .keys()
+            .filter(|env| !self.busy.contains(*env))
+            .filter(|env| self.not_before.get(*env).is_none_or(|at| *at <= now))
+            .copied()
+            .collect()
+    }
+
+    /// Takes an environment's waiting attempts into a record.
+    fn start(&mut self, env: EnvId) -> Vec<Attempt> {
+        let attempts = self.waiting.remove(&env).unwrap_or_default();
+        self.in_record += attempts.len();
+        self.busy.insert(env);
+        attempts
+    }
+
+    /// When a waiting environment may be tried next (none while giving way: the poll looks).
+    fn retry_at(&self, give_way: bool) -> Option<tokio::time::Instant> {
+        if give_way {
+            return None;
+        }
+        self.waiting
+            .keys()
+            .filter(|env| !self.busy.contains(*env))
+            .filter_map(|env| self.not_before.get(env).copied())
+            .min()
+    }
+
+    /// A finished attempt: an answer not yet written ahead is written first.
+    fn received(&mut self, attempt: Attempt) {
+        if attempt.was_answered() && !attempt.written_ahead {
+            self.in_ahead += 1;
+            self.ahead.push(attempt);
+        } else {
+            self.wait(attempt);
+        }
+    }
+
+    /// Answers written ahead: their attempts wait for their records.
+    fn written_ahead(&mut self, written: Vec<Attempt>) {
+        self.in_ahead -= written.len();
+        for attempt in written {
+            self.wait(attempt);
+        }
+    }
+
+    fn wait(&mut self, attempt: Attempt) {
+        self.waiting
+            .entry(attempt.schedule.env_id)
+            .or_default()
+            .push(attempt);
+    }
+
+    /// A record ended: what it made durable, or, when it failed, its attempts wait again
+    /// (first in line) for a retry.
+    fn record_done(
+        &mut self,
+        env: EnvId,
+        started: tokio::time::Instant,
+        count: usize,
+        result: RecordResult,
+    ) -> Option<Vec<(JobId, Outcome)>> {
+        self.busy.remove(&env);
+        self.in_record -= count;
+        match result {
+            Ok(outcomes) => {
+                // What finished meanwhile is recorded together, a step after this record began.
+                self.not_before.insert(env, started + RECORD_STEP);
+                Some(outcomes)
+            }
+            Err((err, attempts)) => {
+                tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
+                self.not_before
+                    .insert(env, tokio::time::Instant::now() + RECORD_RETRY);
+                self.waiting.entry(env).or_default().splice(0..0, attempts);
+                None
+            }
+        }
+    }
+
+    /// Nothing waits and nothing is being written ahead.
+    fn is_drained(&self) -> bool {
+        self.waiting.is_empty() && self.in_ahead == 0
     }
 }

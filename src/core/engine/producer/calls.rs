@@ -3,6 +3,10 @@
 //! is durable.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use chrono::{DateTime, Utc};
 
 use futures_util::FutureExt;
 
@@ -38,28 +42,9 @@ impl Producer {
     /// Starts an attempt: its call on a task of its own (or, while its origin's circuit is
     /// open, a fast failure); the outcome comes back as a [`Called`].
     pub(super) fn launch(&mut self, ready: Ready, slot: Slot) {
-        // The lease first: an attempt taken over elsewhere is not called; one whose lease is
-        // not known to hold with the margin (the instance stalled, or a renewal failed) waits
-        // for a renewal.
-        let mono = self.engine.clock.monotonic();
-        let margin = call_margin(self.engine.config.lease);
-        let fence = match self.running.get_mut(&ready.job.id) {
-            Some(lease) if !lease.lost && lease.holds(mono, margin) => {
-                lease.called = true;
-                lease.deadline()
-            }
-            Some(lease) if !lease.lost => {
-                self.slots.give_back(slot);
-                self.fires.step(ready.job.id, FireEvent::LeaseUnsure);
-                self.wait_for_renewal(ready);
-                return;
-            }
-            _ => {
-                self.slots.give_back(slot);
-                self.fires.step(ready.job.id, FireEvent::LeaseLost);
-                self.drop_taken_over(&ready);
-                return;
-            }
+        let Some(deadline) = self.lease_for_call(&ready) else {
+            self.slots.give_back(slot);
+            return self.not_launched(ready);
         };
         self.fires.step(ready.job.id, FireEvent::SlotTaken);
         let Ready {
@@ -68,45 +53,93 @@ impl Producer {
             start,
             ..
         } = ready;
-        let engine = &self.engine;
-        let now = engine.clock.now();
+        let now = self.engine.clock.now();
         if start == Start::Fire {
-            inc(&engine.metrics.fires);
-            // The attempt ledger records when the call really started (a fire may have
-            // waited for a slot past its instant).
-            job.started_at = Some(now);
-            let late = now - job.scheduled_for;
-            engine
-                .metrics
-                .lateness
-                .observe(late.to_std().unwrap_or_default());
+            self.count_fire(&mut job, now);
         }
-        let admission = slot.origin.as_deref().map(|origin| {
-            engine
-                .breakers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .admit(origin, now)
-        });
-        if let Some(Admission::Reject { until }) = admission {
-            let origin = origin_shown(slot.origin.as_deref().unwrap_or_default()).to_owned();
-            inc(&engine.metrics.failures);
-            let failure = Failure::circuit_open(format!(
-                "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
-                until.to_rfc3339()
-            ));
-            tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
-            self.call_done(Called {
+        if let Some(origin) = slot.origin.as_deref()
+            && let Admission::Reject { until } = self.breakers.admit(origin, now)
+        {
+            let failure = self.circuit_open(origin, until, &schedule, &job);
+            return self.call_done(Called {
                 attempt: Attempt::called(schedule, job, Err(failure), now),
                 slot,
+                health: None,
                 unsent: None,
             });
-            return;
         }
-        let fence = CallFence::new(engine.clock.clone(), fence, margin);
+        let margin = call_margin(self.engine.config.lease);
+        let fence = CallFence::new(self.engine.clock.clone(), deadline, margin);
+        self.spawn_call(schedule, job, start, slot, fence);
+    }
+
+    /// The lease's deadline the call checks before it leaves, if the lease holds with the
+    /// margin on the monotonic clock: an attempt taken over elsewhere is not called, and one
+    /// whose lease is not known to hold (the instance stalled, or a renewal failed) waits for
+    /// a renewal.
+    fn lease_for_call(&mut self, ready: &Ready) -> Option<Arc<AtomicU64>> {
+        let mono = self.engine.clock.monotonic();
+        let margin = call_margin(self.engine.config.lease);
+        let lease = self.running.get_mut(&ready.job.id)?;
+        (!lease.lost && lease.holds(mono, margin)).then(|| {
+            lease.called = true;
+            lease.deadline()
+        })
+    }
+
+    /// An attempt whose lease did not hold at its launch: it waits for a renewal, or, taken
+    /// over elsewhere, is dropped.
+    fn not_launched(&mut self, ready: Ready) {
+        if self.running.get(&ready.job.id).is_some_and(|l| !l.lost) {
+            self.fires.step(ready.job.id, FireEvent::LeaseUnsure);
+            self.wait_for_renewal(ready);
+        } else {
+            self.fires.step(ready.job.id, FireEvent::LeaseLost);
+            self.drop_taken_over(&ready);
+        }
+    }
+
+    /// A fire is counted and its lateness observed when it is called; the attempt ledger
+    /// records when the call really started (a fire may have waited for a slot past its
+    /// instant).
+    fn count_fire(&self, job: &mut Job, now: DateTime<Utc>) {
+        let metrics = &self.engine.metrics;
+        inc(&metrics.fires);
+        job.started_at = Some(now);
+        let late = now - job.scheduled_for;
+        metrics.lateness.observe(late.to_std().unwrap_or_default());
+    }
+
+    /// The fast failure of a call whose origin's circuit is open.
+    fn circuit_open(
+        &self,
+        origin: &str,
+        until: DateTime<Utc>,
+        schedule: &Schedule,
+        job: &Job,
+    ) -> Failure {
+        let origin = origin_shown(origin).to_owned();
+        inc(&self.engine.metrics.failures);
+        tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
+        Failure::circuit_open(format!(
+            "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
+            until.to_rfc3339()
+        ))
+    }
+
+    /// Runs the call on a task of its own; its end, with what it says about the origin's
+    /// health, comes back as a [`Called`]. The task holds nothing of the producer's.
+    fn spawn_call(
+        &mut self,
+        schedule: Schedule,
+        job: Job,
+        start: Start,
+        slot: Slot,
+        fence: CallFence,
+    ) {
+        let engine = &self.engine;
         let dispatcher = engine.dispatcher.clone();
         let metrics = engine.metrics.clone();
-        let breakers = engine.breakers.clone();
         let clock = engine.clock.clone();
         let timeout = engine.config.job_timeout;
         let done = self.calls_tx.clone();
@@ -125,40 +158,21 @@ impl Producer {
             ))
             .catch_unwind()
             .await;
-            let (result, health) = match called {
-                Ok(Some(called)) => called,
+            let (result, health, unsent) = match called {
+                Ok(Some((result, health))) => (result, Some(health), None),
                 // Not sent: nothing reached the target and nothing says anything of it.
-                Ok(None) => {
-                    let ended_at = clock.now();
-                    let _ = done.send(Called {
-                        attempt: Attempt::called(
-                            schedule,
-                            job,
-                            Ok(serde_json::Value::Null),
-                            ended_at,
-                        ),
-                        slot,
-                        unsent: Some(start),
-                    });
-                    return;
-                }
+                Ok(None) => (Ok(serde_json::Value::Null), None, Some(start)),
                 Err(_) => {
                     inc(&metrics.failures);
                     tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
-                    (Err(Failure::panicked()), CallHealth::Neutral)
+                    (Err(Failure::panicked()), Some(CallHealth::Neutral), None)
                 }
             };
-            let ended_at = clock.now();
-            if let Some(origin) = &slot.origin {
-                breakers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .record(origin, health, ended_at);
-            }
             let _ = done.send(Called {
-                attempt: Attempt::called(schedule, job, result, ended_at),
+                attempt: Attempt::called(schedule, job, result, clock.now()),
                 slot,
-                unsent: None,
+                health,
+                unsent,
             });
         });
     }
@@ -179,6 +193,14 @@ impl Producer {
             });
             self.freed();
             return;
+        }
+        // What the call says about its origin's health, kept by the producer alone.
+        if let (Some(origin), Some(health)) = (called.slot.origin.as_deref(), called.health) {
+            let ended_at = called
+                .attempt
+                .ended_at
+                .unwrap_or_else(|| self.engine.clock.now());
+            self.breakers.record(origin, health, ended_at);
         }
         self.slots.call_ended(called.slot);
         self.fires.step(called.attempt.job.id, FireEvent::CallEnded);
