@@ -61,9 +61,9 @@ mod share;
 mod slots;
 mod wake;
 
-pub use claim::MISSED_COUNT_CAP;
 pub use lease::{ATTEMPT_LEASE, CALL_MARGIN};
 pub use outcome::run_request;
+pub use plan::MISSED_COUNT_CAP;
 pub use share::{BEAT_EVERY, STALE_AFTER};
 
 /// The actor recorded for the engine's own changes.

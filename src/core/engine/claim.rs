@@ -10,26 +10,13 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::{ENGINE_ACTOR, Engine, plan};
+use super::plan::{self, Admit};
+use super::{ENGINE_ACTOR, Engine};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
 use crate::core::model::*;
 use crate::core::policies::Overlap;
 use crate::core::store::*;
-
-/// At most this many missed occurrences are counted for one record; beyond, the record says
-/// "at least" (an every-minute schedule down for a week is about 10,000).
-pub const MISSED_COUNT_CAP: u32 = 10_000;
-
-/// What a claim may do with one due schedule.
-pub(super) enum Admit {
-    /// Claim it and call it now (a slot is reserved for it in the round's budget).
-    Now,
-    /// Claim it and hold it for its instant (a slot is reserved when it comes).
-    Hold,
-    /// Leave it due for later (no slot is free for it).
-    Refuse,
-}
 
 /// What claiming a group of due schedules gave.
 pub(super) struct ClaimedGroup {
@@ -401,38 +388,6 @@ impl Engine {
         // The stopped instance may have had its answer written before its record.
         let answer = tx.job_answer_get(job.id, job.attempt).await?;
         Ok(Some((schedule, job, answer)))
-    }
-}
-
-/// How many times a job is released without its call known to have started before a lapsed
-/// lease counts as a failed attempt: a call that takes its instance down before the first
-/// renewal would otherwise be tried for ever without reaching the retry limit and the DLQ.
-pub(super) const UNCALLED_RELEASES_MAX: i32 = 3;
-
-/// What becomes of a running attempt whose lease lapsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Recovery {
-    /// Released to run again, its attempt still to come: its call was never known to start.
-    Release,
-    /// Recorded: as the answer its instance wrote ahead, or as a failed attempt.
-    Record,
-}
-
-/// The rule for a running attempt whose lease lapsed, from what the store knows of it: an
-/// answer written ahead is recorded as that answer; a call never marked as started is released
-/// (at most [`UNCALLED_RELEASES_MAX`] times for a job); anything else is a failed attempt.
-pub(super) fn recovery_of(job: &Job, answer: Option<&JobAnswer>) -> Recovery {
-    if answer.is_some() || job.called_at.is_some() {
-        return Recovery::Record;
-    }
-    // Each claim of a pending job moves the epoch on and, unless it follows a release, the
-    // attempt too: their difference counts the releases (one more for a job that began
-    // pending, a triggered run or a buffered occurrence).
-    let releases = job.lease_epoch - job.attempt + 1;
-    if releases < UNCALLED_RELEASES_MAX {
-        Recovery::Release
-    } else {
-        Recovery::Record
     }
 }
 

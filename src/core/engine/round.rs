@@ -16,9 +16,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, stream};
 
-use super::claim::{Admit, Recovery, RetryClaim, recovery_of};
+use super::claim::RetryClaim;
 use super::held::{HELD_MAX, HELD_PER_ENV};
+use super::plan::{Admit, Recovery, recovery_of};
 use super::slots::Slots;
+pub(super) use super::wake::Round;
 use super::{Engine, TickSummary};
 use crate::core::metrics::inc;
 use crate::core::model::*;
@@ -65,27 +67,6 @@ impl Budget {
         *of_env += 1;
         self.held += 1;
         true
-    }
-}
-
-/// What one round did, as the claim loop decides by it.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Round {
-    /// Something was fired, retried or recorded as skipped.
-    pub progress: bool,
-    /// The selection came back full: more may be due.
-    pub full: bool,
-    /// Due work left for later because no slot was free for it.
-    pub deferred: bool,
-}
-
-impl Round {
-    fn and(self, other: Round) -> Round {
-        Round {
-            progress: self.progress || other.progress,
-            full: self.full || other.full,
-            deferred: self.deferred || other.deferred,
-        }
     }
 }
 

@@ -9,8 +9,28 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::held::{HAND_OFF_BEFORE, HAND_OFF_MAX};
-use super::round::Round;
 use crate::core::store::StoreResult;
+
+/// What one round did, as the claim loop decides by it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Round {
+    /// Something was fired, retried or recorded as skipped.
+    pub progress: bool,
+    /// The selection came back full: more may be due.
+    pub full: bool,
+    /// Due work left for later because no slot was free for it.
+    pub deferred: bool,
+}
+
+impl Round {
+    pub(super) fn and(self, other: Round) -> Round {
+        Round {
+            progress: self.progress || other.progress,
+            full: self.full || other.full,
+            deferred: self.deferred || other.deferred,
+        }
+    }
+}
 
 /// How long the producer waits before its next round, and whether the wait is a pause with
 /// work pending (work due that could not be taken, or the database failed).

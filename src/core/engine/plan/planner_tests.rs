@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 
-use super::super::claim::Admit;
 use super::*;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::policies::Policies;
