@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use sentin8_cron::core::clock::ManualClock;
 use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
@@ -37,6 +37,20 @@ fn instance_on_own_clock(h: &Harness, config: EngineConfig) -> (Engine, Arc<Manu
     (engine, clock)
 }
 
+/// Waits until `holder` (on `clock`) has claimed the schedule's fire ahead, then moves its
+/// clock 0.4 s before the instant and waits for the hand-off.
+async fn handed_off_by(h: &Harness, clock: &ManualClock, id: ScheduleId, due: DateTime<Utc>) {
+    until("the holder claims the fire ahead", || async {
+        scheduled_job(h, id).await.is_some()
+    })
+    .await;
+    clock.set(due - Duration::milliseconds(400));
+    until("the holder hands the fire off", || async {
+        h.jobs(id).await[0].status == JobStatus::Running
+    })
+    .await;
+}
+
 /// The audit's case: the holder hands its fire off, freezes 0.4 s before the instant for a
 /// minute, another instance takes the lapsed attempt over and the call is answered; the holder
 /// wakes and must not call the occurrence again.
@@ -52,15 +66,7 @@ pub async fn a_holder_frozen_past_its_lease_after_the_hand_off_never_calls(store
         let _ = stopped.await;
     });
     let scenario = async {
-        until("the holder claims the fire ahead", || async {
-            scheduled_job(&h, s.id).await.is_some()
-        })
-        .await;
-        holder_clock.set(due - Duration::milliseconds(400));
-        until("the holder hands the fire off", || async {
-            h.jobs(s.id).await[0].status == JobStatus::Running
-        })
-        .await;
+        handed_off_by(&h, &holder_clock, s.id, due).await;
         holder.settled().await;
         assert!(h.target.requests().is_empty(), "called before its instant");
 
@@ -120,17 +126,7 @@ pub async fn a_fire_handed_off_by_a_killed_instance_runs_within_seconds(store: A
     });
     let killed = tokio::select! {
         () = serve => false,
-        () = async {
-            until("the holder claims the fire ahead", || async {
-                scheduled_job(&h, s.id).await.is_some()
-            })
-            .await;
-            holder_clock.set(due - Duration::milliseconds(400));
-            until("the holder hands the fire off", || async {
-                h.jobs(s.id).await[0].status == JobStatus::Running
-            })
-            .await;
-        } => true,
+        () = handed_off_by(&h, &holder_clock, s.id, due) => true,
     };
     assert!(killed, "the instance died after its hand-off");
     drop(stop);

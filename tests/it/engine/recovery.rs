@@ -128,10 +128,20 @@ pub async fn dry_run_plans_without_firing(store: Arc<dyn Store>) {
 /// An instance dies mid-call before any renewal told the store its call had started: once
 /// its (short) lease ran out another instance releases the attempt, which runs again as the
 /// same attempt with the same key, not as a failed one.
-pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc<dyn Store>) {
+/// A harness whose engine has a 30 s job timeout and `lease`, with a schedule due now whose
+/// call will hang.
+async fn due_with_a_hanging_call(
+    store: Arc<dyn Store>,
+    lease: StdDuration,
+) -> (
+    Harness,
+    EngineConfig,
+    Schedule,
+    chrono::DateTime<chrono::Utc>,
+) {
     let config = EngineConfig {
         job_timeout: StdDuration::from_secs(30),
-        lease: StdDuration::from_secs(2),
+        lease,
         ..EngineConfig::default()
     };
     let h = Harness::with_config(store, config.clone()).await;
@@ -139,6 +149,11 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     let due = s.next_run_at.unwrap();
     h.reply([Reply::Hang]);
     h.clock.set(due);
+    (h, config, s, due)
+}
+
+pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc<dyn Store>) {
+    let (h, config, s, due) = due_with_a_hanging_call(store, StdDuration::from_secs(2)).await;
     // The instance dies mid-call: its tick is dropped while the call hangs, so the attempt
     // is never recorded and its lease never renewed.
     let killed = tokio::select! {
@@ -190,16 +205,7 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
 /// An instance dies mid-call after a renewal told the store its call had started: the attempt
 /// may have reached the service, so it is recorded as a failed attempt and retried at once.
 pub async fn a_killed_instances_started_call_is_a_failed_attempt(store: Arc<dyn Store>) {
-    let config = EngineConfig {
-        job_timeout: StdDuration::from_secs(30),
-        lease: StdDuration::from_secs(3),
-        ..EngineConfig::default()
-    };
-    let h = Harness::with_config(store, config.clone()).await;
-    let s = h.create(cron("*/5 * * * *", 3)).await;
-    let due = s.next_run_at.unwrap();
-    h.reply([Reply::Hang]);
-    h.clock.set(due);
+    let (h, config, s, due) = due_with_a_hanging_call(store, StdDuration::from_secs(3)).await;
     let job_id = || async { h.jobs(s.id).await.first().map(|j| j.id) };
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
