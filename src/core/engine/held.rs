@@ -215,9 +215,20 @@ impl Held {
 
     /// Queues a claimed attempt for a slot.
     pub fn queue(&mut self, ready: Ready) {
-        let key = super::slots::origin_of(&ready.schedule)
-            .unwrap_or_else(|| ready.schedule.env_id.to_string());
+        let key = Self::queue_key(&ready);
         self.ready.entry(key).or_default().push_back(ready);
+    }
+
+    /// Queues an attempt that had its turn already (its call waited for a renewal) first in
+    /// its queue, so it does not wait behind everything queued meanwhile.
+    pub fn queue_first(&mut self, ready: Ready) {
+        let key = Self::queue_key(&ready);
+        self.ready.entry(key).or_default().push_front(ready);
+    }
+
+    fn queue_key(ready: &Ready) -> String {
+        super::slots::origin_of(&ready.schedule)
+            .unwrap_or_else(|| ready.schedule.env_id.to_string())
     }
 
     /// True while claimed attempts wait for a slot.
@@ -424,6 +435,35 @@ mod tests {
         });
         assert_eq!(taken.len(), 2);
         assert!(held.pressing());
+    }
+
+    #[test]
+    fn an_attempt_back_from_a_renewal_goes_first_in_its_queue() {
+        let t0 = Utc::now();
+        let env = EnvId::new();
+        let mut held = Held::default();
+        let (schedule, job) = fire(env, t0);
+        held.queue(Ready {
+            schedule,
+            job,
+            start: Start::Fire,
+            held: false,
+        });
+        let (schedule, job) = fire(env, t0);
+        let back = job.id;
+        held.queue_first(Ready {
+            schedule,
+            job,
+            start: Start::Fire,
+            held: false,
+        });
+        let mut one = 1;
+        let taken = held.take_ready(|_| {
+            (one > 0).then(|| {
+                one -= 1;
+            })
+        });
+        assert_eq!(taken[0].0.job.id, back);
     }
 
     #[test]

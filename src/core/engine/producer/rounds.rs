@@ -364,7 +364,7 @@ impl Producer {
             match self.running.get(&ready.job.id) {
                 Some(lease) if lease.holds(mono, margin) && !lease.lost => {
                     self.fires.step(ready.job.id, FireEvent::LeaseConfirmed);
-                    self.held.queue(ready);
+                    self.held.queue_first(ready);
                 }
                 Some(lease) if !lease.lost => waiting.push(ready),
                 _ => {
