@@ -13,7 +13,7 @@ use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
 
 use super::ahead::scheduled_job;
-use super::{Harness, cron, dispatcher, until};
+use super::{Harness, cron, dispatcher};
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -37,18 +37,28 @@ fn instance_on_own_clock(h: &Harness, config: EngineConfig) -> (Engine, Arc<Manu
     (engine, clock)
 }
 
-/// Waits until `holder` (on `clock`) has claimed the schedule's fire ahead, then moves its
-/// clock 0.4 s before the instant and waits for the hand-off.
-async fn handed_off_by(h: &Harness, clock: &ManualClock, id: ScheduleId, due: DateTime<Utc>) {
-    until("the holder claims the fire ahead", || async {
-        scheduled_job(h, id).await.is_some()
-    })
-    .await;
+/// Lets `holder` (on `clock`, running) settle, so it has claimed the schedule's fire ahead,
+/// then moves its clock 0.4 s before the instant and lets it settle again: the fire is handed
+/// off. No wall-clock polling: the engine says when it has nothing left to do.
+async fn handed_off_by(
+    h: &Harness,
+    holder: &Engine,
+    clock: &ManualClock,
+    id: ScheduleId,
+    due: DateTime<Utc>,
+) {
+    holder.settled().await;
+    assert!(
+        scheduled_job(h, id).await.is_some(),
+        "the holder claims the fire ahead"
+    );
     clock.set(due - Duration::milliseconds(400));
-    until("the holder hands the fire off", || async {
-        h.jobs(id).await[0].status == JobStatus::Running
-    })
-    .await;
+    holder.settled().await;
+    assert_eq!(
+        h.jobs(id).await[0].status,
+        JobStatus::Running,
+        "the holder hands the fire off"
+    );
 }
 
 /// The audit's case: the holder hands its fire off, freezes 0.4 s before the instant for a
@@ -66,7 +76,7 @@ pub async fn a_holder_frozen_past_its_lease_after_the_hand_off_never_calls(store
         let _ = stopped.await;
     });
     let scenario = async {
-        handed_off_by(&h, &holder_clock, s.id, due).await;
+        handed_off_by(&h, &holder, &holder_clock, s.id, due).await;
         holder.settled().await;
         assert!(h.target.requests().is_empty(), "called before its instant");
 
@@ -126,7 +136,7 @@ pub async fn a_fire_handed_off_by_a_killed_instance_runs_within_seconds(store: A
     });
     let killed = tokio::select! {
         () = serve => false,
-        () = handed_off_by(&h, &holder_clock, s.id, due) => true,
+        () = handed_off_by(&h, &holder, &holder_clock, s.id, due) => true,
     };
     assert!(killed, "the instance died after its hand-off");
     drop(stop);
