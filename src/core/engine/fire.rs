@@ -146,7 +146,6 @@ impl Fires {
     }
 
     /// Where `job` is (none: not held).
-    #[cfg(test)]
     pub(super) fn state(&self, job: JobId) -> Option<FireState> {
         self.states.get(&job).copied()
     }

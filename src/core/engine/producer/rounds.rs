@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use super::super::fire::FireEvent;
+use super::super::fire::{FireEvent, FireState};
 use super::super::held::{Ready, Start};
 use super::super::lease::{self, Lease};
 use super::super::outcome::{self, Attempt, Failure};
@@ -336,8 +336,12 @@ impl Producer {
                     if renewed.contains(&held.id) {
                         known.renewed(until, at, mono, held.called);
                     } else if !known.lost {
-                        tracing::warn!(job_id = %held.id, called = known.called, "an attempt's lease was taken over by another instance (this one stalled or could not renew it): it is not called again here");
                         known.lost = true;
+                        // A call that ended meanwhile may have been recorded before the
+                        // renewal reached its row: its record decides, nothing was taken over.
+                        if self.fires.state(held.id) != Some(FireState::Recording) {
+                            tracing::warn!(job_id = %held.id, called = known.called, "an attempt's lease was taken over by another instance (this one stalled or could not renew it): it is not called again here");
+                        }
                     }
                 }
                 wake::renewal_interval(lease)
