@@ -23,8 +23,10 @@ use crate::core::model::{
     ScheduleId,
 };
 
+mod lease_params;
 mod outbox_params;
 mod params;
+pub use lease_params::*;
 pub use outbox_params::*;
 pub use params::*;
 

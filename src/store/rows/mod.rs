@@ -9,10 +9,12 @@
 
 mod cross;
 pub(crate) mod hours;
+mod leases;
 mod shared;
 mod write;
 
 pub(crate) use cross::*;
+pub(crate) use leases::*;
 pub(crate) use shared::*;
 pub(crate) use write::*;
 
