@@ -442,6 +442,12 @@ pub trait TenantTx: Send {
     /// attempt ledger (see [`TenantTx::job_attempts_list`]). Returns the jobs written (the
     /// others were recorded elsewhere first, and get no ledger row).
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>>;
+    /// Records when schedules' calls last started: each `last_run_at` becomes the later of its
+    /// value and the instant given (a record of an older attempt never moves it back).
+    async fn schedules_set_last_run(
+        &mut self,
+        runs: &[(ScheduleId, DateTime<Utc>)],
+    ) -> StoreResult<()>;
     /// Every recorded attempt of a job, first attempt first.
     async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>>;
     /// Marks a failed job `superseded` by another job, stamping `updated_at`; `None` when the

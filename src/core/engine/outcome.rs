@@ -197,6 +197,8 @@ impl Engine {
             .map(|j| (j.id, j))
             .collect();
 
+        tx.schedules_set_last_run(&call_starts(&decided, &written))
+            .await?;
         let mut results = Vec::with_capacity(decided.len());
         let mut outbox = Vec::with_capacity(decided.len());
         let mut retry_pending = false;
@@ -455,6 +457,25 @@ fn paused_on_failure_audit(
         serde_json::to_value(before).ok(),
         after_snapshot,
     )
+}
+
+/// When each schedule's call last started, of the outcomes written: the attempts whose calls
+/// left (not one recovered from a stopped instance with no answer: its call may never have
+/// left).
+fn call_starts(
+    decided: &[Option<(JobFinish, ScheduleId, AttemptResult)>],
+    written: &HashMap<JobId, Job>,
+) -> Vec<(ScheduleId, DateTime<Utc>)> {
+    decided
+        .iter()
+        .flatten()
+        .filter(|(finish, _, _)| {
+            finish.lease_expired_by.is_none() && written.contains_key(&finish.id)
+        })
+        .filter_map(|(finish, schedule_id, _)| {
+            finish.detail.started_at.map(|at| (*schedule_id, at))
+        })
+        .collect()
 }
 
 /// Releases what was buffered behind the schedules whose job ended; true when something was.

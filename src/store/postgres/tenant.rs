@@ -160,7 +160,7 @@ impl TenantTx for PgTenantTx<'_> {
         claims: &[ScheduleClaim],
     ) -> StoreResult<Vec<Schedule>> {
         let sql = format!(
-            "UPDATE schedules s SET next_run_at = c.next_run_at, last_run_at = c.now, \
+            "UPDATE schedules s SET next_run_at = c.next_run_at, \
                                     updated_at = c.now, remaining_runs = c.remaining_runs \
              FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], \
                          $6::int[]) \
@@ -228,6 +228,29 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "jobs", rows::job)
+    }
+
+    async fn schedules_set_last_run(
+        &mut self,
+        runs: &[(ScheduleId, chrono::DateTime<chrono::Utc>)],
+    ) -> StoreResult<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE schedules s SET last_run_at = greatest(s.last_run_at, r.at) \
+             FROM (SELECT id, max(at) AS at FROM unnest($2::uuid[], $3::timestamptz[]) \
+                     AS u(id, at) GROUP BY id) r \
+             WHERE s.env_id = $1 AND s.id = r.id \
+               AND (s.last_run_at IS NULL OR s.last_run_at < r.at)",
+        )
+        .bind(self.env_id.0)
+        .bind(runs.iter().map(|(id, _)| id.0).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(_, at)| *at).collect::<Vec<_>>())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
     }
 
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>> {

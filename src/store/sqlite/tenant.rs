@@ -109,8 +109,7 @@ impl TenantTx for SqliteTenantTx {
         claims: &[ScheduleClaim],
     ) -> StoreResult<Vec<Schedule>> {
         let sql = format!(
-            "UPDATE schedules SET next_run_at = ?4, last_run_at = ?5, updated_at = ?5, \
-                                  remaining_runs = ?6 \
+            "UPDATE schedules SET next_run_at = ?4, updated_at = ?5, remaining_runs = ?6 \
              WHERE env_id = ?1 AND id = ?2 AND status = 'active' AND next_run_at = ?3 \
              RETURNING {SCHEDULE_COLUMNS}"
         );
@@ -145,6 +144,25 @@ impl TenantTx for SqliteTenantTx {
             opened.extend(rows::map_row(row.as_ref(), "jobs", rows::job)?);
         }
         Ok(opened)
+    }
+
+    async fn schedules_set_last_run(
+        &mut self,
+        runs: &[(ScheduleId, chrono::DateTime<chrono::Utc>)],
+    ) -> StoreResult<()> {
+        for (id, at) in runs {
+            sqlx::query(
+                "UPDATE schedules SET last_run_at = ?3 \
+                 WHERE env_id = ?1 AND id = ?2 AND (last_run_at IS NULL OR last_run_at < ?3)",
+            )
+            .bind(self.env())
+            .bind(id.0.to_string())
+            .bind(at.timestamp_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        }
+        Ok(())
     }
 
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>> {

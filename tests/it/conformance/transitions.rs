@@ -17,8 +17,7 @@ pub(super) fn later(seconds: i64) -> DateTime<Utc> {
     t0() + Duration::seconds(seconds)
 }
 
-/// A schedule with every column away from its insert default, so a transition that wrote a
-/// column it should not would show.
+/// A schedule with every column away from its insert default (a transition's stray write shows).
 async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
     let s = insert_schedule(store, env, new_schedule("worn", "billing")).await;
     let mut tx = store.tenant_begin(env).await.unwrap();
@@ -33,6 +32,7 @@ async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
     .await
     .unwrap()
     .unwrap();
+    tx.schedules_set_last_run(&[(s.id, due)]).await.unwrap();
     let worn = tx
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: s.id,

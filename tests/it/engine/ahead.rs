@@ -100,11 +100,13 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
             Some(due + Duration::seconds(2)),
             "its claim lease lapses two seconds past its instant"
         );
+        let claimed = h.schedule(s.id).await;
         assert_eq!(
-            h.schedule(s.id).await.next_run_at,
+            claimed.next_run_at,
             Some(due + Duration::minutes(5)),
             "the claim advanced the schedule past the held occurrence"
         );
+        assert_eq!(claimed.last_run_at, None, "not run yet: only claimed");
         // Held for its instant: with the clock a moment before it, the engine settles without
         // a call.
         h.clock.set(due - Duration::milliseconds(1));
@@ -116,6 +118,11 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     .await;
     let jobs = called_once_from_its_instant(&h, s.id, due).await;
     assert_eq!(h.target.requests()[0].json()["job_id"], json!(jobs[0].id));
+    assert_eq!(
+        h.schedule(s.id).await.last_run_at,
+        Some(due),
+        "its call's instant"
+    );
     let metrics = h.engine.metrics().render(None);
     assert!(
         metrics.contains("sentin8_cron_fires_total 1\n"),
