@@ -65,10 +65,19 @@ impl CallFence {
 
     /// True while the lease has more than the margin left.
     pub fn holds(&self) -> bool {
-        let deadline = std::time::Duration::from_micros(
-            self.deadline.load(std::sync::atomic::Ordering::Acquire),
-        );
-        self.clock.monotonic() + self.margin < deadline
+        Self::holds_at(&self.deadline, self.clock.monotonic(), self.margin)
+    }
+
+    /// The rule itself: a deadline (monotonic microseconds) holds at `mono_now` while more
+    /// than `margin` is left. The engine's own check before a launch is this one too.
+    pub fn holds_at(
+        deadline: &AtomicU64,
+        mono_now: std::time::Duration,
+        margin: std::time::Duration,
+    ) -> bool {
+        let deadline =
+            std::time::Duration::from_micros(deadline.load(std::sync::atomic::Ordering::Acquire));
+        mono_now + margin < deadline
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::core::dispatch::CallFence;
 use crate::core::model::JobId;
 use crate::core::store::HeldLease;
 
@@ -93,7 +94,7 @@ impl Lease {
 
     /// True while the lease has more than `margin` left at `mono_now`.
     pub fn holds(&self, mono_now: Duration, margin: Duration) -> bool {
-        mono_now + margin < Duration::from_micros(self.deadline.load(Ordering::Acquire))
+        CallFence::holds_at(&self.deadline, mono_now, margin)
     }
 
     /// The monotonic deadline the attempt's call checks.

@@ -301,17 +301,11 @@ impl Engine {
             // Claimed ahead by an instance that stopped before handing it off (its claim lease
             // ran out): never called, so released to run, not a failed attempt. The hand-off
             // and the release are guarded alike (`scheduled`), so only one takes it.
-            JobStatus::Scheduled => match self.release_unstarted(due.env_id, due.id).await {
-                Ok(true) => {
-                    tracing::warn!(job_id = %due.id, "a fire claimed ahead by a stopped instance was released to run");
-                    Drained::Released
-                }
-                Ok(false) => Drained::Nothing,
-                Err(err) => {
-                    tracing::error!(job_id = %due.id, error = %err, "releasing an abandoned claim failed");
-                    Drained::Error
-                }
-            },
+            JobStatus::Scheduled => released(
+                self.release_unstarted(due.env_id, due.id).await,
+                due.id,
+                "a fire claimed ahead by a stopped instance",
+            ),
             // The instance that held this attempt stopped renewing its lease (it died or
             // stalled). What is known of its call decides (`recovery_of`): an answer written
             // ahead is recorded; a call never known to have started is released to run, its
@@ -320,17 +314,11 @@ impl Engine {
             // retry due at once.
             JobStatus::Running => match self.load_for_stale(due).await {
                 Ok(Some((schedule, job, answer))) => match recovery_of(&job, answer.as_ref()) {
-                    Recovery::Release => match self.release_uncalled(&job).await {
-                        Ok(true) => {
-                            tracing::warn!(job_id = %job.id, "an attempt whose instance stopped before its call was known to start was released to run");
-                            Drained::Released
-                        }
-                        Ok(false) => Drained::Nothing,
-                        Err(err) => {
-                            tracing::error!(job_id = %job.id, error = %err, "releasing an abandoned attempt failed");
-                            Drained::Error
-                        }
-                    },
+                    Recovery::Release => released(
+                        self.release_uncalled(&job).await,
+                        job.id,
+                        "an attempt whose instance stopped before its call was known to start",
+                    ),
                     Recovery::Record => Drained::Abandoned(Box::new((schedule, job, answer))),
                 },
                 Ok(None) => Drained::Nothing,
@@ -340,6 +328,21 @@ impl Engine {
                 }
             },
             _ => Drained::Nothing,
+        }
+    }
+}
+
+/// What a release of `job` (`what` says which) did, logged.
+fn released(result: StoreResult<bool>, job: JobId, what: &str) -> Drained {
+    match result {
+        Ok(true) => {
+            tracing::warn!(job_id = %job, "{what} was released to run");
+            Drained::Released
+        }
+        Ok(false) => Drained::Nothing,
+        Err(err) => {
+            tracing::error!(job_id = %job, error = %err, "releasing {what} failed");
+            Drained::Error
         }
     }
 }
