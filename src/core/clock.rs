@@ -38,6 +38,49 @@ pub async fn wait_on(clock: &dyn Clock, wait: std::time::Duration) {
     }
 }
 
+/// An instant some wait from now on both an injected clock and the wall clock, passed once
+/// either reaches it ([`wait_on`]'s rule for a wait that must also end). The engine's pauses
+/// (between records, before a retry of a failed write) are these: a test or a simulation that
+/// moves its clock past them ends them at once, and a clock that stands still does not stall
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Deadline {
+    pub at: DateTime<Utc>,
+    pub real: tokio::time::Instant,
+}
+
+impl Deadline {
+    /// `wait` from now on `clock` and on the wall clock.
+    pub fn after(clock: &dyn Clock, wait: std::time::Duration) -> Self {
+        Self {
+            at: clock.now() + Duration::from_std(wait).unwrap_or(Duration::MAX),
+            real: tokio::time::Instant::now() + wait,
+        }
+    }
+
+    /// Whether either clock has reached it.
+    pub fn passed(&self, clock: &dyn Clock) -> bool {
+        self.at <= clock.now() || self.real <= tokio::time::Instant::now()
+    }
+
+    /// The earliest of `deadlines` on each clock: waiting until that passes wakes for the first
+    /// of them to pass.
+    pub fn earliest(deadlines: impl IntoIterator<Item = Self>) -> Option<Self> {
+        deadlines.into_iter().reduce(|a, b| Self {
+            at: a.at.min(b.at),
+            real: a.real.min(b.real),
+        })
+    }
+
+    /// Resolves once either clock reaches it.
+    pub async fn wait(&self, clock: &dyn Clock) {
+        tokio::select! {
+            () = clock.sleep_until(self.at) => {}
+            () = tokio::time::sleep_until(self.real) => {}
+        }
+    }
+}
+
 /// Truncates an instant to the microsecond precision the stores keep.
 pub fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(Duration::microseconds(1)).unwrap_or(t)

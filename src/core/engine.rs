@@ -287,6 +287,16 @@ pub enum EngineError {
     Store(#[from] StoreError),
 }
 
+/// A task of the engine's, aborted when its handle is dropped: the engine's future owns its
+/// tasks, so dropping it (a process dying, as the simulator models it) leaves none running.
+struct Task<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The engine, shared by the loop, `tick --once` and tests. Cheap to clone: the tasks of its
 /// database work each hold a clone.
 #[derive(Clone)]
@@ -382,13 +392,13 @@ impl Engine {
         // The first round already claims this instance's share only.
         share::beat(&*self.store, &*self.clock, self.instance, &share).await;
         let (stop_beats, beats_stopped) = tokio::sync::watch::channel(false);
-        let beating = tokio::spawn(share::keep_share(
+        let mut beating = Task(tokio::spawn(share::keep_share(
             self.store.clone(),
             self.clock.clone(),
             self.instance,
             share,
             beats_stopped,
-        ));
+        )));
         let producing = async {
             let result = producer.run(shutdown).await;
             // No more claims: the others take this instance's share.
@@ -396,7 +406,7 @@ impl Engine {
             result
         };
         let (result, ()) = tokio::join!(producing, recorder.run());
-        if let Err(err) = beating.await {
+        if let Err(err) = (&mut beating.0).await {
             tracing::error!(error = %err, "the heartbeat stopped");
         }
         result

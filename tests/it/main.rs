@@ -37,6 +37,7 @@ mod relay_sinks;
 mod schema_checks;
 mod schema_snapshot;
 mod signed_calls;
+mod sim;
 mod stalling_proxy;
 mod support;
 mod target_examples;

@@ -217,12 +217,16 @@ pub(super) struct Producer {
     /// The last round left work for want of a slot or of room among held fires: the next
     /// starts when one frees.
     deferred: bool,
-    hand_off_retry: Option<tokio::time::Instant>,
+    /// After a failed hand-off write, when the next may be tried.
+    hand_off_retry: Option<crate::core::clock::Deadline>,
     next_renewal: DateTime<Utc>,
     tick: TickState,
     stopping: bool,
     calls_tx: mpsc::UnboundedSender<Called>,
     calls_rx: mpsc::UnboundedReceiver<Called>,
+    /// The call tasks: aborted with the producer, so an engine whose future is dropped (a
+    /// process dying, as the simulator models it) leaves no call behind.
+    call_tasks: tokio::task::JoinSet<()>,
     to_recorder: Option<mpsc::UnboundedSender<Attempt>>,
     recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
     /// True while claimed attempts wait for a slot (the recorder gives way to their calls).
@@ -280,6 +284,7 @@ impl Producer {
             stopping: false,
             calls_tx,
             calls_rx,
+            call_tasks: tokio::task::JoinSet::new(),
             to_recorder: Some(to_recorder),
             recorded,
             pressing,
@@ -449,10 +454,17 @@ impl Producer {
             .next_hand_off()
             .filter(|_| !self.handing_off && self.hand_off_retry.is_none());
         let renewal = (!self.renewing).then_some(self.next_renewal);
-        [round, hand_off, self.held.next_instant(), renewal]
-            .into_iter()
-            .flatten()
-            .min()
+        let hand_off_retry = self.hand_off_retry.map(|d| d.at);
+        [
+            round,
+            hand_off,
+            hand_off_retry,
+            self.held.next_instant(),
+            renewal,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The earliest wall-clock instant the producer waits for.
@@ -461,16 +473,17 @@ impl Producer {
             .next_round
             .filter(|_| !self.round_running && self.serving())
             .map(|n| n.real);
-        [round, self.hand_off_retry].into_iter().flatten().min()
+        let hand_off_retry = self.hand_off_retry.map(|d| d.real);
+        [round, hand_off_retry].into_iter().flatten().min()
     }
 
     /// Runs `op` on a task of its own; its answer (or, if the task is lost, `kind`) comes back
     /// through `ops`.
     fn spawn(&mut self, kind: OpKind, op: impl std::future::Future<Output = Op> + Send + 'static) {
-        let task = tokio::spawn(op);
+        let mut task = super::Task(tokio::spawn(op));
         self.ops.push(
             async move {
-                match task.await {
+                match (&mut task.0).await {
                     Ok(op) => op,
                     Err(err) => {
                         tracing::error!(error = %err, "an engine task was lost");

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::outcome::Attempt;
 use super::{Engine, Outcome};
+use crate::core::clock::{Clock, Deadline};
 use crate::core::model::*;
 
 /// The recording side: takes finished attempts from the producer, records them in batches and
@@ -64,11 +65,13 @@ impl Recorder<'_> {
                 writing.push(engine.write_ahead(std::mem::take(&mut queue.ahead)));
             }
             let now = tokio::time::Instant::now();
+            let clock = &*engine.clock;
             let give_way = self.gives_way(queue.held(), &mut giving_way_since, now);
-            for env in queue.startable(now, give_way) {
+            for env in queue.startable(clock, give_way) {
                 let attempts = queue.start(env);
                 recording.push(async move {
-                    let started = tokio::time::Instant::now();
+                    // What finishes meanwhile is recorded together, a step after this began.
+                    let next_step = Deadline::after(clock, RECORD_STEP);
                     let count = attempts.len();
                     // Answers written ahead were durable before their records.
                     let answered: Vec<_> = attempts
@@ -80,7 +83,7 @@ impl Recorder<'_> {
                     if recorded.is_ok() {
                         engine.observe_durable(&answered);
                     }
-                    (env, started, count, recorded)
+                    (env, next_step, count, recorded)
                 });
             }
             if !open && recording.is_empty() && queue.is_drained() {
@@ -98,13 +101,13 @@ impl Recorder<'_> {
                     }
                 }
                 Some(written) = writing.next(), if !writing.is_empty() => queue.written_ahead(written),
-                Some((env, started, count, result)) = recording.next(), if !recording.is_empty() => {
-                    if let Some(outcomes) = queue.record_done(env, started, count, result) {
+                Some((env, next_step, count, result)) = recording.next(), if !recording.is_empty() => {
+                    if let Some(outcomes) = queue.record_done(clock, env, next_step, count, result) {
                         // The producer may be gone once it has nothing left to wait for.
                         let _ = self.recorded.send(outcomes);
                     }
                 }
-                () = sleep_until(retry_at), if retry_at.is_some() => {}
+                () = wait_for(clock, retry_at), if retry_at.is_some() => {}
             }
         }
     }
@@ -130,9 +133,9 @@ impl Recorder<'_> {
     }
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    if let Some(at) = at {
-        tokio::time::sleep_until(at).await;
+async fn wait_for(clock: &dyn Clock, deadline: Option<Deadline>) {
+    if let Some(deadline) = deadline {
+        deadline.wait(clock).await;
     }
 }
 
@@ -145,7 +148,7 @@ type RecordResult = Result<Vec<(JobId, Outcome)>, (crate::core::store::StoreErro
 #[derive(Default)]
 struct Queue {
     waiting: BTreeMap<EnvId, Vec<Attempt>>,
-    not_before: HashMap<EnvId, tokio::time::Instant>,
+    not_before: HashMap<EnvId, Deadline>,
     busy: HashSet<EnvId>,
     /// Attempts in the records being written.
     in_record: usize,
@@ -162,14 +165,14 @@ impl Queue {
 
     /// The environments whose records may begin now: not giving way, none of theirs in
     /// progress, their step or retry passed.
-    fn startable(&self, now: tokio::time::Instant, give_way: bool) -> Vec<EnvId> {
+    fn startable(&self, clock: &dyn Clock, give_way: bool) -> Vec<EnvId> {
         if give_way {
             return Vec::new();
         }
         self.waiting
             .keys()
             .filter(|env| !self.busy.contains(*env))
-            .filter(|env| self.not_before.get(*env).is_none_or(|at| *at <= now))
+            .filter(|env| self.not_before.get(*env).is_none_or(|d| d.passed(clock)))
             .copied()
             .collect()
     }
@@ -183,15 +186,16 @@ impl Queue {
     }
 
     /// When a waiting environment may be tried next (none while giving way: the poll looks).
-    fn retry_at(&self, give_way: bool) -> Option<tokio::time::Instant> {
+    fn retry_at(&self, give_way: bool) -> Option<Deadline> {
         if give_way {
             return None;
         }
-        self.waiting
-            .keys()
-            .filter(|env| !self.busy.contains(*env))
-            .filter_map(|env| self.not_before.get(env).copied())
-            .min()
+        Deadline::earliest(
+            self.waiting
+                .keys()
+                .filter(|env| !self.busy.contains(*env))
+                .filter_map(|env| self.not_before.get(env).copied()),
+        )
     }
 
     /// A finished attempt: an answer not yet written ahead is written first.
@@ -223,8 +227,9 @@ impl Queue {
     /// (first in line) for a retry.
     fn record_done(
         &mut self,
+        clock: &dyn Clock,
         env: EnvId,
-        started: tokio::time::Instant,
+        next_step: Deadline,
         count: usize,
         result: RecordResult,
     ) -> Option<Vec<(JobId, Outcome)>> {
@@ -232,14 +237,13 @@ impl Queue {
         self.in_record -= count;
         match result {
             Ok(outcomes) => {
-                // What finished meanwhile is recorded together, a step after this record began.
-                self.not_before.insert(env, started + RECORD_STEP);
+                self.not_before.insert(env, next_step);
                 Some(outcomes)
             }
             Err((err, attempts)) => {
                 tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
                 self.not_before
-                    .insert(env, tokio::time::Instant::now() + RECORD_RETRY);
+                    .insert(env, Deadline::after(clock, RECORD_RETRY));
                 self.waiting.entry(env).or_default().splice(0..0, attempts);
                 None
             }

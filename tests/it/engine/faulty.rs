@@ -1,9 +1,10 @@
 //! A store wrapper for fault tests: it can hold up or refuse the tenant transactions the
 //! recorder opens (the claim runs on its locks' own connection, so it is not affected), fail
 //! every call as if the database were down, or run a hook when a claim takes its locks (to move
-//! the clock in the middle of a claim).
+//! the clock in the middle of a claim). The simulator also freezes it (nothing its instance asks
+//! goes out until it wakes) and has it refuse a share of what it is asked.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -31,6 +32,12 @@ pub struct FaultyStore {
     wakeups: AtomicUsize,
     /// Hand-offs to write and then answer with an error (the answer lost on its way).
     lose_hand_offs: AtomicUsize,
+    /// While true, every call waits: the instance using this store is frozen.
+    frozen: watch::Sender<bool>,
+    /// Calls refused, per thousand (drawn from `draws`, a sequence fixed by `seed`).
+    fail_permille: AtomicU32,
+    draws: AtomicU64,
+    seed: AtomicU64,
 }
 
 impl FaultyStore {
@@ -46,7 +53,48 @@ impl FaultyStore {
             held_wakeup: watch::channel(false).0,
             wakeups: AtomicUsize::new(0),
             lose_hand_offs: AtomicUsize::new(0),
+            frozen: watch::channel(false).0,
+            fail_permille: AtomicU32::new(0),
+            draws: AtomicU64::new(0),
+            seed: AtomicU64::new(0),
         })
+    }
+
+    /// Freezes (or wakes) the instance's side of the store: while frozen, every call waits
+    /// before it goes out, as a stopped process sends nothing.
+    pub fn freeze(&self, frozen: bool) {
+        self.frozen.send_replace(frozen);
+    }
+
+    /// Waits while the store is frozen (the instance's calls wait on it too).
+    pub fn gate(&self) -> watch::Receiver<bool> {
+        self.frozen.subscribe()
+    }
+
+    /// Refuses `permille` of every thousand calls from now on, drawn from a sequence fixed by
+    /// `seed` (0: none).
+    pub fn fail_some(&self, permille: u32, seed: u64) {
+        self.seed.store(seed, Ordering::SeqCst);
+        self.fail_permille.store(permille, Ordering::SeqCst);
+    }
+
+    /// Lets a call go out: not while frozen, not while down, and not if it is one of those
+    /// drawn to fail.
+    async fn pass(&self) -> StoreResult<()> {
+        let mut frozen = self.frozen.subscribe();
+        let _ = frozen.wait_for(|frozen| !*frozen).await;
+        self.check()?;
+        let permille = self.fail_permille.load(Ordering::SeqCst);
+        if permille > 0 {
+            let draw = self.draws.fetch_add(1, Ordering::SeqCst);
+            let seed = self.seed.load(Ordering::SeqCst);
+            if crate::sim::mix(seed ^ draw) % 1000 < u64::from(permille) {
+                return Err(StoreError::Database(
+                    "the database did not answer (simulated)".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Runs `hook` the next time a claim takes its schedule locks (after the claim chose what
@@ -117,7 +165,7 @@ impl Store for FaultyStore {
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
         let mut held = self.held.subscribe();
         let _ = held.wait_for(|held| !*held).await;
-        self.check()?;
+        self.pass().await?;
         if self.refuse_tenant.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(StoreError::Database("connection refused".into()));
@@ -125,7 +173,7 @@ impl Store for FaultyStore {
         self.inner.tenant_begin(env_id).await
     }
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {
-        self.check()?;
+        self.pass().await?;
         let hook = self.on_locks.lock().unwrap().take();
         if let Some(hook) = hook {
             hook();
@@ -139,7 +187,7 @@ impl Store for FaultyStore {
         seed: u32,
         share: Option<Share>,
     ) -> StoreResult<Vec<DueSchedule>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.schedules_due(now, limit, seed, share).await
     }
     async fn instance_beat(
@@ -148,11 +196,11 @@ impl Store for FaultyStore {
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
     ) -> StoreResult<Vec<uuid::Uuid>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.instance_beat(id, now, stale_before).await
     }
     async fn instance_leave(&self, id: uuid::Uuid) -> StoreResult<()> {
-        self.check()?;
+        self.pass().await?;
         self.inner.instance_leave(id).await
     }
     async fn jobs_due(
@@ -161,11 +209,11 @@ impl Store for FaultyStore {
         stale_before: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<DueJob>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.jobs_due(now, stale_before, limit).await
     }
     async fn jobs_lease_renew(&self, renewal: &LeaseRenewal) -> StoreResult<Vec<JobId>> {
-        self.check()?;
+        self.pass().await?;
         let renewed = self.inner.jobs_lease_renew(renewal).await?;
         self.renewals.fetch_add(1, Ordering::SeqCst);
         Ok(renewed)
@@ -176,7 +224,7 @@ impl Store for FaultyStore {
         lease: chrono::Duration,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<HandedOff>> {
-        self.check()?;
+        self.pass().await?;
         let handed = self.inner.jobs_hand_off(ids, lease, now).await?;
         let lose = self
             .lose_hand_offs
@@ -189,7 +237,7 @@ impl Store for FaultyStore {
         Ok(handed)
     }
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        self.check()?;
+        self.pass().await?;
         let next = self.inner.wakeup_next().await;
         self.wakeups.fetch_add(1, Ordering::SeqCst);
         let mut held = self.held_wakeup.subscribe();
@@ -197,66 +245,66 @@ impl Store for FaultyStore {
         next
     }
     async fn job_answers_put(&self, answers: &[JobAnswer]) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.job_answers_put(answers).await
     }
     async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.schedules_due_count(until, cap).await
     }
     async fn dlq_envs(&self) -> StoreResult<Vec<EnvId>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.dlq_envs().await
     }
     async fn stats_get(&self) -> StoreResult<StoreStats> {
-        self.check()?;
+        self.pass().await?;
         self.inner.stats_get().await
     }
     async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.schedule_zones_active().await
     }
     async fn envs_with_data(&self, limit: u32) -> StoreResult<Vec<EnvSummary>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.envs_with_data(limit).await
     }
     async fn outbox_claim(&self, claim: &OutboxClaim) -> StoreResult<Vec<OutboxEvent>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.outbox_claim(claim).await
     }
     async fn outbox_mark_relayed(&self, relayed: &OutboxRelayed) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.outbox_mark_relayed(relayed).await
     }
     async fn outbox_mark_failed(
         &self,
         failed: &OutboxFailed,
     ) -> StoreResult<Vec<OutboxFailureRecorded>> {
-        self.check()?;
+        self.pass().await?;
         self.inner.outbox_mark_failed(failed).await
     }
     async fn outbox_release(&self, release: &OutboxRelease) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.outbox_release(release).await
     }
     async fn outbox_purge(&self, purge: &OutboxPurge) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.outbox_purge(purge).await
     }
     async fn jobs_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.jobs_purge(purge).await
     }
     async fn audit_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.audit_purge(purge).await
     }
     async fn schedules_purge(&self, purge: &RetentionPurge) -> StoreResult<u64> {
-        self.check()?;
+        self.pass().await?;
         self.inner.schedules_purge(purge).await
     }
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
-        self.check()?;
+        self.pass().await?;
         self.inner.schema_status().await
     }
 }

@@ -143,7 +143,7 @@ impl Producer {
         let clock = engine.clock.clone();
         let timeout = engine.config.job_timeout;
         let done = self.calls_tx.clone();
-        tokio::spawn(async move {
+        self.call_tasks.spawn(async move {
             // A call that panics still ends in an outcome: otherwise its job would stay
             // running (its lease renewed) for the life of the process and every later fire
             // of its schedule be skipped.
@@ -180,6 +180,8 @@ impl Producer {
     /// A call ended: its slot is free, its outcome goes to the recorder (its backlog place is
     /// held until the record is done).
     pub(super) fn call_done(&mut self, called: Called) {
+        // Finished tasks leave the set (their ends came through the channel).
+        while self.call_tasks.try_join_next().is_some() {}
         if let Some(start) = called.unsent {
             self.slots.give_back(called.slot);
             let Attempt { schedule, job, .. } = called.attempt;

@@ -21,7 +21,7 @@ impl Producer {
             return;
         }
         if let Some(retry) = self.hand_off_retry {
-            if retry > tokio::time::Instant::now() {
+            if !retry.passed(&*self.engine.clock) {
                 return;
             }
             self.hand_off_retry = None;
@@ -81,7 +81,10 @@ impl Producer {
                     self.fires.step(job.id, FireEvent::HandOffFailed);
                 }
                 self.held.put_back(fires);
-                self.hand_off_retry = Some(tokio::time::Instant::now() + HAND_OFF_RETRY);
+                self.hand_off_retry = Some(crate::core::clock::Deadline::after(
+                    &*self.engine.clock,
+                    HAND_OFF_RETRY,
+                ));
                 return;
             }
         };
