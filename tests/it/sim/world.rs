@@ -27,9 +27,12 @@ use crate::engine::FaultyStore;
 /// that runs keeps its leases (a longer step would stall every instance at once).
 const MAX_STEP_MS: u64 = 1_500;
 
-/// How long (real time) an instance may take to settle before the world moves on anyway: it
-/// may be waiting for a store that refuses it, or on the wall clock.
-const SETTLE_WAIT: StdDuration = StdDuration::from_secs(2);
+/// How long (real time) an instance may take to settle before the world moves on anyway. An
+/// instance that has not settled is mostly waiting out a pause (after a store refused it,
+/// between two records) that ends on its clock or the wall clock, whichever first: moving the
+/// clock ends it. One that is really busy sees time pass while it works, as on a slow machine,
+/// but never as much as a lease between two looks.
+const SETTLE_WAIT: StdDuration = StdDuration::from_millis(20);
 
 enum State {
     Running,
