@@ -252,6 +252,11 @@ impl Schedule {
     /// (paused, deleted, resumed or re-timed; the change decides). `None` when it may be
     /// called.
     pub fn withdraws_fire_of(&self, claimed: &Schedule) -> Option<String> {
+        // Completing (status and next fire) is what the last run held does to its schedule at
+        // its instant, never a user's change: it does not withdraw that run.
+        if claimed.status == ScheduleStatus::Active && self.status == ScheduleStatus::Completed {
+            return None;
+        }
         if self.status != claimed.status {
             Some(format!(
                 "skipped: the schedule became {} before this fire's instant",

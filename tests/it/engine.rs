@@ -27,6 +27,7 @@ mod defects;
 mod faulty;
 mod fenced;
 mod firing;
+mod last_run;
 mod overlap;
 mod paused;
 mod pipeline;
@@ -40,6 +41,7 @@ pub use defects::*;
 pub use faulty::FaultyStore;
 pub use fenced::*;
 pub use firing::*;
+pub use last_run::*;
 pub use overlap::*;
 pub use paused::*;
 pub use pipeline::*;
@@ -330,6 +332,8 @@ macro_rules! engine_suite {
                 a_jittered_fold_that_runs_twice_calls_both_in_order,
                 start_and_end_bound_the_fires_and_the_end_completes,
                 remaining_runs_count_down_with_each_fire_and_complete,
+                a_last_run_claimed_ahead_completes_its_schedule_when_called,
+                a_last_run_withdrawn_by_a_pause_is_given_back,
                 a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,

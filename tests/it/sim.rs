@@ -153,6 +153,11 @@ pub async fn run_seed(
             world.ledger.calls(),
             world.now
         );
+        if !violations.is_empty() {
+            for line in world.ledger.trace() {
+                eprintln!("    {line}");
+            }
+        }
         for violation in &violations {
             eprintln!("  - {violation}");
         }

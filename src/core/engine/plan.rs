@@ -13,8 +13,9 @@
 //! - a fire counts its schedule's `remaining_runs` down only if it will run (an occurrence
 //!   skipped for an open job counts nothing, `will_run`);
 //! - the next call is the one strictly after the occurrence (or now, if later); a cron
-//!   schedule with none left completes, a one-shot completes when its job ends (now, if it
-//!   fires nothing).
+//!   schedule with no occurrence left completes, one whose last run fires completes as that
+//!   run is called (a run claimed ahead keeps it due until its instant), a one-shot completes
+//!   when its job ends (now, if it fires nothing).
 
 use std::collections::{HashMap, HashSet};
 
@@ -160,6 +161,14 @@ pub(super) fn plan(
         if seen.busy.contains(&d.id) {
             continue;
         }
+        // Its last run counted (claimed ahead or called): it completes at that run's instant,
+        // when its call is made, not before.
+        if schedule.remaining_runs == Some(0) && schedule.kind() == ScheduleKind::Cron {
+            if d.next_run_at <= now {
+                plan.decisions.push(completion(d, now));
+            }
+            continue;
+        }
         let occurrences = schedule.occurrences();
         let (fire_at, mut missed) = catch_up(&occurrences, d.next_run_at, now);
         let fires = schedule.policies.in_catchup_window(fire_at, now);
@@ -191,6 +200,9 @@ pub(super) fn plan(
         let next = next_fire(schedule, now.max(d.next_run_at));
         let (next_run_at, completes) = match next {
             Some(next) if remaining_runs != Some(0) => (Some(next), false),
+            // The last run is held for its instant: the schedule stays due at that instant and
+            // completes then, as the call is made (a run called now completes now, below).
+            Some(_) if fire.is_some_and(|f| f.held) => (Some(fire_at), false),
             // A cron schedule with nothing left to fire (its end, its last run, an expression
             // that never fires again) completes; its job, if it fires, runs.
             _ if schedule.kind() == ScheduleKind::Cron => (Some(d.next_run_at), true),
@@ -212,6 +224,23 @@ pub(super) fn plan(
         });
     }
     plan
+}
+
+/// The completion of a schedule whose last run was fired: at the instant of that run (its
+/// stored next fire), with nothing more fired or missed.
+fn completion(d: &DueSchedule, now: DateTime<Utc>) -> Decision {
+    Decision {
+        claim: ScheduleClaim {
+            id: d.id,
+            expected_next_run_at: d.next_run_at,
+            next_run_at: Some(d.next_run_at),
+            remaining_runs: Some(0),
+            now,
+        },
+        fire: None,
+        missed: None,
+        completes: true,
+    }
 }
 
 /// The next call of a schedule strictly after `after`. An expression that no longer parses is

@@ -76,7 +76,7 @@ impl Ops {
             let payload = EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
             tx.outbox_insert(&payload.into_event(&saved)).await?;
         }
-        withdraw_held_fire(&mut *tx, &current, &saved, actor).await?;
+        let saved = withdraw_held_fire(&mut *tx, &current, saved, actor).await?;
         if saved.status == ScheduleStatus::Active && current.status != ScheduleStatus::Active {
             // A buffered or backfilled occurrence whose turn came while it was paused.
             release_buffered(&mut *tx, &saved, actor.now).await?;
@@ -309,7 +309,7 @@ pub async fn update_schedule(
     let event =
         EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;
-    withdraw_held_fire(tx, current, &saved, actor).await?;
+    let saved = withdraw_held_fire(tx, current, saved, actor).await?;
     tx.audit_insert(&actor.audit(
         "schedule.update",
         "schedule",
@@ -345,7 +345,7 @@ pub async fn delete_schedule(
         })
         .await?;
     }
-    withdraw_held_fire(tx, current, &saved, actor).await?;
+    let saved = withdraw_held_fire(tx, current, saved, actor).await?;
     // Occurrences waiting their turn (buffered, backfilled) will not run.
     for waiting in tx
         .jobs_of_schedule(current.id, &[JobStatus::Buffered])
@@ -378,21 +378,23 @@ pub async fn delete_schedule(
 /// deleted, resumed, re-timed). In the change's own transaction, so no instance calls it and
 /// the new timing may claim the occurrence again at once; the guarded write and the engine's
 /// hand-off (`Store::jobs_hand_off`) decide which comes first. A fire handed off (its call
-/// may be in flight) is left alone.
+/// may be in flight) is left alone. A withdrawn fire had counted its schedule's
+/// `remaining_runs` down (a fire claimed ahead always runs): the run is given back. Returns the
+/// schedule as it is now.
 async fn withdraw_held_fire(
     tx: &mut dyn TenantTx,
     before: &Schedule,
-    after: &Schedule,
+    after: Schedule,
     actor: &Actor,
-) -> OpsResult<()> {
+) -> OpsResult<Schedule> {
     let Some(reason) = after.withdraws_fire_of(before) else {
-        return Ok(());
+        return Ok(after);
     };
     let Some(open) = tx.job_get_open(after.id).await? else {
-        return Ok(());
+        return Ok(after);
     };
     if open.status != JobStatus::Scheduled {
-        return Ok(());
+        return Ok(after);
     }
     let withdraw = JobWithdraw {
         id: open.id,
@@ -401,14 +403,27 @@ async fn withdraw_held_fire(
         handed_off: false,
     };
     if let Some(record) = tx.job_withdraw(&withdraw).await? {
-        let event = EventPayload::for_schedule(events::JOB_SKIPPED, after, actor.now)
+        let event = EventPayload::for_schedule(events::JOB_SKIPPED, &after, actor.now)
             .with_job(&record)
             .by(&actor.name);
-        tx.outbox_insert(&event.into_event(after)).await?;
+        tx.outbox_insert(&event.into_event(&after)).await?;
         // An occurrence that waited behind the withdrawn fire (a backfill) may run now.
         if after.status == ScheduleStatus::Active {
-            release_buffered(tx, after, actor.now).await?;
+            release_buffered(tx, &after, actor.now).await?;
+        }
+        if let Some(left) = after.remaining_runs {
+            let given_back = Schedule {
+                remaining_runs: Some(left + 1),
+                ..after
+            };
+            return Ok(tx
+                .schedule_set_definition(&ScheduleSetDefinition::to_match(
+                    &given_back,
+                    &actor.name,
+                    actor.now,
+                ))
+                .await?);
         }
     }
-    Ok(())
+    Ok(after)
 }

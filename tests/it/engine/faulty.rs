@@ -38,6 +38,8 @@ pub struct FaultyStore {
     fail_permille: AtomicU32,
     draws: AtomicU64,
     seed: AtomicU64,
+    /// Run whenever a lease renewal is refused.
+    on_refused_renewal: Mutex<Option<Box<dyn Fn() + Send>>>,
 }
 
 impl FaultyStore {
@@ -57,7 +59,13 @@ impl FaultyStore {
             fail_permille: AtomicU32::new(0),
             draws: AtomicU64::new(0),
             seed: AtomicU64::new(0),
+            on_refused_renewal: Mutex::new(None),
         })
+    }
+
+    /// Runs `hook` whenever a lease renewal is refused (the instance may lose its leases).
+    pub fn when_renewal_refused(&self, hook: impl Fn() + Send + 'static) {
+        *self.on_refused_renewal.lock().unwrap() = Some(Box::new(hook));
     }
 
     /// Freezes (or wakes) the instance's side of the store: while frozen, every call waits
@@ -213,7 +221,12 @@ impl Store for FaultyStore {
         self.inner.jobs_due(now, stale_before, limit).await
     }
     async fn jobs_lease_renew(&self, renewal: &LeaseRenewal) -> StoreResult<Vec<JobId>> {
-        self.pass().await?;
+        if let Err(err) = self.pass().await {
+            if let Some(hook) = &*self.on_refused_renewal.lock().unwrap() {
+                hook();
+            }
+            return Err(err);
+        }
         let renewed = self.inner.jobs_lease_renew(renewal).await?;
         self.renewals.fetch_add(1, Ordering::SeqCst);
         Ok(renewed)

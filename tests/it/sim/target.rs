@@ -101,6 +101,8 @@ struct Book {
     /// Jobs whose success the store has recorded (as of the last look).
     succeeded: HashSet<JobId>,
     violations: Vec<String>,
+    /// What happened, in order, for a replay to print.
+    trace: Vec<String>,
 }
 
 /// The service's ledger, shared by every instance's target.
@@ -116,6 +118,7 @@ impl Ledger {
             in_flight: HashMap::new(),
             succeeded: HashSet::new(),
             violations: Vec::new(),
+            trace: Vec::new(),
         })))
     }
 
@@ -141,6 +144,15 @@ impl Ledger {
         }
     }
 
+    /// Notes what the world did, in order with the calls.
+    pub fn note(&self, what: String) {
+        self.book().trace.push(what);
+    }
+
+    pub fn trace(&self) -> Vec<String> {
+        self.book().trace.clone()
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.book().violations.clone()
     }
@@ -155,6 +167,7 @@ impl Ledger {
         let mut book = self.book();
         book.calls += 1;
         let call = book.calls;
+        book.trace.push(format!("call {call}:"));
         let job = request.job_id;
         if now < request.scheduled_for {
             book.violations.push(format!(
@@ -170,9 +183,10 @@ impl Ledger {
         }
         let out = book.in_flight.entry(job).or_default();
         if let Some(other) = out.iter().find(|c| !c.excused) {
+            let first = other.call;
             let other = other.instance;
             book.violations.push(format!(
-                "job {job} called at {now} by instance {instance} while instance {other}'s call of it was in flight"
+                "job {job} called at {now} by instance {instance} while instance {other}'s call {first} of it was in flight"
             ));
         }
         book.in_flight.entry(job).or_default().push(InFlight {
@@ -190,11 +204,16 @@ impl Ledger {
         } else {
             Answer::Ok(latency)
         };
+        book.trace.push(format!(
+            "{now} instance {instance} calls job {job} attempt {} ({answer:?})",
+            request.attempt
+        ));
         (call, answer)
     }
 
     fn leave(&self, job: JobId, call: u64) {
         let mut book = self.book();
+        book.trace.push(format!("call {call} of job {job} ends"));
         if let Some(out) = book.in_flight.get_mut(&job) {
             out.retain(|c| c.call != call);
             if out.is_empty() {

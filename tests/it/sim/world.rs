@@ -138,6 +138,12 @@ impl World {
             gate: store.gate(),
             ledger: self.ledger.clone(),
         };
+        // An instance that cannot renew may lose its leases while its calls are out: the
+        // window the README names for an instance that cannot reach the database.
+        store.when_renewal_refused({
+            let ledger = self.ledger.clone();
+            move || ledger.excuse(index)
+        });
         let engine = Engine::new(
             store.clone(),
             Arc::new(target),
@@ -218,6 +224,8 @@ impl World {
                         .set(now + Duration::milliseconds(instance.skew_ms));
                     instance.store.freeze(false);
                     instance.state = State::Running;
+                    self.ledger
+                        .note(format!("{now} instance {} wakes", instance.id));
                 }
                 State::Dead { restart_at } if restart_at <= now => restart.push(index),
                 _ => {}
@@ -225,6 +233,10 @@ impl World {
         }
         for index in restart {
             let mut fresh = self.instance();
+            self.ledger.note(format!(
+                "{now} instance {} starts in place of {}",
+                fresh.id, self.instances[index].id
+            ));
             std::mem::swap(&mut self.instances[index], &mut fresh);
         }
         for instance in &self.instances {
@@ -234,6 +246,8 @@ impl World {
                     .is_err()
             {
                 self.unsettled += 1;
+                self.ledger
+                    .note(format!("{now} instance {} has not settled", instance.id));
             }
         }
     }
@@ -319,6 +333,10 @@ impl World {
             0..=2 if running => {
                 self.tally[1] += 1;
                 self.ledger.excuse(self.instances[index].id);
+                self.ledger.note(format!(
+                    "{now} instance {} killed",
+                    self.instances[index].id
+                ));
                 let instance = &mut self.instances[index];
                 if let Some(task) = instance.task.take() {
                     task.abort();
@@ -333,6 +351,10 @@ impl World {
             3..=5 if running => {
                 self.tally[2] += 1;
                 self.ledger.excuse(self.instances[index].id);
+                self.ledger.note(format!(
+                    "{now} instance {} frozen",
+                    self.instances[index].id
+                ));
                 let span = Duration::milliseconds(500 + self.rng.below(60_000) as i64);
                 let instance = &mut self.instances[index];
                 instance.store.freeze(true);
@@ -346,6 +368,10 @@ impl World {
                 let permille = [0, 0, 50, 200][self.rng.below(4) as usize];
                 let seed = self.rng.next();
                 self.instances[index].store.fail_some(permille, seed);
+                self.ledger.note(format!(
+                    "{now} instance {}'s store refuses {permille}/1000",
+                    self.instances[index].id
+                ));
             }
             // The wall clock steps, within the margin the README names.
             7 => {

@@ -196,6 +196,50 @@ fn runs_count_down_only_for_an_occurrence_that_will_run_and_the_last_completes()
 }
 
 #[test]
+fn a_last_run_claimed_ahead_completes_its_schedule_at_its_instant() {
+    let mut s = schedule("* * * * *", t0());
+    s.remaining_runs = Some(1);
+    let ahead = t0() - Duration::seconds(5);
+    let p = plan_one(&s, &Seen::default(), ahead, Admit::Hold);
+    let d = &p.decisions[0];
+    assert_eq!(
+        d.fire,
+        Some(Fire {
+            at: t0(),
+            held: true
+        })
+    );
+    assert_eq!(d.claim.remaining_runs, Some(0));
+    assert!(!d.completes, "not while its last run is still to come");
+    assert_eq!(d.claim.next_run_at, Some(t0()), "due again at the instant");
+    // Until the instant the schedule is left alone (its last run is its open job).
+    s.remaining_runs = Some(0);
+    s.next_run_at = Some(t0());
+    let busy = Seen {
+        busy: HashSet::from([s.id]),
+        ..Seen::default()
+    };
+    assert!(plan_one(&s, &busy, ahead, Admit::Hold).decisions.is_empty());
+    assert!(
+        plan_one(&s, &Seen::default(), ahead, Admit::Hold)
+            .decisions
+            .is_empty()
+    );
+    // At the instant, as the call is made, it completes, firing nothing more.
+    let open = Seen {
+        open_now: HashSet::from([s.id]),
+        ..Seen::default()
+    };
+    let p = plan_one(&s, &open, t0(), Admit::Now);
+    let d = &p.decisions[0];
+    assert_eq!(
+        (d.fire, d.missed.is_none(), d.completes),
+        (None, true, true)
+    );
+    assert_eq!(d.claim.remaining_runs, Some(0));
+}
+
+#[test]
 fn a_schedule_past_its_end_completes_with_its_last_occurrence() {
     let mut s = schedule("* * * * *", t0());
     s.policies.end_at = Some(t0() + Duration::seconds(30));
@@ -256,8 +300,14 @@ proptest! {
             Admit::Now
         };
         let p = plan_one(&s, &seen, now, admit);
-        if refuse && p.decisions.is_empty() {
-            prop_assert_eq!(p.deferred, 1);
+        if p.decisions.is_empty() {
+            // Refused, or out of runs before the instant of its last (which completes it).
+            if runs == Some(0) {
+                prop_assert!(now < t0());
+            } else {
+                prop_assert!(refuse);
+                prop_assert_eq!(p.deferred, 1);
+            }
             return Ok(());
         }
         let d = &p.decisions[0];
@@ -272,7 +322,9 @@ proptest! {
         if let (Some(before), Some(after)) = (runs, d.claim.remaining_runs) {
             prop_assert!(after >= 0 && after <= before && before - after <= 1);
         }
-        if d.claim.remaining_runs == Some(0) {
+        // Out of runs, it completes, unless its last run is held for its instant (it
+        // completes then).
+        if d.claim.remaining_runs == Some(0) && !d.fire.is_some_and(|f| f.held) {
             prop_assert!(d.completes);
         }
     }
