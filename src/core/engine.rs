@@ -32,20 +32,18 @@
 //! be recorded; an attempt whose lease ran out (its instance died) is recorded as a failed
 //! attempt whose retry is due at once, so the retry rules apply to it too.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::core::breaker::{BreakerConfig, Breakers};
+use crate::core::breaker::Breakers;
 use crate::core::clock::Clock;
 use crate::core::dispatch::Dispatcher;
-use crate::core::metrics::{Metrics, inc};
+use crate::core::metrics::Metrics;
 use crate::core::model::*;
 use crate::core::policies::Overlap;
-use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
 
 mod claim;
@@ -53,6 +51,7 @@ mod fire;
 mod held;
 mod lease;
 mod outcome;
+mod parts;
 mod plan;
 mod producer;
 mod recorder;
@@ -63,56 +62,12 @@ mod wake;
 
 pub use lease::{ATTEMPT_LEASE, CALL_MARGIN};
 pub use outcome::run_request;
+pub use parts::{
+    CLAIM_LEASE_PAST_INSTANT, ENGINE_ACTOR, EngineConfig, EngineError, RECORD_MARGIN, TickSummary,
+};
+use parts::{Parts, Task};
 pub use plan::MISSED_COUNT_CAP;
 pub use share::{BEAT_EVERY, STALE_AFTER};
-
-/// The actor recorded for the engine's own changes.
-pub const ENGINE_ACTOR: &str = "sentin8-cron:engine";
-
-/// Tuning of the engine.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Due schedules fetched per claim round; rounds repeat while slots are free.
-    pub batch_size: u32,
-    /// Due retries fetched per drain round.
-    pub drain_size: u32,
-    /// Proxy-back calls in flight at once (the global slots).
-    pub concurrency: usize,
-    /// Calls in flight at once for one environment.
-    pub env_concurrency: usize,
-    /// Calls in flight at once to one target origin.
-    pub origin_concurrency: usize,
-    /// The per-origin circuit breaker.
-    pub breaker: BreakerConfig,
-    /// The bound on one proxy-back call; a timeout is a failed attempt.
-    pub job_timeout: Duration,
-    pub retry: RetryPolicy,
-    /// How long a running attempt's lease lasts ([`ATTEMPT_LEASE`] by default); its instance
-    /// renews it a few times per lease while it holds the attempt. An attempt whose lease ran
-    /// out is taken over by any instance, so a dead instance's attempts are taken over this
-    /// long after it last renewed them.
-    pub lease: Duration,
-    /// Orders schedules due at the same instant differently for each instance, so instances
-    /// do not all contend for the same earliest batch.
-    pub claim_seed: u32,
-    /// How far ahead of their instant the continuous loop claims due schedules: the claim's
-    /// database work is done before the instant, and the call leaves at it. Used up to half a
-    /// lease; zero claims at the instant. `tick` always claims at the instant.
-    pub claim_ahead: Duration,
-    /// The safety poll: the loop wakes at least this often.
-    pub tick_interval: Duration,
-    /// Upper bound on claim rounds per tick, so one tick cannot run forever under a flood.
-    pub max_batches_per_tick: u32,
-}
-
-/// How long past the job timeout shutdown waits for a call's outcome to be recorded.
-pub const RECORD_MARGIN: Duration = Duration::from_secs(5);
-
-/// How long past its instant a fire claimed ahead (`scheduled`) stays claimed by its instance
-/// without a hand-off. Its instance hands it off before the instant; when the instance stopped,
-/// any instance releases the fire to run once this lapses, so it is called a few seconds late,
-/// not a whole call lease late. An instance never releases a fire it holds itself.
-pub const CLAIM_LEASE_PAST_INSTANT: Duration = Duration::from_secs(2);
 
 impl EngineConfig {
     /// How far ahead the continuous loop claims: `claim_ahead`, at most a minute. A fire
@@ -120,95 +75,6 @@ impl EngineConfig {
     /// ([`CLAIM_LEASE_PAST_INSTANT`]), so the lead does not depend on the attempt lease.
     pub fn lead(&self) -> Duration {
         self.claim_ahead.min(wake::LEAD_MAX)
-    }
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        let job_timeout = Duration::from_secs(30);
-        // `serve` and `tick` take these as their flags' defaults (a test in `cmd::args` holds
-        // them equal).
-        Self {
-            batch_size: 500,
-            drain_size: 500,
-            concurrency: 256,
-            env_concurrency: 64,
-            origin_concurrency: 32,
-            breaker: BreakerConfig::default(),
-            job_timeout,
-            retry: RetryPolicy::default(),
-            lease: ATTEMPT_LEASE,
-            claim_seed: rand_seed(),
-            claim_ahead: Duration::from_secs(10),
-            tick_interval: Duration::from_secs(60),
-            max_batches_per_tick: 200,
-        }
-    }
-}
-
-/// A per-process seed (different instances order same-instant work differently).
-fn rand_seed() -> u32 {
-    let id = uuid::Uuid::new_v4();
-    let bytes = id.as_bytes();
-    u32::from_le_bytes([bytes[0], bytes[5], bytes[10], bytes[15]])
-}
-
-/// What one tick did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct TickSummary {
-    /// Due schedules seen.
-    pub due: u64,
-    /// Jobs started from a due schedule.
-    pub fired: u64,
-    /// Retries (and triggered or republished jobs) started from the drain.
-    pub retried_attempts: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    /// Failed attempts that will be retried.
-    pub retried: u64,
-    pub dead_lettered: u64,
-    pub skipped: u64,
-    /// Fires that wait for their schedule's open job (overlap `buffer_one`).
-    pub buffered: u64,
-    /// Due work another ticker took first.
-    pub lost: u64,
-    /// Per-schedule errors (logged; the batch went on).
-    pub errors: u64,
-}
-
-impl TickSummary {
-    /// Adds what a claim round counted.
-    fn merge(&mut self, other: &TickSummary) {
-        self.due += other.due;
-        self.fired += other.fired;
-        self.retried_attempts += other.retried_attempts;
-        self.succeeded += other.succeeded;
-        self.failed += other.failed;
-        self.retried += other.retried;
-        self.dead_lettered += other.dead_lettered;
-        self.skipped += other.skipped;
-        self.buffered += other.buffered;
-        self.lost += other.lost;
-        self.errors += other.errors;
-    }
-
-    fn add(&mut self, outcome: &Outcome) {
-        match outcome {
-            Outcome::Attempted { result, .. } => match result {
-                AttemptResult::Succeeded => self.succeeded += 1,
-                AttemptResult::Retry => {
-                    self.failed += 1;
-                    self.retried += 1;
-                }
-                AttemptResult::DeadLettered | AttemptResult::Failed => {
-                    self.failed += 1;
-                    if *result == AttemptResult::DeadLettered {
-                        self.dead_lettered += 1;
-                    }
-                }
-                AttemptResult::Superseded => self.lost += 1,
-            },
-        }
     }
 }
 
@@ -264,50 +130,13 @@ impl PlannedAction {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AttemptResult {
-    Succeeded,
-    Retry,
-    DeadLettered,
-    /// Failed without a retry or a DLQ entry (the schedule was deleted meanwhile).
-    Failed,
-    /// The attempt was recorded by someone else first (it went stale and was reclaimed).
-    Superseded,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Attempted { result: AttemptResult },
-}
-
-/// An engine error: only the due-selection queries can fail a whole tick.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// A task of the engine's, aborted when its handle is dropped: the engine's future owns its
-/// tasks, so dropping it (a process dying, as the simulator models it) leaves none running.
-struct Task<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for Task<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The engine, shared by the loop, `tick --once` and tests. Cheap to clone: the tasks of its
 /// database work each hold a clone.
 #[derive(Clone)]
 pub struct Engine {
-    store: Arc<dyn Store>,
-    dispatcher: Arc<dyn Dispatcher>,
-    clock: Arc<dyn Clock>,
-    config: EngineConfig,
-    metrics: Arc<Metrics>,
-    /// Kept across ticks: an origin's failures count whichever tick saw them.
-    /// The breakers between producers (a producer owns them while it runs).
+    parts: Parts,
+    /// The breakers between producers (a producer owns them while it runs), kept across
+    /// ticks: an origin's failures count whichever tick saw them.
     breakers: Arc<Mutex<Option<Breakers>>>,
     /// This instance among the instances sharing the store (see `share.rs`).
     instance: uuid::Uuid,
@@ -330,20 +159,22 @@ impl Engine {
             instance: uuid::Uuid::new_v4(),
             share: Arc::new(tokio::sync::watch::channel((0, 1)).0),
             probe: Arc::default(),
-            store,
-            dispatcher,
-            clock,
-            config,
-            metrics,
+            parts: Parts {
+                store,
+                dispatcher,
+                clock,
+                config,
+                metrics,
+            },
         }
     }
 
     pub fn config(&self) -> &EngineConfig {
-        &self.config
+        &self.parts.config
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
+        &self.parts.metrics
     }
 
     /// Runs one tick: due schedules in batches, then the retry drain. A failure of one
@@ -372,29 +203,36 @@ impl Engine {
         let (recorded_tx, recorded) = tokio::sync::mpsc::unbounded_channel();
         let (pressing, pressing_rx) = tokio::sync::watch::channel(false);
         let recorder = recorder::Recorder {
-            engine: self,
+            parts: &self.parts,
             done,
             recorded: recorded_tx,
             pressing: pressing_rx,
         };
         let producer = producer::Producer::new(
-            self.clone(),
+            self.parts.clone(),
+            self.probe.clone(),
+            self.take_breakers(),
             mode,
-            to_recorder,
-            recorded,
-            pressing,
-            share_rx,
+            producer::Links {
+                to_recorder,
+                recorded,
+                pressing,
+                share: share_rx,
+            },
         );
         if !matches!(mode, producer::Mode::Serve { .. }) {
-            let (result, ()) = tokio::join!(producer.run(shutdown), recorder.run());
-            return result;
+            let ((summary, error, breakers), ()) =
+                tokio::join!(producer.run(shutdown), recorder.run());
+            self.give_back_breakers(breakers);
+            return (summary, error);
         }
         // The first round already claims this instance's share only.
-        share::beat(&*self.store, &*self.clock, self.instance, &share).await;
+        let Parts { store, clock, .. } = &self.parts;
+        share::beat(&**store, &**clock, self.instance, &share).await;
         let (stop_beats, beats_stopped) = tokio::sync::watch::channel(false);
         let mut beating = Task(tokio::spawn(share::keep_share(
-            self.store.clone(),
-            self.clock.clone(),
+            store.clone(),
+            clock.clone(),
             self.instance,
             share,
             beats_stopped,
@@ -405,18 +243,19 @@ impl Engine {
             let _ = stop_beats.send(true);
             result
         };
-        let (result, ()) = tokio::join!(producing, recorder.run());
+        let ((summary, error, breakers), ()) = tokio::join!(producing, recorder.run());
+        self.give_back_breakers(breakers);
         if let Err(err) = (&mut beating.0).await {
             tracing::error!(error = %err, "the heartbeat stopped");
         }
-        result
+        (summary, error)
     }
 
     /// Runs the engine continuously until `shutdown` resolves. Claiming stops at once; fires
     /// already claimed ahead are still called at their instants, calls in flight finish (each
     /// bounded by the job timeout), and every outcome is recorded before this returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
-        let lead = self.config.lead();
+        let lead = self.parts.config.lead();
         let _ = self
             .dispatch(producer::Mode::Serve { lead }, shutdown)
             .await;
@@ -447,7 +286,7 @@ impl Engine {
     fn take_breakers(&self) -> Breakers {
         let mut kept = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
         kept.take()
-            .unwrap_or_else(|| Breakers::new(self.config.breaker))
+            .unwrap_or_else(|| Breakers::new(self.parts.config.breaker))
     }
 
     /// Keeps a producer's breakers for the next one (the next `tick`).
@@ -455,33 +294,21 @@ impl Engine {
         *self.breakers.lock().unwrap_or_else(|p| p.into_inner()) = Some(breakers);
     }
 
-    /// Metrics of one round of claims.
-    fn observe_round(&self, started: Instant, failed: Option<&StoreError>) {
-        self.metrics.tick_duration.observe(started.elapsed());
-        match failed {
-            None => {
-                inc(&self.metrics.ticks);
-                self.metrics
-                    .last_tick_unix
-                    .store(self.clock.now().timestamp(), Ordering::Relaxed);
-            }
-            Some(err) => {
-                inc(&self.metrics.tick_errors);
-                tracing::error!(error = %err, "tick failed");
-            }
-        }
-    }
-
     /// What a tick would fire now, without firing anything.
     pub async fn plan(&self) -> Result<Vec<PlannedFire>, EngineError> {
-        let now = self.clock.now();
-        let due = self
-            .store
-            .schedules_due(now, self.config.batch_size, self.config.claim_seed, None)
+        let Parts {
+            store,
+            clock,
+            config,
+            ..
+        } = &self.parts;
+        let now = clock.now();
+        let due = store
+            .schedules_due(now, config.batch_size, config.claim_seed, None)
             .await?;
         let mut planned = Vec::with_capacity(due.len());
         for d in due {
-            let mut tx = self.store.tenant_begin(d.env_id).await?;
+            let mut tx = store.tenant_begin(d.env_id).await?;
             let Some(schedule) = tx.schedule_get(d.id).await? else {
                 continue;
             };
@@ -506,10 +333,6 @@ impl Engine {
         }
         Ok(planned)
     }
-}
-
-fn chrono_duration(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
 #[cfg(test)]

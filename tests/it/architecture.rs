@@ -215,3 +215,35 @@ fn a_long_function_is_found() {
     assert_eq!(long_functions(&source, 6), ["go: 7 lines"]);
     assert!(long_functions(&source, 7).is_empty());
 }
+
+/// Whether a line of the engine's parts names the `Engine` itself (not its configuration or
+/// its error).
+fn names_the_engine(line: &str) -> bool {
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| word == "Engine")
+}
+
+#[test]
+fn no_part_of_the_engine_reaches_back_into_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core/engine");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut back = Vec::new();
+    for file in files {
+        let source = fs::read_to_string(&file).expect("readable");
+        for (n, line) in source.lines().enumerate() {
+            if names_the_engine(line) && !line.trim_start().starts_with("//") {
+                back.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        back.is_empty(),
+        "the engine's parts take what they need (`parts::Parts`), not the engine:\n{}",
+        back.join("\n")
+    );
+    assert!(names_the_engine("use super::{Engine, Outcome};"));
+    assert!(!names_the_engine(
+        "use super::parts::{EngineConfig, EngineError};"
+    ));
+}

@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
+use super::parts::{ENGINE_ACTOR, Parts};
 use super::plan::{self, Admit};
-use super::{ENGINE_ACTOR, Engine};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::inc;
 use crate::core::model::*;
@@ -60,7 +60,7 @@ pub(super) enum RetryClaim {
     Lost,
 }
 
-impl Engine {
+impl Parts {
     /// Claims one environment's due schedules under their locks. `admit` decides for a
     /// schedule about to be claimed: call it now, hold it for its instant, or leave it due.
     pub(super) async fn claim_group(
@@ -228,8 +228,8 @@ impl Engine {
     /// handed off (at once). Under `allow_all` it runs beside whatever job of its schedule is
     /// open.
     fn fire_job(&self, schedule: &Schedule, fire: plan::Fire, now: DateTime<Utc>) -> NewJob {
-        let lease = super::chrono_duration(self.config.lease);
-        let claim_lease = super::chrono_duration(super::CLAIM_LEASE_PAST_INSTANT);
+        let lease = super::parts::chrono_duration(self.config.lease);
+        let claim_lease = super::parts::chrono_duration(super::parts::CLAIM_LEASE_PAST_INSTANT);
         let job = if fire.held {
             NewJob::scheduled(schedule.id, fire.at, fire.at.max(now) + claim_lease, now)
         } else {
@@ -329,7 +329,7 @@ impl Engine {
             let claim = JobClaim {
                 id: due.id,
                 now,
-                lease_until: now + super::chrono_duration(self.config.lease),
+                lease_until: now + super::parts::chrono_duration(self.config.lease),
             };
             let Some(job) = tx.job_claim(&claim).await? else {
                 return Ok(RetryClaim::Lost);
@@ -399,7 +399,7 @@ pub(super) enum Recheck {
     Withdrawn,
 }
 
-impl Engine {
+impl Parts {
     /// Reads again the schedules of fires one environment handed off whose schedule changed
     /// since the claim. A schedule whose status, timing or next fire changed without the
     /// change withdrawing the fire (it bypassed the operations) has the fire withdrawn here,

@@ -16,7 +16,7 @@ mod attempt;
 use attempt::attempt_detail;
 pub(super) use attempt::{Attempt, Failure, answered};
 
-use super::{AttemptResult, ENGINE_ACTOR, Engine, Outcome, chrono_duration};
+use super::parts::{AttemptResult, ENGINE_ACTOR, Outcome, Parts, chrono_duration};
 use crate::core::breaker::CallHealth;
 use crate::core::buffered::release_buffered;
 use crate::core::clock::{Clock, wait_on};
@@ -72,7 +72,7 @@ pub(super) async fn call_alone(
 /// How long recording waits for a schedule row another transaction holds.
 const RECORD_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl Engine {
+impl Parts {
     /// Step 3 for attempts of one environment: their outcomes in one transaction.
     pub(super) async fn record(
         &self,

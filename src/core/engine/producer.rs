@@ -23,6 +23,7 @@
 //! never stalls them; every decision still reads the injected clock.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -37,9 +38,10 @@ use super::fire::{FireEvent, Fires};
 use super::held::{Held, Ready};
 use super::lease::Lease;
 use super::outcome::Attempt;
+use super::parts::{EngineError, Outcome, Parts, Task, TickSummary};
 use super::round::{Claimed, Round};
 use super::slots::{Slot, Slots};
-use super::{Engine, EngineError, Outcome, TickSummary, wake};
+use super::wake;
 use crate::core::breaker::Breakers;
 
 mod calls;
@@ -125,7 +127,7 @@ impl NextRound {
     /// `wait` from `now` on the engine's clock, and from now on the wall clock.
     fn after(now: DateTime<Utc>, wait: Duration, pause: bool) -> Self {
         Self {
-            at: now + super::chrono_duration(wait),
+            at: now + super::parts::chrono_duration(wait),
             real: tokio::time::Instant::now() + wait,
             pause,
         }
@@ -152,7 +154,7 @@ struct TickState {
     error: Option<EngineError>,
 }
 
-/// What the producer says of itself to [`Engine::settled`].
+/// What the producer says of itself (the engine's `settled` waits on it).
 #[derive(Debug, Default)]
 pub(super) struct Probe {
     pokes: std::sync::atomic::AtomicU64,
@@ -188,7 +190,9 @@ impl Probe {
 }
 
 pub(super) struct Producer {
-    engine: Engine,
+    parts: Parts,
+    /// What it says of itself, for `Engine::settled`.
+    probe: Arc<Probe>,
     mode: Mode,
     slots: Slots,
     held: Held,
@@ -244,25 +248,38 @@ pub(super) struct Producer {
     hand_off_started: Option<Instant>,
 }
 
+/// The producer's ways to the recorder and to the heartbeat.
+pub struct Links {
+    pub to_recorder: mpsc::UnboundedSender<Attempt>,
+    pub recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
+    pub pressing: watch::Sender<bool>,
+    pub share: watch::Receiver<(u32, u32)>,
+}
+
 impl Producer {
     pub fn new(
-        engine: Engine,
+        parts: Parts,
+        probe: Arc<Probe>,
+        breakers: Breakers,
         mode: Mode,
-        to_recorder: mpsc::UnboundedSender<Attempt>,
-        recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
-        pressing: watch::Sender<bool>,
-        share: watch::Receiver<(u32, u32)>,
+        links: Links,
     ) -> Self {
+        let Links {
+            to_recorder,
+            recorded,
+            pressing,
+            share,
+        } = links;
         let (calls_tx, calls_rx) = mpsc::unbounded_channel();
-        let now = engine.clock.now();
-        let renew_every = wake::renewal_interval(engine.config.lease);
+        let now = parts.clock.now();
+        let renew_every = wake::renewal_interval(parts.config.lease);
         Self {
-            slots: Slots::new(&engine.config),
+            slots: Slots::new(&parts.config),
             mode,
             held: Held::default(),
             running: HashMap::new(),
             fires: Fires::default(),
-            breakers: engine.take_breakers(),
+            breakers,
             unsure: Vec::new(),
             recovering: HashSet::new(),
             summary: TickSummary::default(),
@@ -273,7 +290,7 @@ impl Producer {
             next_round: Some(NextRound::after(now, Duration::ZERO, false)),
             deferred: false,
             hand_off_retry: None,
-            next_renewal: now + super::chrono_duration(renew_every),
+            next_renewal: now + super::parts::chrono_duration(renew_every),
             tick: TickState {
                 phase: Phase::Due,
                 rounds: 0,
@@ -296,7 +313,8 @@ impl Producer {
             claim_rate: wake::CLAIM_RATE_GUESS,
             hand_off_rate: wake::HAND_OFF_RATE_GUESS,
             hand_off_started: None,
-            engine,
+            parts,
+            probe,
         }
     }
 
@@ -306,11 +324,11 @@ impl Producer {
     pub async fn run(
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
-    ) -> (TickSummary, Option<EngineError>) {
+    ) -> (TickSummary, Option<EngineError>, Breakers) {
         tokio::pin!(shutdown);
-        let clock = self.engine.clock.clone();
-        let signals = self.engine.store.signals();
-        let probe = self.engine.probe.clone();
+        let clock = self.parts.clock.clone();
+        let signals = self.parts.store.signals();
+        let probe = self.probe.clone();
         loop {
             // Read before looking at anything: a test's change made before its poke is seen.
             let poke = probe.pokes.load(Ordering::SeqCst);
@@ -340,8 +358,7 @@ impl Producer {
         }
         // Dropping the sender lets the recorder end.
         self.to_recorder = None;
-        self.engine.give_back_breakers(self.breakers);
-        (self.summary, self.tick.error)
+        (self.summary, self.tick.error, self.breakers)
     }
 
     fn serving(&self) -> bool {
@@ -362,7 +379,7 @@ impl Producer {
     fn stop(&mut self) {
         self.stopping = true;
         if let Mode::Serve { lead } = self.mode {
-            let cutoff = self.engine.clock.now() + super::chrono_duration(lead);
+            let cutoff = self.parts.clock.now() + super::parts::chrono_duration(lead);
             let left = self.held.leave_after(cutoff);
             for job in &left {
                 self.fires.step(*job, FireEvent::LetGo);
@@ -380,7 +397,7 @@ impl Producer {
     fn wake_round(&mut self) {
         if self.serving() {
             self.next_round = Some(NextRound::after(
-                self.engine.clock.now(),
+                self.parts.clock.now(),
                 Duration::ZERO,
                 false,
             ));
@@ -480,7 +497,7 @@ impl Producer {
     /// Runs `op` on a task of its own; its answer (or, if the task is lost, `kind`) comes back
     /// through `ops`.
     fn spawn(&mut self, kind: OpKind, op: impl std::future::Future<Output = Op> + Send + 'static) {
-        let mut task = super::Task(tokio::spawn(op));
+        let mut task = Task(tokio::spawn(op));
         self.ops.push(
             async move {
                 match (&mut task.0).await {

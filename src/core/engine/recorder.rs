@@ -16,14 +16,14 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, watch};
 
 use super::outcome::Attempt;
-use super::{Engine, Outcome};
+use super::parts::{Outcome, Parts};
 use crate::core::clock::{Clock, Deadline};
 use crate::core::model::*;
 
 /// The recording side: takes finished attempts from the producer, records them in batches and
 /// reports back which outcomes are durable.
 pub(super) struct Recorder<'e> {
-    pub engine: &'e Engine,
+    pub parts: &'e Parts,
     pub done: mpsc::UnboundedReceiver<Attempt>,
     pub recorded: mpsc::UnboundedSender<Vec<(JobId, Outcome)>>,
     /// True while claimed attempts wait for a slot: records give way to their calls (see
@@ -52,7 +52,7 @@ impl Recorder<'_> {
     /// whose leases are renewed) and tried again for as long as this process lives, however long
     /// the database is away: giving up would let recovery call an answered attempt again.
     pub(super) async fn run(mut self) {
-        let engine = self.engine;
+        let engine = self.parts;
         let mut ready = Vec::new();
         let mut queue = Queue::default();
         let mut recording = FuturesUnordered::new();
@@ -122,7 +122,7 @@ impl Recorder<'_> {
         since: &mut Option<tokio::time::Instant>,
         now: tokio::time::Instant,
     ) -> bool {
-        let backlog = super::slots::backlog_cap(&self.engine.config);
+        let backlog = super::slots::backlog_cap(&self.parts.config);
         let pressed = *self.pressing.borrow() && held < backlog / 4 * 3;
         if !pressed {
             *since = None;

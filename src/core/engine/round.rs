@@ -18,10 +18,10 @@ use futures_util::{StreamExt, stream};
 
 use super::claim::RetryClaim;
 use super::held::{HELD_MAX, HELD_PER_ENV};
+use super::parts::{Parts, TickSummary};
 use super::plan::{Admit, Recovery, recovery_of};
 use super::slots::Slots;
 pub(super) use super::wake::Round;
-use super::{Engine, TickSummary};
 use crate::core::metrics::inc;
 use crate::core::model::*;
 use crate::core::store::*;
@@ -90,7 +90,7 @@ pub(super) struct Claimed {
     pub due_soon: Option<StoreResult<u64>>,
 }
 
-impl Engine {
+impl Parts {
     /// One round within `budget`.
     pub(super) async fn round(&self, mut budget: Budget) -> Claimed {
         let mut claimed = Claimed::default();
@@ -112,7 +112,7 @@ impl Engine {
             // count is taken when the loop is about to wait.
             let back_to_back = claimed.round.progress && claimed.round.full;
             if budget.ahead.is_some() && !back_to_back {
-                let until = self.clock.now() + super::chrono_duration(super::wake::LEAD_MAX);
+                let until = self.clock.now() + super::parts::chrono_duration(super::wake::LEAD_MAX);
                 claimed.due_soon = Some(
                     self.store
                         .schedules_due_count(until, super::wake::DUE_COUNT_CAP)
@@ -138,7 +138,7 @@ impl Engine {
             .batch_size
             .min(u32::try_from(room).unwrap_or(u32::MAX));
         let now = self.clock.now();
-        let horizon = now + super::chrono_duration(budget.ahead.unwrap_or_default());
+        let horizon = now + super::parts::chrono_duration(budget.ahead.unwrap_or_default());
         let (index, of) = budget.share;
         let share = (budget.ahead.is_some() && of > 1).then_some(Share {
             index,
@@ -235,7 +235,7 @@ impl Engine {
             .drain_size
             .min(u32::try_from(room).unwrap_or(u32::MAX));
         // Attempts without a lease (written before leases existed) expire a lease after start.
-        let stale_before = now - super::chrono_duration(self.config.lease);
+        let stale_before = now - super::parts::chrono_duration(self.config.lease);
         let due = self.store.jobs_due(now, stale_before, limit).await?;
         let full = due.len() as u64 >= u64::from(limit);
         // A retry takes a place under its environment's cap like a fire, before it is claimed;

@@ -16,6 +16,8 @@ use tokio::sync::watch;
 
 use crate::core::store::Store;
 
+use super::parts::chrono_duration;
+
 /// How often an instance says it is alive.
 pub const BEAT_EVERY: Duration = Duration::from_secs(2);
 
@@ -43,7 +45,7 @@ pub(super) async fn beat(
     cell: &watch::Sender<(u32, u32)>,
 ) {
     let now = clock.now();
-    let stale_before = now - super::chrono_duration(STALE_AFTER);
+    let stale_before = now - chrono_duration(STALE_AFTER);
     match store.instance_beat(me, now, stale_before).await {
         Ok(alive) => {
             cell.send_replace(place(&alive, me));

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::EngineConfig;
+use super::parts::EngineConfig;
 use crate::core::model::*;
 
 /// Finished attempts that may wait to be recorded, per global slot: calls go on while records

@@ -10,11 +10,11 @@ use chrono::{DateTime, Utc};
 
 use futures_util::FutureExt;
 
-use super::super::Outcome;
 use super::super::fire::FireEvent;
 use super::super::held::{Ready, Start};
 use super::super::lease::call_margin;
 use super::super::outcome::{Attempt, Failure, call_alone};
+use super::super::parts::Outcome;
 use super::super::slots::{Slot, origin_shown};
 use super::{Called, Producer};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
@@ -53,7 +53,7 @@ impl Producer {
             start,
             ..
         } = ready;
-        let now = self.engine.clock.now();
+        let now = self.parts.clock.now();
         if start == Start::Fire {
             self.count_fire(&mut job, now);
         }
@@ -68,8 +68,8 @@ impl Producer {
                 unsent: None,
             });
         }
-        let margin = call_margin(self.engine.config.lease);
-        let fence = CallFence::new(self.engine.clock.clone(), deadline, margin);
+        let margin = call_margin(self.parts.config.lease);
+        let fence = CallFence::new(self.parts.clock.clone(), deadline, margin);
         self.spawn_call(schedule, job, start, slot, fence);
     }
 
@@ -78,8 +78,8 @@ impl Producer {
     /// whose lease is not known to hold (the instance stalled, or a renewal failed) waits for
     /// a renewal.
     fn lease_for_call(&mut self, ready: &Ready) -> Option<Arc<AtomicU64>> {
-        let mono = self.engine.clock.monotonic();
-        let margin = call_margin(self.engine.config.lease);
+        let mono = self.parts.clock.monotonic();
+        let margin = call_margin(self.parts.config.lease);
         let lease = self.running.get_mut(&ready.job.id)?;
         (!lease.lost && lease.holds(mono, margin)).then(|| {
             lease.called = true;
@@ -103,7 +103,7 @@ impl Producer {
     /// records when the call really started (a fire may have waited for a slot past its
     /// instant).
     fn count_fire(&self, job: &mut Job, now: DateTime<Utc>) {
-        let metrics = &self.engine.metrics;
+        let metrics = &self.parts.metrics;
         inc(&metrics.fires);
         job.started_at = Some(now);
         let late = now - job.scheduled_for;
@@ -119,7 +119,7 @@ impl Producer {
         job: &Job,
     ) -> Failure {
         let origin = origin_shown(origin).to_owned();
-        inc(&self.engine.metrics.failures);
+        inc(&self.parts.metrics.failures);
         tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, origin = %origin, "circuit open: failing fast");
         Failure::circuit_open(format!(
             "{CIRCUIT_OPEN}: {origin} kept timing out or refusing; calls fail fast until {}",
@@ -137,7 +137,7 @@ impl Producer {
         slot: Slot,
         fence: CallFence,
     ) {
-        let engine = &self.engine;
+        let engine = &self.parts;
         let dispatcher = engine.dispatcher.clone();
         let metrics = engine.metrics.clone();
         let clock = engine.clock.clone();
@@ -201,7 +201,7 @@ impl Producer {
             let ended_at = called
                 .attempt
                 .ended_at
-                .unwrap_or_else(|| self.engine.clock.now());
+                .unwrap_or_else(|| self.parts.clock.now());
             self.breakers.record(origin, health, ended_at);
         }
         self.slots.call_ended(called.slot);

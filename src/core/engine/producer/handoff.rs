@@ -21,7 +21,7 @@ impl Producer {
             return;
         }
         if let Some(retry) = self.hand_off_retry {
-            if !retry.passed(&*self.engine.clock) {
+            if !retry.passed(&*self.parts.clock) {
                 return;
             }
             self.hand_off_retry = None;
@@ -37,9 +37,9 @@ impl Producer {
         self.handing_off = true;
         self.hand_off_started = Some(std::time::Instant::now());
         let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
-        let store = self.engine.store.clone();
-        let lease = super::super::chrono_duration(self.engine.config.lease);
-        let mono = self.engine.clock.monotonic();
+        let store = self.parts.store.clone();
+        let lease = super::super::parts::chrono_duration(self.parts.config.lease);
+        let mono = self.parts.clock.monotonic();
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
             let answer = store.jobs_hand_off(&jobs, lease, now).await;
@@ -82,14 +82,14 @@ impl Producer {
                 }
                 self.held.put_back(fires);
                 self.hand_off_retry = Some(crate::core::clock::Deadline::after(
-                    &*self.engine.clock,
+                    &*self.parts.clock,
                     HAND_OFF_RETRY,
                 ));
                 return;
             }
         };
         self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
-        let lease = super::super::chrono_duration(self.engine.config.lease);
+        let lease = super::super::parts::chrono_duration(self.parts.config.lease);
         let handed: HashMap<JobId, DateTime<Utc>> = handed
             .into_iter()
             .map(|h| (h.job_id, h.schedule_updated_at))
@@ -127,7 +127,7 @@ impl Producer {
         self.held.handed_off(ready);
         for (env, fires) in changed {
             let ids = fires.iter().map(|(_, j)| (j.id, env)).collect();
-            let engine = self.engine.clone();
+            let engine = self.parts.clone();
             self.spawn(OpKind::Reread(ids), async move {
                 let pairs: Vec<(&Schedule, &Job)> = fires.iter().map(|(s, j)| (s, j)).collect();
                 let verdicts = engine.reread_handed_off(env, &pairs).await;

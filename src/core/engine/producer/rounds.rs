@@ -11,8 +11,9 @@ use super::super::fire::{FireEvent, FireState};
 use super::super::held::{Ready, Start};
 use super::super::lease::{self, Lease};
 use super::super::outcome::{self, Attempt, Failure};
+use super::super::parts::EngineError;
 use super::super::round::{Budget, Claimed, Round};
-use super::super::{EngineError, wake};
+use super::super::wake;
 use super::{Mode, NextRound, Op, OpKind, Phase, Producer};
 use crate::core::metrics::inc;
 use crate::core::model::*;
@@ -86,7 +87,7 @@ impl Producer {
                 if self.tick.phase == Phase::Done || self.tick.wait_for_slot {
                     return;
                 }
-                if self.tick.rounds >= self.engine.config.max_batches_per_tick {
+                if self.tick.rounds >= self.parts.config.max_batches_per_tick {
                     self.next_phase();
                     return self.start_round(now);
                 }
@@ -102,7 +103,7 @@ impl Producer {
         };
         self.round_running = true;
         self.tick.freed_in_round = false;
-        let engine = self.engine.clone();
+        let engine = self.parts.clone();
         self.spawn(OpKind::Round, async move {
             let started = Instant::now();
             let leased_from = engine.clock.now();
@@ -129,7 +130,7 @@ impl Producer {
         mono: Duration,
     ) {
         self.round_running = false;
-        self.engine.observe_round(started, claimed.failed.as_ref());
+        self.parts.observe_round(started, claimed.failed.as_ref());
         self.adapt_lead(
             claimed.summary.fired,
             started.elapsed(),
@@ -222,7 +223,7 @@ impl Producer {
         leased_from: DateTime<Utc>,
         mono: Duration,
     ) {
-        let until = leased_from + super::super::chrono_duration(self.engine.config.lease);
+        let until = leased_from + super::super::parts::chrono_duration(self.parts.config.lease);
         self.fires.step(job.id, FireEvent::ClaimedNow);
         self.running.insert(
             job.id,
@@ -253,13 +254,13 @@ impl Producer {
         if !self.serving() {
             return;
         }
-        let now = self.engine.clock.now();
+        let now = self.parts.clock.now();
         let wait = wake::wait_after(
             &round,
             next_due,
             now,
             self.lead().unwrap_or_default(),
-            self.engine.config.tick_interval,
+            self.parts.config.tick_interval,
         );
         self.deferred = round.deferred;
         let next = NextRound::after(now, wait.wait, wait.pause);
@@ -277,25 +278,25 @@ impl Producer {
         if self.renewing || self.next_renewal > now {
             return;
         }
-        let lease = self.engine.config.lease;
+        let lease = self.parts.config.lease;
         let every = wake::renewal_interval(lease);
         // Only leases that would run low before the renewal after this one: a burst's
         // attempts, recorded within seconds of their hand-off, are never written again.
-        let renew_before = now + super::super::chrono_duration(wake::renew_within(lease));
+        let renew_before = now + super::super::parts::chrono_duration(wake::renew_within(lease));
         let waiting: HashSet<JobId> = self.unsure.iter().map(|r| r.job.id).collect();
         let leases = lease::to_renew(&self.running, renew_before, |id| waiting.contains(id));
         if leases.is_empty() {
-            self.next_renewal = now + super::super::chrono_duration(every);
+            self.next_renewal = now + super::super::parts::chrono_duration(every);
             return;
         }
         self.renewing = true;
-        let mono = self.engine.clock.monotonic();
+        let mono = self.parts.clock.monotonic();
         let renewal = LeaseRenewal {
             leases,
-            until: now + super::super::chrono_duration(lease),
+            until: now + super::super::parts::chrono_duration(lease),
             now,
         };
-        let store = self.engine.store.clone();
+        let store = self.parts.store.clone();
         self.spawn(OpKind::Renewal, async move {
             let result = store.jobs_lease_renew(&renewal).await;
             Op::Renewed {
@@ -320,9 +321,9 @@ impl Producer {
         result: StoreResult<Vec<JobId>>,
     ) {
         self.renewing = false;
-        let now = self.engine.clock.now();
-        let lease = self.engine.config.lease;
-        let until = at + super::super::chrono_duration(lease);
+        let now = self.parts.clock.now();
+        let lease = self.parts.config.lease;
+        let until = at + super::super::parts::chrono_duration(lease);
         let after = match result {
             Ok(renewed) => {
                 let renewed: HashSet<JobId> = renewed.into_iter().collect();
@@ -351,7 +352,7 @@ impl Producer {
                 wake::RENEW_RETRY.min(wake::renewal_interval(lease))
             }
         };
-        self.next_renewal = now + super::super::chrono_duration(after);
+        self.next_renewal = now + super::super::parts::chrono_duration(after);
         self.retry_unsure();
     }
 
@@ -361,8 +362,8 @@ impl Producer {
         if self.unsure.is_empty() {
             return;
         }
-        let mono = self.engine.clock.monotonic();
-        let margin = lease::call_margin(self.engine.config.lease);
+        let mono = self.parts.clock.monotonic();
+        let margin = lease::call_margin(self.parts.config.lease);
         let mut waiting = Vec::new();
         for ready in std::mem::take(&mut self.unsure) {
             match self.running.get(&ready.job.id) {
@@ -379,7 +380,7 @@ impl Producer {
         }
         if !waiting.is_empty() {
             self.unsure = waiting;
-            self.next_renewal = self.engine.clock.now();
+            self.next_renewal = self.parts.clock.now();
         }
     }
 
@@ -387,7 +388,7 @@ impl Producer {
     pub(super) fn drop_taken_over(&mut self, ready: &Ready) {
         self.running.remove(&ready.job.id);
         self.summary.lost += 1;
-        inc(&self.engine.metrics.lost_claims);
+        inc(&self.parts.metrics.lost_claims);
         tracing::warn!(schedule_id = %ready.schedule.id, job_id = %ready.job.id, "an attempt was taken over while this instance could not confirm its lease: not called here");
         self.freed();
     }
@@ -399,6 +400,6 @@ impl Producer {
             lease.called = false;
         }
         self.unsure.push(ready);
-        self.next_renewal = self.engine.clock.now();
+        self.next_renewal = self.parts.clock.now();
     }
 }
