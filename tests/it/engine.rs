@@ -65,6 +65,25 @@ where
     panic!("timed out waiting until {what}");
 }
 
+/// Waits until `engine` (running) has settled, then until `done` holds: a condition the
+/// engine brings about at its clock's instant holds once it has nothing left to do, so this
+/// waits on the engine, not on the wall clock. Looks again after a second and third settling
+/// (an answer from the real listener may land just as the engine settles).
+pub async fn settled_until<F, Fut>(engine: &Engine, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..3 {
+        engine.settled().await;
+        if done().await {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the engine settled, yet not {what}");
+}
+
 pub struct Harness {
     pub store: Arc<dyn Store>,
     pub clock: Arc<ManualClock>,

@@ -15,7 +15,7 @@ use sentin8_cron::core::store::*;
 use serde_json::json;
 
 use super::faulty::FaultyStore;
-use super::{Harness, cron, until};
+use super::{Harness, cron, settled_until, until};
 use crate::raw_http::Reply;
 
 /// A job timeout of 4 s gives a 9 s lease, so the lead is 4.5 s.
@@ -42,11 +42,11 @@ pub(super) async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, 
 
 /// Waits until the schedule's call arrives and its outcome is recorded.
 pub(super) async fn called_and_recorded(h: &Harness, id: ScheduleId) {
-    until("the call arrives", || async {
+    settled_until(&h.engine, "the call arrives", || async {
         !h.target.requests().is_empty()
     })
     .await;
-    until("the outcome is recorded", || async {
+    settled_until(&h.engine, "the outcome is recorded", || async {
         h.jobs(id).await[0].status == JobStatus::Succeeded
     })
     .await;
@@ -84,7 +84,7 @@ pub async fn a_fire_claimed_ahead_is_called_at_its_instant_not_before(store: Arc
     let due = s.next_run_at.unwrap();
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
-        until("the fire is claimed ahead", || async {
+        settled_until(&h.engine, "the fire is claimed ahead", || async {
             scheduled_job(&h, s.id).await.is_some()
         })
         .await;
@@ -143,7 +143,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
         for s in [&paused, &deleted, &retimed, &kept, &raw] {
-            until("every fire is claimed ahead", || async {
+            settled_until(&h.engine, "every fire is claimed ahead", || async {
                 scheduled_job(&h, s.id).await.is_some()
             })
             .await;
@@ -203,18 +203,24 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
         assert!(scheduled_job(&h, kept.id).await.is_some());
         assert!(scheduled_job(&h, raw.id).await.is_some());
         h.clock.set(due);
-        until("the kept and the re-timed schedules are called", || async {
-            h.target.requests().len() >= 2
-        })
+        settled_until(
+            &h.engine,
+            "the kept and the re-timed schedules are called",
+            || async { h.target.requests().len() >= 2 },
+        )
         .await;
-        until("both are recorded, and the raw pause withdrawn", || async {
-            h.jobs(kept.id).await[0].status == JobStatus::Succeeded
-                && h.jobs(retimed.id)
-                    .await
-                    .iter()
-                    .any(|j| j.status == JobStatus::Succeeded)
-                && h.jobs(raw.id).await[0].status == JobStatus::Skipped
-        })
+        settled_until(
+            &h.engine,
+            "both are recorded, and the raw pause withdrawn",
+            || async {
+                h.jobs(kept.id).await[0].status == JobStatus::Succeeded
+                    && h.jobs(retimed.id)
+                        .await
+                        .iter()
+                        .any(|j| j.status == JobStatus::Succeeded)
+                    && h.jobs(raw.id).await[0].status == JobStatus::Skipped
+            },
+        )
         .await;
     })
     .await;
@@ -288,16 +294,16 @@ pub async fn an_open_job_does_not_skip_a_fire_claimed_ahead(store: Arc<dyn Store
         .await
         .unwrap();
     serving(&h, async {
-        until("the triggered run succeeds", || async {
+        settled_until(&h.engine, "the triggered run succeeds", || async {
             h.jobs(s.id).await[0].status == JobStatus::Succeeded
         })
         .await;
         h.clock.set(due);
-        until("the occurrence is called", || async {
+        settled_until(&h.engine, "the occurrence is called", || async {
             h.target.requests().len() == 2
         })
         .await;
-        until("and recorded", || async {
+        settled_until(&h.engine, "and recorded", || async {
             h.jobs(s.id).await.len() == 2 && h.jobs(s.id).await[1].status == JobStatus::Succeeded
         })
         .await;
@@ -535,13 +541,13 @@ pub async fn a_hand_off_whose_answer_was_lost_is_taken_back(store: Arc<dyn Store
     faulty.lose_hand_off_answers(1);
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
-        until("the fire is claimed ahead", || async {
+        settled_until(&h.engine, "the fire is claimed ahead", || async {
             !h.jobs(s.id).await.is_empty()
         })
         .await;
         // Within the hand-off's second before the instant.
         h.clock.set(due - Duration::milliseconds(500));
-        until("the fire is handed off", || async {
+        settled_until(&h.engine, "the fire is handed off", || async {
             h.jobs(s.id)
                 .await
                 .first()

@@ -13,7 +13,7 @@ use sentin8_cron::core::policies::Overlap;
 use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
 
-use super::{Harness, cron, until};
+use super::{Harness, cron, settled_until, until};
 use crate::raw_http::Reply;
 use crate::support::t0;
 
@@ -302,7 +302,7 @@ pub async fn a_backfill_waiting_behind_a_withdrawn_fire_is_released(store: Arc<d
     let due = s.next_run_at.unwrap();
     h.clock.set(due - Duration::seconds(3));
     serving(&h, async {
-        until("the fire is claimed ahead", || async {
+        settled_until(&h.engine, "the fire is claimed ahead", || async {
             scheduled_job(&h, s.id).await.is_some()
         })
         .await;

@@ -15,7 +15,7 @@ use sentin8_cron::core::store::*;
 
 use super::ahead::{ahead_config, called_and_recorded, scheduled_job, serving};
 use super::faulty::FaultyStore;
-use super::{Harness, cron, until};
+use super::{Harness, cron, settled_until};
 use crate::raw_http::Reply;
 use crate::support::t0;
 
@@ -111,7 +111,7 @@ pub async fn a_jittered_fire_is_claimed_ahead_and_called_at_its_offset(store: Ar
     assert_eq!(s.next_run_at, Some(call), "next_run_at is the call instant");
     h.clock.set(call - Duration::seconds(3));
     serving(&h, async {
-        until("the fire is claimed ahead", || async {
+        settled_until(&h.engine, "the fire is claimed ahead", || async {
             scheduled_job(&h, s.id).await.is_some()
         })
         .await;
