@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
@@ -11,7 +11,8 @@ use sentin8_cron::core::store::*;
 use super::ahead::{ahead_config, scheduled_job, serving};
 use super::{Harness, cron};
 
-pub async fn a_last_run_claimed_ahead_completes_its_schedule_when_called(store: Arc<dyn Store>) {
+/// A schedule with one run left, its clock 3 s before that run's instant.
+async fn one_run_left(store: Arc<dyn Store>) -> (Harness, Schedule, DateTime<Utc>) {
     let h = Harness::with_config(store, ahead_config()).await;
     let s = h
         .create(ScheduleDecl {
@@ -21,6 +22,11 @@ pub async fn a_last_run_claimed_ahead_completes_its_schedule_when_called(store: 
         .await;
     let due = s.next_run_at.unwrap();
     h.clock.set(due - Duration::seconds(3));
+    (h, s, due)
+}
+
+pub async fn a_last_run_claimed_ahead_completes_its_schedule_when_called(store: Arc<dyn Store>) {
+    let (h, s, due) = one_run_left(store).await;
     serving(&h, async {
         h.engine.settled().await;
         assert!(scheduled_job(&h, s.id).await.is_some(), "claimed ahead");
@@ -46,15 +52,7 @@ pub async fn a_last_run_claimed_ahead_completes_its_schedule_when_called(store: 
 }
 
 pub async fn a_last_run_withdrawn_by_a_pause_is_given_back(store: Arc<dyn Store>) {
-    let h = Harness::with_config(store, ahead_config()).await;
-    let s = h
-        .create(ScheduleDecl {
-            remaining_runs: Some(1),
-            ..cron("* * * * *", 0)
-        })
-        .await;
-    let due = s.next_run_at.unwrap();
-    h.clock.set(due - Duration::seconds(3));
+    let (h, s, due) = one_run_left(store).await;
     serving(&h, async {
         h.engine.settled().await;
         assert!(scheduled_job(&h, s.id).await.is_some(), "claimed ahead");
