@@ -93,6 +93,8 @@ pub struct Report {
     pub violations: Vec<String>,
     pub calls: u64,
     pub unsettled: usize,
+    /// What happened, when something broke.
+    pub trace: Vec<String>,
 }
 
 /// The chance of a fault in a step, per thousand, in the runs of many seeds.
@@ -153,18 +155,16 @@ pub async fn run_seed(
             world.ledger.calls(),
             world.now
         );
-        if !violations.is_empty() {
-            for line in world.ledger.trace() {
-                eprintln!("    {line}");
-            }
-        }
-        for violation in &violations {
-            eprintln!("  - {violation}");
-        }
     }
     world.clean_up().await;
+    let trace = if violations.is_empty() {
+        Vec::new()
+    } else {
+        world.ledger.trace()
+    };
     Report {
         seed,
+        trace,
         violations,
         calls: world.ledger.calls(),
         unsettled: world.unsettled,
@@ -249,6 +249,9 @@ fn seeds_from_env(default: u64) -> (u64, u64) {
 }
 
 fn fail_with_report(report: &Report) {
+    for line in &report.trace {
+        eprintln!("    {line}");
+    }
     eprintln!(
         "seed {} broke {} promise(s); replay with SIM_SEED={}:",
         report.seed,
@@ -288,7 +291,7 @@ async fn seeds_keep_every_promise_on_postgres() {
             let store = store.clone();
             Box::pin(async move { store })
         },
-        from + 1_000_000,
+        from,
         count,
         Plant::None,
     )

@@ -36,6 +36,8 @@ pub struct FaultyStore {
     frozen: watch::Sender<bool>,
     /// Calls refused, per thousand (drawn from `draws`, a sequence fixed by `seed`).
     fail_permille: AtomicU32,
+    /// Calls held up for a few milliseconds, per thousand (drawn likewise).
+    slow_permille: AtomicU32,
     draws: AtomicU64,
     seed: AtomicU64,
     /// Run whenever a lease renewal is refused.
@@ -57,6 +59,7 @@ impl FaultyStore {
             lose_hand_offs: AtomicUsize::new(0),
             frozen: watch::channel(false).0,
             fail_permille: AtomicU32::new(0),
+            slow_permille: AtomicU32::new(0),
             draws: AtomicU64::new(0),
             seed: AtomicU64::new(0),
             on_refused_renewal: Mutex::new(None),
@@ -86,6 +89,12 @@ impl FaultyStore {
         self.fail_permille.store(permille, Ordering::SeqCst);
     }
 
+    /// Holds up `permille` of every thousand calls for 1-8 ms (a slow database: the
+    /// instances' work interleaves differently).
+    pub fn slow_some(&self, permille: u32) {
+        self.slow_permille.store(permille, Ordering::SeqCst);
+    }
+
     /// Lets a call go out: not while frozen, not while down, and not if it is one of those
     /// drawn to fail.
     async fn pass(&self) -> StoreResult<()> {
@@ -93,10 +102,15 @@ impl FaultyStore {
         let _ = frozen.wait_for(|frozen| !*frozen).await;
         self.check()?;
         let permille = self.fail_permille.load(Ordering::SeqCst);
-        if permille > 0 {
+        let slow = self.slow_permille.load(Ordering::SeqCst);
+        if permille > 0 || slow > 0 {
             let draw = self.draws.fetch_add(1, Ordering::SeqCst);
             let seed = self.seed.load(Ordering::SeqCst);
-            if crate::sim::mix(seed ^ draw) % 1000 < u64::from(permille) {
+            let x = crate::sim::mix(seed ^ draw);
+            if (x >> 20) % 1000 < u64::from(slow) {
+                tokio::time::sleep(std::time::Duration::from_millis(1 + (x >> 40) % 8)).await;
+            }
+            if x % 1000 < u64::from(permille) {
                 return Err(StoreError::Database(
                     "the database did not answer (simulated)".into(),
                 ));

@@ -1,7 +1,7 @@
 //! The reference model: what the store must show after every step, and at the end, for the
 //! schedules the world made. The calls' own promises are checked by the ledger as they are made.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use sentin8_cron::core::model::*;
@@ -14,10 +14,20 @@ use super::world::World;
 pub struct Seen {
     pub schedules: HashMap<ScheduleId, Schedule>,
     pub jobs: HashMap<ScheduleId, Vec<Job>>,
+    /// Schedules that changed while the jobs were read (a claim committed meanwhile: on
+    /// PostgreSQL each statement sees what was committed when it began), whose rows and jobs
+    /// may not agree in this look.
+    pub moving: HashSet<ScheduleId>,
 }
 
 pub async fn look(world: &World) -> Option<Seen> {
     let mut tx = world.store.tenant_begin(world.env).await.ok()?;
+    let mut first = HashMap::new();
+    for tracked in &world.schedules {
+        if let Some(s) = tx.schedule_get(tracked.id).await.ok()? {
+            first.insert(s.id, s);
+        }
+    }
     let mut jobs: HashMap<ScheduleId, Vec<Job>> = HashMap::new();
     let mut before = None;
     loop {
@@ -39,12 +49,20 @@ pub async fn look(world: &World) -> Option<Seen> {
         }
     }
     let mut schedules = HashMap::new();
+    let mut moving = HashSet::new();
     for tracked in &world.schedules {
         if let Some(s) = tx.schedule_get(tracked.id).await.ok()? {
+            if first.get(&s.id) != Some(&s) {
+                moving.insert(s.id);
+            }
             schedules.insert(s.id, s);
         }
     }
-    Some(Seen { schedules, jobs })
+    Some(Seen {
+        schedules,
+        jobs,
+        moving,
+    })
 }
 
 /// The invariants that hold after every step.
@@ -79,7 +97,7 @@ pub fn check_step(world: &World, seen: &Seen) -> Vec<String> {
                 ));
             }
         }
-        if !tracked.observed {
+        if !tracked.observed || seen.moving.contains(&tracked.id) {
             continue;
         }
         let fired: Vec<&Job> = jobs.iter().filter(|j| is_fire(j)).collect();
@@ -171,7 +189,13 @@ pub fn check_end(world: &World, seen: &Seen, until: DateTime<Utc>) -> Vec<String
             }
         }
     }
-    for job in seen.jobs.values().flatten() {
+    // A stop cut short is a kill: what it held stays running until its lease lapses.
+    let jobs = seen
+        .jobs
+        .values()
+        .flatten()
+        .filter(|_| !world.stop_cut_short);
+    for job in jobs {
         // A retry may still wait for its time; nothing is left mid-call or claimed.
         if matches!(job.status, JobStatus::Running | JobStatus::Scheduled) {
             violations.push(format!(

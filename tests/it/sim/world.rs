@@ -82,6 +82,9 @@ pub struct World {
     pub tally: [usize; 3],
     /// Instances started so far.
     started: usize,
+    /// An instance did not finish its stop in time and was killed instead: its jobs may be
+    /// left running.
+    pub stop_cut_short: bool,
     instances: Vec<Instance>,
     config: SimConfig,
     engine: EngineConfig,
@@ -115,6 +118,7 @@ impl World {
             unsettled: 0,
             tally: [0; 3],
             started: 0,
+            stop_cut_short: false,
             instances: Vec::new(),
             config,
             engine,
@@ -363,11 +367,14 @@ impl World {
                     since: now,
                 };
             }
-            // The store refuses a share of what the instance asks, or stops refusing.
+            // The store refuses a share of what the instance asks (or stops refusing), and
+            // is slow for some of it.
             6 => {
                 let permille = [0, 0, 50, 200][self.rng.below(4) as usize];
                 let seed = self.rng.next();
                 self.instances[index].store.fail_some(permille, seed);
+                let slow = [0, 100, 300][self.rng.below(3) as usize];
+                self.instances[index].store.slow_some(slow);
                 self.ledger.note(format!(
                     "{now} instance {}'s store refuses {permille}/1000",
                     self.instances[index].id
@@ -392,6 +399,7 @@ impl World {
         self.ledger.set_service(Service::HEALTHY);
         for instance in &mut self.instances {
             instance.store.fail_some(0, 0);
+            instance.store.slow_some(0);
             instance.skew_ms = 0;
             match &mut instance.state {
                 State::Frozen { until, .. } => *until = self.now,
@@ -410,11 +418,14 @@ impl World {
                 let _ = stop.send(());
             }
         }
-        for _ in 0..40 {
-            let now = self.now + Duration::milliseconds(500);
-            self.now = now;
-            for instance in &self.instances {
-                instance.clock.inner.set(now);
+        // Virtual time moves on (claimed fires reach their instants, calls their timeouts)
+        // while the instances finish, in real time as long as their database work takes.
+        for step in 0..400 {
+            if step < 40 {
+                self.now += Duration::milliseconds(500);
+                for instance in &self.instances {
+                    instance.clock.inner.set(self.now);
+                }
             }
             let all_done = self
                 .instances
@@ -423,11 +434,13 @@ impl World {
             if all_done {
                 break;
             }
-            tokio::task::yield_now().await;
-            tokio::time::sleep(StdDuration::from_millis(2)).await;
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
         }
         for instance in &mut self.instances {
             if let Some(task) = instance.task.take() {
+                if !task.is_finished() {
+                    self.stop_cut_short = true;
+                }
                 task.abort();
                 let _ = task.await;
             }
