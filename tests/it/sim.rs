@@ -271,6 +271,16 @@ fn sqlite() -> std::pin::Pin<Box<dyn std::future::Future<Output = Arc<dyn Store>
     Box::pin(crate::support::sqlite_store())
 }
 
+/// One PostgreSQL database for every seed (each in an environment of its own).
+fn the_same(
+    store: Arc<dyn Store>,
+) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Arc<dyn Store>>>> {
+    move || {
+        let store = store.clone();
+        Box::pin(async move { store })
+    }
+}
+
 #[tokio::test]
 async fn seeds_keep_every_promise_on_sqlite() {
     let (from, count) = seeds_from_env(120);
@@ -284,18 +294,8 @@ async fn seeds_keep_every_promise_on_postgres() {
     let Some(db) = crate::support::PgTestDb::create().await else {
         return;
     };
-    let store = db.dyn_store();
     let (from, count) = seeds_from_env(50);
-    let (failed, calls) = run_many(
-        move || {
-            let store = store.clone();
-            Box::pin(async move { store })
-        },
-        from,
-        count,
-        Plant::None,
-    )
-    .await;
+    let (failed, calls) = run_many(the_same(db.dyn_store()), from, count, Plant::None).await;
     assert!(calls > count, "the seeds made calls ({calls})");
     fail_with(&failed);
 }
@@ -361,19 +361,7 @@ async fn long() {
         None
     };
     let (failed, calls) = match &db {
-        Some(db) => {
-            let store = db.dyn_store();
-            run_many(
-                move || {
-                    let store = store.clone();
-                    Box::pin(async move { store })
-                },
-                from,
-                count,
-                Plant::None,
-            )
-            .await
-        }
+        Some(db) => run_many(the_same(db.dyn_store()), from, count, Plant::None).await,
         None => run_many(sqlite, from, count, Plant::None).await,
     };
     let secs = started.elapsed().as_secs_f64();
