@@ -13,7 +13,9 @@ use uuid::Uuid;
 use crate::core::cron::{DstAdjustment, Fire, ZonedCron};
 use crate::core::decl::{CronTiming, FieldError, PolicyDecl, Timing};
 use crate::core::model::ScheduleId;
-use crate::core::policies::{Occurrences, Policies, describe_policies, format_duration};
+use crate::core::policies::{
+    IntervalMemo, Occurrences, Policies, describe_policies, format_duration,
+};
 use crate::util::duration::duration;
 
 use super::output::{self, OutputFormat, time_text};
@@ -174,7 +176,13 @@ fn policies(
         start_at: args.start.map(|start| Some(start.to_rfc3339())),
         ..PolicyDecl::default()
     };
-    match decl.validate(&Policies::default(), None, timing, after) {
+    match decl.validate(
+        &Policies::default(),
+        None,
+        timing,
+        after,
+        &IntervalMemo::default(),
+    ) {
         Ok((mut policies, _)) if errors.is_empty() => {
             policies.end_at = args.end;
             Ok(policies)

@@ -37,7 +37,7 @@ use serde_json::{Map, Value};
 
 use super::cron::{CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
 use super::model::ScheduleId;
-use super::policies::{Occurrences, Overlap, Policies};
+use super::policies::{IntervalMemo, Occurrences, Overlap, Policies};
 
 /// Largest accepted payload, serialized as compact JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -376,6 +376,16 @@ pub fn check_declarations(
 impl ScheduleDecl {
     /// Checks every field and collects all problems.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<ScheduleSpec, Vec<FieldError>> {
+        self.validate_with(now, &IntervalMemo::default())
+    }
+
+    /// [`ScheduleDecl::validate`], remembering interval scans in `intervals` for the next
+    /// declaration checked beside it.
+    pub fn validate_with(
+        &self,
+        now: DateTime<Utc>,
+        intervals: &IntervalMemo,
+    ) -> Result<ScheduleSpec, Vec<FieldError>> {
         let mut errors = Vec::new();
 
         if !is_valid_schedule_type(&self.schedule_type) {
@@ -402,7 +412,7 @@ impl ScheduleDecl {
             .ok();
         let policies = timing.as_ref().and_then(|timing| {
             self.policy_decl()
-                .validate(&Policies::default(), None, timing, now)
+                .validate(&Policies::default(), None, timing, now, intervals)
                 .map_err(|mut problems| errors.append(&mut problems))
                 .ok()
         });
@@ -619,11 +629,12 @@ fn validate_entries(
     let mut specs = Vec::with_capacity(entries.len());
     let mut failures = Vec::new();
     let mut first_index_of_type: HashMap<String, usize> = HashMap::new();
+    let intervals = IntervalMemo::default();
     for (index, entry) in entries.into_iter().enumerate() {
         let mut errors = entry.errors;
         let structural_fields: Vec<String> =
             errors.iter().map(|error| error.field.clone()).collect();
-        let validated = entry.decl.validate(now);
+        let validated = entry.decl.validate_with(now, &intervals);
         if let Some(schedule_type) = &entry.schedule_type {
             match first_index_of_type.get(schedule_type) {
                 Some(first) => errors.push(FieldError::new(

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -262,13 +262,14 @@ pub fn jitter_offset(
 /// over the next [`INTERVAL_SCAN`] occurrences; the search stops early once one is shorter
 /// than `at_least`. `None` when fewer than two occurrences come.
 ///
-/// A whole scan (about a millisecond for an every-minute schedule) is remembered for the day
-/// by expression, zone and DST policies, so enrolling many schedules that share an expression
-/// scans it once.
+/// A whole scan (about a millisecond for an every-minute schedule) is remembered in `memo` for
+/// the day by expression, zone and DST policies, so enrolling many schedules that share an
+/// expression scans it once.
 pub fn shortest_interval(
     timing: &Timing,
     from: DateTime<Utc>,
     at_least: Duration,
+    memo: &IntervalMemo,
 ) -> Option<chrono::Duration> {
     let key = timing.cron().map(|cron| {
         format!(
@@ -281,10 +282,7 @@ pub fn shortest_interval(
         )
     });
     if let Some(key) = &key
-        && let Some(known) = SCANNED
-            .lock()
-            .ok()
-            .and_then(|known| known.get(key).copied())
+        && let Some(known) = memo.known(key)
     {
         return known;
     }
@@ -306,22 +304,45 @@ pub fn shortest_interval(
         }
         previous = next;
     }
-    if whole
-        && let Some(key) = key
-        && let Ok(mut known) = SCANNED.lock()
-    {
-        // Bounded: a new day's keys replace the old ones.
-        if known.len() >= 4096 {
-            known.clear();
-        }
-        known.insert(key, shortest);
+    if whole && let Some(key) = key {
+        memo.remember(key, shortest);
     }
     shortest
 }
 
-/// Whole scans of [`shortest_interval`], by expression, zone, DST policies and day.
-static SCANNED: LazyLock<Mutex<HashMap<String, Option<chrono::Duration>>>> =
-    LazyLock::new(Mutex::default);
+/// Whole scans of [`shortest_interval`], by expression, zone, DST policies and day. Whoever
+/// checks many declarations at once (an enrollment) holds one and passes it to each check;
+/// a single check passes a fresh one.
+#[derive(Debug, Default)]
+pub struct IntervalMemo(Mutex<HashMap<String, Option<chrono::Duration>>>);
+
+impl IntervalMemo {
+    /// At most this many scans are remembered; the next one starts the memo afresh.
+    const CAPACITY: usize = 4096;
+
+    fn known(&self, key: &str) -> Option<Option<chrono::Duration>> {
+        self.0.lock().ok()?.get(key).copied()
+    }
+
+    fn remember(&self, key: String, shortest: Option<chrono::Duration>) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.len() >= Self::CAPACITY {
+                known.clear();
+            }
+            known.insert(key, shortest);
+        }
+    }
+
+    /// How many scans it holds.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |known| known.len())
+    }
+
+    /// True when it holds no scan.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// A duration as text, in the largest units that say it exactly (`90s` is `1m30s`).
 pub fn format_duration(d: Duration) -> String {

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use super::{FieldError, parse_instant};
 use crate::core::policies::{
-    MAX_CATCHUP_WINDOW, MAX_ONE_SHOT_JITTER, MAX_REMAINING_RUNS, MIN_CATCHUP_WINDOW, Overlap,
-    Policies, format_duration, shortest_interval,
+    IntervalMemo, MAX_CATCHUP_WINDOW, MAX_ONE_SHOT_JITTER, MAX_REMAINING_RUNS, MIN_CATCHUP_WINDOW,
+    Overlap, Policies, format_duration, shortest_interval,
 };
 use crate::core::timing::Timing;
 use crate::util::duration::parse_duration;
@@ -42,6 +42,7 @@ impl PolicyDecl {
         base_remaining: Option<u32>,
         timing: &Timing,
         now: DateTime<Utc>,
+        intervals: &IntervalMemo,
     ) -> Result<(Policies, Option<u32>), Vec<FieldError>> {
         let mut errors = Vec::new();
         let mut policies = *base;
@@ -110,7 +111,7 @@ impl PolicyDecl {
         }
         // The rules between fields, for the fields that read well (one complaint a field).
         let mut between = Vec::new();
-        check(&policies, remaining, timing, now, &mut between);
+        check(&policies, remaining, timing, now, intervals, &mut between);
         errors.extend(
             between
                 .into_iter()
@@ -132,6 +133,7 @@ fn check(
     remaining: Option<u32>,
     timing: &Timing,
     now: DateTime<Utc>,
+    intervals: &IntervalMemo,
     errors: &mut Vec<FieldError>,
 ) {
     if let (Some(start), Some(end)) = (policies.start_at, policies.end_at)
@@ -177,7 +179,7 @@ fn check(
         // least a minute apart: a jitter up to a minute always fits without a scan.
         Timing::Cron(_) if policies.max_jitter > Duration::from_secs(60) => {
             let from = policies.start_at.map_or(now, |start| start.max(now));
-            if let Some(interval) = shortest_interval(timing, from, policies.max_jitter)
+            if let Some(interval) = shortest_interval(timing, from, policies.max_jitter, intervals)
                 && interval.to_std().is_ok_and(|i| policies.max_jitter > i)
             {
                 errors.push(FieldError::new(

@@ -13,6 +13,7 @@ use crate::core::decl::{
 };
 use crate::core::events;
 use crate::core::model::{Schedule, ScheduleKind, ScheduleStatus};
+use crate::core::policies::IntervalMemo;
 use crate::core::target::Target;
 use crate::core::timing::Timing;
 
@@ -95,10 +96,13 @@ pub(super) fn apply(
     }
     if (timing_touched || !patch.policies.is_empty()) && errors.is_empty() {
         let runs = current.remaining_runs.and_then(|n| u32::try_from(n).ok());
-        match patch
-            .policies
-            .validate(&current.policies, runs, &updated.timing, actor.now)
-        {
+        match patch.policies.validate(
+            &current.policies,
+            runs,
+            &updated.timing,
+            actor.now,
+            &IntervalMemo::default(),
+        ) {
             Ok((policies, runs)) => {
                 updated.policies = policies;
                 updated.remaining_runs = runs.map(stored_max_retries);

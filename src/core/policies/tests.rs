@@ -101,17 +101,65 @@ fn the_shortest_interval_meets_a_fold_that_runs_twice() {
     let from = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
     // 02:30 on the last Sunday of October runs in both offsets, an hour apart.
     assert_eq!(
-        shortest_interval(&daily, from, Duration::from_secs(7200)),
+        shortest_interval(
+            &daily,
+            from,
+            Duration::from_secs(7200),
+            &IntervalMemo::default()
+        ),
         Some(chrono::Duration::hours(1))
     );
     let once = cron("30 2 * * *", "Europe/Berlin", OnDstRepeat::Once);
     assert!(
-        shortest_interval(&once, from, Duration::from_secs(7200)).unwrap()
+        shortest_interval(
+            &once,
+            from,
+            Duration::from_secs(7200),
+            &IntervalMemo::default()
+        )
+        .unwrap()
             >= chrono::Duration::hours(23)
     );
     let every_minute = cron("* * * * *", "UTC", OnDstRepeat::Once);
     assert_eq!(
-        shortest_interval(&every_minute, from, Duration::from_secs(30)),
+        shortest_interval(
+            &every_minute,
+            from,
+            Duration::from_secs(30),
+            &IntervalMemo::default()
+        ),
+        Some(chrono::Duration::minutes(1))
+    );
+}
+
+#[test]
+fn the_interval_memo_keeps_whole_scans_for_whoever_holds_it() {
+    let every_minute = cron("* * * * *", "UTC", OnDstRepeat::Once);
+    let from = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+    // A scan that stopped early (a gap shorter than asked for) is not whole: not kept.
+    let memo = IntervalMemo::default();
+    shortest_interval(&every_minute, from, Duration::from_secs(120), &memo);
+    assert!(memo.is_empty());
+    // A whole scan is kept, and the next check of the expression that day reads it.
+    shortest_interval(&every_minute, from, Duration::from_secs(30), &memo);
+    assert_eq!(memo.len(), 1);
+    memo.remember(
+        "* * * * *|UTC|shift|once|2030-01-01".to_owned(),
+        Some(chrono::Duration::hours(7)),
+    );
+    assert_eq!(
+        shortest_interval(&every_minute, from, Duration::from_secs(30), &memo),
+        Some(chrono::Duration::hours(7)),
+        "read from the memo"
+    );
+    // Another holder's memo knows nothing of it.
+    assert_eq!(
+        shortest_interval(
+            &every_minute,
+            from,
+            Duration::from_secs(30),
+            &IntervalMemo::default()
+        ),
         Some(chrono::Duration::minutes(1))
     );
 }
@@ -161,7 +209,7 @@ proptest! {
     ) {
         let timing = cron(EXPRESSIONS[expr], "UTC", OnDstRepeat::Once);
         let from = at(1, 0, 0) + chrono::Duration::minutes(start_minutes);
-        let interval = shortest_interval(&timing, from, Duration::ZERO).unwrap();
+        let interval = shortest_interval(&timing, from, Duration::ZERO, &IntervalMemo::default()).unwrap();
         let max_ms = (interval.num_milliseconds() as f64 * fraction) as u64;
         let policies = with_jitter(Duration::from_millis(max_ms));
         let occurrences = Occurrences { timing: &timing, policies: &policies, seed: ScheduleId(Uuid::from_u128(seed)) };
