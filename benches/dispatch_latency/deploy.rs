@@ -110,7 +110,15 @@ impl Deployment {
         url: String,
         owner_url: String,
     ) -> anyhow::Result<Deployment> {
-        let dir = tempfile::Builder::new().prefix("s8cbench-").tempdir()?;
+        // BENCH_KEEP_LOGS=1 keeps the directory (the serves' logs) for a look afterwards.
+        let keep = std::env::var_os("BENCH_KEEP_LOGS").is_some();
+        let dir = tempfile::Builder::new()
+            .prefix("s8cbench-")
+            .disable_cleanup(keep)
+            .tempdir()?;
+        if keep {
+            println!("- the serves' logs are kept in {}", dir.path().display());
+        }
         let (url, owner_url) = if url.is_empty() {
             let url = format!("sqlite://{}", dir.path().join("sentin8-cron.db").display());
             (url.clone(), url)
