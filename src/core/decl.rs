@@ -35,7 +35,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::cron::{CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+use super::cron::{OnDstGap, OnDstRepeat};
 use super::model::ScheduleId;
 use super::policies::{IntervalMemo, Occurrences, Overlap, Policies};
 
@@ -496,106 +496,6 @@ pub fn validate_max_retries(max_retries: u32) -> Result<u32, FieldError> {
     }
 }
 
-/// The timing fields of a declaration (or of a patch's merged timing), before validation.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TimingDecl {
-    pub cron: Option<String>,
-    pub run_at: Option<String>,
-    pub timezone: Option<String>,
-    pub on_dst_gap: Option<OnDstGap>,
-    pub on_dst_repeat: Option<OnDstRepeat>,
-}
-
-impl TimingDecl {
-    /// Checks the timing: exactly one of `cron` and `run_at`, a known zone, policies only for
-    /// cron, a run time in the future, an expression that fires after `now`.
-    pub fn validate(&self, now: DateTime<Utc>) -> Result<Timing, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let timing = match (&self.cron, &self.run_at) {
-            (Some(_), Some(_)) => {
-                errors.push(FieldError::new(
-                    "run_at",
-                    "cannot be combined with cron: give exactly one of cron or run_at",
-                ));
-                None
-            }
-            (None, None) => {
-                errors.push(FieldError::new("cron", "one of cron or run_at is required"));
-                None
-            }
-            (Some(cron), None) => self.validate_cron(cron, now, &mut errors),
-            (None, Some(run_at)) => self.validate_run_at(run_at, now, &mut errors),
-        };
-        match timing {
-            Some(timing) if errors.is_empty() => Ok(timing),
-            _ => Err(errors),
-        }
-    }
-
-    fn validate_cron(
-        &self,
-        cron: &str,
-        now: DateTime<Utc>,
-        errors: &mut Vec<FieldError>,
-    ) -> Option<Timing> {
-        let timezone = self.timezone.as_deref().unwrap_or("UTC");
-        let tz = parse_timezone(timezone)
-            .map_err(|err| errors.push(FieldError::new("timezone", err.message_without_field())))
-            .ok();
-        let expr = CronExpr::parse(cron)
-            .map_err(|err| errors.push(FieldError::new("cron", err.to_string())))
-            .ok();
-        let schedule = ZonedCron::new(
-            expr?,
-            tz?,
-            self.on_dst_gap.unwrap_or_default(),
-            self.on_dst_repeat.unwrap_or_default(),
-        );
-        if let Err(err) = schedule.validate(now) {
-            errors.push(FieldError::new("cron", err.to_string()));
-            return None;
-        }
-        Some(Timing::Cron(CronTiming::new(cron, schedule)))
-    }
-
-    fn validate_run_at(
-        &self,
-        run_at: &str,
-        now: DateTime<Utc>,
-        errors: &mut Vec<FieldError>,
-    ) -> Option<Timing> {
-        for (field, is_set) in [
-            ("timezone", self.timezone.is_some()),
-            ("on_dst_gap", self.on_dst_gap.is_some()),
-            ("on_dst_repeat", self.on_dst_repeat.is_some()),
-        ] {
-            if is_set {
-                errors.push(FieldError::new(
-                    field,
-                    "only applies to cron schedules, not to run_at",
-                ));
-            }
-        }
-        let run_at_time = match parse_instant("run_at", run_at) {
-            Ok(at) => at,
-            Err(problem) => {
-                errors.push(problem);
-                return None;
-            }
-        };
-        if run_at_time <= now {
-            errors.push(FieldError::new(
-                "run_at",
-                format!("{} is not in the future", run_at.trim()),
-            ));
-            return None;
-        }
-        Some(Timing::Once {
-            run_at: run_at_time,
-        })
-    }
-}
-
 /// An RFC 3339 instant of a declaration field (`run_at`, `start_at`, `end_at`), in UTC.
 fn parse_instant(field: &str, text: &str) -> Result<DateTime<Utc>, FieldError> {
     DateTime::parse_from_rfc3339(text.trim())
@@ -671,8 +571,10 @@ fn validate_entries(
 
 mod parse;
 mod policy;
+mod timing;
 
 use parse::{ParsedEntry, parse_entries};
+pub use timing::TimingDecl;
 
 #[cfg(test)]
 mod tests;

@@ -26,9 +26,11 @@ use crate::core::model::{
 mod lease_params;
 mod outbox_params;
 mod params;
+mod report_params;
 pub use lease_params::*;
 pub use outbox_params::*;
 pub use params::*;
+pub use report_params::*;
 
 /// A storage error. Database internals are kept as an opaque source: they are logged, never
 /// shown to API callers.

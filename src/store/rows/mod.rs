@@ -11,11 +11,13 @@ mod cross;
 pub(crate) mod hours;
 mod leases;
 mod shared;
+mod tx_macros;
 mod write;
 
 pub(crate) use cross::*;
 pub(crate) use leases::*;
 pub(crate) use shared::*;
+pub(crate) use tx_macros::*;
 pub(crate) use write::*;
 
 use std::str::FromStr;
