@@ -10,25 +10,26 @@ use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 use super::policy::Access;
-use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::{FieldError, PolicyDecl, ScheduleDecl};
 use crate::core::model::*;
 use crate::core::ops::{self, Actor, CreateSchedule, SchedulePatch};
-use crate::core::policies::Overlap;
 use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
 pub mod lifecycle;
+mod requests;
 pub mod views;
+
+pub use requests::*;
+use requests::{action_env, parse_status};
 
 pub use views::{
     AttemptView, AuditView, BackfillView, DlqView, JobView, MAX_PAGE, Page, ScheduleView,
@@ -47,200 +48,6 @@ fn actor(state: &AppState, caller: &Caller) -> ApiResult<Actor> {
             .map(|id| storable::capped(id, storable::MAX_RECORDED_ID_BYTES)),
         now: state.clock.now(),
     })
-}
-
-/// `target_env_id` for requests without a body.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct EnvQuery {
-    /// The environment addressed (required).
-    pub target_env_id: Option<Uuid>,
-}
-
-/// An optional JSON body carrying `target_env_id` (for POST actions).
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EnvBody {
-    pub target_env_id: Option<Uuid>,
-}
-
-/// The environment of a bodyless action: the query, or else a JSON body.
-fn action_env(query: EnvQuery, body: Option<ApiJson<EnvBody>>) -> Option<Uuid> {
-    query
-        .target_env_id
-        .or_else(|| body.and_then(|ApiJson(b)| b.target_env_id))
-}
-
-/// A new schedule. The fields are those of a schedule declaration, plus where it belongs and
-/// whom to call.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateScheduleRequest {
-    /// The environment (required here or in the query).
-    pub target_env_id: Option<Uuid>,
-    pub domain: String,
-    pub schedule_type: String,
-    /// A 5-field cron expression; exactly one of `cron` and `run_at`.
-    pub cron: Option<String>,
-    /// RFC 3339 instant of a one-shot schedule.
-    pub run_at: Option<String>,
-    /// IANA time zone of a cron schedule (default UTC).
-    pub timezone: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub payload: Option<Value>,
-    pub max_retries: Option<u32>,
-    #[schema(value_type = Option<String>)]
-    pub on_dst_gap: Option<OnDstGap>,
-    #[schema(value_type = Option<String>)]
-    pub on_dst_repeat: Option<OnDstRepeat>,
-    /// `skip` (default), `buffer_one` or `allow_all`: what an occurrence due while a job of the
-    /// schedule is open does (cron only).
-    #[schema(value_type = Option<String>)]
-    pub overlap: Option<Overlap>,
-    /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
-    /// older ones are recorded as skipped.
-    pub catchup_window: Option<String>,
-    /// Spread each call over this much past its instant (`30s`; at most the shortest interval,
-    /// `1d` for a one-shot), by an offset fixed for the schedule and the occurrence.
-    pub max_jitter: Option<String>,
-    /// RFC 3339: no occurrence before (cron only).
-    pub start_at: Option<String>,
-    /// RFC 3339: no occurrence after; the schedule then completes (cron only).
-    pub end_at: Option<String>,
-    /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
-    pub pause_on_failure: Option<bool>,
-    /// Fires left before the schedule completes (cron only, 1-1000000); a skipped occurrence
-    /// does not count.
-    pub remaining_runs: Option<u32>,
-    /// `{"baseUrl": "https://..."}`; credentials are not allowed.
-    #[schema(value_type = Object)]
-    pub target_config: Value,
-}
-
-/// A partial update. Any declaration field, `target_config`, and `status` (`active` or
-/// `paused`).
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PatchScheduleRequest {
-    pub target_env_id: Option<Uuid>,
-    pub status: Option<String>,
-    pub cron: Option<String>,
-    pub run_at: Option<String>,
-    pub timezone: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub payload: Option<Value>,
-    pub max_retries: Option<u32>,
-    #[schema(value_type = Option<String>)]
-    pub on_dst_gap: Option<OnDstGap>,
-    #[schema(value_type = Option<String>)]
-    pub on_dst_repeat: Option<OnDstRepeat>,
-    /// `skip`, `buffer_one` or `allow_all`: what an occurrence due while a job of the schedule
-    /// is open does (cron only).
-    #[schema(value_type = Option<String>)]
-    pub overlap: Option<Overlap>,
-    /// How late the latest missed occurrence may still run (`1s`-`366d`); older ones are
-    /// recorded as skipped.
-    pub catchup_window: Option<String>,
-    /// Spread each call over this much past its instant (`30s`, `0s` for none; at most the
-    /// shortest interval). Moves the next call.
-    pub max_jitter: Option<String>,
-    /// RFC 3339: no occurrence before (cron only), or null to remove the bound.
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
-    pub start_at: Option<Option<String>>,
-    /// RFC 3339: no occurrence after (cron only), or null to remove the bound. A later end
-    /// makes a completed schedule active again.
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
-    pub end_at: Option<Option<String>>,
-    /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
-    pub pause_on_failure: Option<bool>,
-    /// Fires left before the schedule completes (cron only), or null for no limit. More runs
-    /// make a completed schedule active again.
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
-    pub remaining_runs: Option<Option<u32>>,
-    #[schema(value_type = Option<Object>)]
-    pub target_config: Option<Value>,
-}
-
-/// A field that may be given as null (to clear it), told apart from one left out.
-fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
-/// Filters for listing schedules.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleListQuery {
-    pub target_env_id: Option<Uuid>,
-    pub domain: Option<String>,
-    /// `active`, `paused`, `completed` or `deleted` (deleted schedules are listed only when
-    /// asked for by this filter).
-    pub status: Option<String>,
-    /// Only schedules whose type contains this text (ASCII case-insensitively).
-    pub type_contains: Option<String>,
-    /// Also list deleted schedules (default false), as `GET /v1/schedules/{id}` reads one.
-    pub include_deleted: Option<bool>,
-    pub cursor: Option<String>,
-    /// 1 to 100, default 50.
-    pub limit: Option<u32>,
-}
-
-/// `target_env_id`, and whether a deleted schedule may be read.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleGetQuery {
-    /// The environment addressed (required).
-    pub target_env_id: Option<Uuid>,
-    /// Also answer for a deleted schedule (default false: 404).
-    pub include_deleted: Option<bool>,
-}
-
-/// Filters for listing jobs.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct JobListQuery {
-    pub target_env_id: Option<Uuid>,
-    pub schedule_id: Option<Uuid>,
-    pub status: Option<String>,
-    pub cursor: Option<String>,
-    /// 1 to 100, default 50.
-    pub limit: Option<u32>,
-}
-
-/// Filters for listing dead-letter entries.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct DlqListQuery {
-    pub target_env_id: Option<Uuid>,
-    pub domain: Option<String>,
-    /// Only this schedule's entries.
-    pub schedule_id: Option<Uuid>,
-    /// Only the entry of this job (a job lands at most once).
-    pub job_id: Option<Uuid>,
-    pub cursor: Option<String>,
-    /// 1 to 100, default 50.
-    pub limit: Option<u32>,
-}
-
-fn parse_status<T: std::str::FromStr>(
-    field: &str,
-    value: Option<&str>,
-) -> Result<Option<T>, ApiError>
-where
-    T::Err: std::fmt::Display,
-{
-    value
-        .map(|v| {
-            v.parse::<T>()
-                .map_err(|e| ApiError::field(field, e.to_string()))
-        })
-        .transpose()
 }
 
 /// Creates a schedule.

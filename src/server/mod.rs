@@ -138,7 +138,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(admin::data::envs))
         .routes(routes!(admin::data::overview))
         .routes(routes!(admin::data::schedules))
-        .routes(routes!(admin::data::preview))
+        .routes(routes!(admin::preview::preview))
         .routes(routes!(admin::runs::runs))
         .routes(routes!(system::health))
         .routes(routes!(system::metrics))

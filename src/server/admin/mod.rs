@@ -14,6 +14,7 @@
 pub mod data;
 mod detail;
 pub mod pages;
+pub mod preview;
 pub mod runs;
 
 pub use pages::pages;
