@@ -11,6 +11,7 @@
 //! their next fires on their own wall clock, and a live preview of an expression. Each of them
 //! except `envs` requires `target_env_id` and any of the read, write or admin scopes on it.
 
+mod bodies;
 pub mod data;
 mod detail;
 pub mod pages;
