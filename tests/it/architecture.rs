@@ -97,7 +97,6 @@ const FILES_OVER_THE_LIMIT: &[(&str, usize)] = &[
     ("tests/it/cli/conventions.rs", 601),
     ("tests/it/relay_sinks.rs", 601),
     ("benches/dispatch_latency/main.rs", 621),
-    ("src/core/cron/zone_tests.rs", 625),
     ("tests/it/pg_only.rs", 629),
     ("benches/dispatch_latency/failover.rs", 642),
     ("tests/it/conformance/engine.rs", 646),
