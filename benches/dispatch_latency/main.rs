@@ -41,7 +41,9 @@ mod records;
 mod report;
 mod scenarios;
 mod spread;
+mod summary;
 mod target;
+use summary::{print_pgcron, print_summary};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -529,93 +531,4 @@ async fn measure(
         seed_seconds,
         spread: spreads.iter().map(spread::Spread::line).collect(),
     })
-}
-
-fn print_pgcron(run: &pgcron::PgCronRun) {
-    println!(
-        "pg_cron {}; failed runs: {}\n",
-        run.version, run.failed_runs
-    );
-    println!(
-        "| minute (UTC) | fired/N | p50 | p99 | max | twice in the minute | CPU of the pg_cron cluster | machine busy | load avg |\n|---|---|---|---|---|---|---|---|---|"
-    );
-    for (minute, s, cpu, load) in &run.minutes {
-        println!(
-            "| {} | {}/{} | {} | {} | {} | {} | {:.1} s | {:.1} s of {:.0} | {load} |",
-            report::utc(*minute),
-            s.fired,
-            s.expected,
-            report::duration(s.percentile(0.5)),
-            report::duration(s.percentile(0.99)),
-            report::duration(s.late_us.last().copied()),
-            s.dup_same_key,
-            cpu.get("pgcron"),
-            cpu.machine,
-            60.0 * cores() as f64
-        );
-    }
-    println!();
-}
-
-fn print_summary(outcomes: &[Outcome], pgcron_run: Option<&pgcron::PgCronRun>, tps: Option<f64>) {
-    println!("## Summary\n");
-    println!(
-        "| scenario | backend | serve | N | fired | p50 | p99 | max | early | duplicates | missing / unclaimed | serve CPU per minute | seed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
-    for o in outcomes {
-        let s = &o.headline;
-        let backend = match o.scenario.backend {
-            Backend::Postgres => "PostgreSQL",
-            Backend::Sqlite => "SQLite",
-        };
-        let n: usize = o.scenario.groups.iter().map(|g| g.schedules).sum();
-        let label = if o.scenario.headline == "all" {
-            o.scenario.name.to_owned()
-        } else {
-            format!("{} (group {})", o.scenario.name, o.scenario.headline)
-        };
-        println!(
-            "| {label} | {backend} | {} | {n} | {}/{} | {} | {} | {} | {} | {} | {} / {} | {:.1} s | {:.0} s |",
-            o.scenario.instances,
-            s.fired,
-            s.expected,
-            report::duration(s.percentile(0.5)),
-            report::duration(s.percentile(0.99)),
-            report::duration(s.late_us.last().copied()),
-            s.early,
-            s.dup_same_key + s.dup_new_job + s.db_double,
-            s.missing,
-            s.unclaimed,
-            o.serve_cpu_per_minute,
-            o.seed_seconds,
-        );
-    }
-    if let Some(run) = pgcron_run {
-        let mut all = Stats::default();
-        for (_, s, _, _) in &run.minutes {
-            all.expected += s.expected;
-            all.fired += s.fired;
-            all.late_us.extend(&s.late_us);
-        }
-        all.late_us.sort_unstable();
-        println!(
-            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | – |",
-            run.version,
-            run.n,
-            all.fired,
-            all.expected,
-            report::duration(all.percentile(0.5)),
-            report::duration(all.percentile(0.99)),
-            report::duration(all.late_us.last().copied()),
-        );
-    }
-    for o in outcomes {
-        for line in &o.spread {
-            println!("\n{} spread, {line}", o.scenario.name);
-        }
-    }
-    if let Some(tps) = tps {
-        println!("\npgbench TPS in this run: {tps:.0}");
-    }
-    println!("\nload average at the end: {}", load_average());
 }

@@ -90,21 +90,6 @@ fn the_check_recognises_every_spelling_of_an_import() {
 /// The longest a source file may be.
 const FILE_LINES_MAX: usize = 600;
 
-/// Files longer than [`FILE_LINES_MAX`] when the limit came in, each held at most at its length
-/// then: they may only shrink (and leave this list once under the limit). A new file over the
-/// limit, or one of these grown, fails.
-const FILES_OVER_THE_LIMIT: &[(&str, usize)] = &[
-    ("tests/it/cli/conventions.rs", 601),
-    ("tests/it/relay_sinks.rs", 601),
-    ("benches/dispatch_latency/main.rs", 621),
-    ("tests/it/pg_only.rs", 629),
-    ("benches/dispatch_latency/failover.rs", 642),
-    ("tests/it/conformance/engine.rs", 646),
-    ("tests/it/cli.rs", 650),
-    ("tests/it/pg_failover.rs", 658),
-    ("tests/it/conformance/transitions.rs", 729),
-];
-
 /// The longest an engine function may be.
 const ENGINE_FN_LINES_MAX: usize = 100;
 
@@ -123,22 +108,11 @@ fn no_source_file_outgrows_the_limit() {
             .expect("under the root")
             .to_string_lossy()
             .replace('\\', "/");
-        let limit = FILES_OVER_THE_LIMIT
-            .iter()
-            .find(|(known, _)| *known == name)
-            .map_or(FILE_LINES_MAX, |(_, held)| *held);
-        if lines > limit {
-            over.push(format!("{name}: {lines} lines (at most {limit})"));
+        if lines > FILE_LINES_MAX {
+            over.push(format!("{name}: {lines} lines (at most {FILE_LINES_MAX})"));
         }
     }
     assert!(over.is_empty(), "split these files:\n{}", over.join("\n"));
-    // The engine holds the limit itself, with no exception.
-    assert!(
-        FILES_OVER_THE_LIMIT
-            .iter()
-            .all(|(name, _)| !name.starts_with("src/core/engine")),
-        "the engine has no file over {FILE_LINES_MAX} lines"
-    );
 }
 
 /// The functions of `source` longer than `max` lines (from the `fn` line to its closing brace

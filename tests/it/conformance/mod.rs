@@ -14,8 +14,10 @@ use serde_json::json;
 use crate::support::t0;
 
 mod admin_reads;
+mod counts_and_locks;
 mod engine;
 mod instances;
+mod job_transitions;
 mod jobs;
 mod leases;
 mod outbox;
@@ -24,8 +26,10 @@ mod schedules;
 mod transitions;
 
 pub use admin_reads::*;
+pub use counts_and_locks::*;
 pub use engine::*;
 pub use instances::*;
+pub use job_transitions::*;
 pub use jobs::*;
 pub use leases::*;
 pub use outbox::*;
