@@ -84,6 +84,23 @@ where
     panic!("the engine settled, yet not {what}");
 }
 
+/// [`settled_until`] for what an engine brings about beside a call still out (a renewal of
+/// its lease, say): waits until it has nothing left to do but wait for its calls.
+pub async fn settled_beside_calls_until<F, Fut>(engine: &Engine, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..3 {
+        engine.settled_beside_calls().await;
+        if done().await {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the engine settled beside its calls, yet not {what}");
+}
+
 pub struct Harness {
     pub store: Arc<dyn Store>,
     pub clock: Arc<ManualClock>,

@@ -106,6 +106,8 @@ type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
 pub struct RawServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    /// How many requests have arrived, for [`RawServer::arrived`].
+    arrivals: Arc<tokio::sync::watch::Sender<usize>>,
     connections: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
@@ -116,24 +118,32 @@ impl RawServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let arrivals = Arc::new(tokio::sync::watch::Sender::new(0));
         let connections = Arc::new(AtomicUsize::new(0));
         let handler: Arc<Handler> = Arc::new(handler);
 
         let task = tokio::spawn({
             let requests = requests.clone();
+            let arrivals = arrivals.clone();
             let connections = connections.clone();
             async move {
                 // Owned here, so aborting the accept loop also ends every open connection.
                 let mut conns = JoinSet::new();
                 while let Ok((stream, _)) = listener.accept().await {
                     connections.fetch_add(1, Ordering::SeqCst);
-                    conns.spawn(serve(stream, handler.clone(), requests.clone()));
+                    conns.spawn(serve(
+                        stream,
+                        handler.clone(),
+                        requests.clone(),
+                        arrivals.clone(),
+                    ));
                 }
             }
         });
         Self {
             addr,
             requests,
+            arrivals,
             connections,
             task,
         }
@@ -148,6 +158,23 @@ impl RawServer {
         self.requests.lock().unwrap().clone()
     }
 
+    /// Waits until at least `count` requests have arrived: woken by each arrival, not by
+    /// looking again on the wall clock. Panics after 20 s.
+    pub async fn arrived(&self, count: usize) {
+        let mut arrivals = self.arrivals.subscribe();
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            arrivals.wait_for(|n| *n >= count),
+        )
+        .await;
+        if !matches!(waited, Ok(Ok(_))) {
+            panic!(
+                "{count} requests did not arrive within 20 s ({} did)",
+                self.requests().len()
+            );
+        }
+    }
+
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
@@ -160,12 +187,22 @@ impl Drop for RawServer {
     }
 }
 
-async fn serve(stream: TcpStream, handler: Arc<Handler>, requests: Arc<Mutex<Vec<Recorded>>>) {
+async fn serve(
+    stream: TcpStream,
+    handler: Arc<Handler>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    arrivals: Arc<tokio::sync::watch::Sender<usize>>,
+) {
     let mut stream = BufReader::new(stream);
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
-    requests.lock().unwrap().push(request.clone());
+    let count = {
+        let mut requests = requests.lock().unwrap();
+        requests.push(request.clone());
+        requests.len()
+    };
+    arrivals.send_replace(count);
     let mut reply = handler(&request);
     while let Reply::After(delay, inner) = reply {
         tokio::time::sleep(delay).await;

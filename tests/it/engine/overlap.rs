@@ -13,7 +13,7 @@ use sentin8_cron::core::policies::Overlap;
 use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
 
-use super::{Harness, cron, settled_until, until};
+use super::{Harness, cron, settled_until};
 use crate::raw_http::Reply;
 use crate::support::t0;
 
@@ -105,7 +105,7 @@ pub async fn a_buffered_occurrence_outlives_the_instance_that_held_the_open_job(
     h.clock.set(minute(2));
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
-        () = until("the retry's call arrives", || async { h.target.requests().len() == 2 }) => true,
+        () = h.target.arrived(2) => true,
     };
     assert!(killed, "the retry was in flight when the instance died");
     let buffered: Vec<_> = h
@@ -158,7 +158,7 @@ pub async fn allow_all_runs_occurrences_side_by_side(store: Arc<dyn Store>) {
     h.clock.set(minute(3));
     tokio::select! {
         _ = h.engine.tick() => {}
-        () = until("00:03 is called", || async { h.target.requests().len() == 3 }) => {}
+        () = h.target.arrived(3) => {}
     }
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     let open = tx

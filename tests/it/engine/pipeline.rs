@@ -92,10 +92,7 @@ pub async fn an_outcome_is_recorded_after_the_database_comes_back(store: Arc<dyn
     // The calls are out; then recording fails for a while (the database went away): a record
     // is refused, and the clock moves 2.5 s on, over two leases, before the database is back.
     let outage = async {
-        super::until("the calls are out", || async {
-            h.target.requests().len() == 5
-        })
-        .await;
+        h.target.arrived(5).await;
         faulty.refuse_tenant_transactions(true);
         let refused = faulty.refused();
         super::until("a record is refused", || async {
@@ -177,10 +174,7 @@ pub async fn hanging_targets_cost_their_own_tenant_and_every_occurrence_is_recor
     // ones waited for a slot the hanging tenant held (no hanging call has ended yet). Then the
     // hanging target closes its connections, so the rest of the noisy tenant's calls fail.
     let watch = async {
-        super::until("the healthy calls arrive", || async {
-            h.target.requests().len() >= 8
-        })
-        .await;
+        h.target.arrived(8).await;
         let out = hanging.as_ref().map_or(0, |t| t.requests().len());
         let ended = h.engine.metrics().failures.load(Ordering::Relaxed);
         drop(hanging.take());
@@ -403,10 +397,7 @@ pub async fn a_retry_waits_for_a_slot_under_its_environments_cap(store: Arc<dyn 
     // Minute 2: the hanging schedule takes the environment's only slot; the due retry waits
     // for it (the call times out) instead of running beside it.
     let scenario = async {
-        super::until("the hanging call arrives", || async {
-            hanging.requests().len() >= 2
-        })
-        .await;
+        hanging.arrived(2).await;
         h.engine.settled_beside_calls().await;
         assert_eq!(
             h.target.requests().len(),

@@ -158,7 +158,7 @@ pub async fn a_killed_instances_attempt_is_recovered_within_its_lease(store: Arc
     // is never recorded and its lease never renewed.
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
-        () = super::until("the call arrives", || async { !h.target.requests().is_empty() }) => true,
+        () = h.target.arrived(1) => true,
     };
     assert!(
         killed,
@@ -210,10 +210,10 @@ pub async fn a_killed_instances_started_call_is_a_failed_attempt(store: Arc<dyn 
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
         () = async {
-            super::until("the call arrives", || async { !h.target.requests().is_empty() }).await;
+            h.target.arrived(1).await;
             // The lease runs low: the renewal marks the call started.
             h.clock.set(due + Duration::seconds(2));
-            super::until("the renewal marks the call", || async {
+            super::settled_beside_calls_until(&h.engine, "the renewal marks the call", || async {
                 let Some(id) = job_id().await else { return false };
                 let mut tx = h.store.tenant_begin(h.env).await.unwrap();
                 let job = tx.job_get(id).await.unwrap().unwrap();
@@ -248,7 +248,7 @@ pub async fn a_killed_instances_started_call_is_a_failed_attempt(store: Arc<dyn 
 /// instance renewed it once the clock moved past the lease.
 async fn renewed(h: &Harness, id: ScheduleId) {
     let job = h.jobs(id).await[0].id;
-    super::until("the lease is renewed past the clock", || async {
+    super::settled_beside_calls_until(&h.engine, "the lease is renewed past the clock", || async {
         let now = h.now();
         let lapsed = h.store.jobs_due(now, now, 100).await.unwrap();
         !lapsed.iter().any(|d| d.id == job)
@@ -273,10 +273,7 @@ pub async fn the_serve_loop_renews_leases_while_a_call_is_in_flight(store: Arc<d
     });
     let other = h.another_instance(config.clone());
     let probe = async {
-        super::until("the call arrives", || async {
-            !h.target.requests().is_empty()
-        })
-        .await;
+        h.target.arrived(1).await;
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
         // The clock passes the first lease (not the call's 2 s timeout): the renewal, on the
         // same clock, is due and runs (no wall-clock wait for a third of a lease).
@@ -311,10 +308,7 @@ pub async fn a_single_tick_renews_leases_while_a_call_is_in_flight(store: Arc<dy
     h.clock.set(due);
     let other = h.another_instance(config.clone());
     let probe = async {
-        super::until("the call arrives", || async {
-            !h.target.requests().is_empty()
-        })
-        .await;
+        h.target.arrived(1).await;
         assert_eq!(h.target.requests().len(), 1, "the call is in flight");
         // The clock passes the first lease (not the call's timeout); `tick --once` renews it
         // like the loop does.
@@ -377,7 +371,7 @@ pub async fn an_answer_outlives_an_instance_killed_before_its_record(store: Arc<
     let killed = tokio::select! {
         _ = h.engine.tick() => false,
         () = async {
-            super::until("the call arrives", || async { !h.target.requests().is_empty() }).await;
+            h.target.arrived(1).await;
             faulty.hold_tenant_transactions(true);
             super::until("the answer is written ahead", || async {
                 written_ahead().await.is_some()
@@ -439,19 +433,14 @@ pub async fn a_fresh_lease_is_not_renewed(store: Arc<dyn Store>) {
         let _ = stopped.await;
     });
     let probe = async {
-        super::until("the call arrives", || async {
-            !h.target.requests().is_empty()
-        })
-        .await;
+        h.target.arrived(1).await;
         h.engine.settled_beside_calls().await;
         h.clock.set(due + Duration::seconds(1));
         h.engine.settled_beside_calls().await;
         assert_eq!(faulty.renewals(), 0, "a lease with 2 s left was renewed");
         h.clock.set(due + Duration::seconds(2));
-        super::until("the lease running low is renewed", || async {
-            faulty.renewals() == 1
-        })
-        .await;
+        h.engine.settled_beside_calls().await;
+        assert_eq!(faulty.renewals(), 1, "the lease running low is renewed");
         assert_eq!(h.jobs(s.id).await[0].status, JobStatus::Running);
         // Past the call's timeout: stopping does not wait for it on the wall clock.
         h.clock.set(due + Duration::seconds(6));
