@@ -33,11 +33,16 @@ impl Cli {
     }
 
     pub async fn run(&self, args: &[&str]) -> (i32, String, String) {
+        self.run_logging(args, "error").await
+    }
+
+    /// [`Cli::run`] with the log filter `rust_log` (`RUST_LOG`).
+    pub async fn run_logging(&self, args: &[&str], rust_log: &str) -> (i32, String, String) {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_sentin8-cron"))
             .args(args)
             .env("SENTIN8_CRON_DATABASE_URL", &self.url)
             .env("SENTIN8_CRON_TOKEN", "dev-m2m-token")
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", rust_log)
             .current_dir(self.dir.path())
             .output()
             .await
@@ -201,9 +206,11 @@ async fn unknown_database_schemes_get_an_actionable_error() {
 async fn a_database_url_s_secrets_never_reach_the_output() {
     let cli = Cli::new().await;
     // Nothing listens on port 9: every command fails, naming the database it could not reach.
+    // The driver's own log lines included: it would print parameters it does not read with
+    // their values (`sslpassword`, a mis-cased `PassWord`).
     let url = "postgres://cron:MARK-USERINFO@127.0.0.1:9/cron?sslmode=disable\
-               &password=MARK-QUERY&sslpassword=MARK-SSL";
-    for args in [
+               &password=MARK-QUERY&sslpassword=MARK-SSL&PassWord=MARK-CASE";
+    let commands = [
         vec!["migrate", "--database-url", url],
         vec!["migrate", "--status", "--database-url", url],
         vec![
@@ -214,13 +221,17 @@ async fn a_database_url_s_secrets_never_reach_the_output() {
             "--database-url",
             url,
         ],
-    ] {
-        let (code, stdout, stderr) = cli.run(&args).await;
+    ];
+    for (args, rust_log) in commands
+        .iter()
+        .flat_map(|args| ["error", "info", "debug"].map(|level| (args, level)))
+    {
+        let (code, stdout, stderr) = cli.run_logging(args, rust_log).await;
         assert_ne!(code, 0, "{args:?}: {stdout}{stderr}");
         let shown = format!("{stdout}{stderr}");
         assert!(
             !shown.contains("MARK-"),
-            "{args:?} showed a secret: {shown}"
+            "{args:?} (RUST_LOG={rust_log}) showed a secret: {shown}"
         );
         assert!(
             shown.contains("127.0.0.1:9"),

@@ -145,8 +145,13 @@ fn url_form(url: &str) -> Result<(Vec<String>, SessionAttrs), DatabaseUrlError> 
     let mut attrs = SessionAttrs::Any;
     let mut attrs_given = false;
     let mut kept = Vec::new();
+    let mut unknown = Vec::new();
     for pair in query.iter().flat_map(|q| q.split('&')) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !pair.is_empty() && !is_driver_param(name) && name != "target_session_attrs" {
+            unknown.push(decoded(name));
+            continue;
+        }
         if name == "target_session_attrs" {
             attrs = parse_attrs(value)?;
             attrs_given = true;
@@ -159,7 +164,15 @@ fn url_form(url: &str) -> Result<(Vec<String>, SessionAttrs), DatabaseUrlError> 
         }
         kept.push(pair);
     }
-    if !host_list.contains(',') && !attrs_given {
+    if !unknown.is_empty() {
+        // The driver would log each one's value (`sslpassword=...` is a secret): it never
+        // sees them, and this says which were left out without their values.
+        tracing::warn!(
+            parameters = ?unknown,
+            "ignoring connect parameters the PostgreSQL driver does not read (values not shown)"
+        );
+    }
+    if !host_list.contains(',') && !attrs_given && unknown.is_empty() {
         return Ok((vec![url.to_owned()], attrs));
     }
     let mut tail = path.to_owned();
@@ -179,6 +192,41 @@ fn url_form(url: &str) -> Result<(Vec<String>, SessionAttrs), DatabaseUrlError> 
         urls.push(format!("{head}{host}{tail}"));
     }
     Ok((urls, attrs))
+}
+
+/// The query parameters sqlx's PostgreSQL driver reads; it ignores any other with a log line
+/// that carries the value.
+const DRIVER_PARAMS: [&str; 18] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+fn is_driver_param(raw_name: &str) -> bool {
+    DRIVER_PARAMS.contains(&decoded(raw_name).as_str())
+}
+
+/// A query parameter's name as the driver reads it (percent-decoded, `+` as a space).
+fn decoded(raw_name: &str) -> String {
+    url::form_urlencoded::parse(raw_name.as_bytes())
+        .next()
+        .map(|(name, _)| name.into_owned())
+        .unwrap_or_default()
 }
 
 /// A URL's path, query and fragment (the text after its authority).
@@ -333,6 +381,33 @@ mod tests {
             hosts("postgresql://a,b/cron"),
             (vec!["a:5432".into(), "b:5432".into()], SessionAttrs::Any)
         );
+    }
+
+    #[test]
+    fn parameters_the_driver_does_not_read_never_reach_it() {
+        // The driver would log `sslpassword`'s value; a mis-cased `PassWord` is not `password`.
+        let (urls, attrs) = url_form(
+            "postgres://u:pw@db/cron?sslpassword=MARK-1&sslmode=disable&PassWord=MARK-2&\
+             ssl%6dode=require&application_name=x",
+        )
+        .unwrap();
+        assert_eq!(attrs, SessionAttrs::Any);
+        assert_eq!(
+            urls,
+            ["postgres://u:pw@db/cron?sslmode=disable&ssl%6dode=require&application_name=x"]
+        );
+        let (urls, _) =
+            url_form("postgres://a,b/cron?token=MARK-3&target_session_attrs=any").unwrap();
+        assert_eq!(urls, ["postgres://a/cron", "postgres://b/cron"]);
+        // A URL with nothing unknown is handed on as given.
+        let given = "postgres://u:pw@db/cron?sslmode=disable&options=-c%20x%3Dy";
+        assert_eq!(url_form(given).unwrap().0, [given]);
+        let list =
+            HostList::parse("postgres://u@db/cron?sslpassword=MARK&sslmode=disable").unwrap();
+        assert!(matches!(
+            list.hosts[0].options.get_ssl_mode(),
+            sqlx::postgres::PgSslMode::Disable
+        ));
     }
 
     #[test]
