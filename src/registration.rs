@@ -421,6 +421,13 @@ mod tests {
             assert!(find(secret).secret, "{secret}");
         }
         assert!(!find("SENTIN8_CRON_LISTEN").secret);
+        // A URL may carry a password, a token or a client secret: its value is never shown.
+        for url in vars
+            .iter()
+            .filter(|v| v.name.ends_with("_URL") || v.flag == "--server")
+        {
+            assert!(url.secret, "{} shows its value in --help", url.name);
+        }
     }
 
     #[test]

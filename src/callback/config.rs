@@ -217,7 +217,7 @@ pub struct TargetAllowArgs {
 #[command(next_help_heading = "Proxy-back")]
 pub struct CallbackArgs {
     /// OAuth2 token endpoint of the M2M client-credentials token used for proxy-back.
-    #[arg(long, env = ENV_TOKEN_URL, value_name = "URL")]
+    #[arg(long, env = ENV_TOKEN_URL, value_name = "URL", hide_env_values = true)]
     pub m2m_token_url: Option<String>,
     /// OAuth2 client id of the M2M token.
     #[arg(long, env = ENV_CLIENT_ID, value_name = "ID")]

@@ -251,6 +251,11 @@ impl Cli {
             Ok(matches) => Cli::from_arg_matches(&matches).map_err(|err| err.format(&mut command)),
             Err(mut err) => {
                 use clap::error::{ContextKind, ContextValue};
+                // clap repeats the value it refused: a URL's secrets are hidden from it.
+                if let Some(ContextValue::String(value)) = err.get(ContextKind::InvalidValue) {
+                    let shown = crate::util::url::redact(value);
+                    err.insert(ContextKind::InvalidValue, ContextValue::String(shown));
+                }
                 if err.get(ContextKind::Usage).is_some() {
                     let usage = usage_of(&mut command, &args);
                     err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));

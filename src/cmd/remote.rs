@@ -18,7 +18,7 @@ use crate::core::model::EnvId;
 #[command(next_help_heading = "Server")]
 pub struct ServerArgs {
     /// URL of a running sentin8-cron service, e.g. http://127.0.0.1:8080.
-    #[arg(long, env = "SENTIN8_CRON_SERVER", value_name = "URL", value_parser = parse_server_url)]
+    #[arg(long, env = "SENTIN8_CRON_SERVER", value_name = "URL", hide_env_values = true, value_parser = parse_server_url)]
     pub server: Option<Url>,
     /// Bearer token for the service's API (a JWT with the read or write scope, or the token a
     /// development-mode `serve` prints).

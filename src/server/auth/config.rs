@@ -150,7 +150,7 @@ pub struct AuthConfig {
 #[command(next_help_heading = "API authentication")]
 pub struct AuthArgs {
     /// JWK set URL: authenticate API callers with JWTs verified against it.
-    #[arg(long, env = ENV_JWKS_URL, value_name = "URL")]
+    #[arg(long, env = ENV_JWKS_URL, value_name = "URL", hide_env_values = true)]
     pub jwks_url: Option<String>,
     /// Shared HS256 secret (at least 32 bytes): authenticate API callers with it instead.
     #[arg(long, env = ENV_HS256_SECRET, value_name = "SECRET", hide_env_values = true, value_parser = Secret::parse)]

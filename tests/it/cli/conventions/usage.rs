@@ -169,3 +169,49 @@ fn the_manual_pages_refer_only_to_pages_that_exist() {
         stderr(&refused)
     );
 }
+
+#[test]
+fn help_and_errors_never_show_a_url_s_secrets() {
+    let mut serve = binary();
+    serve
+        .args(["serve", "--help"])
+        .env(
+            "SENTIN8_CRON_JWKS_URL",
+            "https://id.example/jwks?secret=MARK-JWKS",
+        )
+        .env(
+            "SENTIN8_CRON_M2M_TOKEN_URL",
+            "https://id.example/token?client_secret=MARK-TOKEN",
+        )
+        .env("SENTIN8_CRON_BUS_URL", "nats://bus:MARK-BUS@127.0.0.1:4222")
+        .env(
+            "SENTIN8_CRON_DATABASE_URL",
+            "postgres://cron:MARK-DB@127.0.0.1/cron",
+        );
+    let mut remote = binary();
+    remote.args(["schedules", "list", "--help"]).env(
+        "SENTIN8_CRON_SERVER",
+        "https://user:MARK-SERVER@cron.example",
+    );
+    let mut refused = binary();
+    refused.args([
+        "schedules",
+        "list",
+        "--server",
+        "https://user:MARK-FLAG@not a host",
+    ]);
+    for (what, mut command) in [
+        ("serve --help", serve),
+        ("schedules list --help", remote),
+        ("--server refused", refused),
+    ] {
+        let output = command.output().unwrap();
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!shown.contains("MARK-"), "{what} showed a secret: {shown}");
+        assert!(!shown.is_empty(), "{what} said something");
+    }
+}
