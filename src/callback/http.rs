@@ -152,19 +152,21 @@ impl HttpDispatcher {
         url: Url,
         headers: HeaderMap,
         body: bytes::Bytes,
-        fence: Option<&CallFence>,
+        request: &RunRequest,
     ) -> Result<Value, DispatchError> {
+        let fence = request.fence.as_ref();
         let token = match tokens {
             Some(tokens) => Some(tokens.token(origin).await?),
             None => None,
         };
+        let signed = self.with_signature(&headers, request, &url, &body)?;
         // The last thing before the request goes: everything above (a token fetch, signing)
         // may have taken long, or the instance may have stalled.
         if fence.is_some_and(|fence| !fence.holds()) {
             return Err(DispatchError::LeaseUnsure);
         }
         let response = self
-            .send(url.clone(), headers.clone(), token.as_ref(), body.clone())
+            .send(url.clone(), signed, token.as_ref(), body.clone())
             .await?;
         let response = match (tokens, &token) {
             // The token may have been revoked or rotated before its stated expiry: retry once
@@ -178,7 +180,10 @@ impl HttpDispatcher {
                 drop(response);
                 tracing::debug!(%origin, "proxy-back target answered 401; retrying once with a fresh token");
                 let token = tokens.token(origin).await?;
-                self.send(url, headers, Some(&token), body).await?
+                // A new request, with its own signature and `jti`: a target that accepts each
+                // `jti` once would refuse the first one's again as a replay.
+                let signed = self.with_signature(&headers, request, &url, &body)?;
+                self.send(url, signed, Some(&token), body).await?
             }
             _ => response,
         };
@@ -261,6 +266,25 @@ impl HttpDispatcher {
         }
     }
 
+    /// `headers` with a fresh `Sentin8-Signature` (its own `jti` and `iat`) when calls are
+    /// signed: each request sent, the resend after a 401 included, is signed on its own.
+    fn with_signature(
+        &self,
+        headers: &HeaderMap,
+        request: &RunRequest,
+        url: &Url,
+        body: &[u8],
+    ) -> Result<HeaderMap, DispatchError> {
+        let mut headers = headers.clone();
+        if let Some(signer) = &self.inner.signer {
+            headers.insert(
+                SIGNATURE_HEADER,
+                self.signature(signer, request, url, body)?,
+            );
+        }
+        Ok(headers)
+    }
+
     /// The `Sentin8-Signature` value for a call to `url` carrying `body`.
     fn signature(
         &self,
@@ -303,19 +327,15 @@ impl Dispatcher for HttpDispatcher {
         if tokens.is_none() && self.inner.signer.is_none() {
             return Err(DispatchError::NoTokenSource);
         }
-        let mut headers = request_headers(request)?;
+        let headers = request_headers(request)?;
         let body = serde_json::to_vec(request)
             .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
-        if let Some(signer) = &self.inner.signer {
-            let signature = self.signature(signer, request, &url, &body)?;
-            headers.insert(SIGNATURE_HEADER, signature);
-        }
 
         let limit = self.inner.job_timeout;
         let body = bytes::Bytes::from(body);
         match tokio::time::timeout(
             limit,
-            self.call(tokens, &origin, url, headers, body, request.fence.as_ref()),
+            self.call(tokens, &origin, url, headers, body, request),
         )
         .await
         {

@@ -16,7 +16,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation};
 use sentin8_cron::callback::egress::EgressPolicy;
 use sentin8_cron::callback::setup::{DevKey, call_signer};
-use sentin8_cron::callback::signing::{CallSigner, SigningKey};
+use sentin8_cron::callback::signing::{CallSigner, SIGNATURE_HEADER, SigningKey};
 use sentin8_cron::callback::{
     DispatchConfig, HttpDispatcher, OAuth2Settings, Secret, SigningSettings, TokenSettings,
 };
@@ -542,4 +542,66 @@ async fn a_fired_schedule_calls_its_target_signed_for_that_target() {
     assert_eq!(claims["schedule_id"], schedule.id.to_string());
     assert_eq!(claims["env_id"], env.to_string());
     assert_eq!(claims["iat"], clock.now().timestamp());
+}
+
+/// A 401 is answered by sending the call again with a fresh token: a new request, signed on
+/// its own (a new `jti`), so a target that accepts each `jti` once does not take it for a
+/// replay of the first.
+#[tokio::test]
+async fn the_resend_after_a_401_has_its_own_signature() {
+    let issued = Arc::new(AtomicUsize::new(0));
+    let tokens = RawServer::start({
+        let issued = issued.clone();
+        move |_: &Recorded| {
+            let n = issued.fetch_add(1, Ordering::SeqCst);
+            Reply::json(
+                200,
+                json!({"access_token": format!("m2m-token-{n}"), "token_type": "Bearer", "expires_in": 3600}),
+            )
+        }
+    })
+    .await;
+    let answered = Arc::new(AtomicUsize::new(0));
+    let target = RawServer::start({
+        let answered = answered.clone();
+        move |_: &Recorded| match answered.fetch_add(1, Ordering::SeqCst) {
+            0 => Reply::status(401),
+            _ => Reply::json(200, json!({"ok": true})),
+        }
+    })
+    .await;
+    let config = DispatchConfig {
+        token: TokenSettings::OAuth2(OAuth2Settings {
+            token_url: format!("{}/oauth/token", tokens.url()),
+            client_id: "cron".into(),
+            client_secret: Secret::new("secret"),
+            scope: None,
+            resource_param: None,
+            audience_param: None,
+        }),
+        job_timeout: Duration::from_secs(10),
+        egress: dev_egress(),
+        ..DispatchConfig::default()
+    };
+    let signer = Arc::new(CallSigner::generate_dev(ISSUER).unwrap());
+    let dispatcher = signed_dispatcher(&config, signer.clone());
+    dispatcher.run(&run_request(&target.url())).await.unwrap();
+
+    let calls = target.requests();
+    assert_eq!(calls.len(), 2, "the 401 and the resend");
+    assert_eq!(calls[0].bearer(), Some("m2m-token-0"));
+    assert_eq!(calls[1].bearer(), Some("m2m-token-1"));
+    assert_eq!(
+        calls[0].header("idempotency-key"),
+        calls[1].header("idempotency-key")
+    );
+    let claims: Vec<_> = calls
+        .iter()
+        .map(|call| verify(call, &signer.jwks(), &target.url()).unwrap())
+        .collect();
+    assert_ne!(claims[0]["jti"], claims[1]["jti"], "a jti per request sent");
+    assert_ne!(
+        calls[0].header(SIGNATURE_HEADER),
+        calls[1].header(SIGNATURE_HEADER)
+    );
 }
