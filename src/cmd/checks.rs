@@ -120,7 +120,7 @@ impl Problem {
     pub fn field(problem: &FieldError) -> Self {
         Problem {
             position: None,
-            message: problem.to_string(),
+            message: printable(&problem.to_string()),
         }
     }
 
@@ -131,7 +131,7 @@ impl Problem {
                 .line
                 .zip(entry.column)
                 .map(|(line, column)| Position { line, column }),
-            message: entry.to_string(),
+            message: printable(&entry.to_string()),
         }
     }
 
@@ -139,7 +139,7 @@ impl Problem {
     pub fn document(err: &DeclError) -> Self {
         Problem {
             position: err.position(),
-            message: format!("not a valid declaration document: {err}"),
+            message: printable(&format!("not a valid declaration document: {err}")),
         }
     }
 
@@ -188,6 +188,27 @@ pub fn annotate(
     Ok(())
 }
 
+/// `text` with its control characters (a line break, an escape sequence) and the marks that
+/// reverse text's direction written as escapes (`\n`, `\u{1b}`): a problem is one line that
+/// says what the document holds, so a declaration's content cannot start a line of its own
+/// (a workflow command under `-o github`, a forged message) or move the terminal's cursor.
+pub fn printable(text: &str) -> String {
+    let hidden =
+        |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(hidden) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The escaping of a workflow command's message.
 fn escape_data(text: &str) -> String {
     text.replace('%', "%25")
@@ -203,6 +224,20 @@ fn escape_property(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_problem_is_one_printable_line_whatever_the_document_holds() {
+        assert_eq!(
+            printable("plain: 61 is out of range"),
+            "plain: 61 is out of range"
+        );
+        assert_eq!(
+            printable("x\n::warning::forged\r\u{1b}[2K\u{202E}é"),
+            "x\\n::warning::forged\\r\\u{1b}[2K\\u{202e}é"
+        );
+        let entry = Problem::field(&FieldError::new("schedule_type", "bad \"a\nb\""));
+        assert!(!entry.message.contains('\n'), "{}", entry.message);
+    }
 
     #[test]
     fn annotations_follow_the_workflow_command_format() {

@@ -470,3 +470,56 @@ fn validate_expr_annotates_a_file_for_github() {
         stdout(&output)
     );
 }
+
+/// A declaration's content cannot start a line of its own: under `-o github` such a line
+/// would be a workflow command (`::warning::`, `::add-mask::`), on stdout or stderr alike.
+#[test]
+fn declaration_content_cannot_write_a_workflow_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("forged.schedules.yaml");
+    std::fs::write(
+        &file,
+        "schedules:\n  - schedule_type: \"x\\n::warning::FORGED-TYPE\"\n    cron: \"* * * * *\"\n    \
+         timezone: \"Nowhere\\r\\n::warning::FORGED-ZONE\"\n  - schedule_type: ok.one\n    \
+         cron: \"61 * * * *\\n::add-mask::FORGED-CRON\"\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let db = format!("sqlite://{}", dir.path().join("none.db").display());
+    let env = uuid::Uuid::now_v7().to_string();
+    for args in [
+        vec!["validate-expr", "--file", &file, "-o", "github"],
+        vec![
+            "enroll",
+            "--file",
+            &file,
+            "--env",
+            &env,
+            "--domain",
+            "billing",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--database-url",
+            &db,
+            "-o",
+            "github",
+        ],
+    ] {
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let all = format!("{}{}", stdout(&output), stderr(&output));
+        assert!(
+            all.contains("FORGED-TYPE"),
+            "the problem is reported: {all}"
+        );
+        for line in all.lines() {
+            assert!(
+                !line.contains("FORGED")
+                    || line.starts_with("::error ")
+                    || line.starts_with("error: "),
+                "{} printed a line the document wrote: {line:?}",
+                args[0]
+            );
+        }
+    }
+}
