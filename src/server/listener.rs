@@ -35,6 +35,8 @@ use super::MAX_BODY_BYTES;
 use super::error::ApiError;
 use super::rate::RateSettings;
 
+mod refusals;
+
 /// The listener's limits (see the module documentation), and the API's rate limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ListenerLimits {
@@ -225,6 +227,7 @@ struct ConnectionCap {
     reserve: Arc<Semaphore>,
     per_client: usize,
     clients: Arc<Mutex<HashMap<ClientKey, usize>>>,
+    refusals: Arc<Mutex<refusals::RefusalTally>>,
 }
 
 /// Who a client is, for its share of the connections: an IPv4 address, or the /64 of an IPv6
@@ -254,6 +257,7 @@ impl ConnectionCap {
             reserve: Arc::new(Semaphore::new(reserve)),
             per_client: limits.max_connections_per_client.max(1),
             clients: Arc::default(),
+            refusals: Arc::default(),
         }
     }
 
@@ -280,7 +284,17 @@ impl ConnectionCap {
             Err(_) => match self.reserve.clone().try_acquire_owned() {
                 Ok(permit) => (Admission::Reserve, permit),
                 Err(_) => {
-                    tracing::warn!("connection limit reached: a new connection was closed");
+                    let tell = self
+                        .refusals
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refused(std::time::Instant::now());
+                    if let Some(closed) = tell {
+                        tracing::warn!(
+                            closed,
+                            "connection limit reached: new connections closed (one line per 10 s at most; `closed` counts them since the last)"
+                        );
+                    }
                     // `share` is dropped here, giving the client's count back.
                     return Err(io::Error::other("connection limit reached"));
                 }

@@ -1,5 +1,6 @@
 //! How `serve` starts: it binds before it opens the database or prints anything, prints the
-//! port it bound, and says where its embedded database is.
+//! port it bound, says where its embedded database is, and tells connections closed at its
+//! limit in one warning per interval.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
@@ -121,4 +122,56 @@ fn serve_logs_where_its_embedded_database_is() {
         "{second}"
     );
     assert!(!second.contains("created a new"), "{second}");
+}
+
+/// Connections closed at the limit are told in one warning per interval, with their count,
+/// not one line each: a flood of 60 connections against a cap of 4 writes one.
+#[test]
+fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let mut child = binary()
+        .args([
+            "serve",
+            "--database-url",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "4",
+        ])
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+        line.clear();
+    }
+    let addr = line.trim().trim_start_matches("listening on http://").to_owned();
+    // Held open, so every one after the cap (and its reserve) is closed as it is accepted.
+    let held: Vec<_> = (0..60)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    // The listener accepts (and closes) them in its own time: give it a moment, bounded.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(held);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let told: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("connection limit reached"))
+        .collect();
+    assert_eq!(told.len(), 1, "one line for the flood: {err}");
+    assert!(told[0].contains("closed=1"), "the first is told at once: {}", told[0]);
 }
