@@ -145,6 +145,17 @@ impl Service {
                 stats.run(store.as_ref(), clock.as_ref(), stopped(rx)).await;
             })
         };
+        // Health's database probe, once a second whatever the rate of requests.
+        let prober = {
+            let (stats, store, clock) =
+                (self.stats.clone(), self.store.clone(), self.clock.clone());
+            let rx = stop_rx.clone();
+            tokio::spawn(async move {
+                stats
+                    .probe_every_second(store.as_ref(), clock.as_ref(), stopped(rx))
+                    .await;
+            })
+        };
 
         let state = self.state();
         let drain = self.drain;
@@ -192,8 +203,9 @@ impl Service {
                 }
             }
         }
-        // A refresh only reads: stopping it mid-way loses nothing.
+        // A refresh and a probe only read: stopping them mid-way loses nothing.
         counter.abort();
+        prober.abort();
         if let Some(retention) = retention {
             retention.abort();
         }

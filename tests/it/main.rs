@@ -17,6 +17,7 @@ mod dispatch;
 mod egress;
 mod engine;
 mod enroll;
+mod health_probe;
 mod lifecycle;
 mod listener;
 mod nats_cluster;

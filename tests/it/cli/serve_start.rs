@@ -151,7 +151,10 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
     while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
         line.clear();
     }
-    let addr = line.trim().trim_start_matches("listening on http://").to_owned();
+    let addr = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .to_owned();
     // Held open, so every one after the cap (and its reserve) is closed as it is accepted.
     let held: Vec<_> = (0..60)
         .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
@@ -173,5 +176,9 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
         .filter(|l| l.contains("connection limit reached"))
         .collect();
     assert_eq!(told.len(), 1, "one line for the flood: {err}");
-    assert!(told[0].contains("closed=1"), "the first is told at once: {}", told[0]);
+    assert!(
+        told[0].contains("closed=1"),
+        "the first is told at once: {}",
+        told[0]
+    );
 }

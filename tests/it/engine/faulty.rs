@@ -42,6 +42,8 @@ pub struct FaultyStore {
     seed: AtomicU64,
     /// Run whenever a lease renewal is refused.
     on_refused_renewal: Mutex<Option<Box<dyn Fn() + Send>>>,
+    /// Schema reads (health's probe) asked for so far.
+    schema_reads: AtomicUsize,
 }
 
 impl FaultyStore {
@@ -63,7 +65,13 @@ impl FaultyStore {
             draws: AtomicU64::new(0),
             seed: AtomicU64::new(0),
             on_refused_renewal: Mutex::new(None),
+            schema_reads: AtomicUsize::new(0),
         })
+    }
+
+    /// Schema reads (health's database probe) asked for so far.
+    pub fn schema_reads(&self) -> usize {
+        self.schema_reads.load(Ordering::SeqCst)
     }
 
     /// Runs `hook` whenever a lease renewal is refused (the instance may lose its leases).
@@ -331,6 +339,7 @@ impl Store for FaultyStore {
         self.inner.schedules_purge(purge).await
     }
     async fn schema_status(&self) -> StoreResult<SchemaStatus> {
+        self.schema_reads.fetch_add(1, Ordering::SeqCst);
         self.pass().await?;
         self.inner.schema_status().await
     }
