@@ -104,7 +104,10 @@ pub async fn an_attempts_duration_is_its_call_alone(store: Arc<dyn Store>) {
         metrics.clone(),
     );
     h.clock.set(due);
+    // The record and the answer written ahead of it both wait, so the 8 s pass before the
+    // outcome is durable however the threads are scheduled.
     faulty.hold_tenant_transactions(true);
+    faulty.hold_answers(true);
     let tick = engine.tick();
     tokio::pin!(tick);
     tokio::select! {
@@ -112,6 +115,7 @@ pub async fn an_attempts_duration_is_its_call_alone(store: Arc<dyn Store>) {
         () = called.notified() => {}
     }
     h.clock.advance(Duration::seconds(8));
+    faulty.hold_answers(false);
     faulty.hold_tenant_transactions(false);
     let summary = tick.await.unwrap();
     assert_eq!(summary.succeeded, 1, "{summary:?}");

@@ -44,6 +44,8 @@ pub struct FaultyStore {
     on_refused_renewal: Mutex<Option<Box<dyn Fn() + Send>>>,
     /// Schema reads (health's probe) asked for so far.
     schema_reads: AtomicUsize,
+    /// While true, answers written ahead of their records wait.
+    held_answers: watch::Sender<bool>,
 }
 
 impl FaultyStore {
@@ -66,7 +68,14 @@ impl FaultyStore {
             seed: AtomicU64::new(0),
             on_refused_renewal: Mutex::new(None),
             schema_reads: AtomicUsize::new(0),
+            held_answers: watch::channel(false).0,
         })
+    }
+
+    /// While `held`, answers written ahead of their records wait (as tenant transactions do
+    /// under [`FaultyStore::hold_tenant_transactions`]).
+    pub fn hold_answers(&self, held: bool) {
+        self.held_answers.send_replace(held);
     }
 
     /// Schema reads (health's database probe) asked for so far.
@@ -280,6 +289,8 @@ impl Store for FaultyStore {
         next
     }
     async fn job_answers_put(&self, answers: &[JobAnswer]) -> StoreResult<u64> {
+        let mut held = self.held_answers.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
         self.pass().await?;
         self.inner.job_answers_put(answers).await
     }

@@ -241,8 +241,9 @@ async fn health_answers_503_at_once_when_the_database_stops_answering() {
     assert_eq!(status, reqwest::StatusCode::OK, "{health}");
 
     proxy.stall(true);
-    // Past the cached probe's lifetime, so the next request probes the stalled database.
-    api.clock.advance(Duration::seconds(2));
+    // Past the time a probe's answer is trusted (PROBE_FRESH), so the next request probes the
+    // stalled database itself and says so at once.
+    api.clock.advance(Duration::seconds(4));
     let answered = tokio::time::timeout(
         StdDuration::from_secs(5),
         api.call(reqwest::Method::GET, "/v1/health", None, None),
