@@ -59,13 +59,17 @@ pub struct Service {
     pub health: HealthRules,
     /// Removes rows past their retention in the background (`None`: keeps everything).
     pub retention: Option<RetentionConfig>,
+    /// At most this many jobs of one environment wait their turn (backfills beyond: 409).
+    pub waiting_cap: u64,
 }
 
 impl Service {
     /// The application state the handlers share.
     pub fn state(&self) -> Arc<AppState> {
         Arc::new(AppState {
-            ops: Ops::new(self.store.clone()).with_target_policy(self.target_policy.clone()),
+            ops: Ops::new(self.store.clone())
+                .with_target_policy(self.target_policy.clone())
+                .with_waiting_cap(self.waiting_cap),
             store: self.store.clone(),
             auth: self.auth.clone(),
             clock: self.clock.clone(),

@@ -51,6 +51,10 @@ pub struct Args {
     /// random one per process, so a restart does not force re-pasting it
     #[arg(long, env = "SENTIN8_CRON_DEV_TOKEN", value_name = "TOKEN", hide_env_values = true, value_parser = Secret::parse)]
     pub dev_token: Option<Secret>,
+    /// Jobs of one environment that may wait their turn (backfilled occurrences); a backfill
+    /// that would leave more is refused with 409
+    #[arg(long, env = "SENTIN8_CRON_MAX_WAITING_JOBS", value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_waiting_jobs: u32,
 }
 
 /// How often the counts health and metrics report are recomputed (at most once per tick
@@ -224,6 +228,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         // Outside development mode, calls without a token source carry only their signature.
         health: args.health.rules(!no_token || dev_mode),
         retention: Some(args.retention.config()),
+        waiting_cap: u64::from(args.max_waiting_jobs),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

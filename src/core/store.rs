@@ -533,6 +533,10 @@ pub trait TenantTx: Send {
     /// status.
     async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
 
+    /// This environment's jobs waiting their turn (`buffered`: backfilled occurrences, and a
+    /// buffered fire per schedule at most): what a backfill adds to, and is capped by.
+    async fn jobs_waiting_count(&mut self) -> StoreResult<u64>;
+
     /// This environment's jobs scheduled in a window, summed up per hour in the store (one row
     /// per hour that had jobs, so the answer is bounded by the window's length).
     async fn job_hours(&mut self, query: &JobHoursQuery) -> StoreResult<JobHours>;

@@ -69,6 +69,7 @@ impl Server {
             jwks: None,
             health: Default::default(),
             retention: None,
+            waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
             limits: Default::default(),
             stats: Default::default(),
             metrics_listener: None,

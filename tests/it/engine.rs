@@ -376,6 +376,7 @@ macro_rules! engine_suite {
                 allow_all_runs_occurrences_side_by_side,
                 allow_all_jobs_retry_on_budgets_of_their_own,
                 a_backfill_under_skip_runs_one_occurrence_at_a_time,
+                a_backfill_beyond_the_environments_waiting_cap_is_refused,
                 a_backfill_waiting_behind_a_withdrawn_fire_is_released,
             );
         }

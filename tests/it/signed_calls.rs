@@ -83,6 +83,7 @@ async fn serve_jwks(jwks: Value) -> (String, oneshot::Sender<()>) {
         jwks: Some(jwks),
         health: Default::default(),
         retention: None,
+        waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
         limits: Default::default(),
         stats: Default::default(),
         metrics_listener: None,

@@ -65,6 +65,7 @@ async fn start() -> TlsServer {
         jwks: None,
         health: Default::default(),
         retention: None,
+        waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

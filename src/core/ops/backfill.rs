@@ -50,6 +50,16 @@ impl Ops {
             )));
         }
         let occurrences = occurrences_between(&schedule, from, to, actor.now)?;
+        let waiting = tx.jobs_waiting_count().await?;
+        let adding = occurrences.len() as u64;
+        if waiting + adding > self.waiting_cap {
+            return Err(OpsError::Conflict(format!(
+                "this environment has {waiting} jobs waiting their turn and the backfill would add \
+                 {adding}: at most {} may wait (SENTIN8_CRON_MAX_WAITING_JOBS); backfill again \
+                 once they have run, or in smaller parts",
+                self.waiting_cap
+            )));
+        }
         let concurrent = schedule.policies.overlap == Overlap::AllowAll;
         let mut jobs = Vec::with_capacity(occurrences.len());
         for occurrence in &occurrences {

@@ -86,7 +86,14 @@ pub struct CreateSchedule {
 pub struct Ops {
     store: Arc<dyn Store>,
     targets: Arc<dyn TargetPolicy>,
+    /// At most this many jobs of an environment wait their turn (see
+    /// [`Ops::with_waiting_cap`]).
+    waiting_cap: u64,
 }
+
+/// How many jobs of one environment may wait their turn (backfilled occurrences), unless
+/// `serve` is told otherwise: ten full backfills.
+pub const DEFAULT_WAITING_CAP: u64 = 10_000;
 
 impl Ops {
     /// Operations accepting any base URL (see [`Ops::with_target_policy`]).
@@ -94,7 +101,15 @@ impl Ops {
         Self {
             store,
             targets: Arc::new(AnyTarget),
+            waiting_cap: DEFAULT_WAITING_CAP,
         }
+    }
+
+    /// A backfill that would leave more than `cap` jobs of its environment waiting their turn
+    /// is refused (one tenant's backfills cannot queue without bound).
+    pub fn with_waiting_cap(mut self, cap: u64) -> Self {
+        self.waiting_cap = cap;
+        self
     }
 
     /// Refuses to create or update a schedule whose base URL `policy` refuses.

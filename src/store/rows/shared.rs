@@ -5,8 +5,8 @@
 use uuid::Uuid;
 
 use super::{
-    ATTEMPT_COLUMNS, AUDIT_COLUMNS, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS, RowCells,
-    SCHEDULE_COLUMNS, Sql, TenantRows, Val, map_row, map_rows,
+    ATTEMPT_COLUMNS, AUDIT_COLUMNS, Cells, DLQ_COLUMNS, JOB_COLUMNS, OPEN_JOB, OUTBOX_COLUMNS,
+    RowCells, SCHEDULE_COLUMNS, Sql, TenantRows, Val, map_row, map_rows,
 };
 use crate::core::model::*;
 use crate::core::store::*;
@@ -171,6 +171,16 @@ pub(crate) async fn counts<T: TenantRows>(tx: &mut T) -> StoreResult<EnvCounts> 
     let sql = scoped(tx, |env, _| super::env_counts_sql(env));
     let row = tx.fetch_one(&sql).await?;
     super::env_counts(&row.cells("counts"))
+}
+
+/// This environment's jobs waiting their turn (`buffered`).
+pub(crate) async fn waiting_count<T: TenantRows>(tx: &mut T) -> StoreResult<u64> {
+    let sql = scoped(tx, |env, _| {
+        format!("SELECT count(*) AS waiting FROM jobs WHERE env_id = {env} AND status = 'buffered'")
+    });
+    let row = tx.fetch_one(&sql).await?;
+    let waiting = row.cells("jobs").i64("waiting")?;
+    Ok(u64::try_from(waiting).unwrap_or(0))
 }
 
 /// The live schedule of `domain` and `schedule_type`.

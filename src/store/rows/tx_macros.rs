@@ -281,6 +281,10 @@ macro_rules! tenant_tx {
             $crate::store::rows::counts(self).await
         }
 
+        async fn jobs_waiting_count(&mut self) -> StoreResult<u64> {
+            $crate::store::rows::waiting_count(self).await
+        }
+
         async fn outbox_list(
             &mut self,
             after_seq: i64,

@@ -355,3 +355,54 @@ pub async fn a_backfill_waiting_behind_a_withdrawn_fire_is_released(store: Arc<d
         "the withdrawn fire was called: {calls:?}"
     );
 }
+
+/// An environment's jobs waiting their turn are capped: a backfill that would leave more
+/// waiting is refused whole (409, naming the setting), and the cap is each environment's own.
+pub async fn a_backfill_beyond_the_environments_waiting_cap_is_refused(store: Arc<dyn Store>) {
+    let h = Harness::new(store.clone()).await;
+    let ops = sentin8_cron::core::ops::Ops::new(store).with_waiting_cap(5);
+    let s = h.create(cron("*/10 * * * *", 3)).await;
+    h.clock.set(minute(5));
+    let range = |minutes: i64| (t0() - Duration::minutes(minutes), t0());
+    // Four occurrences: one starts, three wait.
+    let (from, to) = range(30);
+    let first = ops
+        .schedule_backfill(h.env, s.id, from, to, &h.actor())
+        .await
+        .unwrap();
+    assert_eq!((first.jobs.len(), first.started), (4, 1));
+    let before = h.jobs(s.id).await.len();
+    // Three more would leave six waiting: refused, and nothing of it written.
+    let (from, to) = range(20);
+    let refused = ops
+        .schedule_backfill(h.env, s.id, from, to, &h.actor())
+        .await
+        .unwrap_err();
+    match &refused {
+        sentin8_cron::core::ops::OpsError::Conflict(detail) => {
+            assert!(
+                detail.contains("3 jobs waiting") && detail.contains("at most 5"),
+                "{detail}"
+            );
+            assert!(detail.contains("SENTIN8_CRON_MAX_WAITING_JOBS"), "{detail}");
+        }
+        other => panic!("a conflict, not {other:?}"),
+    }
+    assert_eq!(h.jobs(s.id).await.len(), before);
+    // Two fit.
+    let (from, to) = range(10);
+    ops.schedule_backfill(h.env, s.id, from, to, &h.actor())
+        .await
+        .unwrap();
+    // Another environment has a cap of its own.
+    let other_env = EnvId::new();
+    let other = h
+        .create_in(other_env, &h.target.url(), cron("*/10 * * * *", 3))
+        .await;
+    let (from, to) = range(30);
+    let theirs = ops
+        .schedule_backfill(other_env, other.id, from, to, &h.actor())
+        .await
+        .unwrap();
+    assert_eq!(theirs.jobs.len(), 4);
+}
