@@ -337,6 +337,7 @@ macro_rules! api_suite {
                 lists_page_with_cursors,
                 health_and_metrics,
                 the_openapi_document_matches_the_routes,
+                the_openapi_document_is_valid_and_true,
                 shutdown_drains_in_flight_requests,
             );
         }

@@ -36,6 +36,8 @@ pub enum Needs {
     /// apart from [`Needs::Nats`] (a server already running) so a missing program does not
     /// skip the tests that only need that server; the same variable makes both required.
     NatsServer,
+    /// The ecosystem's API tools: `openapi-spec-validator` (Python).
+    ApiTools,
 }
 
 impl Needs {
@@ -48,6 +50,7 @@ impl Needs {
             Needs::TargetToolchains => 4,
             Needs::PgClusters => 5,
             Needs::NatsServer => 6,
+            Needs::ApiTools => 7,
         }
     }
 
@@ -66,6 +69,7 @@ impl Needs {
                 "the failover tests on throwaway PostgreSQL clusters (pg_failover)"
             }
             Needs::NatsServer => "the relay's node-loss test on a throwaway NATS cluster",
+            Needs::ApiTools => "the API document's check by openapi-spec-validator",
         }
     }
 
@@ -79,6 +83,7 @@ impl Needs {
             Needs::TargetToolchains => "SENTIN8_CRON_REQUIRE_TARGET_TOOLCHAINS",
             Needs::PgClusters => "SENTIN8_CRON_REQUIRE_PG_CLUSTERS",
             Needs::NatsServer => "SENTIN8_CRON_REQUIRE_NATS",
+            Needs::ApiTools => "SENTIN8_CRON_REQUIRE_API_TOOLS",
         }
     }
 
@@ -89,7 +94,8 @@ impl Needs {
 }
 
 /// Why each service's tests are being skipped, once known.
-static UNAVAILABLE: [OnceLock<String>; 7] = [
+static UNAVAILABLE: [OnceLock<String>; 8] = [
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -100,7 +106,7 @@ static UNAVAILABLE: [OnceLock<String>; 7] = [
 ];
 
 /// How many tests skipped for each service so far.
-static SKIPPED: Mutex<[usize; 7]> = Mutex::new([0; 7]);
+static SKIPPED: Mutex<[usize; 8]> = Mutex::new([0; 8]);
 
 /// Why `needs` is known to be unavailable, if it is: later tests skip without trying again.
 pub fn unavailable(needs: Needs) -> Option<&'static str> {

@@ -240,9 +240,9 @@ pub const MAX_PICKER_ENVS: u32 = 200;
 #[utoipa::path(
     get, path = "/v1/admin/envs", tag = "admin",
     responses(
-        (status = 200, body = EnvsView),
-        (status = 401, body = Problem),
-        (status = 403, description = "No read, write or admin scope", body = Problem),
+        (status = 200, description = "OK", body = EnvsView),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No read, write or admin scope", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
@@ -338,8 +338,8 @@ pub struct OverviewView {
     get, path = "/v1/admin/overview", tag = "admin",
     params(api::EnvQuery),
     responses(
-        (status = 200, body = OverviewView),
-        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 200, description = "OK", body = OverviewView),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
@@ -420,6 +420,7 @@ pub struct AdminSchedulePage {
 
 /// The filters of `GET /v1/schedules`, plus how many fires to show per schedule.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AdminScheduleQuery {
     pub target_env_id: Option<Uuid>,
@@ -441,8 +442,8 @@ pub struct AdminScheduleQuery {
     get, path = "/v1/admin/schedules", tag = "admin",
     params(AdminScheduleQuery),
     responses(
-        (status = 200, body = AdminSchedulePage),
-        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 200, description = "OK", body = AdminSchedulePage),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]

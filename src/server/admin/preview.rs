@@ -23,6 +23,7 @@ use crate::server::extract::{ApiQuery, Caller};
 
 /// A timing to try out: a cron expression with its zone and policies, or a one-shot instant.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
     pub target_env_id: Option<Uuid>,
@@ -91,9 +92,9 @@ fn given(value: Option<String>) -> Option<String> {
     get, path = "/v1/admin/preview", tag = "admin",
     params(PreviewQuery),
     responses(
-        (status = 200, body = PreviewView),
-        (status = 400, description = "Invalid (every field problem listed)", body = Problem),
-        (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 200, description = "OK", body = PreviewView),
+        (status = 400, description = "Invalid (every field problem listed)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]

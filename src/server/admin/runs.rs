@@ -26,6 +26,7 @@ pub const DEFAULT_HOURS: u32 = 24;
 
 /// The window to sum up.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     pub target_env_id: Option<Uuid>,
@@ -104,8 +105,8 @@ fn every_hour(from: DateTime<Utc>, count: u32, found: &[JobHour]) -> Vec<RunHour
     get, path = "/v1/admin/runs", tag = "admin",
     params(RunsQuery),
     responses(
-        (status = 200, body = RunsView),
-        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 200, description = "OK", body = RunsView),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]

@@ -13,6 +13,7 @@ use crate::server::extract::ApiJson;
 
 /// `target_env_id` for requests without a body.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EnvQuery {
     /// The environment addressed (required).
@@ -137,6 +138,7 @@ where
 
 /// Filters for listing schedules.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleListQuery {
     pub target_env_id: Option<Uuid>,
@@ -155,6 +157,7 @@ pub struct ScheduleListQuery {
 
 /// `target_env_id`, and whether a deleted schedule may be read.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleGetQuery {
     /// The environment addressed (required).
@@ -165,6 +168,7 @@ pub struct ScheduleGetQuery {
 
 /// Filters for listing jobs.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct JobListQuery {
     pub target_env_id: Option<Uuid>,
@@ -177,6 +181,7 @@ pub struct JobListQuery {
 
 /// Filters for listing dead-letter entries.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DlqListQuery {
     pub target_env_id: Option<Uuid>,

@@ -240,3 +240,69 @@ pub async fn shutdown_drains_in_flight_requests(store: Arc<dyn Store>) {
     let after = api.http.get(format!("{}/v1/health", api.base)).send().await;
     assert!(after.is_err(), "no new connections after shutdown");
 }
+
+/// The served document is valid OpenAPI 3.1 and says what the server does: query parameters
+/// `in: query` (a path parameter names a template variable of its path), a description on
+/// every response, errors as `application/problem+json`; and the ecosystem's validator
+/// (openapi-spec-validator) accepts it.
+pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
+    use crate::support::{Needs, skip};
+    let api = Api::start(store).await;
+    let (status, doc, _) = api.call(Method::GET, "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut problems = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let at = format!("{} {path}", method.to_uppercase());
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                let name = parameter["name"].as_str().unwrap_or_default();
+                let is_template = path.contains(&format!("{{{name}}}"));
+                match parameter["in"].as_str() {
+                    Some("path") if !is_template => {
+                        problems.push(format!("{at}: {name} is no path variable"));
+                    }
+                    Some("query") if is_template => {
+                        problems.push(format!("{at}: {name} is a path variable"));
+                    }
+                    _ => {}
+                }
+            }
+            for (code, response) in operation["responses"].as_object().unwrap() {
+                if response["description"].as_str().is_none_or(str::is_empty) {
+                    problems.push(format!("{at} {code}: no description"));
+                }
+                let content = response["content"].as_object();
+                let is_error =
+                    code.starts_with('4') || (code.starts_with('5') && path != "/v1/health");
+                if is_error && content.is_some_and(|c| !c.contains_key("application/problem+json"))
+                {
+                    problems.push(format!("{at} {code}: not documented as a problem document"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let validated = std::process::Command::new("python3")
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .output();
+    match validated {
+        Ok(out) if out.status.success() => {}
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named") => {
+            skip(
+                Needs::ApiTools,
+                "python3 has no openapi_spec_validator module",
+            );
+        }
+        Ok(out) => panic!(
+            "openapi-spec-validator refused the served document:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(err) => skip(Needs::ApiTools, &format!("python3 does not run: {err}")),
+    }
+}
