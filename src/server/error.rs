@@ -36,6 +36,8 @@ pub enum ApiError {
     Superseded { detail: String, successor: Uuid },
     /// 413: the request body is over the limit.
     TooLarge(String),
+    /// 415: a body in a media type the endpoint does not read.
+    UnsupportedMediaType(String),
     /// 429: over a rate limit; `Retry-After` says when to come back.
     RateLimited(RateLimited),
     /// 503: not ready to serve.
@@ -108,6 +110,11 @@ impl ApiError {
                 "too-large",
                 "Request body too large",
             ),
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "Unsupported media type",
+            ),
             ApiError::RateLimited(_) => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate-limited",
@@ -176,6 +183,7 @@ impl IntoResponse for ApiError {
             | ApiError::NotFound(detail)
             | ApiError::Conflict(detail)
             | ApiError::TooLarge(detail)
+            | ApiError::UnsupportedMediaType(detail)
             | ApiError::Unavailable(detail)
             | ApiError::Timeout(detail) => (detail, Vec::new()),
             ApiError::Internal(cause) => {

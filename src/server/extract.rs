@@ -99,23 +99,56 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
-    /// No body (no JSON content type, or zero length) is `None`; a body must be valid.
+    /// No body (nothing, or only white space, whatever its `Content-Type`: many clients send
+    /// `application/json` with an empty body) is `None`; a body must be JSON (415 otherwise)
+    /// and valid.
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, ApiError> {
-        let headers = req.headers();
-        let is_json = headers
+        let content_type = req
+            .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        let empty = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim() == "0");
-        if !is_json || empty {
+            .map(str::to_owned);
+        // Read within the router's body limit.
+        let body = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    super::listener::too_large()
+                } else {
+                    ApiError::Invalid {
+                        detail: "the body could not be read".to_owned(),
+                        errors: Vec::new(),
+                    }
+                }
+            })?;
+        if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
-        <ApiJson<T> as FromRequest<S>>::from_request(req, state)
-            .await
-            .map(Some)
+        let is_json = content_type.as_deref().is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json")
+                || essence.to_ascii_lowercase().ends_with("+json")
+        });
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body is {}: this endpoint reads application/json, or no body",
+                content_type.map_or_else(
+                    || "given without a Content-Type".to_owned(),
+                    |t| format!("{t:?}")
+                )
+            )));
+        }
+        match serde_json::from_slice(&body) {
+            Ok(value) => Ok(Some(ApiJson(value))),
+            Err(err) if err.is_data() => Err(ApiError::Invalid {
+                detail: format!("the body does not match: {err}"),
+                errors: Vec::new(),
+            }),
+            Err(err) => Err(ApiError::Invalid {
+                detail: format!("the body is not valid JSON: {err}"),
+                errors: Vec::new(),
+            }),
+        }
     }
 }
 
@@ -123,10 +156,12 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
         return super::listener::too_large();
     }
+    if let JsonRejection::MissingJsonContentType(_) = &rejection {
+        return ApiError::UnsupportedMediaType(
+            "expected a JSON body with Content-Type: application/json".to_owned(),
+        );
+    }
     let detail = match &rejection {
-        JsonRejection::MissingJsonContentType(_) => {
-            "expected a JSON body with Content-Type: application/json".to_owned()
-        }
         JsonRejection::JsonSyntaxError(_) => {
             format!("the body is not valid JSON: {}", inner(&rejection))
         }

@@ -338,6 +338,7 @@ macro_rules! api_suite {
                 health_and_metrics,
                 the_openapi_document_matches_the_routes,
                 the_openapi_document_is_valid_and_true,
+                bodyless_actions_take_an_empty_body_whatever_its_media_type,
                 shutdown_drains_in_flight_requests,
             );
         }

@@ -306,3 +306,108 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
         Err(err) => skip(Needs::ApiTools, &format!("python3 does not run: {err}")),
     }
 }
+
+/// An action takes no body, or a JSON one: an empty body passes whatever its `Content-Type`
+/// (many clients send `application/json` with nothing, without a `Content-Length`), a body of
+/// another media type is 415, and a JSON body still names the environment.
+pub async fn bodyless_actions_take_an_empty_body_whatever_its_media_type(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let id = api.create(api.env_a, "report.empty-bodies").await;
+    let token = api.writer();
+    let url = |action: &str| {
+        format!(
+            "{}/v1/schedules/{id}/{action}?target_env_id={}",
+            api.base, api.env_a
+        )
+    };
+    let send = |action: &str, content_type: Option<&str>, body: reqwest::Body| {
+        let mut request = api.http.post(url(action)).bearer_auth(&token).body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        request.send()
+    };
+    // An empty body sent chunked: no Content-Length at all.
+    let head = raw_post(
+        &api.base,
+        &url("pause"),
+        &token,
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n",
+        "0\r\n\r\n",
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let resumed = send(
+        "resume",
+        Some("application/json; charset=utf-8"),
+        " \n".into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        resumed.status(),
+        StatusCode::OK,
+        "{:?}",
+        resumed.text().await
+    );
+    let refused = send("pause", Some("text/plain"), "pause it".into())
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        refused.headers()["content-type"],
+        "application/problem+json"
+    );
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(problem["status"], 415);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("text/plain"),
+        "{problem}"
+    );
+    // The schedule was not paused by the refused request.
+    let (_, schedule, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/schedules/{id}?target_env_id={}", api.env_a),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(schedule["status"], "active", "{schedule}");
+    let bad = send("pause", Some("application/json"), "{".into())
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    // A request that needs a body refuses one in another media type alike.
+    let created = api
+        .http
+        .post(format!("{}/v1/schedules", api.base))
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .body(api.new_schedule(api.env_a, "report.as-text").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+/// Sends `POST url` over a plain connection with `headers` and `body` as given, and returns
+/// the response's head.
+async fn raw_post(base: &str, url: &str, token: &str, headers: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = base.trim_start_matches("http://");
+    let target = url.trim_start_matches(base);
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let request = format!(
+        "POST {target} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {token}\r\n\
+         Connection: close\r\n{headers}\r\n{body}"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(StdDuration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    text.split("\r\n\r\n").next().unwrap_or_default().to_owned()
+}
