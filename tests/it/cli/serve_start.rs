@@ -76,36 +76,17 @@ fn serve_prints_the_port_it_bound() {
 fn serve_logs_where_its_embedded_database_is() {
     let dir = tempfile::tempdir().unwrap();
     let logged = || {
-        let mut child = binary()
-            .args([
+        let (child, _) = listening(
+            &[
                 "serve",
                 "--database-url",
                 "sqlite://cron.db",
                 "--listen",
                 "127.0.0.1:0",
-            ])
-            .current_dir(dir.path())
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
-            line.clear();
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        err
+            ],
+            dir.path(),
+        );
+        stopped(child)
     };
     let path = dir.path().canonicalize().unwrap().join("cron.db");
     let first = logged();
@@ -130,8 +111,8 @@ fn serve_logs_where_its_embedded_database_is() {
 fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("serve.db").display());
-    let mut child = binary()
-        .args([
+    let (child, line) = listening(
+        &[
             "serve",
             "--database-url",
             &url,
@@ -139,7 +120,39 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
             "127.0.0.1:0",
             "--max-connections",
             "4",
-        ])
+        ],
+        dir.path(),
+    );
+    let addr = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .to_owned();
+    // Held open, so every one after the cap (and its reserve) is closed as it is accepted.
+    let held: Vec<_> = (0..60)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    // The listener accepts (and closes) them in its own time: give it a moment, bounded.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let err = stopped(child);
+    drop(held);
+    let told: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("connection limit reached"))
+        .collect();
+    assert_eq!(told.len(), 1, "one line for the flood: {err}");
+    assert!(
+        told[0].contains("closed=1"),
+        "the first is told at once: {}",
+        told[0]
+    );
+}
+
+/// `serve` with `args`, run in `dir` with its default logging, once it prints the line it
+/// listens on (returned).
+fn listening(args: &[&str], dir: &std::path::Path) -> (std::process::Child, String) {
+    let mut child = binary()
+        .args(args)
+        .current_dir(dir)
         .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -151,19 +164,13 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
     while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
         line.clear();
     }
-    let addr = line
-        .trim()
-        .trim_start_matches("listening on http://")
-        .to_owned();
-    // Held open, so every one after the cap (and its reserve) is closed as it is accepted.
-    let held: Vec<_> = (0..60)
-        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
-        .collect();
-    // The listener accepts (and closes) them in its own time: give it a moment, bounded.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    (child, line)
+}
+
+/// Stops a `serve` started by [`listening`] and returns what it wrote on standard error.
+fn stopped(mut child: std::process::Child) -> String {
     let _ = child.kill();
     let _ = child.wait();
-    drop(held);
     let mut err = String::new();
     child
         .stderr
@@ -171,14 +178,5 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    let told: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("connection limit reached"))
-        .collect();
-    assert_eq!(told.len(), 1, "one line for the flood: {err}");
-    assert!(
-        told[0].contains("closed=1"),
-        "the first is told at once: {}",
-        told[0]
-    );
+    err
 }

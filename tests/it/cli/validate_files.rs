@@ -222,25 +222,9 @@ fn enroll_says_why_an_unparseable_document_is_invalid_in_json_and_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("schedules.json");
     std::fs::write(&file, "{\"schedules\": [").unwrap();
-    let file = file.display().to_string();
-    let db = format!("sqlite://{}", dir.path().join("none.db").display());
-    let env = uuid::Uuid::now_v7().to_string();
     let enroll = |format: &str| {
-        run(&[
-            "enroll",
-            "--file",
-            &file,
-            "--env",
-            &env,
-            "--domain",
-            "billing",
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--database-url",
-            &db,
-            "-o",
-            format,
-        ])
+        let args = enroll_args(&file, dir.path(), format);
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let output = enroll("json");
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
@@ -484,27 +468,14 @@ fn declaration_content_cannot_write_a_workflow_command() {
          cron: \"61 * * * *\\n::add-mask::FORGED-CRON\"\n",
     )
     .unwrap();
-    let file = file.display().to_string();
-    let db = format!("sqlite://{}", dir.path().join("none.db").display());
-    let env = uuid::Uuid::now_v7().to_string();
+    let path = file.display().to_string();
     for args in [
-        vec!["validate-expr", "--file", &file, "-o", "github"],
-        vec![
-            "enroll",
-            "--file",
-            &file,
-            "--env",
-            &env,
-            "--domain",
-            "billing",
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--database-url",
-            &db,
-            "-o",
-            "github",
-        ],
+        ["validate-expr", "--file", &path, "-o", "github"]
+            .map(str::to_owned)
+            .to_vec(),
+        enroll_args(&file, dir.path(), "github"),
     ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let output = run(&args);
         assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
         let all = format!("{}{}", stdout(&output), stderr(&output));
@@ -522,4 +493,28 @@ fn declaration_content_cannot_write_a_workflow_command() {
             );
         }
     }
+}
+
+/// `enroll` of `file` into a fresh environment of a database in `dir` (never created: every
+/// file these tests enroll is invalid), with output format `format`.
+fn enroll_args(file: &std::path::Path, dir: &std::path::Path, format: &str) -> Vec<String> {
+    let db = format!("sqlite://{}", dir.join("none.db").display());
+    let env = uuid::Uuid::now_v7().to_string();
+    [
+        "enroll",
+        "--file",
+        &file.display().to_string(),
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--database-url",
+        &db,
+        "-o",
+        format,
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
