@@ -47,9 +47,8 @@ pub enum JobsCommand {
         /// Only this schedule's jobs.
         #[arg(long, value_name = "ID")]
         schedule: Option<ScheduleId>,
-        /// Only jobs in this status (scheduled, pending, running, succeeded, failed, skipped,
-        /// superseded).
-        #[arg(long)]
+        /// Only jobs in this status.
+        #[arg(long, value_parser = job_status())]
         status: Option<JobStatus>,
         /// At most this many jobs.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -138,4 +137,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A job status, its possible values listed in `--help` from [`JobStatus::ALL`], so the help
+/// names every status there is.
+fn job_status() -> impl clap::builder::TypedValueParser<Value = JobStatus> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(JobStatus::ALL.iter().map(|s| s.as_str()))
+        .try_map(|name| name.parse::<JobStatus>())
 }

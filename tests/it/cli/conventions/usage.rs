@@ -215,3 +215,15 @@ fn help_and_errors_never_show_a_url_s_secrets() {
         assert!(!shown.is_empty(), "{what} said something");
     }
 }
+
+#[test]
+fn jobs_list_help_names_every_job_status() {
+    let output = binary().args(["jobs", "list", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    for status in sentin8_cron::core::model::JobStatus::ALL {
+        assert!(
+            help.contains(status.as_str()),
+            "{status} missing from: {help}"
+        );
+    }
+}
