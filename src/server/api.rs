@@ -57,7 +57,7 @@ fn actor(state: &AppState, caller: &Caller) -> ApiResult<Actor> {
     responses(
         (status = 201, description = "Created", body = ScheduleView),
         (status = 400, description = "Invalid (every field problem listed)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "schedule_type already used in this domain", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:write"]))
@@ -121,7 +121,7 @@ pub async fn create_schedule(
 #[utoipa::path(
     get, path = "/v1/schedules", tag = "schedules",
     params(ScheduleListQuery),
-    responses((status = 200, description = "OK", body = Page<ScheduleView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = Page<ScheduleView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn list_schedules(
@@ -154,7 +154,7 @@ pub async fn list_schedules(
 #[utoipa::path(
     get, path = "/v1/schedules/{id}", tag = "schedules",
     params(("id" = Uuid, Path), ScheduleGetQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn get_schedule(
@@ -179,7 +179,7 @@ pub async fn get_schedule(
     patch, path = "/v1/schedules/{id}", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
     request_body = PatchScheduleRequest,
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn patch_schedule(
@@ -222,7 +222,7 @@ pub async fn patch_schedule(
 #[utoipa::path(
     delete, path = "/v1/schedules/{id}", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn delete_schedule(
@@ -244,7 +244,7 @@ pub async fn delete_schedule(
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/delete", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn delete_schedule_post(
@@ -261,7 +261,7 @@ pub async fn delete_schedule_post(
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/pause", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn pause_schedule(
@@ -283,7 +283,7 @@ pub async fn pause_schedule(
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/resume", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn resume_schedule(
@@ -306,7 +306,7 @@ pub async fn resume_schedule(
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/trigger", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 202, description = "A pending job, due now", body = JobView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 202, description = "A pending job, due now", body = JobView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn trigger_schedule(
@@ -342,7 +342,7 @@ pub struct BackfillRequest {
     post, path = "/v1/schedules/{id}/backfill", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
     request_body = BackfillRequest,
-    responses((status = 202, description = "The occurrences' jobs", body = BackfillView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 202, description = "The occurrences' jobs", body = BackfillView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn backfill_schedule(
@@ -377,7 +377,7 @@ pub async fn backfill_schedule(
 #[utoipa::path(
     get, path = "/v1/jobs", tag = "jobs",
     params(JobListQuery),
-    responses((status = 200, description = "OK", body = Page<JobView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = Page<JobView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn list_jobs(
@@ -411,7 +411,7 @@ pub async fn list_jobs(
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = JobView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = JobView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn get_job(
@@ -438,7 +438,7 @@ pub async fn get_job(
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/retry", tag = "jobs",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 202, description = "Accepted", body = JobView), (status = 409, description = "Not retryable; a superseded job's problem names its successor in `successor_job_id`", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 202, description = "Accepted", body = JobView), (status = 409, description = "Not retryable; a superseded job's problem names its successor in `successor_job_id`", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn retry_job(
@@ -460,7 +460,7 @@ pub async fn retry_job(
 #[utoipa::path(
     get, path = "/v1/dlq", tag = "dlq",
     params(DlqListQuery),
-    responses((status = 200, description = "OK", body = Page<DlqView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = Page<DlqView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn list_dlq(
@@ -490,7 +490,7 @@ pub async fn list_dlq(
 #[utoipa::path(
     get, path = "/v1/dlq/{id}", tag = "dlq",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = DlqView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = DlqView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn get_dlq(
@@ -508,7 +508,7 @@ pub async fn get_dlq(
 #[utoipa::path(
     post, path = "/v1/dlq/{id}/republish", tag = "dlq",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 202, description = "Accepted", body = JobView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 202, description = "Accepted", body = JobView), (status = 409, description = "In conflict with the resource's state", body = Problem, content_type = "application/problem+json"), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn republish_dlq(

@@ -241,7 +241,7 @@ pub const MAX_PICKER_ENVS: u32 = 200;
     get, path = "/v1/admin/envs", tag = "admin",
     responses(
         (status = 200, description = "OK", body = EnvsView),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No read, write or admin scope", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
@@ -339,7 +339,7 @@ pub struct OverviewView {
     params(api::EnvQuery),
     responses(
         (status = 200, description = "OK", body = OverviewView),
-        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
@@ -443,7 +443,7 @@ pub struct AdminScheduleQuery {
     params(AdminScheduleQuery),
     responses(
         (status = 200, description = "OK", body = AdminSchedulePage),
-        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]

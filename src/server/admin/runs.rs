@@ -106,7 +106,7 @@ fn every_hour(from: DateTime<Utc>, count: u32, found: &[JobHour]) -> Vec<RunHour
     params(RunsQuery),
     responses(
         (status = 200, description = "OK", body = RunsView),
-        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sentin8:cron:read"]))
 )]

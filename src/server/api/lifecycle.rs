@@ -24,7 +24,7 @@ use crate::server::policy::Access;
 #[utoipa::path(
     delete, path = "/v1/dlq/{id}", tag = "dlq",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "The discarded entry", body = DlqView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "The discarded entry", body = DlqView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn discard_dlq(
@@ -64,7 +64,7 @@ pub struct AuditListQuery {
 #[utoipa::path(
     get, path = "/v1/audit", tag = "audit",
     params(AuditListQuery),
-    responses((status = 200, description = "OK", body = Page<AuditView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "OK", body = Page<AuditView>), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:read"]))
 )]
 pub async fn list_audit(

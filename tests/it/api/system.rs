@@ -267,7 +267,21 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
                     _ => {}
                 }
             }
-            for (code, response) in operation["responses"].as_object().unwrap() {
+            let responses = operation["responses"].as_object().unwrap();
+            // What the listener and the rate limits answer is documented where they can.
+            let mut answered = Vec::new();
+            if responses.contains_key("401") {
+                answered.push("429");
+            }
+            if !operation["requestBody"].is_null() {
+                answered.extend(["413", "415"]);
+            }
+            for code in answered {
+                if !responses.contains_key(code) {
+                    problems.push(format!("{at}: {code} is not documented"));
+                }
+            }
+            for (code, response) in responses {
                 if response["description"].as_str().is_none_or(str::is_empty) {
                     problems.push(format!("{at} {code}: no description"));
                 }
