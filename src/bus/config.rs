@@ -29,6 +29,17 @@ pub const ENV_BUS_STREAM: &str = "SENTIN8_CRON_BUS_STREAM";
 /// `SENTIN8_CRON_BUS_STREAM_REPLICAS`: replicas of the stream when the relay creates it
 /// (default 1; 3 on a cluster).
 pub const ENV_BUS_STREAM_REPLICAS: &str = "SENTIN8_CRON_BUS_STREAM_REPLICAS";
+pub const ENV_BUS_STREAM_MAX_AGE: &str = "SENTIN8_CRON_BUS_STREAM_MAX_AGE";
+
+/// A stream's message age limit: at least an hour, well past the duplicate window (a shorter
+/// age would let a re-send after the window's end through as a new message).
+fn stream_max_age(text: &str) -> Result<Duration, String> {
+    let age = positive_duration(text)?;
+    if age < Duration::from_secs(3600) {
+        return Err(format!("{text} is shorter than 1h"));
+    }
+    Ok(age)
+}
 /// `SENTIN8_CRON_WEBHOOK_SECRET`: signs webhook deliveries; `whsec_<base64>` or a raw string.
 pub const ENV_WEBHOOK_SECRET: &str = "SENTIN8_CRON_WEBHOOK_SECRET";
 /// `SENTIN8_CRON_RELAY_MAX_ATTEMPTS`: refused publishes after which an event is parked.
@@ -157,6 +168,10 @@ pub struct BusArgs {
     /// stream survives the loss of a server (an existing stream keeps its own).
     #[arg(long, env = ENV_BUS_STREAM_REPLICAS, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
     pub bus_stream_replicas: u8,
+    /// How long the JetStream stream keeps an event when the relay creates it, at least 1h
+    /// (an existing stream keeps its own)
+    #[arg(long, env = ENV_BUS_STREAM_MAX_AGE, value_name = "DURATION", default_value = "7d", value_parser = stream_max_age)]
+    pub bus_stream_max_age: Duration,
     /// Signing secret of the webhook bus (Standard Webhooks, whsec_... or raw).
     #[arg(long, env = ENV_WEBHOOK_SECRET, value_name = "SECRET", hide_env_values = true, value_parser = Secret::parse)]
     pub webhook_secret: Option<Secret>,
@@ -208,6 +223,7 @@ fn bus_config(args: &BusArgs) -> Result<BusConfig, RelayConfigError> {
             })?;
             let mut settings = NatsSettings::new(url.to_owned(), subject_prefix, stream);
             settings.replicas = usize::from(args.bus_stream_replicas);
+            settings.max_age = args.bus_stream_max_age;
             Ok(BusConfig::Nats(settings))
         }
         "https" | "http" => {

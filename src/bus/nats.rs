@@ -44,7 +44,13 @@ pub struct NatsSettings {
     /// The replicas of a stream this sink creates: 3 on a cluster, so the stream keeps its
     /// messages and accepts publishes while one server is down.
     pub replicas: usize,
+    /// How long a stream this sink creates keeps a message (JetStream's `max_age`): a bounded
+    /// stream, not one that grows for ever.
+    pub max_age: Duration,
 }
+
+/// How long a stream the relay creates keeps its messages, unless told otherwise.
+pub const DEFAULT_STREAM_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl NatsSettings {
     /// Settings with the default timeouts.
@@ -57,6 +63,7 @@ impl NatsSettings {
             ack_timeout: Duration::from_secs(5),
             duplicate_window: Duration::from_secs(120),
             replicas: 1,
+            max_age: DEFAULT_STREAM_MAX_AGE,
         }
     }
 }
@@ -71,6 +78,7 @@ impl fmt::Debug for NatsSettings {
             .field("ack_timeout", &self.ack_timeout)
             .field("duplicate_window", &self.duplicate_window)
             .field("replicas", &self.replicas)
+            .field("max_age", &self.max_age)
             .finish()
     }
 }
@@ -258,6 +266,7 @@ impl NatsSink {
                 subjects: vec![wanted.clone()],
                 duplicate_window: self.settings.duplicate_window,
                 num_replicas: self.settings.replicas.max(1),
+                max_age: self.settings.max_age,
                 ..stream::Config::default()
             })
             .await

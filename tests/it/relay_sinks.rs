@@ -260,10 +260,15 @@ async fn events_from_operations_arrive_on_jetstream() {
             .iter()
             .any(|m| m.subject.as_str() == expect("deleted"))
     );
-    // The stream was created with the documented subjects.
+    // The stream was created with the documented subjects, and keeps events for a bounded
+    // time (7 days unless told otherwise), not for ever.
     let mut stream = bus.js.get_stream(&bus.stream).await.unwrap();
     let info = stream.info().await.unwrap();
     assert_eq!(info.config.subjects, [format!("{}.>", bus.prefix)]);
+    assert_eq!(
+        info.config.max_age,
+        std::time::Duration::from_secs(7 * 24 * 3600)
+    );
 }
 
 #[tokio::test]
