@@ -431,6 +431,7 @@ pub struct AdminScheduleQuery {
     pub type_contains: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// Fires per schedule, 0 to 20, default 3.
     pub fires: Option<u32>,

@@ -57,6 +57,7 @@ pub struct AuditListQuery {
     pub since: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 

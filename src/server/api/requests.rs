@@ -51,14 +51,15 @@ pub struct CreateScheduleRequest {
     pub timezone: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
+    #[schema(maximum = 100)]
     pub max_retries: Option<u32>,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<DstGapValue>)]
     pub on_dst_gap: Option<OnDstGap>,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<DstRepeatValue>)]
     pub on_dst_repeat: Option<OnDstRepeat>,
     /// `skip` (default), `buffer_one` or `allow_all`: what an occurrence due while a job of the
     /// schedule is open does (cron only).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<OverlapValue>)]
     pub overlap: Option<Overlap>,
     /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
     /// older ones are recorded as skipped.
@@ -74,6 +75,7 @@ pub struct CreateScheduleRequest {
     pub pause_on_failure: Option<bool>,
     /// Fires left before the schedule completes (cron only, 1-1000000); a skipped occurrence
     /// does not count.
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub remaining_runs: Option<u32>,
     /// `{"baseUrl": "https://..."}`; credentials are not allowed.
     #[schema(value_type = Object)]
@@ -92,14 +94,15 @@ pub struct PatchScheduleRequest {
     pub timezone: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
+    #[schema(maximum = 100)]
     pub max_retries: Option<u32>,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<DstGapValue>)]
     pub on_dst_gap: Option<OnDstGap>,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<DstRepeatValue>)]
     pub on_dst_repeat: Option<OnDstRepeat>,
     /// `skip`, `buffer_one` or `allow_all`: what an occurrence due while a job of the schedule
     /// is open does (cron only).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<OverlapValue>)]
     pub overlap: Option<Overlap>,
     /// How late the latest missed occurrence may still run (`1s`-`366d`); older ones are
     /// recorded as skipped.
@@ -152,6 +155,7 @@ pub struct ScheduleListQuery {
     pub include_deleted: Option<bool>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 
@@ -176,6 +180,7 @@ pub struct JobListQuery {
     pub status: Option<String>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 
@@ -192,6 +197,7 @@ pub struct DlqListQuery {
     pub job_id: Option<Uuid>,
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 
@@ -208,4 +214,36 @@ where
                 .map_err(|e| ApiError::field(field, e.to_string()))
         })
         .transpose()
+}
+
+// The values of the enumerated fields, for the API document alone: the requests read the
+// core's types, and a test holds these equal to them.
+
+/// `on_dst_gap`: what a fixed-time schedule does when its wall time falls in a spring-forward
+/// gap.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum DstGapValue {
+    Shift,
+    Skip,
+}
+
+/// `on_dst_repeat`: what a fixed-time schedule does when its wall time occurs twice.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum DstRepeatValue {
+    Once,
+    Twice,
+}
+
+/// `overlap`: what an occurrence due while a job of the schedule is open does.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum OverlapValue {
+    Skip,
+    BufferOne,
+    AllowAll,
 }

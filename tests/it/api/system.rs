@@ -7,7 +7,7 @@ use chrono::Duration;
 use reqwest::{Method, StatusCode};
 use sentin8_cron::core::clock::Clock;
 use sentin8_cron::core::store::Store;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::{Api, problem_type};
@@ -145,7 +145,11 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         let extra = (schema == "ScheduleView").then_some(&"next_run_at");
         for field in policies.iter().chain(extra) {
             let property = &schemas[schema]["properties"][field];
-            let description = property["description"].as_str().unwrap_or_default();
+            // A field whose values are enumerated refers to them, its description beside.
+            let description = property["description"]
+                .as_str()
+                .or_else(|| property["oneOf"][0]["description"].as_str())
+                .unwrap_or_default();
             assert!(description.len() > 10, "{schema}.{field}: {property}");
         }
     }
@@ -296,6 +300,29 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The enumerated fields' documented values are the ones the server reads, and no other
+    // value is.
+    use sentin8_cron::core::cron::{OnDstGap, OnDstRepeat};
+    use sentin8_cron::core::policies::Overlap;
+    let schemas = &doc["components"]["schemas"];
+    type Reads = fn(&Value) -> bool;
+    let reads: [(&str, Reads); 3] = [
+        ("OverlapValue", |v| {
+            serde_json::from_value::<Overlap>(v.clone()).is_ok()
+        }),
+        ("DstGapValue", |v| {
+            serde_json::from_value::<OnDstGap>(v.clone()).is_ok()
+        }),
+        ("DstRepeatValue", |v| {
+            serde_json::from_value::<OnDstRepeat>(v.clone()).is_ok()
+        }),
+    ];
+    for (name, read) in reads {
+        let values = schemas[name]["enum"].as_array().unwrap();
+        assert!(values.len() >= 2, "{name}: {values:?}");
+        assert!(values.iter().all(read), "{name}: {values:?}");
+        assert!(!read(&json!("not-a-value")), "{name}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("openapi.json");
