@@ -50,9 +50,8 @@ pub struct Counts {
 
 #[derive(Debug, Clone, Copy)]
 struct Probe {
-    reachable: bool,
     at: DateTime<Utc>,
-    /// The last probe the store answered, this one or an earlier one.
+    /// The last probe the store answered, this one (`at`) or an earlier one.
     answered_at: Option<DateTime<Utc>>,
 }
 
@@ -190,7 +189,6 @@ impl StatsSnapshot {
                 slot.and_then(|last| last.answered_at)
             };
             *slot = Some(Probe {
-                reachable,
                 at: now,
                 answered_at,
             });
@@ -207,12 +205,11 @@ fn verdict(last: &Probe, now: DateTime<Utc>, fresh_for: Duration, grace: Duratio
     if age >= fresh_for {
         return None;
     }
-    let answered_lately = last.answered_at.is_some_and(|at| {
-        (now - at)
-            .to_std()
-            .is_ok_and(|since| since < grace || at == last.at)
-    });
-    Some(last.reachable || answered_lately)
+    // This probe was answered (`at == last.at`), or one less than `grace` before now.
+    let answered = last
+        .answered_at
+        .is_some_and(|at| at == last.at || (now - at).to_std().is_ok_and(|since| since < grace));
+    Some(answered)
 }
 
 #[cfg(test)]
@@ -228,7 +225,6 @@ mod tests {
     #[test]
     fn one_slow_probe_does_not_turn_health_red_an_outage_does() {
         let answered = Probe {
-            reachable: true,
             at: at(0),
             answered_at: Some(at(0)),
         };
@@ -240,7 +236,6 @@ mod tests {
         assert_eq!(verdict(&answered, at(3000), PROBE_FRESH, PROBE_FRESH), None);
         // A probe that timed out a second after one that was answered: still reachable...
         let slow = Probe {
-            reachable: false,
             at: at(1800),
             answered_at: Some(at(0)),
         };
@@ -250,7 +245,6 @@ mod tests {
         );
         // ...until nothing was answered for the grace period.
         let down = Probe {
-            reachable: false,
             at: at(3100),
             answered_at: Some(at(0)),
         };
@@ -265,7 +259,6 @@ mod tests {
         );
         // Never answered at all.
         let never = Probe {
-            reachable: false,
             at: at(0),
             answered_at: None,
         };
