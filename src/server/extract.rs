@@ -138,16 +138,10 @@ impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for ApiJson<T> 
                 )
             )));
         }
-        match serde_json::from_slice(&body) {
-            Ok(value) => Ok(Some(ApiJson(value))),
-            Err(err) if err.is_data() => Err(ApiError::Invalid {
-                detail: format!("the body does not match: {err}"),
-                errors: Vec::new(),
-            }),
-            Err(err) => Err(ApiError::Invalid {
-                detail: format!("the body is not valid JSON: {err}"),
-                errors: Vec::new(),
-            }),
+        // Read as a required body is, with the same answers to a bad one.
+        match axum::Json::<T>::from_bytes(&body) {
+            Ok(axum::Json(value)) => Ok(Some(ApiJson(value))),
+            Err(rejection) => Err(json_rejection(rejection)),
         }
     }
 }
