@@ -6,15 +6,19 @@ use reqwest::Url;
 
 use super::conninfo;
 
-/// Query parameters that carry a secret in connection URLs (libpq's `password` and
-/// `sslpassword`, and the common token names), compared without case.
-const SECRET_PARAMS: [&str; 6] = [
-    "password",
-    "sslpassword",
-    "token",
+/// What the name of a query parameter that carries a secret contains, compared without case:
+/// libpq's `password` and `sslpassword`, and every common spelling of a token, a client secret,
+/// a key or a signature (`access_token`, `client_secret`, `apiKey`, `sig`, ...). Hiding a value
+/// that was not secret costs a reader little; showing one that was cannot be undone.
+const SECRET_PARTS: [&str; 8] = [
+    "pass",
+    "pwd",
     "secret",
-    "access_token",
-    "api_key",
+    "token",
+    "key",
+    "auth",
+    "credential",
+    "sig",
 ];
 
 /// Hides the secrets of a URL for messages and logs: the password of its user info
@@ -62,9 +66,8 @@ pub fn redact(url: &str) -> String {
 }
 
 fn is_secret(name: &str) -> bool {
-    SECRET_PARAMS
-        .iter()
-        .any(|secret| name.eq_ignore_ascii_case(secret))
+    let name = name.to_ascii_lowercase();
+    SECRET_PARTS.iter().any(|part| name.contains(part))
 }
 
 /// [`redact`] for the keyword form: each secret value (quotes included) becomes `***`.
@@ -142,6 +145,42 @@ mod tests {
             redact("postgres://h/db?sslmode=disable"),
             "postgres://h/db?sslmode=disable"
         );
+    }
+
+    #[test]
+    fn every_spelling_of_a_secret_parameter_is_hidden_and_plain_ones_are_shown() {
+        for name in [
+            "password",
+            "PassWord",
+            "sslpassword",
+            "passwd",
+            "pwd",
+            "token",
+            "access_token",
+            "client_secret",
+            "Client_Secret",
+            "secret",
+            "api_key",
+            "apiKey",
+            "X-Api-Key",
+            "auth",
+            "authorization",
+            "credentials",
+            "sig",
+            "signature",
+        ] {
+            let shown = redact(&format!("https://h/p?{name}=MARK&mode=x"));
+            assert_eq!(shown, format!("https://h/p?{name}=***&mode=x"), "{name}");
+        }
+        for name in [
+            "sslmode",
+            "application_name",
+            "target_session_attrs",
+            "connect_timeout",
+        ] {
+            let url = format!("postgres://h/db?{name}=shown");
+            assert_eq!(redact(&url), url, "{name}");
+        }
     }
 
     #[test]

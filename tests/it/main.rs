@@ -37,6 +37,7 @@ mod relay_cluster;
 mod relay_sinks;
 mod schema_checks;
 mod schema_snapshot;
+mod secret_scan;
 mod signed_calls;
 mod sim;
 mod stalling_proxy;
