@@ -167,14 +167,16 @@ pub struct ListenerArgs {
     /// Time a request gets to be answered, its body included (503 after it).
     #[arg(long, env = "SENTIN8_CRON_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
     pub request_timeout: Duration,
-    /// Connections open at once; further ones are closed as soon as they are accepted.
+    /// Connections open at once; at the cap, the one that has waited longest for a request gives
+    /// way to a new one, which is closed only when every connection is busy answering.
     #[arg(long, env = "SENTIN8_CRON_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
     /// Connections one client (an IPv4 address, an IPv6 /64) may hold open; further ones are
     /// closed as soon as they are accepted.
     #[arg(long, env = "SENTIN8_CRON_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections_per_client: u32,
-    /// Of --max-connections, the ones kept for /v1/health when the rest are taken (at most half).
+    /// Of --max-connections, the ones kept for /v1/health when every other one is busy (at most
+    /// half).
     #[arg(long, env = "SENTIN8_CRON_RESERVED_FOR_HEALTH", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub reserved_for_health: u32,
     /// API requests per second one client (a token's subject) may make, with bursts of twice

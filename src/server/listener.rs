@@ -7,18 +7,18 @@
 //!
 //! Connections: at most `max_connections` are open at once, and at most
 //! `max_connections_per_client` from one client (an IPv4 address, or an IPv6 /64, which one
-//! host usually holds whole); further ones are closed as soon as they are accepted, so no file
-//! descriptor waits on them. The last `reserved_for_health` of the cap are a reserve: a
-//! connection admitted there (because the rest are taken) may ask for `/v1/health` only, and is
-//! closed after its answer, so a probe still gets through while the server is full.
+//! host usually holds whole); a connection beyond its client's share is closed as soon as it is
+//! accepted, so no file descriptor waits on it. At a full cap, a connection that is only
+//! waiting (no complete request head yet, or idle between requests) gives way to the newcomer,
+//! the longest-waiting first ([`pool`]): a flood of such connections from any number of
+//! addresses cannot keep a probe or a client out, and only connections whose requests are being
+//! answered hold their slots. The last `reserved_for_health` of the cap are a reserve for when
+//! every general slot is busy: a connection admitted there may ask for `/v1/health` only, and
+//! is closed after its answer.
 
-use std::collections::HashMap;
-use std::future::{Future, Ready};
+use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -26,16 +26,18 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum_server::accept::Accept;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::MAX_BODY_BYTES;
 use super::error::ApiError;
 use super::rate::RateSettings;
 
+mod cap;
+mod pool;
 mod refusals;
+
+use cap::ConnectionCap;
+use pool::Part;
 
 /// The listener's limits (see the module documentation), and the API's rate limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,7 +50,7 @@ pub struct ListenerLimits {
     pub max_connections: usize,
     /// Connections one client (an IPv4 address, an IPv6 /64) may hold open.
     pub max_connections_per_client: usize,
-    /// Of `max_connections`, the ones kept for `/v1/health` when the rest are taken.
+    /// Of `max_connections`, the ones kept for `/v1/health` when every other one is busy.
     pub reserved_for_health: usize,
     /// Requests per client and per environment (see [`crate::server::rate`]).
     pub rate: RateSettings,
@@ -88,17 +90,8 @@ pub fn limit_requests(app: Router, limits: &ListenerLimits) -> Router {
         .layer(middleware::from_fn(health_only_on_the_reserve))
 }
 
-/// How a connection was admitted (a request extension set by the acceptor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Admission {
-    /// Within the general part of the cap.
-    General,
-    /// On the reserve kept for health probes.
-    Reserve,
-}
-
 async fn health_only_on_the_reserve(request: Request, next: Next) -> Response {
-    if request.extensions().get::<Admission>() != Some(&Admission::Reserve) {
+    if request.extensions().get::<Part>() != Some(&Part::Reserve) {
         return next.run(request).await;
     }
     let mut response = if request.uri().path() == HEALTH_PATH {
@@ -217,221 +210,4 @@ async fn graceful<A: axum_server::Address>(
         "shutting down: no new connections, draining in-flight requests"
     );
     handle.graceful_shutdown(Some(drain));
-}
-
-/// Admits a connection within the cap and its client's share, on the general part or the
-/// reserve; what it holds is given back when its stream is dropped.
-#[derive(Clone)]
-struct ConnectionCap {
-    general: Arc<Semaphore>,
-    reserve: Arc<Semaphore>,
-    per_client: usize,
-    clients: Arc<Mutex<HashMap<ClientKey, usize>>>,
-    refusals: Arc<Mutex<refusals::RefusalTally>>,
-}
-
-/// Who a client is, for its share of the connections: an IPv4 address, or the /64 of an IPv6
-/// address (an IPv4-mapped IPv6 address counts as its IPv4 address).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum ClientKey {
-    V4(Ipv4Addr),
-    V6Net(u64),
-}
-
-impl ClientKey {
-    fn of(ip: IpAddr) -> Self {
-        match ip.to_canonical() {
-            IpAddr::V4(v4) => ClientKey::V4(v4),
-            IpAddr::V6(v6) => ClientKey::V6Net((v6.to_bits() >> 64) as u64),
-        }
-    }
-}
-
-impl ConnectionCap {
-    fn new(limits: &ListenerLimits) -> Self {
-        let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-        // The reserve never takes the whole cap.
-        let reserve = limits.reserved_for_health.min(max / 2);
-        Self {
-            general: Arc::new(Semaphore::new(max - reserve)),
-            reserve: Arc::new(Semaphore::new(reserve)),
-            per_client: limits.max_connections_per_client.max(1),
-            clients: Arc::default(),
-            refusals: Arc::default(),
-        }
-    }
-
-    fn admit(&self, peer: Option<IpAddr>) -> io::Result<(Admission, Held)> {
-        let client = peer.map(ClientKey::of);
-        let share = match client {
-            Some(key) => {
-                let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-                let open = clients.entry(key).or_default();
-                if *open >= self.per_client {
-                    tracing::debug!(client = ?key, "per-client connection limit reached: a new connection was closed");
-                    return Err(io::Error::other("per-client connection limit reached"));
-                }
-                *open += 1;
-                Some(ClientShare {
-                    key,
-                    clients: self.clients.clone(),
-                })
-            }
-            None => None,
-        };
-        let (admission, permit) = match self.general.clone().try_acquire_owned() {
-            Ok(permit) => (Admission::General, permit),
-            Err(_) => match self.reserve.clone().try_acquire_owned() {
-                Ok(permit) => (Admission::Reserve, permit),
-                Err(_) => {
-                    let tell = self
-                        .refusals
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .refused(std::time::Instant::now());
-                    if let Some(closed) = tell {
-                        tracing::warn!(
-                            closed,
-                            "connection limit reached: new connections closed (one line per 10 s at most; `closed` counts them since the last)"
-                        );
-                    }
-                    // `share` is dropped here, giving the client's count back.
-                    return Err(io::Error::other("connection limit reached"));
-                }
-            },
-        };
-        Ok((
-            admission,
-            Held {
-                _permit: permit,
-                _share: share,
-            },
-        ))
-    }
-}
-
-/// One connection's count in its client's share.
-struct ClientShare {
-    key: ClientKey,
-    clients: Arc<Mutex<HashMap<ClientKey, usize>>>,
-}
-
-impl Drop for ClientShare {
-    fn drop(&mut self) {
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = clients.get_mut(&self.key) {
-            *open -= 1;
-            if *open == 0 {
-                clients.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// What an admitted connection holds while its stream lives.
-struct Held {
-    _permit: OwnedSemaphorePermit,
-    _share: Option<ClientShare>,
-}
-
-/// A stream whose peer address is known (the TCP stream an acceptor is given).
-pub trait PeerAddress {
-    fn peer_ip(&self) -> Option<IpAddr>;
-}
-
-impl PeerAddress for tokio::net::TcpStream {
-    fn peer_ip(&self) -> Option<IpAddr> {
-        self.peer_addr().ok().map(|a| a.ip())
-    }
-}
-
-impl<I: PeerAddress, S> Accept<I, S> for ConnectionCap {
-    type Stream = Counted<I>;
-    type Service = Admitted<S>;
-    type Future = Ready<io::Result<(Counted<I>, Admitted<S>)>>;
-
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        std::future::ready(self.admit(stream.peer_ip()).map(|(admission, held)| {
-            (
-                Counted {
-                    inner: stream,
-                    _held: held,
-                },
-                Admitted {
-                    inner: service,
-                    admission,
-                },
-            )
-        }))
-    }
-}
-
-/// A connection's service, marking each request with how the connection was admitted.
-#[derive(Clone)]
-pub struct Admitted<S> {
-    inner: S,
-    admission: Admission,
-}
-
-impl<S, B> tower_service::Service<axum::http::Request<B>> for Admitted<S>
-where
-    S: tower_service::Service<axum::http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
-        request.extensions_mut().insert(self.admission);
-        self.inner.call(request)
-    }
-}
-
-/// A stream holding its connection's admission.
-pub struct Counted<I> {
-    inner: I,
-    _held: Held,
-}
-impl<I: AsyncRead + Unpin> AsyncRead for Counted<I> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl<I: AsyncWrite + Unpin> AsyncWrite for Counted<I> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
 }

@@ -1,7 +1,6 @@
 //! The hardened listener through the real `Service` on port 0: half-open connections are closed
 //! after the header timeout while the API keeps answering, slow requests get a 503, oversized
-//! bodies a 413, connections beyond the cap are closed, and `/metrics` can live on its own
-//! listener.
+//! bodies a 413, and `/metrics` can live on its own listener. The connection cap: [`cap`].
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,6 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::api::Api;
+
+mod cap;
 
 /// Long enough for any loaded test machine; only a server that never closes exceeds it.
 const CLOSE_BOUND: Duration = Duration::from_secs(20);
@@ -196,57 +197,6 @@ async fn a_request_not_answered_in_time_is_503() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_are_closed() {
-    let limits = ListenerLimits {
-        max_connections: 3,
-        reserved_for_health: 0,
-        ..ListenerLimits::default()
-    };
-    let api = start(limits, axum::Router::new()).await;
-    let addr = address(&api);
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        // A complete request on a kept-alive connection: it holds its slot.
-        stream
-            .write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut chunk = [0u8; 512];
-        let n = stream.read(&mut chunk).await.unwrap();
-        assert!(chunk[..n].starts_with(b"HTTP/1.1 200"));
-        held.push(stream);
-    }
-    let mut extra = TcpStream::connect(addr).await.unwrap();
-    let _ = extra
-        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await;
-    let received = closed_within(&mut extra, CLOSE_BOUND).await;
-    assert_eq!(
-        received.as_deref(),
-        Some(&b""[..]),
-        "the fourth connection is closed unanswered"
-    );
-
-    drop(held);
-    // Slots free up as the held connections close.
-    // Until the server has seen them close, a new connection may still be refused, so
-    // connection errors are retried (bounded) rather than failing the test.
-    let url = format!("{}/v1/health", api.base);
-    let mut answered = false;
-    for _ in 0..500 {
-        if let Ok(response) = api.http.get(&url).send().await
-            && response.status() == StatusCode::OK
-        {
-            answered = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(answered, "a freed slot serves a new connection");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_on_their_own_listener_are_not_on_the_main_one() {
     let store = crate::support::sqlite_store().await;
     let metrics_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -291,127 +241,4 @@ async fn metrics_on_their_own_listener_are_not_on_the_main_one() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-}
-
-/// A connection from `source` (a loopback address of its own, so each is another client).
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::from((source, 0)))?;
-    socket.connect(addr).await
-}
-
-/// One request on a connection of its own, kept alive; the answer, and whether the server
-/// closed the connection after it.
-async fn one_request(source: [u8; 4], addr: SocketAddr, path: &str) -> (String, bool) {
-    let mut stream = connect_from(source, addr).await.unwrap();
-    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut chunk = vec![0u8; 4096];
-    let n = stream.read(&mut chunk).await.unwrap_or(0);
-    let answer = String::from_utf8_lossy(&chunk[..n]).into_owned();
-    // A kept-alive connection stays open for the header timeout, far beyond this bound.
-    let closed = closed_within(&mut stream, Duration::from_secs(2))
-        .await
-        .is_some();
-    (answer, closed)
-}
-
-/// A connection from `source` that has been answered once and is kept alive: it holds a slot
-/// of the general part (one admitted on the reserve is closed after its answer: `None`).
-async fn held_connection(source: [u8; 4], addr: SocketAddr) -> Option<TcpStream> {
-    let mut stream = connect_from(source, addr).await.ok()?;
-    stream
-        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .ok()?;
-    let mut chunk = [0u8; 1024];
-    let n = stream.read(&mut chunk).await.ok()?;
-    let answer = String::from_utf8_lossy(&chunk[..n]).to_ascii_lowercase();
-    assert!(answer.starts_with("http/1.1 200"), "{answer}");
-    (!answer.contains("connection: close")).then_some(stream)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_client_holding_its_share_or_many_holding_the_cap_cannot_fail_health_probes() {
-    let limits = ListenerLimits {
-        // Idle kept-alive connections are held for the whole test.
-        header_timeout: Duration::from_secs(60),
-        max_connections: 24,
-        max_connections_per_client: 8,
-        reserved_for_health: 4,
-        ..ListenerLimits::default()
-    };
-    let api = start(limits, axum::Router::new()).await;
-    let addr = address(&api);
-    const ATTACKER: [u8; 4] = [127, 0, 0, 2];
-    const PROBE: [u8; 4] = [127, 0, 0, 3];
-
-    // One client opens 30 connections that never finish a request head: 8 stay open, the
-    // rest are closed at once, unanswered.
-    let mut slow = Vec::new();
-    for _ in 0..30 {
-        let mut stream = connect_from(ATTACKER, addr).await.unwrap();
-        let _ = stream
-            .write_all(b"GET /v1/health HTTP/1.1\r\nX-Slow: 1\r\n")
-            .await;
-        slow.push(stream);
-    }
-    // Watched together, for well under the header timeout that would close the rest.
-    let watched = slow
-        .iter_mut()
-        .map(|stream| closed_within(stream, Duration::from_secs(5)));
-    let closed = futures_util::future::join_all(watched)
-        .await
-        .iter()
-        .filter(|closed| closed.is_some())
-        .count();
-    assert_eq!(closed, 22, "all but the client's share are closed");
-    // Its share held, the client cannot keep others out.
-    let (answer, _) = one_request(PROBE, addr, "/v1/schedules").await;
-    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
-
-    // Two more clients take the rest of the general part (8 + 8 + 4 = 20 = 24 - 4 reserved),
-    // one connection after the other, each answered and kept.
-    let mut held = Vec::new();
-    for (source, count) in [([127, 0, 0, 4], 8), ([127, 0, 0, 5], 4)] {
-        for _ in 0..count {
-            // Until the server has seen the probe above go, a connection may land on the
-            // reserve (and be closed): try again, bounded.
-            let mut stream = None;
-            for _ in 0..200 {
-                stream = held_connection(source, addr).await;
-                if stream.is_some() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            held.push(stream.expect("the general part has room"));
-        }
-    }
-    // The server is full but for its reserve: a probe is answered and its connection closed
-    // after the answer; anything else on the reserve is a 503.
-    for _ in 0..3 {
-        let (answer, closed) = one_request(PROBE, addr, "/v1/health").await;
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(closed, "a reserved connection is closed after its answer");
-    }
-    let (refused, closed) = one_request(PROBE, addr, "/v1/schedules").await;
-    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
-    assert!(refused.contains("connection limit"), "{refused}");
-    assert!(closed);
-
-    // Once the clients go, everything is served normally again (bounded retries while the
-    // server notices the closes).
-    drop(slow);
-    drop(held);
-    let mut served = false;
-    for _ in 0..500 {
-        let (answer, _) = one_request(PROBE, addr, "/v1/schedules").await;
-        if answer.starts_with("HTTP/1.1 401") {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(served, "the general part serves again");
 }

@@ -105,8 +105,9 @@ fn serve_logs_where_its_embedded_database_is() {
     assert!(!second.contains("created a new"), "{second}");
 }
 
-/// Connections closed at the limit are told in one warning per interval, with their count,
-/// not one line each: a flood of 60 connections against a cap of 4 writes one.
+/// Connections closed at the limit are told in one warning per interval, with their counts,
+/// not one line each: a flood of 60 connections against a cap of 4 writes one (each new one
+/// closes a waiting one, or is refused if the others are busy).
 #[test]
 fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,7 +128,7 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
         .trim()
         .trim_start_matches("listening on http://")
         .to_owned();
-    // Held open, so every one after the cap (and its reserve) is closed as it is accepted.
+    // Held open: every one after the cap closes an earlier one, or is closed itself.
     let held: Vec<_> = (0..60)
         .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
         .collect();
@@ -141,7 +142,7 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
         .collect();
     assert_eq!(told.len(), 1, "one line for the flood: {err}");
     assert!(
-        told[0].contains("closed=1"),
+        told[0].contains("refused=1 gave_way=0") || told[0].contains("refused=0 gave_way=1"),
         "the first is told at once: {}",
         told[0]
     );
