@@ -456,7 +456,8 @@ fn validate_expr_annotates_a_file_for_github() {
 }
 
 /// A declaration's content cannot start a line of its own: under `-o github` such a line
-/// would be a workflow command (`::warning::`, `::add-mask::`), on stdout or stderr alike.
+/// would be a workflow command (`::warning::`, `::add-mask::`), on stdout or stderr alike, from
+/// any command that reads a declaration (`validate-expr`, `enroll`, `schedules apply`).
 #[test]
 fn declaration_content_cannot_write_a_workflow_command() {
     let dir = tempfile::tempdir().unwrap();
@@ -474,6 +475,25 @@ fn declaration_content_cannot_write_a_workflow_command() {
             .map(str::to_owned)
             .to_vec(),
         enroll_args(&file, dir.path(), "github"),
+        // Through the API: checked here before anything is sent (nothing listens there).
+        [
+            "schedules",
+            "apply",
+            "--file",
+            &path,
+            "--env",
+            &uuid::Uuid::now_v7().to_string(),
+            "--domain",
+            "billing",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--server",
+            "http://127.0.0.1:9",
+            "-o",
+            "github",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let output = run(&args);
