@@ -20,39 +20,28 @@ pub const MAX_BACKFILL: usize = 1_000;
 const OPEN: &[JobStatus] = &[JobStatus::Scheduled, JobStatus::Pending, JobStatus::Running];
 
 /// Releases what may run now of `schedule`'s buffered occurrences, in the caller's
-/// transaction (which holds the schedule's row). Returns the released jobs.
+/// transaction (which holds the schedule's row). Returns the released jobs. Only as many
+/// buffered jobs are read as there is room for, so a backlog of thousands costs each release
+/// what a backlog of one does.
 pub async fn release_buffered(
     tx: &mut dyn TenantTx,
     schedule: &Schedule,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<Job>> {
-    let buffered = tx
-        .jobs_of_schedule(schedule.id, &[JobStatus::Buffered])
-        .await?;
-    if buffered.is_empty() {
-        return Ok(Vec::new());
-    }
     let open = tx.jobs_of_schedule(schedule.id, OPEN).await?;
-    let mut exclusive_open = open.iter().any(|j| !j.concurrent);
-    let mut side_by_side = open.iter().filter(|j| j.concurrent && j.backfill).count();
+    let exclusive_room = usize::from(!open.iter().any(|j| !j.concurrent));
+    let side_by_side = open.iter().filter(|j| j.concurrent && j.backfill).count();
+    let concurrent_room = BACKFILL_AT_ONCE.saturating_sub(side_by_side);
     let mut released = Vec::new();
-    for job in buffered {
-        let room = if job.concurrent {
-            side_by_side < BACKFILL_AT_ONCE
-        } else {
-            !exclusive_open
-        };
-        if !room {
-            continue;
-        }
-        let release = JobRelease { id: job.id, now };
-        if let Some(job) = tx.job_release_buffered(&release).await? {
-            if job.concurrent {
-                side_by_side += 1;
-            } else {
-                exclusive_open = true;
+    for (concurrent, room) in [(false, exclusive_room), (true, concurrent_room)] {
+        for job in tx
+            .jobs_buffered_first(schedule.id, concurrent, room)
+            .await?
+        {
+            let release = JobRelease { id: job.id, now };
+            if let Some(job) = tx.job_release_buffered(&release).await? {
+                released.push(job);
             }
-            released.push(job);
         }
     }
     Ok(released)

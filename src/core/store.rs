@@ -168,6 +168,14 @@ pub trait Store: Send + Sync + 'static {
     /// it; dropping it without [`TenantTx::commit`] rolls it back.
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
 
+    /// A tenant transaction for reads only (a write in it fails). A backend with one writer
+    /// serves it beside the writer, so a read never waits behind a long write (SQLite: its own
+    /// connections, `query_only`, reading the last committed state in WAL mode); by default it
+    /// is [`Store::tenant_begin`].
+    async fn tenant_read(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        self.tenant_begin(env_id).await
+    }
+
     /// Tries to take the exclusive processing locks of several schedules, on one connection.
     /// The returned set holds those it got ([`ScheduleLock::held`]; maybe none); the claim
     /// transaction runs on the set's own connection.
@@ -435,6 +443,10 @@ pub trait TenantTx: Send {
 
     /// Inserts a job. A second open job of one schedule is [`Conflict::OpenJobExists`].
     async fn job_insert(&mut self, new: &NewJob) -> StoreResult<Job>;
+    /// Inserts jobs in a few statements, returned in the order given; as [`job_insert`] each.
+    ///
+    /// [`job_insert`]: TenantTx::job_insert
+    async fn job_insert_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
     /// Inserts open (pending or running) jobs, leaving out, without an error, any whose
     /// schedule already has an open job; returns those inserted.
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
@@ -497,6 +509,15 @@ pub trait TenantTx: Send {
         schedule_id: ScheduleId,
         statuses: &[JobStatus],
     ) -> StoreResult<Vec<Job>>;
+    /// The first `limit` buffered jobs of a schedule whose `concurrent` flag is `concurrent`:
+    /// regular occurrences before backfilled ones, each oldest first. Read through the index
+    /// of buffered jobs, so its cost does not grow with the backlog.
+    async fn jobs_buffered_first(
+        &mut self,
+        schedule_id: ScheduleId,
+        concurrent: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<Job>>;
     /// Releases a buffered occurrence to run: status `pending`, due now. `None` when it is not
     /// `buffered`, or when it excludes others (not `concurrent`) and its schedule has an open
     /// job that does too.
@@ -534,7 +555,9 @@ pub trait TenantTx: Send {
     async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
 
     /// This environment's jobs waiting their turn (`buffered`: backfilled occurrences, and a
-    /// buffered fire per schedule at most): what a backfill adds to, and is capped by.
+    /// buffered fire per schedule at most): what a backfill adds to, and is capped by. Until
+    /// the transaction ends, another transaction's count of this environment waits, so that
+    /// concurrent backfills cannot together pass the cap.
     async fn jobs_waiting_count(&mut self) -> StoreResult<u64>;
 
     /// This environment's jobs scheduled in a window, summed up per hour in the store (one row

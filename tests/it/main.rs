@@ -40,6 +40,7 @@ mod schema_snapshot;
 mod secret_scan;
 mod signed_calls;
 mod sim;
+mod sqlite_readers;
 mod stalling_proxy;
 mod support;
 mod target_examples;

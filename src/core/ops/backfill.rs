@@ -61,20 +61,18 @@ impl Ops {
             )));
         }
         let concurrent = schedule.policies.overlap == Overlap::AllowAll;
-        let mut jobs = Vec::with_capacity(occurrences.len());
-        for occurrence in &occurrences {
-            let job = tx
-                .job_insert(&NewJob {
-                    status: JobStatus::Buffered,
-                    attempt: 0,
-                    started_at: None,
-                    concurrent,
-                    backfill: true,
-                    ..NewJob::running(schedule.id, *occurrence, actor.now)
-                })
-                .await?;
-            jobs.push(job);
-        }
+        let news: Vec<NewJob> = occurrences
+            .iter()
+            .map(|occurrence| NewJob {
+                status: JobStatus::Buffered,
+                attempt: 0,
+                started_at: None,
+                concurrent,
+                backfill: true,
+                ..NewJob::running(schedule.id, *occurrence, actor.now)
+            })
+            .collect();
+        let mut jobs = tx.job_insert_many(&news).await?;
         // Those whose turn is now show as released.
         let released = release_buffered(&mut *tx, &schedule, actor.now).await?;
         let started = released.len();

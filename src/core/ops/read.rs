@@ -1,4 +1,5 @@
-//! Reads: a record by id, pages of records, and one environment's overview.
+//! Reads: a record by id, pages of records, and one environment's overview, each in a
+//! read-only transaction ([`Store::tenant_read`]).
 
 use super::{Ops, OpsError, OpsResult};
 use crate::core::model::*;
@@ -18,7 +19,7 @@ impl Ops {
         id: ScheduleId,
         include_deleted: bool,
     ) -> OpsResult<Schedule> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         tx.schedule_get(id)
             .await?
             .filter(|s| include_deleted || s.status != ScheduleStatus::Deleted)
@@ -33,13 +34,13 @@ impl Ops {
     ) -> OpsResult<Vec<Schedule>> {
         storable_filter("domain", query.domain.as_deref())?;
         storable_filter("type_contains", query.type_contains.as_deref())?;
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         Ok(tx.schedule_list(query).await?)
     }
 
     /// A job of this environment.
     pub async fn job_get(&self, env: EnvId, id: JobId) -> OpsResult<Job> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))
     }
 
@@ -50,7 +51,7 @@ impl Ops {
         env: EnvId,
         id: JobId,
     ) -> OpsResult<(Job, Vec<JobAttempt>)> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         let job = tx.job_get(id).await?.ok_or(OpsError::NotFound("job"))?;
         let attempts = tx.job_attempts_list(id).await?;
         Ok((job, attempts))
@@ -65,13 +66,13 @@ impl Ops {
         {
             return Err(OpsError::Invalid(vec![problem]));
         }
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         Ok(tx.audit_query(query).await?)
     }
 
     /// A page of jobs, newest first.
     pub async fn job_list(&self, env: EnvId, query: &JobQuery) -> OpsResult<Vec<Job>> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         Ok(tx.job_list(query).await?)
     }
 
@@ -93,7 +94,7 @@ impl Ops {
         let mut ids: Vec<ScheduleId> = pending.iter().map(|job| job.schedule_id).collect();
         ids.sort();
         ids.dedup();
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         let paused: std::collections::HashSet<ScheduleId> = tx
             .schedule_get_many(&ids, false)
             .await?
@@ -110,7 +111,7 @@ impl Ops {
 
     /// A dead-letter entry of this environment.
     pub async fn dlq_get(&self, env: EnvId, id: DlqId) -> OpsResult<DlqEntry> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         tx.dlq_get(id)
             .await?
             .ok_or(OpsError::NotFound("dead-letter entry"))
@@ -119,13 +120,13 @@ impl Ops {
     /// A page of dead-letter entries, newest first.
     pub async fn dlq_list(&self, env: EnvId, query: &DlqQuery) -> OpsResult<Vec<DlqEntry>> {
         storable_filter("domain", query.domain.as_deref())?;
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         Ok(tx.dlq_list(query).await?)
     }
 
     /// One environment's jobs in a window, summed up per hour (optionally one schedule's).
     pub async fn job_hours(&self, env: EnvId, query: &JobHoursQuery) -> OpsResult<JobHours> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         Ok(tx.job_hours(query).await?)
     }
 
@@ -145,7 +146,7 @@ impl Ops {
         failures: u32,
         upcoming: u32,
     ) -> OpsResult<EnvOverview> {
-        let mut tx = self.store.tenant_begin(env).await?;
+        let mut tx = self.store.tenant_read(env).await?;
         let counts = tx.env_counts().await?;
         let failed = tx
             .job_list(&JobQuery {

@@ -16,6 +16,9 @@ use crate::store::rows::{
 };
 use crate::store::{Rings, db_err};
 
+/// The first key of an environment's waiting-count lock (`S8`, then `W`).
+const WAITING_COUNT_LOCK: i32 = 0x0053_3857;
+
 /// Opens a transaction and sets its tenant context in one round trip (one simple-protocol
 /// message with both statements). The context is transaction-local, so it lives exactly as
 /// long as this transaction. The env id is a typed UUID, formatted by us: nothing from a
@@ -186,6 +189,19 @@ impl TenantTx for PgTenantTx<'_> {
             .await
             .map_err(db_err)?;
         rows::map_rows(&rows, "schedules", rows::schedule)
+    }
+
+    async fn jobs_waiting_count(&mut self) -> StoreResult<u64> {
+        // Two backfills of one environment on different schedules hold no common row: the
+        // environment's transaction-scoped lock makes them count, and add, one after the other.
+        // (Two int4 keys: a space apart from the schedule locks' bigint keys.)
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2::text))")
+            .bind(WAITING_COUNT_LOCK)
+            .bind(self.env_id.0)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::waiting_count(self).await
     }
 
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {

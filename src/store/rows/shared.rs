@@ -313,6 +313,34 @@ pub(crate) async fn jobs_in_status<T: TenantRows>(
     map_rows(&rows, "jobs", super::job)
 }
 
+/// The first `limit` buffered jobs of a schedule with the given `concurrent` flag, in the order
+/// they are released. The status is written into the statement, not bound, so that both
+/// databases read the partial index of buffered jobs (`schedule_id, backfill, scheduled_for`)
+/// and stop after `limit` rows, however long the backlog.
+pub(crate) async fn buffered_first<T: TenantRows>(
+    tx: &mut T,
+    schedule_id: ScheduleId,
+    concurrent: bool,
+    limit: usize,
+) -> StoreResult<Vec<Job>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = scoped(tx, |env, sql| {
+        let schedule = sql.val(Val::uuid(schedule_id.0));
+        let concurrent = sql.val(Val::Bool(concurrent));
+        let limit = sql.val(Val::I64(i64::try_from(limit).unwrap_or(i64::MAX)));
+        format!(
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE schedule_id = {schedule} AND status = 'buffered' AND env_id = {env} \
+             AND concurrent = {concurrent} \
+             ORDER BY backfill, scheduled_for, id LIMIT {limit}"
+        )
+    });
+    let rows = tx.fetch_all(&sql).await?;
+    map_rows(&rows, "jobs", super::job)
+}
+
 /// A job's attempts, first to last.
 pub(crate) async fn attempts_of<T: TenantRows>(
     tx: &mut T,

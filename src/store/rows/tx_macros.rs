@@ -188,6 +188,10 @@ macro_rules! tenant_tx {
             $crate::store::rows::insert_job(self, new).await
         }
 
+        async fn job_insert_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
+            $crate::store::rows::insert_jobs(self, new).await
+        }
+
         async fn job_answer_get(
             &mut self,
             id: JobId,
@@ -244,6 +248,15 @@ macro_rules! tenant_tx {
             $crate::store::rows::jobs_in_status(self, schedule_id, statuses).await
         }
 
+        async fn jobs_buffered_first(
+            &mut self,
+            schedule_id: ScheduleId,
+            concurrent: bool,
+            limit: usize,
+        ) -> StoreResult<Vec<Job>> {
+            $crate::store::rows::buffered_first(self, schedule_id, concurrent, limit).await
+        }
+
         async fn job_release_buffered(&mut self, change: &JobRelease) -> StoreResult<Option<Job>> {
             $crate::store::rows::set_job(
                 self,
@@ -279,10 +292,6 @@ macro_rules! tenant_tx {
 
         async fn env_counts(&mut self) -> StoreResult<EnvCounts> {
             $crate::store::rows::counts(self).await
-        }
-
-        async fn jobs_waiting_count(&mut self) -> StoreResult<u64> {
-            $crate::store::rows::waiting_count(self).await
         }
 
         async fn outbox_list(

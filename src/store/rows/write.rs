@@ -87,6 +87,38 @@ impl Sql {
         sql
     }
 
+    /// `INSERT INTO table (columns) VALUES (...), (...) RETURNING returning`: several rows of
+    /// the same columns in one statement.
+    pub(crate) fn insert_many(
+        placeholder: Placeholder,
+        table: &str,
+        rows: Vec<Vec<(&str, Val)>>,
+        returning: &str,
+    ) -> Self {
+        let mut sql = Self::new(placeholder);
+        let names: Vec<&str> = rows
+            .first()
+            .map(|row| row.iter().map(|(name, _)| *name).collect())
+            .unwrap_or_default();
+        let tuples: Vec<String> = rows
+            .into_iter()
+            .map(|row| {
+                let marks: Vec<String> = row.into_iter().map(|(_, v)| sql.val(v)).collect();
+                format!("({})", marks.join(", "))
+            })
+            .collect();
+        sql.text = format!(
+            "INSERT INTO {table} ({}) VALUES {}",
+            names.join(", "),
+            tuples.join(", ")
+        );
+        if !returning.is_empty() {
+            sql.text.push_str(" RETURNING ");
+            sql.text.push_str(returning);
+        }
+        sql
+    }
+
     /// `UPDATE table SET assignments WHERE env_id = ? AND id = ? [AND guard] RETURNING
     /// returning`: one row of one environment, changed only where `guard` (plain SQL without
     /// values) holds.
@@ -587,6 +619,39 @@ pub(crate) async fn insert_job<T: TenantRows>(tx: &mut T, new: &NewJob) -> Store
     let sql = Sql::insert(T::PLACEHOLDER, "jobs", columns, JOB_COLUMNS);
     let row = tx.fetch_one(&sql).await?;
     super::job(&row.cells("jobs"))
+}
+
+/// Rows per statement of [`insert_jobs`]: 19 values each stay far under both databases'
+/// limits on bound values.
+const JOBS_PER_INSERT: usize = 200;
+
+/// Inserts `news` in statements of [`JOBS_PER_INSERT`] rows (a backfill's thousand jobs cost
+/// five statements, not a thousand), returned in the order given.
+pub(crate) async fn insert_jobs<T: TenantRows>(
+    tx: &mut T,
+    news: &[NewJob],
+) -> StoreResult<Vec<Job>> {
+    let mut inserted = std::collections::HashMap::with_capacity(news.len());
+    for chunk in news.chunks(JOBS_PER_INSERT) {
+        let rows = chunk
+            .iter()
+            .map(|new| job_insert(tx.tenant(), new))
+            .collect();
+        let sql = Sql::insert_many(T::PLACEHOLDER, "jobs", rows, JOB_COLUMNS);
+        for row in tx.fetch_all(&sql).await? {
+            let job = super::job(&row.cells("jobs"))?;
+            inserted.insert(job.id, job);
+        }
+    }
+    // RETURNING's order is not promised: the caller's is.
+    news.iter()
+        .map(|new| {
+            inserted.remove(&new.id).ok_or_else(|| StoreError::Corrupt {
+                table: "jobs",
+                detail: format!("job {} was not returned by its insert", new.id.0),
+            })
+        })
+        .collect()
 }
 
 pub(crate) async fn insert_dlq<T: TenantRows>(

@@ -66,6 +66,10 @@ fn create_private(path: &std::path::Path) {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Connections for [`Store::tenant_read`], `query_only`: in WAL mode they read the last
+    /// committed state while the one writer writes. `None` for an in-memory database, which
+    /// exists on its one connection only.
+    readers: Option<SqlitePool>,
     locks: Arc<Mutex<HashSet<ScheduleId>>>,
     signals: Arc<Signals>,
 }
@@ -82,6 +86,21 @@ fn sqlite_options(url: &str) -> StoreResult<SqliteConnectOptions> {
         .foreign_keys(true))
 }
 
+/// Connections that read beside the writer.
+const READERS: u32 = 2;
+
+/// The options of a reading connection: the writer's file, never created here, and refusing
+/// any write (`query_only`).
+fn reader_options(url: &str) -> SqliteConnectOptions {
+    SqliteConnectOptions::from_str(url)
+        .unwrap_or_default()
+        .create_if_missing(false)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true)
+        .pragma("query_only", "ON")
+}
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file.
     pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
@@ -95,8 +114,17 @@ impl SqliteStore {
             .connect_with(sqlite_options(url)?)
             .await
             .map_err(db_err)?;
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        // Opened when first used, after the writer has created and migrated the file.
+        let readers = (!in_memory).then(|| {
+            SqlitePoolOptions::new()
+                .max_connections(READERS)
+                .acquire_timeout(options.acquire_timeout)
+                .connect_lazy_with(reader_options(url))
+        });
         Ok(Self {
             pool,
+            readers,
             locks: Arc::default(),
             signals: Arc::default(),
         })
@@ -126,6 +154,16 @@ impl Store for SqliteStore {
 
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
         let tx = self.pool.begin().await.map_err(db_err)?;
+        Ok(Box::new(tenant::SqliteTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+        )))
+    }
+
+    async fn tenant_read(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        let pool = self.readers.as_ref().unwrap_or(&self.pool);
+        let tx = pool.begin().await.map_err(db_err)?;
         Ok(Box::new(tenant::SqliteTenantTx::new(
             tx,
             env_id,

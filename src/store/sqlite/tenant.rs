@@ -130,6 +130,11 @@ impl TenantTx for SqliteTenantTx {
         Ok(claimed)
     }
 
+    async fn jobs_waiting_count(&mut self) -> StoreResult<u64> {
+        // One writing connection: a backfill's count and insert already exclude another's.
+        rows::waiting_count(self).await
+    }
+
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>> {
         let mut opened = Vec::with_capacity(new.len());
         for job in new {

@@ -325,3 +325,95 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
     assert_eq!(other.dlq_get(entries[0].id).await.unwrap(), None);
     assert!(!other.dlq_delete(entries[0].id).await.unwrap());
 }
+
+/// Many jobs inserted at once come back in the order given, as each would alone; the first
+/// buffered ones of a schedule are read regular before backfilled, oldest first, by their
+/// `concurrent` flag, and no more than asked.
+pub async fn jobs_insert_many_and_the_first_buffered_ones(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("s", "billing")).await;
+    let buffered = |minutes: i64, backfill: bool, concurrent: bool| NewJob {
+        scheduled_for: t0() + Duration::minutes(minutes),
+        backfill,
+        concurrent,
+        ..new_job(s.id, JobStatus::Buffered)
+    };
+    // More than one statement's worth, out of order in time.
+    let mut news: Vec<NewJob> = (0..450)
+        .map(|i| buffered((i * 7) % 450, true, true))
+        .collect();
+    news.push(buffered(1_000, false, false));
+    news.push(buffered(500, true, false));
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let inserted = tx.job_insert_many(&news).await.unwrap();
+    assert_eq!(
+        inserted.iter().map(|j| j.id).collect::<Vec<_>>(),
+        news.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "in the order given"
+    );
+    let one = &inserted[3];
+    assert_eq!(tx.job_get(one.id).await.unwrap().as_ref(), Some(one));
+    assert_eq!(one.scheduled_for, news[3].scheduled_for);
+    assert!(one.backfill && one.concurrent && one.status == JobStatus::Buffered);
+
+    let first = tx.jobs_buffered_first(s.id, true, 3).await.unwrap();
+    let minutes: Vec<i64> = first
+        .iter()
+        .map(|j| (j.scheduled_for - t0()).num_minutes())
+        .collect();
+    assert_eq!(minutes, [0, 1, 2], "oldest first, three of 450");
+    let exclusive = tx.jobs_buffered_first(s.id, false, 5).await.unwrap();
+    assert_eq!(
+        exclusive.iter().map(|j| j.id).collect::<Vec<_>>(),
+        [news[450].id, news[451].id],
+        "the regular occurrence before the backfilled one, though later"
+    );
+    assert!(
+        tx.jobs_buffered_first(s.id, true, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tx.commit().await.unwrap();
+
+    // Another environment sees none of them.
+    let mut other = store.tenant_begin(EnvId::new()).await.unwrap();
+    assert!(
+        other
+            .jobs_buffered_first(s.id, true, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Counting an environment's waiting jobs holds it until the transaction ends: a second
+/// transaction's count of that environment waits (so two backfills cannot both pass the cap on
+/// a count taken before either added), and goes on once the first ends.
+pub async fn waiting_counts_of_one_environment_follow_each_other(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("s", "billing")).await;
+    let mut first = store.tenant_begin(env).await.unwrap();
+    assert_eq!(first.jobs_waiting_count().await.unwrap(), 0);
+    let second = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let mut tx = store.tenant_begin(env).await.unwrap();
+            let counted = tx.jobs_waiting_count().await.unwrap();
+            tx.commit().await.unwrap();
+            counted
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "the second count did not wait");
+    first
+        .job_insert(&new_job(s.id, JobStatus::Buffered))
+        .await
+        .unwrap();
+    first.commit().await.unwrap();
+    let counted = tokio::time::timeout(std::time::Duration::from_secs(10), second)
+        .await
+        .expect("the second count goes on once the first ends")
+        .unwrap();
+    assert_eq!(counted, 1, "it counts what the first added");
+}

@@ -172,6 +172,8 @@ macro_rules! conformance_suite {
                 job_set_pending_retries_only_failed_jobs,
                 job_set_superseded_ends_only_failed_jobs,
                 buffered_and_concurrent_jobs_keep_the_open_job_rule,
+                jobs_insert_many_and_the_first_buffered_ones,
+                waiting_counts_of_one_environment_follow_each_other,
                 a_recovered_finish_needs_the_lease_to_have_run_out,
                 job_cancel_fails_only_pending_jobs,
                 hand_off_and_withdrawal_take_a_held_fire_once,
