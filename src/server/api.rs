@@ -363,6 +363,11 @@ pub async fn backfill_schedule(
             &actor(&state, &caller)?,
         )
         .await?;
+    // Charged by occurrences: the request paid for one.
+    let queued = u64::try_from(done.jobs.len()).unwrap_or(u64::MAX);
+    state
+        .rate
+        .charge_env(env, queued.saturating_sub(1), state.clock.now());
     Ok((
         StatusCode::ACCEPTED,
         Json(BackfillView {

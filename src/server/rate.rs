@@ -2,7 +2,8 @@
 //! environment, so one tenant's flood is answered 429 quickly instead of queueing everyone's
 //! requests behind it. A request takes one token from its client's bucket when it is
 //! authenticated and one from its environment's bucket when the environment is resolved; an
-//! empty bucket answers `429 Too Many Requests` with `Retry-After`. Buckets refill on the
+//! empty bucket answers `429 Too Many Requests` with `Retry-After`. Work a request queues
+//! beyond itself (a backfill's occurrences) is charged to its environment afterwards. Buckets refill on the
 //! injected clock, so tests move time rather than wait.
 //!
 //! Memory: one small entry per client and environment seen; once there are more than
@@ -135,6 +136,23 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
     }
 }
 
+impl<K: Eq + Hash + Clone> Buckets<K> {
+    /// Spends `units` more of `key`'s bucket at `now` for work already let through, as far as
+    /// the bucket holds (it empties, never goes below empty): the next requests wait for the
+    /// refill.
+    fn spend(&self, key: &K, units: f64, now: DateTime<Utc>) {
+        let Rate { per_second, burst } = self.rate;
+        if per_second <= 0.0 || units <= 0.0 {
+            return;
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bucket) = buckets.get_mut(key) {
+            bucket.tokens = (refilled(bucket, per_second, burst, now) - units).max(0.0);
+            bucket.at = bucket.at.max(now);
+        }
+    }
+}
+
 fn refilled(bucket: &Bucket, per_second: f64, burst: f64, now: DateTime<Utc>) -> f64 {
     let elapsed = (now - bucket.at)
         .num_microseconds()
@@ -197,6 +215,12 @@ impl RateLimits {
         taken
     }
 
+    /// Charges `env` for `units` requests' worth of work beyond the request that asked for it
+    /// (a backfill pays for each occurrence it queued), as far as its bucket holds.
+    pub fn charge_env(&self, env: EnvId, units: u64, now: DateTime<Utc>) {
+        self.envs.spend(&env, units as f64, now);
+    }
+
     /// The outcomes as Prometheus text.
     pub fn render(&self, out: &mut String) {
         let name = "sentin8_cron_api_rate_limit_total";
@@ -252,6 +276,27 @@ mod tests {
             buckets.take(&key, much_later).unwrap();
         }
         assert!(buckets.take(&key, much_later).is_err());
+    }
+
+    #[test]
+    fn a_charge_empties_the_environment_s_bucket_and_no_further() {
+        let limits = RateLimits::new(RateSettings {
+            per_client: Rate::OFF,
+            per_env: Rate::per_second(10),
+        });
+        let (env, other) = (EnvId::new(), EnvId::new());
+        limits.env(env, t0()).unwrap();
+        limits.env(other, t0()).unwrap();
+        // A thousand occurrences' worth: the burst of 20 is spent, not a debt of 980.
+        limits.charge_env(env, 999, t0());
+        let refused = limits.env(env, t0()).unwrap_err();
+        assert_eq!(refused.retry_after_secs, 1);
+        assert!(
+            limits.env(other, t0()).is_ok(),
+            "another environment pays nothing"
+        );
+        let later = t0() + chrono::Duration::milliseconds(100);
+        assert!(limits.env(env, later).is_ok(), "refilled at the rate");
     }
 
     #[test]

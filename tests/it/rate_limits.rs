@@ -4,6 +4,7 @@
 
 use chrono::Duration;
 use reqwest::{Method, StatusCode};
+use sentin8_cron::core::clock::Clock as _;
 use sentin8_cron::server::listener::ListenerLimits;
 use sentin8_cron::server::rate::{Rate, RateSettings};
 
@@ -134,4 +135,61 @@ async fn a_caller_cannot_spend_another_environment_s_budget() {
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
     }
+}
+
+/// A backfill pays its environment's rate by the occurrences it queued, as far as the bucket
+/// holds: the environment's next request waits for the refill; another environment pays
+/// nothing.
+#[tokio::test]
+async fn a_backfill_is_charged_to_its_environment_by_its_occurrences() {
+    let limits = ListenerLimits {
+        rate: RateSettings {
+            per_client: Rate::OFF,
+            per_env: Rate {
+                per_second: 2.0,
+                burst: 5.0,
+            },
+        },
+        ..ListenerLimits::default()
+    };
+    let store = crate::support::sqlite_store().await;
+    let api = Api::start_listening(store, axum::Router::new(), false, None, limits, None).await;
+    let token = api.writer();
+    let mut schedule = api.new_schedule(api.env_a, "hourly");
+    schedule["cron"] = "* * * * *".into();
+    let (status, created, _) = api
+        .call(Method::POST, &path(api.env_a), Some(&token), Some(schedule))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let now = api.clock.now();
+    let range = serde_json::json!({
+        "from": (now - Duration::minutes(9)).to_rfc3339(),
+        "to": now.to_rfc3339(),
+    });
+    let backfill = format!(
+        "/v1/schedules/{}/backfill?target_env_id={}",
+        created["id"].as_str().unwrap(),
+        api.env_a
+    );
+    let (status, body, _) = api
+        .call(Method::POST, &backfill, Some(&token), Some(range))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["occurrences"], 10);
+
+    // Two requests of five were spent; without the charge three would remain.
+    let (status, body, headers) = api
+        .call(Method::GET, &path(api.env_a), Some(&token), None)
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(headers["retry-after"], "1");
+    let (status, body, _) = api
+        .call(Method::GET, &path(api.env_b), Some(&token), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "another environment: {body}");
+    api.clock.advance(Duration::seconds(1));
+    let (status, body, _) = api
+        .call(Method::GET, &path(api.env_a), Some(&token), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "refilled: {body}");
 }

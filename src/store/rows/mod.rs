@@ -1,6 +1,6 @@
 //! What both backends share about rows: the column lists and one mapper per record written
 //! over [`Cells`] (which each backend implements for its own row type); `write` holds the
-//! values each write binds, as backend-neutral [`Val`]s placed by [`Sql`].
+//! values each write binds, as backend-neutral [`Val`]s placed by [`Sql`] (`sql`).
 //!
 //! A record's columns are therefore read in one place ([`schedule`], [`job`], ...) and written
 //! in one place ([`schedule_insert`], [`schedule_definition`], ...). Backends differ only in how
@@ -11,12 +11,14 @@ mod cross;
 pub(crate) mod hours;
 mod leases;
 mod shared;
+mod sql;
 mod tx_macros;
 mod write;
 
 pub(crate) use cross::*;
 pub(crate) use leases::*;
 pub(crate) use shared::*;
+pub(crate) use sql::*;
 pub(crate) use tx_macros::*;
 pub(crate) use write::*;
 
