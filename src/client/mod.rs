@@ -290,46 +290,81 @@ impl ApiClient {
         self.call(Method::GET, path, query, None).await
     }
 
-    /// The items of a paged list, following `next_cursor` until `limit` items are read or the
-    /// list ends.
+    /// The items of a paged list from `start` (a cursor the API gave), following
+    /// `next_cursor` until `limit` items are read or the list ends; with the cursor where the
+    /// list goes on, when it does.
     pub async fn list(
         &self,
         path: &str,
         query: &[(&str, String)],
         limit: usize,
-    ) -> Result<Vec<Value>, ClientError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = u32::try_from(limit.saturating_sub(items.len()))
-                .unwrap_or(PAGE)
-                .clamp(1, PAGE);
+        start: Option<String>,
+    ) -> Result<ListPage, ClientError> {
+        follow(limit, PAGE as usize, start, |cursor, page| async move {
             let mut params = query.to_vec();
             params.push(("limit", page.to_string()));
-            if let Some(cursor) = &cursor {
-                params.push(("cursor", cursor.clone()));
+            if let Some(cursor) = cursor {
+                params.push(("cursor", cursor));
             }
             let body = self.get(path, &params).await?;
-            let unexpected = |cause: &str| ClientError::Unexpected {
-                server: self.server(),
-                what: format!("GET {path}"),
-                cause: cause.to_owned(),
+            let Some(items) = body.get("items").and_then(Value::as_array) else {
+                return Err(ClientError::Unexpected {
+                    server: self.server(),
+                    what: format!("GET {path}"),
+                    cause: "no items array".to_owned(),
+                });
             };
-            let Some(page_items) = body.get("items").and_then(Value::as_array) else {
-                return Err(unexpected("no items array"));
-            };
-            items.extend(page_items.iter().cloned());
-            cursor = body
+            let next = body
                 .get("next_cursor")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            if cursor.is_none() || items.len() >= limit || page_items.is_empty() {
-                break;
-            }
-        }
-        items.truncate(limit);
-        Ok(items)
+            Ok((items.clone(), next))
+        })
+        .await
     }
+}
+
+/// Part of a list, as the API pages it: the items, and the cursor where the list goes on
+/// (`None` at its end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub items: Vec<Value>,
+    pub next_cursor: Option<String>,
+}
+
+/// Reads pages of at most `page` items from `start` until `limit` items are read or the list
+/// ends; `fetch(cursor, n)` reads one page of at most `n` and says where the next starts.
+/// Each page asks for no more than is still wanted, so the last cursor is exactly where the
+/// items returned end.
+pub async fn follow<E, F, Fut>(
+    limit: usize,
+    page: usize,
+    start: Option<String>,
+    mut fetch: F,
+) -> Result<ListPage, E>
+where
+    F: FnMut(Option<String>, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<Value>, Option<String>), E>>,
+{
+    let mut items = Vec::new();
+    let mut cursor = start;
+    loop {
+        let wanted = limit.saturating_sub(items.len()).clamp(1, page.max(1));
+        let (page_items, next) = fetch(cursor.clone(), wanted).await?;
+        let empty = page_items.is_empty();
+        items.extend(page_items);
+        cursor = next;
+        if cursor.is_none() || items.len() >= limit || empty {
+            break;
+        }
+    }
+    if items.len() > limit {
+        items.truncate(limit);
+    }
+    Ok(ListPage {
+        items,
+        next_cursor: cursor,
+    })
 }
 
 /// A problem document's message: its detail and each field's problem, or the bare status.
@@ -524,15 +559,37 @@ mod tests {
     async fn lists_follow_every_page_to_the_end_or_the_limit() {
         let (base, asked) = paged_server(250).await;
         let client = ApiClient::new(base, None).unwrap();
-        let all = client.list("/v1/schedules", &[], usize::MAX).await.unwrap();
-        let numbers: Vec<u64> = all.iter().map(|item| item["n"].as_u64().unwrap()).collect();
+        let all = client
+            .list("/v1/schedules", &[], usize::MAX, None)
+            .await
+            .unwrap();
+        let numbers: Vec<u64> = all
+            .items
+            .iter()
+            .map(|item| item["n"].as_u64().unwrap())
+            .collect();
         assert_eq!(numbers, (0..250).collect::<Vec<u64>>());
+        assert_eq!(all.next_cursor, None, "the end of the list");
         assert_eq!(*asked.lock().unwrap(), vec![PAGE, PAGE, PAGE]);
 
         asked.lock().unwrap().clear();
-        let some = client.list("/v1/schedules", &[], 150).await.unwrap();
-        assert_eq!(some.len(), 150);
-        assert_eq!(some[149]["n"], 149);
+        let some = client.list("/v1/schedules", &[], 150, None).await.unwrap();
+        assert_eq!(some.items.len(), 150);
+        assert_eq!(some.items[149]["n"], 149);
         assert_eq!(*asked.lock().unwrap(), vec![PAGE, 50]);
+        assert_eq!(
+            some.next_cursor.as_deref(),
+            Some("150"),
+            "where the list goes on"
+        );
+
+        // From that cursor, the rest.
+        let rest = client
+            .list("/v1/schedules", &[], usize::MAX, some.next_cursor)
+            .await
+            .unwrap();
+        assert_eq!(rest.items.len(), 100);
+        assert_eq!(rest.items[0]["n"], 150);
+        assert_eq!(rest.next_cursor, None);
     }
 }

@@ -8,8 +8,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Subcommand;
 
 use super::jobs::Source;
-use super::remote::{self, Kind, env_query};
+use serde_json::Value;
+
+use super::remote::{self, Kind, Paging, cursor_after, cursor_id, env_query};
 use super::{StoreUse, open_store};
+use crate::client::follow;
 use crate::core::model::{EnvId, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::AuditQuery;
@@ -45,6 +48,8 @@ pub enum AuditCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         limit: u32,
         #[command(flatten)]
+        paging: Paging,
+        #[command(flatten)]
         source: Source,
     },
 }
@@ -62,34 +67,46 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         actor,
         since,
         limit,
+        paging,
         source,
     } = args.command;
-    let items = match source.server.client()? {
+    let wanted = paging.limit(limit);
+    let page = match source.server.client()? {
         Some(client) => {
             let mut query = env_query(env);
             query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
             query.extend(actor.map(|a| ("actor", a)));
             query
                 .extend(since.map(|at| ("since", at.to_rfc3339_opts(SecondsFormat::AutoSi, true))));
-            client.list("/v1/audit", &query, limit as usize).await?
+            client
+                .list("/v1/audit", &query, wanted, paging.cursor)
+                .await?
         }
         None => {
             let store = open_store(&source.database, StoreUse::read_only()).await?;
-            let query = AuditQuery {
-                schedule_id: schedule,
-                actor,
-                since,
-                before: None,
-                limit,
-            };
-            Ops::new(store)
-                .audit_list(env, &query)
-                .await?
-                .into_iter()
-                .map(|entry| serde_json::to_value(AuditView::from(entry)))
-                .collect::<Result<_, _>>()?
+            let ops = Ops::new(store);
+            let (ops, actor) = (&ops, &actor);
+            follow(wanted, 1000, paging.cursor, |cursor, n| async move {
+                let before = cursor.as_deref().map(cursor_id::<uuid::Uuid>).transpose()?;
+                let query = AuditQuery {
+                    schedule_id: schedule,
+                    actor: actor.clone(),
+                    since,
+                    before,
+                    limit: u32::try_from(n).unwrap_or(1000),
+                };
+                let items: Vec<Value> = ops
+                    .audit_list(env, &query)
+                    .await?
+                    .into_iter()
+                    .map(|entry| serde_json::to_value(AuditView::from(entry)))
+                    .collect::<Result<_, _>>()?;
+                let next = cursor_after(&items, n);
+                Ok::<_, anyhow::Error>((items, next))
+            })
+            .await?
         }
     };
-    remote::print_list(out, &source.output, Kind::Audit, &items)?;
+    remote::print_list(out, &source.output, Kind::Audit, &page)?;
     Ok(ExitCode::SUCCESS)
 }

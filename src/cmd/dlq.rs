@@ -10,9 +10,10 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::jobs::Source;
-use super::remote::{self, Kind, env_query, text};
+use super::remote::{self, Kind, Paging, cursor_after, cursor_id, env_query, text};
 use super::{StoreUse, UsageError, cli_actor, open_store};
-use crate::core::model::{DlqEntry, DlqId, EnvId};
+use crate::client::{ListPage, follow};
+use crate::core::model::{DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
 use crate::server::api::views::{DlqView, JobView};
@@ -57,6 +58,8 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         #[command(flatten)]
+        paging: Paging,
+        #[command(flatten)]
         source: Source,
     },
     /// Show one dead-letter entry.
@@ -75,9 +78,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             env,
             domain,
             limit,
+            paging,
             source,
         } => {
-            let items: Vec<Value> = match source.server.client()? {
+            let wanted = paging.limit(limit);
+            let page = match source.server.client()? {
                 Some(client) => {
                     let Some(env) = env else {
                         return Err(UsageError(
@@ -87,31 +92,64 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     };
                     let mut query = env_query(env);
                     query.extend(domain.map(|d| ("domain", d)));
-                    client.list("/v1/dlq", &query, limit as usize).await?
+                    client
+                        .list("/v1/dlq", &query, wanted, paging.cursor)
+                        .await?
                 }
                 None => {
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
                     let envs = match env {
                         Some(env) => vec![env],
+                        None if paging.cursor.is_some() || paging.all => {
+                            return Err(UsageError(
+                                "give --env with --cursor or --all: pages are of one environment"
+                                    .into(),
+                            )
+                            .into());
+                        }
                         None => store.dlq_envs().await?,
                     };
                     let ops = Ops::new(store);
-                    let mut entries: Vec<DlqEntry> = Vec::new();
+                    let ops = &ops;
+                    let mut items = Vec::new();
+                    let mut next_cursor = None;
                     for env in envs {
-                        let query = DlqQuery {
-                            domain: domain.clone(),
-                            limit,
-                            ..DlqQuery::default()
-                        };
-                        entries.extend(ops.dlq_list(env, &query).await?);
+                        let domain = &domain;
+                        let page = follow(
+                            wanted,
+                            1000,
+                            paging.cursor.clone(),
+                            |cursor, n| async move {
+                                let before =
+                                    cursor.as_deref().map(cursor_id::<DlqId>).transpose()?;
+                                let query = DlqQuery {
+                                    domain: domain.clone(),
+                                    before,
+                                    limit: u32::try_from(n).unwrap_or(1000),
+                                    ..DlqQuery::default()
+                                };
+                                let entries: Vec<Value> = ops
+                                    .dlq_list(env, &query)
+                                    .await?
+                                    .into_iter()
+                                    .map(|entry| serde_json::to_value(DlqView::from(entry)))
+                                    .collect::<Result<_, _>>()?;
+                                let next = cursor_after(&entries, n);
+                                Ok::<_, anyhow::Error>((entries, next))
+                            },
+                        )
+                        .await?;
+                        items.extend(page.items);
+                        // One environment's cursor; across several there is none to give.
+                        next_cursor = page.next_cursor;
                     }
-                    entries
-                        .into_iter()
-                        .map(|entry| serde_json::to_value(DlqView::from(entry)))
-                        .collect::<Result<_, _>>()?
+                    ListPage {
+                        items,
+                        next_cursor: if env.is_some() { next_cursor } else { None },
+                    }
                 }
             };
-            remote::print_list(out, &source.output, Kind::Dlq, &items)?;
+            remote::print_list(out, &source.output, Kind::Dlq, &page)?;
         }
         DlqCommand::Get(entry) => {
             let record = match entry.source.server.client()? {

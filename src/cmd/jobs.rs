@@ -8,8 +8,9 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::output::OutputArgs;
-use super::remote::{self, Kind, ServerArgs, env_query};
+use super::remote::{self, Kind, Paging, ServerArgs, cursor_after, cursor_id, env_query};
 use super::{DatabaseArgs, StoreUse, open_store};
+use crate::client::follow;
 use crate::core::model::{EnvId, JobId, JobStatus, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::JobQuery;
@@ -54,6 +55,8 @@ pub enum JobsCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
         #[command(flatten)]
+        paging: Paging,
+        #[command(flatten)]
         source: Source,
     },
     /// Show one job.
@@ -76,42 +79,50 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             schedule,
             status,
             limit,
+            paging,
             source,
         } => {
-            let items: Vec<Value> = match source.server.client()? {
+            let wanted = paging.limit(limit);
+            let page = match source.server.client()? {
                 Some(client) => {
                     let mut query = env_query(env);
                     query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
                     query.extend(status.map(|s| ("status", s.to_string())));
-                    client.list("/v1/jobs", &query, limit as usize).await?
+                    client
+                        .list("/v1/jobs", &query, wanted, paging.cursor)
+                        .await?
                 }
                 None => {
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
                     let ops = Ops::new(store);
-                    let jobs = ops
-                        .job_list(
-                            env,
-                            &JobQuery {
-                                schedule_id: schedule,
-                                status,
-                                limit,
-                                ..JobQuery::default()
-                            },
-                        )
-                        .await?;
-                    let held = ops.jobs_held_by_pause(env, &jobs).await?;
-                    jobs.into_iter()
-                        .map(|job| {
-                            let held_by_pause = held.contains(&job.id);
-                            serde_json::to_value(JobView {
-                                held_by_pause,
-                                ..JobView::from(job)
+                    let ops = &ops;
+                    follow(wanted, 1000, paging.cursor, |cursor, n| async move {
+                        let before = cursor.as_deref().map(cursor_id::<JobId>).transpose()?;
+                        let query = JobQuery {
+                            schedule_id: schedule,
+                            status,
+                            before,
+                            limit: u32::try_from(n).unwrap_or(1000),
+                        };
+                        let jobs = ops.job_list(env, &query).await?;
+                        let held = ops.jobs_held_by_pause(env, &jobs).await?;
+                        let items: Vec<Value> = jobs
+                            .into_iter()
+                            .map(|job| {
+                                let held_by_pause = held.contains(&job.id);
+                                serde_json::to_value(JobView {
+                                    held_by_pause,
+                                    ..JobView::from(job)
+                                })
                             })
-                        })
-                        .collect::<Result<_, _>>()?
+                            .collect::<Result<_, _>>()?;
+                        let next = cursor_after(&items, n);
+                        Ok::<_, anyhow::Error>((items, next))
+                    })
+                    .await?
                 }
             };
-            remote::print_list(out, &source.output, Kind::Job, &items)?;
+            remote::print_list(out, &source.output, Kind::Job, &page)?;
         }
         JobsCommand::Get { id, env, source } => {
             let record = match source.server.client()? {

@@ -10,7 +10,7 @@ use url::Url;
 
 use super::output::{self, OutputArgs, OutputFormat, cell, opt_time_text};
 use crate::callback::Secret;
-use crate::client::{ApiClient, ClientError, parse_server_url};
+use crate::client::{ApiClient, ClientError, ListPage, parse_server_url};
 use crate::core::model::EnvId;
 
 /// The running service the command talks to.
@@ -45,6 +45,43 @@ impl ServerArgs {
     pub fn require(&self) -> Result<ApiClient, ClientError> {
         self.client()?.ok_or(ClientError::NoServer)
     }
+}
+
+/// Which part of a list to read, beside the command's own `--limit`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Paging {
+    /// Start where an earlier list stopped: its `next_cursor` (printed with `-o json`, and
+    /// after a table that was cut short).
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Read every page to the end of the list instead of --limit (a rate limit's wait is
+    /// honoured between pages).
+    #[arg(long, conflicts_with = "limit")]
+    pub all: bool,
+}
+
+impl Paging {
+    /// How many items to read: all of them, or `limit`.
+    pub fn limit(&self, limit: u32) -> usize {
+        if self.all { usize::MAX } else { limit as usize }
+    }
+}
+
+/// The record id a cursor names, for lists read from the database directly (the API's cursor
+/// is the id of the last item it returned).
+pub fn cursor_id<T: std::str::FromStr>(cursor: &str) -> Result<T, super::UsageError> {
+    cursor.parse().map_err(|_| {
+        super::UsageError(format!(
+            "--cursor {cursor:?} is not a cursor a list of this kind printed"
+        ))
+    })
+}
+
+/// The cursor after `items` when a page came back full: the last one's id.
+pub fn cursor_after(items: &[Value], page: usize) -> Option<String> {
+    (items.len() >= page)
+        .then(|| items.last()?.get("id")?.as_str().map(str::to_owned))
+        .flatten()
 }
 
 /// The variable an `--env` left off the command line is read from, so a shell that works in
@@ -184,18 +221,26 @@ pub fn print_list(
     out: &mut (dyn Write + Send),
     output: &OutputArgs,
     kind: Kind,
-    items: &[Value],
+    page: &ListPage,
 ) -> anyhow::Result<()> {
     if output.format.is_structured() {
-        return output::write_structured(out, output.format, &json!({ "items": items }));
+        // The API's page, as it is: a script tells a list cut short by its cursor.
+        let document = json!({ "items": page.items, "next_cursor": page.next_cursor });
+        return output::write_structured(out, output.format, &document);
     }
-    if items.is_empty() {
+    if page.items.is_empty() {
         if !output.no_headers {
             eprintln!("no {} found", kind.plural());
         }
         return Ok(());
     }
-    print_table(out, output, kind, items)
+    print_table(out, output, kind, &page.items)?;
+    if let Some(cursor) = &page.next_cursor
+        && !output.no_headers
+    {
+        eprintln!("more {}: --cursor {cursor} (or --all)", kind.plural());
+    }
+    Ok(())
 }
 
 /// Prints one record: the record as JSON or YAML, else a one-row table.

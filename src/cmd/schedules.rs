@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::enroll::source::read_input;
 use super::output::OutputArgs;
-use super::remote::{self, Kind, ServerArgs, env_query, text};
+use super::remote::{self, Kind, Paging, ServerArgs, env_query, text};
 use super::{InvalidInput, UsageError};
 use crate::client::ApiClient;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
@@ -169,6 +169,8 @@ pub enum SchedulesCommand {
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
         #[command(flatten)]
+        paging: Paging,
+        #[command(flatten)]
         target: Target,
     },
     /// Show one schedule.
@@ -261,14 +263,18 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             domain,
             status,
             limit,
+            paging,
             target,
         } => {
             let client = target.server.require()?;
             let mut query = env_query(target.env);
             query.extend(domain.map(|d| ("domain", d)));
             query.extend(status.map(|s| ("status", s)));
-            let items = client.list("/v1/schedules", &query, limit as usize).await?;
-            remote::print_list(out, &target.output, Kind::Schedule, &items)?;
+            let wanted = paging.limit(limit);
+            let page = client
+                .list("/v1/schedules", &query, wanted, paging.cursor)
+                .await?;
+            remote::print_list(out, &target.output, Kind::Schedule, &page)?;
         }
         SchedulesCommand::Get(one) => {
             let client = one.target.server.require()?;

@@ -13,12 +13,14 @@ mod apply;
 mod dlq;
 mod lifecycle_endpoints;
 mod next_fires;
+mod paging;
 mod schedules;
 
 pub use apply::*;
 pub use dlq::*;
 pub use lifecycle_endpoints::*;
 pub use next_fires::*;
+pub use paging::*;
 pub use schedules::*;
 
 /// What one run of the binary printed, and how it ended.
@@ -127,6 +129,7 @@ macro_rules! cli_api_suite {
                 dlq_discard_through_the_api,
                 audit_list_through_the_api,
                 next_fires_lists_the_calls_the_server_makes,
+                lists_keep_the_cursor_go_on_from_it_and_read_all,
             );
         }
     };

@@ -288,7 +288,10 @@ async fn domain_schedules(
 ) -> anyhow::Result<Vec<Schedule>> {
     let mut query = env_query(env);
     query.push(("domain", domain.to_owned()));
-    let items = client.list("/v1/schedules", &query, usize::MAX).await?;
+    let items = client
+        .list("/v1/schedules", &query, usize::MAX, None)
+        .await?
+        .items;
     items
         .into_iter()
         .map(|item| {
