@@ -73,6 +73,7 @@ pub struct AppState {
         title = "sentin8-cron",
         description = "Multi-tenant scheduler: cron and one-shot schedules called back over authenticated HTTP, with retries, a dead-letter queue and a transactional outbox. Every environment-scoped call requires `target_env_id`.",
     ),
+    paths(system::openapi_document, keys::key_set),
     components(schemas(error::Problem)),
     modifiers(&BearerAuth),
     tags(
@@ -148,7 +149,12 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
 /// cross-cutting layers.
 pub fn app(state: Arc<AppState>, extra: Router) -> Router {
     let jwks = keys::router(state.jwks.clone());
-    let (router, openapi) = api(state);
+    let metrics_elsewhere = state.metrics_elsewhere;
+    let (router, mut openapi) = api(state);
+    // The document says what this listener serves.
+    if metrics_elsewhere {
+        openapi.paths.paths.remove("/metrics");
+    }
     let document = Arc::new(openapi);
     let request_id = HeaderName::from_static(REQUEST_ID);
     router

@@ -223,6 +223,11 @@ async fn metrics_on_their_own_listener_are_not_on_the_main_one() {
 
     let (status, body, _) = api.call(Method::GET, "/metrics", None, None).await;
     assert_problem(status, &body, StatusCode::NOT_FOUND, "not-found");
+    // And the main listener's document does not promise it.
+    let (status, doc, _) = api.call(Method::GET, "/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["paths"]["/metrics"].is_null(), "{}", doc["paths"]);
+    assert!(doc["paths"]["/v1/health"].is_object());
     // The separate listener is the operator's: health with its detail, and nothing else.
     let response = api
         .http

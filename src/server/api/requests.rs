@@ -41,7 +41,15 @@ pub(super) fn action_env(query: EnvQuery, body: Option<ApiJson<EnvBody>>) -> Opt
 pub struct CreateScheduleRequest {
     /// The environment (required here or in the query).
     pub target_env_id: Option<Uuid>,
+    /// The owning service's name: ASCII letters, digits, `_`, `-` and `.`.
+    #[schema(pattern = r"^[A-Za-z0-9_.-]{1,128}$", min_length = 1, max_length = 128)]
     pub domain: String,
+    /// The schedule's name within its domain: ASCII letters, digits, `_`, `-`, `.` and `:`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.:-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub schedule_type: String,
     /// A 5-field cron expression; exactly one of `cron` and `run_at`.
     pub cron: Option<String>,
@@ -77,9 +85,20 @@ pub struct CreateScheduleRequest {
     /// does not count.
     #[schema(minimum = 1, maximum = 1_000_000)]
     pub remaining_runs: Option<u32>,
-    /// `{"baseUrl": "https://..."}`; credentials are not allowed.
-    #[schema(value_type = Object)]
+    /// Whom to call: `{"baseUrl": "https://..."}`; credentials are not allowed.
+    #[schema(value_type = TargetConfigValue)]
     pub target_config: Value,
+}
+
+/// Whom a schedule calls (documentation only: the server reads it as JSON and checks it).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct TargetConfigValue {
+    /// An absolute `http` or `https` URL without user info; calls go to
+    /// `{baseUrl}/v1/internal/schedules/run`. Private addresses only where the egress policy
+    /// allows them.
+    #[schema(rename = "baseUrl", format = "uri")]
+    base_url: String,
 }
 
 /// A partial update. Any declaration field, `target_config`, and `status` (`active` or
@@ -126,7 +145,7 @@ pub struct PatchScheduleRequest {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>)]
     pub remaining_runs: Option<Option<u32>>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<TargetConfigValue>)]
     pub target_config: Option<Value>,
 }
 

@@ -104,6 +104,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     let expected = [
         ("DELETE", "/v1/dlq/{id}"),
         ("DELETE", "/v1/schedules/{id}"),
+        ("GET", "/.well-known/jwks.json"),
         ("GET", "/metrics"),
         ("GET", "/v1/admin/envs"),
         ("GET", "/v1/admin/overview"),
@@ -116,6 +117,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("GET", "/v1/health"),
         ("GET", "/v1/jobs"),
         ("GET", "/v1/jobs/{id}"),
+        ("GET", "/v1/openapi.json"),
         ("GET", "/v1/schedules"),
         ("GET", "/v1/schedules/{id}"),
         ("PATCH", "/v1/schedules/{id}"),
@@ -186,8 +188,14 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         let concrete = path.replace("{id}", &uuid::Uuid::now_v7().to_string());
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         let (status, body, _) = api.call(method.clone(), &concrete, None, None).await;
+        // A server that does not sign its calls says so at the key set's route.
+        let unsigned = path == "/.well-known/jwks.json"
+            && status == StatusCode::NOT_FOUND
+            && body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("does not sign its calls"));
         assert!(
-            status == StatusCode::UNAUTHORIZED || status == StatusCode::OK,
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::OK || unsigned,
             "{method} {path} answered {status}: {body}"
         );
     }
@@ -324,6 +332,35 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
         assert!(!read(&json!("not-a-value")), "{name}");
     }
 
+    // The patterns are the server's rules: what matches is taken, what does not is refused.
+    let create = &schemas["CreateScheduleRequest"]["properties"];
+    for (field, good, bad) in [
+        ("domain", "billing-v2.eu", "bill ing"),
+        ("schedule_type", "billing.nightly:eu", "nightly/eu"),
+    ] {
+        let pattern = create[field]["pattern"].as_str().expect(field);
+        assert!(
+            matches(pattern, good) && !matches(pattern, bad),
+            "{field}: {pattern}"
+        );
+        let mut body = api.new_schedule(api.env_a, "pattern.check");
+        body[field] = json!(bad);
+        let path = format!("/v1/schedules?target_env_id={}", api.env_a);
+        let (status, _, _) = api
+            .call(Method::POST, &path, Some(&api.writer()), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{field} = {bad:?}");
+    }
+    let target = &schemas["TargetConfigValue"];
+    assert_eq!(target["required"], json!(["baseUrl"]), "{target}");
+    // The document's own route and the key set are documented; /metrics is, on this listener.
+    for path in ["/v1/openapi.json", "/.well-known/jwks.json", "/metrics"] {
+        assert!(
+            doc["paths"][path]["get"].is_object(),
+            "{path} is documented"
+        );
+    }
+
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("openapi.json");
     std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
@@ -451,4 +488,38 @@ async fn raw_post(base: &str, url: &str, token: &str, headers: &str, body: &str)
         .unwrap();
     let text = String::from_utf8_lossy(&answer).into_owned();
     text.split("\r\n\r\n").next().unwrap_or_default().to_owned()
+}
+
+/// Whether `text` matches `pattern`, for the simple anchored patterns the document uses:
+/// `^[class]{min,max}$` (a character class of ranges and single characters).
+fn matches(pattern: &str, text: &str) -> bool {
+    let Some(inner) = pattern.strip_prefix("^[").and_then(|p| p.strip_suffix('$')) else {
+        panic!("an unexpected pattern: {pattern}");
+    };
+    let (class, counts) = inner.split_once(']').expect("a class");
+    let (min, max) = counts
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split_once(',')
+        .expect("bounds");
+    let (min, max): (usize, usize) = (min.parse().unwrap(), max.parse().unwrap());
+    let chars: Vec<char> = class.chars().collect();
+    let in_class = |c: char| {
+        let mut i = 0;
+        while i < chars.len() {
+            if i + 2 < chars.len() && chars[i + 1] == '-' {
+                if (chars[i]..=chars[i + 2]).contains(&c) {
+                    return true;
+                }
+                i += 3;
+            } else {
+                if chars[i] == c {
+                    return true;
+                }
+                i += 1;
+            }
+        }
+        false
+    };
+    (min..=max).contains(&text.chars().count()) && text.chars().all(in_class)
 }
