@@ -25,7 +25,7 @@ use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
 pub mod lifecycle;
-mod requests;
+pub(crate) mod requests;
 pub mod views;
 
 pub use requests::*;
@@ -53,6 +53,7 @@ fn actor(state: &AppState, caller: &Caller) -> ApiResult<Actor> {
 /// Creates a schedule.
 #[utoipa::path(
     post, path = "/v1/schedules", tag = "schedules",
+    params(EnvQuery),
     request_body = CreateScheduleRequest,
     responses(
         (status = 201, description = "Created", body = ScheduleView),
@@ -328,6 +329,9 @@ pub async fn trigger_schedule(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackfillRequest {
+    /// Accepted here too, for clients that cannot set the query; the query parameter is
+    /// the documented place.
+    #[schema(ignore)]
     pub target_env_id: Option<Uuid>,
     /// RFC 3339: the first instant of the range (inclusive).
     pub from: DateTime<Utc>,

@@ -74,7 +74,12 @@ pub struct AppState {
         description = "Multi-tenant scheduler: cron and one-shot schedules called back over authenticated HTTP, with retries, a dead-letter queue and a transactional outbox. Every environment-scoped call requires `target_env_id`.",
     ),
     paths(system::openapi_document, keys::key_set),
-    components(schemas(error::Problem)),
+    // Schemas only parameters refer to are not collected with the operations.
+    components(schemas(
+        error::Problem,
+        api::requests::ScheduleStatusValue,
+        api::requests::JobStatusValue
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "schedules", description = "Cron and one-shot schedules"),

@@ -28,12 +28,14 @@ mod access;
 mod jobs;
 mod oncall;
 mod schedules;
+mod schemathesis;
 mod system;
 
 pub use access::*;
 pub use jobs::*;
 pub use oncall::*;
 pub use schedules::*;
+pub use schemathesis::*;
 pub use system::*;
 
 pub const SECRET: &[u8] = b"an-hs256-secret-for-tests-only-0123456789";
@@ -325,6 +327,7 @@ macro_rules! api_suite {
             use $crate::api as suite;
             $crate::api_suite!(@tests $make;
                 schedule_lifecycle,
+                schemathesis_finds_nothing_the_document_and_the_server_disagree_on,
                 one_shot_schedules_are_created_and_validated,
                 invalid_requests_are_400_naming_every_field,
                 policy_fields_are_validated_by_field,

@@ -36,7 +36,7 @@ pub enum Needs {
     /// apart from [`Needs::Nats`] (a server already running) so a missing program does not
     /// skip the tests that only need that server; the same variable makes both required.
     NatsServer,
-    /// The ecosystem's API tools: `openapi-spec-validator` (Python).
+    /// The ecosystem's API tools: `openapi-spec-validator` and `schemathesis` (Python).
     ApiTools,
 }
 
@@ -69,7 +69,9 @@ impl Needs {
                 "the failover tests on throwaway PostgreSQL clusters (pg_failover)"
             }
             Needs::NatsServer => "the relay's node-loss test on a throwaway NATS cluster",
-            Needs::ApiTools => "the API document's check by openapi-spec-validator",
+            Needs::ApiTools => {
+                "the API document's checks by openapi-spec-validator and schemathesis"
+            }
         }
     }
 

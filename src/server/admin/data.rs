@@ -423,17 +423,22 @@ pub struct AdminSchedulePage {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AdminScheduleQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     pub domain: Option<String>,
-    /// `active`, `paused` or `completed`.
+    /// `active`, `paused`, `completed` or `deleted`.
+    #[param(value_type = Option<crate::server::api::requests::ScheduleStatusValue>)]
     pub status: Option<String>,
     /// Only schedules whose type contains this text (ASCII case-insensitively).
     pub type_contains: Option<String>,
+    /// A page's `next_cursor`.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// Fires per schedule, 0 to 20, default 3.
+    #[param(minimum = 0, maximum = 20)]
     pub fires: Option<u32>,
 }
 

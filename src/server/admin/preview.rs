@@ -26,6 +26,7 @@ use crate::server::extract::{ApiQuery, Caller};
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     /// A cron expression; exactly one of `cron` and `run_at`.
     pub cron: Option<String>,
@@ -40,6 +41,7 @@ pub struct PreviewQuery {
     /// A callback base URL to check as creating a schedule would (`target_config.baseUrl`).
     pub base_url: Option<String>,
     /// Fires to list, 1 to 20, default 5.
+    #[param(minimum = 1, maximum = 20)]
     pub count: Option<u32>,
     /// The schedule's `max_jitter` (`30s`): the fires are then its calls, each after its
     /// occurrence by the schedule's jitter.

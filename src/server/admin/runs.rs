@@ -29,10 +29,12 @@ pub const DEFAULT_HOURS: u32 = 24;
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     /// One schedule's jobs only.
     pub schedule_id: Option<Uuid>,
     /// Hours back from the current one (which is included), 1 to 168, default 24.
+    #[param(minimum = 1, maximum = 168)]
     pub hours: Option<u32>,
 }
 

@@ -48,13 +48,17 @@ pub async fn discard_dlq(
 #[serde(deny_unknown_fields)]
 pub struct AuditListQuery {
     /// The environment addressed (required).
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     /// Only entries about this schedule.
     pub schedule_id: Option<Uuid>,
     /// Only entries by this actor (a token subject, or `engine`).
     pub actor: Option<String>,
     /// Only entries written at or after this RFC 3339 instant.
+    #[param(format = DateTime)]
     pub since: Option<String>,
+    /// A page's `next_cursor`.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     #[param(minimum = 1, maximum = 100)]

@@ -17,6 +17,7 @@ use crate::server::extract::ApiJson;
 #[serde(deny_unknown_fields)]
 pub struct EnvQuery {
     /// The environment addressed (required).
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
 }
 
@@ -24,6 +25,9 @@ pub struct EnvQuery {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvBody {
+    /// Accepted here too, for clients that cannot set the query; the query parameter is
+    /// the documented place.
+    #[schema(ignore)]
     pub target_env_id: Option<Uuid>,
 }
 
@@ -39,7 +43,9 @@ pub(super) fn action_env(query: EnvQuery, body: Option<ApiJson<EnvBody>>) -> Opt
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateScheduleRequest {
-    /// The environment (required here or in the query).
+    /// Accepted here too, for clients that cannot set the query; the query parameter is
+    /// the documented place.
+    #[schema(ignore)]
     pub target_env_id: Option<Uuid>,
     /// The owning service's name: ASCII letters, digits, `_`, `-` and `.`.
     #[schema(pattern = r"^[A-Za-z0-9_.-]{1,128}$", min_length = 1, max_length = 128)]
@@ -106,6 +112,9 @@ pub struct TargetConfigValue {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchScheduleRequest {
+    /// Accepted here too, for clients that cannot set the query; the query parameter is
+    /// the documented place.
+    #[schema(ignore)]
     pub target_env_id: Option<Uuid>,
     pub status: Option<String>,
     pub cron: Option<String>,
@@ -163,15 +172,19 @@ where
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleListQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     pub domain: Option<String>,
     /// `active`, `paused`, `completed` or `deleted` (deleted schedules are listed only when
     /// asked for by this filter).
+    #[param(value_type = Option<ScheduleStatusValue>)]
     pub status: Option<String>,
     /// Only schedules whose type contains this text (ASCII case-insensitively).
     pub type_contains: Option<String>,
     /// Also list deleted schedules (default false), as `GET /v1/schedules/{id}` reads one.
     pub include_deleted: Option<bool>,
+    /// A page's `next_cursor`.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     #[param(minimum = 1, maximum = 100)]
@@ -184,6 +197,7 @@ pub struct ScheduleListQuery {
 #[serde(deny_unknown_fields)]
 pub struct ScheduleGetQuery {
     /// The environment addressed (required).
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     /// Also answer for a deleted schedule (default false: 404).
     pub include_deleted: Option<bool>,
@@ -194,9 +208,13 @@ pub struct ScheduleGetQuery {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct JobListQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     pub schedule_id: Option<Uuid>,
+    #[param(value_type = Option<JobStatusValue>)]
     pub status: Option<String>,
+    /// A page's `next_cursor`.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     #[param(minimum = 1, maximum = 100)]
@@ -208,12 +226,15 @@ pub struct JobListQuery {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DlqListQuery {
+    #[param(required = true)]
     pub target_env_id: Option<Uuid>,
     pub domain: Option<String>,
     /// Only this schedule's entries.
     pub schedule_id: Option<Uuid>,
     /// Only the entry of this job (a job lands at most once).
     pub job_id: Option<Uuid>,
+    /// A page's `next_cursor`.
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
     /// 1 to 100, default 50.
     #[param(minimum = 1, maximum = 100)]
@@ -255,6 +276,32 @@ pub enum DstGapValue {
 pub enum DstRepeatValue {
     Once,
     Twice,
+}
+
+/// A schedule's status, as a filter (documentation only: the server reads the text).
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum ScheduleStatusValue {
+    Active,
+    Paused,
+    Completed,
+    Deleted,
+}
+
+/// A job's status, as a filter (documentation only: the server reads the text).
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum JobStatusValue {
+    Scheduled,
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+    Superseded,
+    Buffered,
 }
 
 /// `overlap`: what an occurrence due while a job of the schedule is open does.

@@ -314,7 +314,15 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
     use sentin8_cron::core::policies::Overlap;
     let schemas = &doc["components"]["schemas"];
     type Reads = fn(&Value) -> bool;
-    let reads: [(&str, Reads); 3] = [
+    use sentin8_cron::core::model::{JobStatus, ScheduleStatus};
+    let reads: [(&str, Reads); 5] = [
+        ("ScheduleStatusValue", |v| {
+            v.as_str()
+                .is_some_and(|s| s.parse::<ScheduleStatus>().is_ok())
+        }),
+        ("JobStatusValue", |v| {
+            v.as_str().is_some_and(|s| s.parse::<JobStatus>().is_ok())
+        }),
         ("OverlapValue", |v| {
             serde_json::from_value::<Overlap>(v.clone()).is_ok()
         }),
@@ -331,6 +339,10 @@ pub async fn the_openapi_document_is_valid_and_true(store: Arc<dyn Store>) {
         assert!(values.iter().all(read), "{name}: {values:?}");
         assert!(!read(&json!("not-a-value")), "{name}");
     }
+    // Every status is documented.
+    let count = |name: &str| schemas[name]["enum"].as_array().map_or(0, Vec::len);
+    assert_eq!(count("ScheduleStatusValue"), ScheduleStatus::ALL.len());
+    assert_eq!(count("JobStatusValue"), JobStatus::ALL.len());
 
     // The patterns are the server's rules: what matches is taken, what does not is refused.
     let create = &schemas["CreateScheduleRequest"]["properties"];
