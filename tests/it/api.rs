@@ -25,6 +25,7 @@ use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
 mod access;
+mod generated_client;
 mod jobs;
 mod oncall;
 mod schedules;
@@ -32,6 +33,7 @@ mod schemathesis;
 mod system;
 
 pub use access::*;
+pub use generated_client::*;
 pub use jobs::*;
 pub use oncall::*;
 pub use schedules::*;
@@ -327,6 +329,7 @@ macro_rules! api_suite {
             use $crate::api as suite;
             $crate::api_suite!(@tests $make;
                 schedule_lifecycle,
+                a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,
                 one_shot_schedules_are_created_and_validated,
                 invalid_requests_are_400_naming_every_field,

@@ -96,7 +96,8 @@ pub struct CreateScheduleRequest {
     pub target_config: Value,
 }
 
-/// Whom a schedule calls (documentation only: the server reads it as JSON and checks it).
+/// Whom a schedule calls.
+// Documentation only: the server reads `target_config` as JSON and checks it itself.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct TargetConfigValue {
@@ -278,7 +279,8 @@ pub enum DstRepeatValue {
     Twice,
 }
 
-/// A schedule's status, as a filter (documentation only: the server reads the text).
+/// A schedule's status, as a filter.
+// Documentation only: the server reads the text.
 #[derive(serde::Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(dead_code)]
@@ -289,7 +291,8 @@ pub enum ScheduleStatusValue {
     Deleted,
 }
 
-/// A job's status, as a filter (documentation only: the server reads the text).
+/// A job's status, as a filter.
+// Documentation only: the server reads the text.
 #[derive(serde::Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(dead_code)]
