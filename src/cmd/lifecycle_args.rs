@@ -57,10 +57,9 @@ pub struct HealthArgs {
 }
 
 impl HealthArgs {
-    /// The rules, given whether a proxy-back credential source is configured.
-    pub fn rules(&self, credential_source: bool) -> HealthRules {
+    /// The rules of health.
+    pub fn rules(&self) -> HealthRules {
         HealthRules {
-            credential_source,
             bus_unreachable_after: self.health_bus_unreachable_after,
             outbox_backlog_age: self.health_outbox_backlog_age,
         }

@@ -25,8 +25,6 @@ use crate::core::store::StoreStats;
 /// When health reports `degraded` (still HTTP 200: the service works, but needs attention).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthRules {
-    /// A proxy-back credential source (an M2M token source, or development mode) exists.
-    pub credential_source: bool,
     /// The bus unreachable for longer than this is a reason.
     pub bus_unreachable_after: Duration,
     /// The oldest event not relayed yet being older than this is a reason.
@@ -36,7 +34,6 @@ pub struct HealthRules {
 impl Default for HealthRules {
     fn default() -> Self {
         Self {
-            credential_source: true,
             bus_unreachable_after: Duration::from_secs(300),
             outbox_backlog_age: Duration::from_secs(600),
         }
@@ -155,11 +152,6 @@ fn degraded_reasons(
             reasons.push(format!("the bus has been unreachable for {down} s"));
         }
     }
-    if !rules.credential_source {
-        reasons.push(
-            "no proxy-back credential source is configured (set the M2M token settings)".to_owned(),
-        );
-    }
     if let Some(age) = backlog_age
         && age > secs(rules.outbox_backlog_age)
     {
@@ -175,9 +167,8 @@ fn secs(d: Duration) -> i64 {
 }
 
 /// `ok` when the ticker is alive, the store answers and nothing needs attention; `degraded`
-/// (still 200) with its reasons when the bus has been unreachable too long, no proxy-back
-/// credential source is configured outside development mode, the outbox backlog is too old,
-/// or the store is searching for a database host during a failover; 503 only when the ticker
+/// (still 200) with its reasons when the bus has been unreachable too long, the outbox backlog
+/// is too old, or the store is searching for a database host during a failover; 503 only when the ticker
 /// is stalled or the database does not answer (and no search explains it). Everything but the
 /// cached reachability probe is read from memory.
 #[utoipa::path(

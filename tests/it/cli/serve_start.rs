@@ -181,3 +181,55 @@ fn stopped(mut child: std::process::Child) -> String {
         .unwrap();
     err
 }
+
+/// A `serve` shaped as the deployment examples are (tokens checked, calls signed, no M2M token
+/// source) is healthy: signed calls without a token are a configuration like any other, not a
+/// reason to report `degraded` for ever.
+#[test]
+fn signed_calls_without_a_token_source_are_healthy() {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let key = dir.path().join("signing.pem");
+    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+        .unwrap()
+        .serialize_pem();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&key)
+        .unwrap()
+        .write_all(pem.as_bytes())
+        .unwrap();
+    let secret = "a-shared-secret-of-at-least-thirty-two-bytes!";
+    let key = key.display().to_string();
+    let (child, line) = listening(
+        &[
+            "serve",
+            "--database-url",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+            "--jwt-hs256-secret",
+            secret,
+            "--signing-key-file",
+            &key,
+        ],
+        dir.path(),
+    );
+    let addr = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let err = stopped(child);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}\n{err}");
+    assert!(answer.contains(r#""status":"ok""#), "{answer}\n{err}");
+}
