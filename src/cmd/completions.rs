@@ -38,8 +38,8 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
   sentin8-cron man | man -l -")]
 pub struct ManArgs {
     /// Write the main page and one page per command (`sentin8-cron-schedules-list.1`, ...)
-    /// into this existing directory, instead of printing the main page; the written files are
-    /// listed.
+    /// into this directory (created when missing), instead of printing the main page; the
+    /// written files are listed.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<std::path::PathBuf>,
 }
@@ -48,7 +48,8 @@ pub fn run_man(args: ManArgs, out: &mut (dyn Write + Send)) -> anyhow::Result<Ex
     let command = Cli::command().disable_help_subcommand(true);
     if let Some(dir) = args.dir {
         let mut written = Vec::new();
-        write_pages(command, &dir, &mut written)
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| write_pages(command, &dir, &mut written))
             .with_context(|| format!("cannot write the manual pages into {}", dir.display()))?;
         for path in written {
             writeln!(out, "{}", path.display())?;

@@ -89,24 +89,60 @@ pub struct Fields {
     /// What an occurrence due while a job is open does: skip, buffer_one or allow_all.
     #[arg(long, value_name = "POLICY", help_heading = "Policies")]
     pub overlap: Option<String>,
-    /// How late the latest missed occurrence may still run, e.g. 15m [server default: 1h].
-    #[arg(long, value_name = "DURATION", help_heading = "Policies")]
+    /// How late the latest missed occurrence may still run, with its unit, e.g. 15m [server
+    /// default: 1h].
+    #[arg(long, value_name = "DURATION", help_heading = "Policies", value_parser = with_unit)]
     pub catchup_window: Option<String>,
-    /// Spread each call over this much past its instant, e.g. 30s.
-    #[arg(long, value_name = "DURATION", help_heading = "Policies")]
+    /// Spread each call over this much past its instant, with its unit, e.g. 30s.
+    #[arg(long, value_name = "DURATION", help_heading = "Policies", value_parser = with_unit)]
     pub max_jitter: Option<String>,
-    /// No occurrence before this RFC 3339 instant.
-    #[arg(long, value_name = "RFC3339", help_heading = "Policies")]
-    pub start_at: Option<String>,
-    /// No occurrence after this RFC 3339 instant; the schedule then completes.
-    #[arg(long, value_name = "RFC3339", help_heading = "Policies")]
-    pub end_at: Option<String>,
-    /// Pause the schedule when one of its jobs lands in the dead-letter queue.
-    #[arg(long, value_name = "BOOL", help_heading = "Policies")]
+    /// No occurrence before this RFC 3339 instant; `none` removes the bound.
+    #[arg(long, value_name = "RFC3339|none", help_heading = "Policies", value_parser = text_or_none)]
+    pub start_at: Option<Value>,
+    /// No occurrence after this RFC 3339 instant, then the schedule completes; `none` removes
+    /// the bound.
+    #[arg(long, value_name = "RFC3339|none", help_heading = "Policies", value_parser = text_or_none)]
+    pub end_at: Option<Value>,
+    /// Pause the schedule when one of its jobs lands in the dead-letter queue
+    /// (`--pause-on-failure` alone means true).
+    #[arg(long, value_name = "BOOL", help_heading = "Policies", num_args = 0..=1, default_missing_value = "true")]
     pub pause_on_failure: Option<bool>,
-    /// Fires left before the schedule completes.
-    #[arg(long, value_name = "N", help_heading = "Policies")]
-    pub remaining_runs: Option<u32>,
+    /// Fires left before the schedule completes; `none` for no limit.
+    #[arg(long, value_name = "N|none", help_heading = "Policies", value_parser = count_or_none)]
+    pub remaining_runs: Option<Value>,
+}
+
+/// `none` (or `null`): the JSON null that removes a bound.
+fn is_none_word(text: &str) -> bool {
+    text.eq_ignore_ascii_case("none") || text.eq_ignore_ascii_case("null")
+}
+
+fn text_or_none(text: &str) -> Result<Value, String> {
+    Ok(if is_none_word(text) {
+        Value::Null
+    } else {
+        Value::from(text)
+    })
+}
+
+fn count_or_none(text: &str) -> Result<Value, String> {
+    if is_none_word(text) {
+        return Ok(Value::Null);
+    }
+    text.parse::<u32>()
+        .map(Value::from)
+        .map_err(|_| "must be a whole number of runs, or none".to_owned())
+}
+
+/// A duration must name its unit: a bare `90` could mean seconds or minutes.
+fn with_unit(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "give a unit: {trimmed}s, {trimmed}m, {trimmed}h or {trimmed}d (a bare number could mean either)"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn json_object(text: &str) -> Result<Value, String> {
@@ -143,10 +179,10 @@ impl Fields {
             self.catchup_window.clone().map(Value::from),
         );
         put("max_jitter", self.max_jitter.clone().map(Value::from));
-        put("start_at", self.start_at.clone().map(Value::from));
-        put("end_at", self.end_at.clone().map(Value::from));
+        put("start_at", self.start_at.clone());
+        put("end_at", self.end_at.clone());
         put("pause_on_failure", self.pause_on_failure.map(Value::from));
-        put("remaining_runs", self.remaining_runs.map(Value::from));
+        put("remaining_runs", self.remaining_runs.clone());
         body
     }
 }

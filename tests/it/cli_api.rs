@@ -11,6 +11,7 @@ use crate::api::Api;
 
 mod apply;
 mod dlq;
+mod flags;
 mod lifecycle_endpoints;
 mod next_fires;
 mod paging;
@@ -18,6 +19,7 @@ mod schedules;
 
 pub use apply::*;
 pub use dlq::*;
+pub use flags::*;
 pub use lifecycle_endpoints::*;
 pub use next_fires::*;
 pub use paging::*;
@@ -130,6 +132,7 @@ macro_rules! cli_api_suite {
                 audit_list_through_the_api,
                 next_fires_lists_the_calls_the_server_makes,
                 lists_keep_the_cursor_go_on_from_it_and_read_all,
+                bounds_clear_with_none_switches_stand_alone_and_durations_need_units,
             );
         }
     };

@@ -159,12 +159,17 @@ fn the_manual_pages_refer_only_to_pages_that_exist() {
         references > 20,
         "the pages refer to each other ({references})"
     );
-    // A directory that does not exist is a runtime error naming it.
-    let missing = dir.path().join("no-such-dir");
-    let refused = run(&["man", "--dir", &missing.display().to_string()]);
+    // A directory that does not exist yet is created, parents included.
+    let missing = dir.path().join("share/man/man1");
+    let created = run(&["man", "--dir", &missing.display().to_string()]);
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    assert!(missing.join("sentin8-cron.1").is_file());
+    // One that cannot be made is a runtime error naming it.
+    let blocked = dir.path().join("sentin8-cron.1").join("below-a-file");
+    let refused = run(&["man", "--dir", &blocked.display().to_string()]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(
-        stderr(&refused).contains("no-such-dir"),
+        stderr(&refused).contains("below-a-file"),
         "{}",
         stderr(&refused)
     );
