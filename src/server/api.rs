@@ -29,7 +29,7 @@ pub(crate) mod requests;
 pub mod views;
 
 pub use requests::*;
-use requests::{action_env, parse_status};
+use requests::{action_env, lenient, parse_status};
 
 pub use views::{
     AttemptView, AuditView, BackfillView, DlqView, JobView, MAX_PAGE, Page, ScheduleView,
@@ -84,15 +84,15 @@ pub async fn create_schedule(
         run_at: body.run_at,
         timezone: body.timezone,
         payload: body.payload,
-        max_retries: body.max_retries,
-        on_dst_gap: body.on_dst_gap,
-        on_dst_repeat: body.on_dst_repeat,
-        overlap: body.overlap,
+        max_retries: lenient(body.max_retries, "max_retries", &mut errors),
+        on_dst_gap: lenient(body.on_dst_gap, "on_dst_gap", &mut errors),
+        on_dst_repeat: lenient(body.on_dst_repeat, "on_dst_repeat", &mut errors),
+        overlap: lenient(body.overlap, "overlap", &mut errors),
         catchup_window: body.catchup_window,
         max_jitter: body.max_jitter,
         start_at: body.start_at,
         end_at: body.end_at,
-        pause_on_failure: body.pause_on_failure,
+        pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
         remaining_runs: body.remaining_runs,
     };
     let spec = decl
@@ -192,26 +192,31 @@ pub async fn patch_schedule(
 ) -> ApiResult<Json<ScheduleView>> {
     let env = caller.env(body.target_env_id.or(query.target_env_id), Access::Write)?;
     let status = parse_status("status", body.status.as_deref())?;
+    // Fields of the wrong type are told together; the rest is checked with the change.
+    let mut errors = Vec::new();
     let patch = SchedulePatch {
         cron: body.cron,
         run_at: body.run_at,
         timezone: body.timezone,
         payload: body.payload,
-        max_retries: body.max_retries,
-        on_dst_gap: body.on_dst_gap,
-        on_dst_repeat: body.on_dst_repeat,
+        max_retries: lenient(body.max_retries, "max_retries", &mut errors),
+        on_dst_gap: lenient(body.on_dst_gap, "on_dst_gap", &mut errors),
+        on_dst_repeat: lenient(body.on_dst_repeat, "on_dst_repeat", &mut errors),
         target_config: body.target_config,
         status,
         policies: PolicyDecl {
-            overlap: body.overlap,
+            overlap: lenient(body.overlap, "overlap", &mut errors),
             catchup_window: body.catchup_window,
             max_jitter: body.max_jitter,
             start_at: body.start_at,
             end_at: body.end_at,
-            pause_on_failure: body.pause_on_failure,
+            pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
             remaining_runs: body.remaining_runs,
         },
     };
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
     let schedule = state
         .ops
         .schedule_patch(env, ScheduleId(id), patch, &actor(&state, &caller)?)

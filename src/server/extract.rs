@@ -160,13 +160,42 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             format!("the body is not valid JSON: {}", inner(&rejection))
         }
         JsonRejection::JsonDataError(_) => {
-            format!("the body does not match: {}", inner(&rejection))
+            // serde's `field: message at line L column C`: the field and its problem, without
+            // the position in a text the client wrote as one line.
+            let text = inner(&rejection);
+            let text = without_position(&text);
+            return match text.split_once(": ") {
+                Some((field, message)) if !field.contains(' ') => {
+                    ApiError::fields(vec![crate::core::decl::FieldError::new(field, message)])
+                }
+                _ => ApiError::Invalid {
+                    detail: format!("the body does not match: {text}"),
+                    errors: Vec::new(),
+                },
+            };
         }
         _ => rejection.body_text(),
     };
     ApiError::Invalid {
         detail,
         errors: Vec::new(),
+    }
+}
+
+/// `text` without serde's trailing ` at line L column C`.
+fn without_position(text: &str) -> &str {
+    match text.rfind(" at line ") {
+        Some(at)
+            if text[at + 9..]
+                .split_once(" column ")
+                .is_some_and(|(line, column)| {
+                    line.chars().all(|c| c.is_ascii_digit())
+                        && column.chars().all(|c| c.is_ascii_digit())
+                }) =>
+        {
+            &text[..at]
+        }
+        _ => text,
     }
 }
 

@@ -1,12 +1,14 @@
 //! The `/v1` requests' bodies and queries as they arrive: what each field accepts (the API
 //! document is generated from them), before the handlers turn them into declarations.
 
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::decl::FieldError;
 use crate::core::policies::Overlap;
 use crate::server::error::ApiError;
 use crate::server::extract::ApiJson;
@@ -65,16 +67,16 @@ pub struct CreateScheduleRequest {
     pub timezone: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
-    #[schema(maximum = 100)]
-    pub max_retries: Option<u32>,
+    #[schema(value_type = Option<u32>, maximum = 100)]
+    pub max_retries: Option<Lenient<u32>>,
     #[schema(value_type = Option<DstGapValue>)]
-    pub on_dst_gap: Option<OnDstGap>,
+    pub on_dst_gap: Option<Lenient<OnDstGap>>,
     #[schema(value_type = Option<DstRepeatValue>)]
-    pub on_dst_repeat: Option<OnDstRepeat>,
+    pub on_dst_repeat: Option<Lenient<OnDstRepeat>>,
     /// `skip` (default), `buffer_one` or `allow_all`: what an occurrence due while a job of the
     /// schedule is open does (cron only).
     #[schema(value_type = Option<OverlapValue>)]
-    pub overlap: Option<Overlap>,
+    pub overlap: Option<Lenient<Overlap>>,
     /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
     /// older ones are recorded as skipped.
     pub catchup_window: Option<String>,
@@ -86,7 +88,8 @@ pub struct CreateScheduleRequest {
     /// RFC 3339: no occurrence after; the schedule then completes (cron only).
     pub end_at: Option<String>,
     /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
-    pub pause_on_failure: Option<bool>,
+    #[schema(value_type = Option<bool>)]
+    pub pause_on_failure: Option<Lenient<bool>>,
     /// Fires left before the schedule completes (cron only, 1-1000000); a skipped occurrence
     /// does not count.
     #[schema(minimum = 1, maximum = 1_000_000)]
@@ -123,16 +126,16 @@ pub struct PatchScheduleRequest {
     pub timezone: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
-    #[schema(maximum = 100)]
-    pub max_retries: Option<u32>,
+    #[schema(value_type = Option<u32>, maximum = 100)]
+    pub max_retries: Option<Lenient<u32>>,
     #[schema(value_type = Option<DstGapValue>)]
-    pub on_dst_gap: Option<OnDstGap>,
+    pub on_dst_gap: Option<Lenient<OnDstGap>>,
     #[schema(value_type = Option<DstRepeatValue>)]
-    pub on_dst_repeat: Option<OnDstRepeat>,
+    pub on_dst_repeat: Option<Lenient<OnDstRepeat>>,
     /// `skip`, `buffer_one` or `allow_all`: what an occurrence due while a job of the schedule
     /// is open does (cron only).
     #[schema(value_type = Option<OverlapValue>)]
-    pub overlap: Option<Overlap>,
+    pub overlap: Option<Lenient<Overlap>>,
     /// How late the latest missed occurrence may still run (`1s`-`366d`); older ones are
     /// recorded as skipped.
     pub catchup_window: Option<String>,
@@ -149,7 +152,8 @@ pub struct PatchScheduleRequest {
     #[schema(value_type = Option<String>)]
     pub end_at: Option<Option<String>>,
     /// Pause the schedule when one of its jobs lands in the dead-letter queue (cron only).
-    pub pause_on_failure: Option<bool>,
+    #[schema(value_type = Option<bool>)]
+    pub pause_on_failure: Option<Lenient<bool>>,
     /// Fires left before the schedule completes (cron only), or null for no limit. More runs
     /// make a completed schedule active again.
     #[serde(default, deserialize_with = "nullable")]
@@ -160,6 +164,36 @@ pub struct PatchScheduleRequest {
 }
 
 /// A field that may be given as null (to clear it), told apart from one left out.
+/// A field read leniently: a value of the wrong type or an unknown word becomes a field error
+/// reported beside every other, instead of refusing the whole body at the first (serde stops
+/// there, and its message carries a position in the text).
+#[derive(Debug)]
+pub struct Lenient<T>(Result<T, String>);
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(Lenient(
+            serde_json::from_value(value).map_err(|err| err.to_string()),
+        ))
+    }
+}
+
+/// The value of a lenient field, or its error noted under `field`.
+pub(super) fn lenient<T>(
+    value: Option<Lenient<T>>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<T> {
+    match value?.0 {
+        Ok(value) => Some(value),
+        Err(message) => {
+            errors.push(FieldError::new(field, message));
+            None
+        }
+    }
+}
+
 fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -357,12 +357,48 @@ pub async fn policy_fields_are_validated_by_field(store: Arc<dyn Store>) {
             .unwrap_or_else(|| panic!("no error for {field}: {problem}"))
     };
 
-    // An unknown policy name.
+    // An unknown policy name, a misspelt DST rule, a number as text and a bad domain: each
+    // reported by its field, none hiding another, no position in the text shown.
     let mut body = api.new_schedule(api.env_a, "x");
     body["overlap"] = json!("queue");
+    body["on_dst_gap"] = json!("skipp");
+    body["max_retries"] = json!("three");
+    body["domain"] = json!("bad domain");
     let (status, problem, _) = post(body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
-    assert!(problem.to_string().contains("overlap"), "{problem}");
+    assert!(field_of(&problem, "overlap").contains("queue"), "{problem}");
+    assert!(
+        field_of(&problem, "on_dst_gap").contains("skipp"),
+        "{problem}"
+    );
+    field_of(&problem, "max_retries");
+    field_of(&problem, "domain");
+    assert!(!problem.to_string().contains(" column "), "{problem}");
+    // The same for a change.
+    let (_, created, _) = post(api.new_schedule(api.env_a, "lenient")).await;
+    let path = format!(
+        "/v1/schedules/{}?target_env_id={}",
+        created["id"].as_str().unwrap(),
+        api.env_a
+    );
+    let (status, problem, _) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&token),
+            Some(json!({"overlap": "queue", "pause_on_failure": "yes"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    field_of(&problem, "overlap");
+    field_of(&problem, "pause_on_failure");
+    // A field of the wrong type elsewhere is one field error, without the position.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["payload"] = json!("not an object");
+    body["timezone"] = json!(7);
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(!problem.to_string().contains(" column "), "{problem}");
 
     // A jitter longer than the interval, an end before the start, a catch-up window out of
     // range: every one reported, each by its field.
