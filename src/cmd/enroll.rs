@@ -275,14 +275,34 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         return Ok(code);
     }
 
-    // A dry run writes nothing, not even the embedded database's schema.
-    let store = open_store(
-        &args.database,
-        StoreUse::Command {
-            migrate_embedded: !args.dry_run,
-        },
-    )
-    .await?;
+    // A dry run writes nothing, not even the embedded database's schema. Of an embedded
+    // database that does not exist yet, it plans against an empty one (held in memory): what
+    // the first enrolment would create, as a CI check of a declaration can ask for.
+    let missing = crate::store::sqlite_file(args.database.url()).filter(|path| !path.exists());
+    let store = match missing {
+        Some(path) if args.dry_run => {
+            eprintln!(
+                "note: no database at {} yet: the plan is against an empty one",
+                path.display()
+            );
+            let store = crate::store::sqlite::SqliteStore::connect(
+                "sqlite::memory:",
+                &crate::store::ConnectOptions::default(),
+            )
+            .await?;
+            store.migrate_in_place(false).await?;
+            Arc::new(store) as Arc<dyn crate::core::store::Store>
+        }
+        _ => {
+            open_store(
+                &args.database,
+                StoreUse::Command {
+                    migrate_embedded: !args.dry_run,
+                },
+            )
+            .await?
+        }
+    };
     let request = EnrollRequest {
         env: args.env,
         domain: args.domain.clone(),

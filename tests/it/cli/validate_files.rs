@@ -538,3 +538,33 @@ fn enroll_args(file: &std::path::Path, dir: &std::path::Path, format: &str) -> V
     .map(str::to_owned)
     .to_vec()
 }
+
+/// `enroll --dry-run` of a valid document into an embedded database that does not exist yet
+/// plans against an empty one (everything would be created), creates no file, and says so: a
+/// CI job can check a declaration before any database exists.
+#[test]
+fn a_dry_run_without_a_database_plans_against_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = enroll_args(
+        std::path::Path::new(&example("billing.schedules.yaml")),
+        dir.path(),
+        "json",
+    );
+    args.push("--dry-run".to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the plan is against an empty one"),
+        "{}",
+        stderr(&output)
+    );
+    let plan = json_out(&output);
+    let counts = &plan["counts"];
+    assert!(counts["created"].as_u64().unwrap() >= 2, "{plan}");
+    assert_eq!(counts["updated"], 0, "{plan}");
+    assert!(
+        !dir.path().join("none.db").exists(),
+        "no database was created"
+    );
+}
