@@ -115,6 +115,10 @@ async fn scenario(browser: &Browser) {
             .await
             .unwrap()
     );
+    // Without a jitter there is nothing after the fires: no stray "null".
+    let preview = browser.find("#preview").await.unwrap();
+    let shown = browser.text(&preview).await.unwrap();
+    assert!(!shown.contains("null"), "{shown}");
     // The policies: a jitter longer than the interval is named under its field; the runs
     // left bound the preview; the window of a jitter is said (the calls need the id).
     fill("max_jitter", "25h".into()).await;

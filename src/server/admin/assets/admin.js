@@ -383,9 +383,12 @@
       const jitter = preview.max_jitter && preview.max_jitter !== '0s'
         ? h('p', { class: 'muted', id: 'preview-jitter' }, `Each call comes up to ${preview.max_jitter} after its time, at an offset fixed by the schedule's id.`)
         : null;
-      area.replaceChildren(h('p', {}, intro), h('ol', { class: 'fires', id: 'preview-fires' },
+      // replaceChildren would write a null as the text "null": pass only what there is.
+      const parts = [h('p', {}, intro), h('ol', { class: 'fires', id: 'preview-fires' },
         preview.fires.map((fire) => h('li', {}, fireEl(fire),
-          h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`)))), jitter);
+          h('span', { class: 'muted' }, ` ${relative(fire.at, preview.now)}`))))];
+      if (jitter) parts.push(jitter);
+      area.replaceChildren(...parts);
     } catch (err) {
       if (seq !== previewSeq) return;
       if (err.status === 400) {
