@@ -37,7 +37,8 @@ const FIRST_START: &str = "COALESCE((SELECT a.started_at FROM job_attempts a \
 /// the successor (a republished dead letter keeps its `scheduled_for`) stands for the same
 /// occurrence; a discarded one (superseded with no successor) counts as the failure it was. A
 /// record of a run of missed occurrences counts each of them (`missed_count`), in the hour of
-/// the first.
+/// the first. A backfilled job counts as a fire but has no lateness: it runs long after its
+/// occurrence because an operator asked, not because the scheduler was late.
 fn job_hours_sql(d: &HoursDialect, p: &HoursParams, by_hour: bool) -> String {
     let (rank_by, count_by, group) = if by_hour {
         ("h, late IS NULL", "PARTITION BY h", "GROUP BY h ORDER BY h")
@@ -49,7 +50,7 @@ fn job_hours_sql(d: &HoursDialect, p: &HoursParams, by_hour: bool) -> String {
         "WITH j AS (SELECT {hour} AS h, \
                            CASE WHEN status = 'superseded' THEN 'failed' ELSE status END AS status, \
                            CASE WHEN missed_count > 0 THEN missed_count ELSE 1 END AS occurrences, \
-                           {late} AS late FROM jobs \
+                           CASE WHEN backfill THEN NULL ELSE {late} END AS late FROM jobs \
                      WHERE env_id = {env} AND scheduled_for >= {from} AND scheduled_for < {to} \
                        AND NOT (status = 'superseded' AND superseded_by IS NOT NULL) \
                        AND ({schedule} IS NULL OR schedule_id = {schedule})), \

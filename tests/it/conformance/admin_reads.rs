@@ -72,6 +72,17 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             0,
         )
     });
+    // A backfilled occurrence run 39 minutes after its instant: a fire, a success, and no
+    // lateness (an operator asked for it late).
+    jobs.push(NewJob {
+        backfill: true,
+        ..ran(
+            sync.id,
+            JobStatus::Succeeded,
+            hour + Duration::minutes(62),
+            39 * 60_000,
+        )
+    });
     // Outside the window, before and after.
     jobs.push(ran(
         report.id,
@@ -127,8 +138,8 @@ pub async fn job_hours_sum_each_hour_and_rank_lateness(store: Arc<dyn Store>) {
             },
             JobHour {
                 hour: hour + Duration::hours(1),
-                fires: 2,
-                succeeded: 0,
+                fires: 3,
+                succeeded: 1,
                 failures: 1,
                 skips: 1,
                 late_p50_ms: None,

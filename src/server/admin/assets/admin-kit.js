@@ -169,9 +169,15 @@ const sentin8AdminKit = (() => {
    * since nothing runs it until the schedule is resumed.
    */
   function jobBadge(job) {
-    if (!job.held_by_pause) return badge(job.status);
-    return h('span', { class: 'badges' }, badge(job.status), ' ',
-      h('span', { class: 'badge held', title: 'Its schedule is paused: it runs once the schedule is resumed.' }, 'held by pause'));
+    const marks = [];
+    if (job.held_by_pause) {
+      marks.push(h('span', { class: 'badge held', title: 'Its schedule is paused: it runs once the schedule is resumed.' }, 'held by pause'));
+    }
+    if (job.backfill) {
+      marks.push(h('span', { class: 'badge held', title: 'Backfilled by an operator: it runs its occurrence late on purpose, and the lateness figures leave it out.' }, 'backfill'));
+    }
+    if (!marks.length) return badge(job.status);
+    return h('span', { class: 'badges' }, badge(job.status), ...marks.flatMap((mark) => [' ', mark]));
   }
 
   /** The random end of an id (a time-ordered id's start is the same for a whole day). */
