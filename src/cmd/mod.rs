@@ -23,7 +23,9 @@ pub mod schedule_args;
 pub mod schedules;
 pub mod serve;
 pub mod tick;
+pub mod token;
 pub mod validate_expr;
+pub mod whoami;
 
 pub use args::{
     AuthArgs, BusArgs, CallbackArgs, DatabaseArgs, DatabaseUrlArg, EngineArgs, ListenerArgs,
@@ -127,6 +129,10 @@ pub enum Command {
     Man(completions::ManArgs),
     /// Run a local target that prints every call it receives (for trying sentin8-cron out).
     EchoTarget(echo_target::Args),
+    /// Issue an API token signed with the HS256 secret `serve` checks.
+    Token(token::Args),
+    /// Show what a running service reads from your token: subject, scopes, environments, expiry.
+    Whoami(whoami::Args),
 }
 
 /// How a command uses the store.
@@ -364,5 +370,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Completions(args) => completions::run(args, out),
         Command::Man(args) => completions::run_man(args, out),
         Command::EchoTarget(args) => echo_target::run(args, out).await,
+        Command::Token(args) => token::run(args, out),
+        Command::Whoami(args) => whoami::run(args, out).await,
     }
 }

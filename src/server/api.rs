@@ -27,6 +27,7 @@ use crate::core::target::Target;
 pub mod lifecycle;
 pub(crate) mod requests;
 pub mod views;
+pub mod whoami;
 
 pub use requests::*;
 use requests::{action_env, lenient, parse_status};

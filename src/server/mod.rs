@@ -146,6 +146,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(admin::data::schedules))
         .routes(routes!(admin::preview::preview))
         .routes(routes!(admin::runs::runs))
+        .routes(routes!(api::whoami::whoami))
         .routes(routes!(system::health))
         .routes(routes!(system::metrics))
 }

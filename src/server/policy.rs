@@ -139,6 +139,7 @@ mod tests {
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
             envs,
             dev: false,
+            expires_at: None,
         }
     }
 
@@ -287,6 +288,7 @@ mod tests {
                 scopes,
                 envs,
                 dev,
+                expires_at: None,
             })
     }
 

@@ -4,6 +4,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod access;
 mod conventions;
 mod next_fires;
 mod relay;

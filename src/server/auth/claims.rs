@@ -156,6 +156,8 @@ fn principal_from_claims(
         scopes,
         envs,
         dev: false,
+        // A NumericDate beyond what an instant can hold has no instant to show.
+        expires_at: DateTime::from_timestamp_micros((exp * 1e6) as i64),
     })
 }
 

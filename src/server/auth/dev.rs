@@ -82,6 +82,7 @@ impl DevTokenAuthenticator {
                 .collect(),
             envs: EnvGrant::All,
             dev: true,
+            expires_at: None,
         }
     }
 }

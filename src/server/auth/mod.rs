@@ -87,6 +87,9 @@ pub struct Principal {
     pub envs: EnvGrant,
     /// Authenticated with the development token.
     pub dev: bool,
+    /// When the token expires (its `exp`); `None` for the development token, which lives as
+    /// long as its process.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Principal {

@@ -150,7 +150,7 @@ fn connections_closed_at_the_limit_are_one_warning_with_their_count() {
 
 /// `serve` with `args`, run in `dir` with its default logging, once it prints the line it
 /// listens on (returned).
-fn listening(args: &[&str], dir: &std::path::Path) -> (std::process::Child, String) {
+pub(super) fn listening(args: &[&str], dir: &std::path::Path) -> (std::process::Child, String) {
     let mut child = binary()
         .args(args)
         .current_dir(dir)
@@ -169,7 +169,7 @@ fn listening(args: &[&str], dir: &std::path::Path) -> (std::process::Child, Stri
 }
 
 /// Stops a `serve` started by [`listening`] and returns what it wrote on standard error.
-fn stopped(mut child: std::process::Child) -> String {
+pub(super) fn stopped(mut child: std::process::Child) -> String {
     let _ = child.kill();
     let _ = child.wait();
     let mut err = String::new();

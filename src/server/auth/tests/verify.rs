@@ -114,8 +114,14 @@ async fn accepts_rs256_es256_and_eddsa() {
                 scopes: scopes(&[SCOPE_READ, SCOPE_WRITE]),
                 envs: EnvGrant::Some([env(ENV_A), env(ENV_B)].into()),
                 dev: false,
+                expires_at: principal.expires_at,
             },
             "{kid}"
+        );
+        assert_eq!(
+            principal.expires_at.map(|at| at.timestamp()),
+            fx.claims()["exp"].as_i64(),
+            "{kid}: the expiry is the token's `exp`"
         );
     }
     // One fetch served all three.
