@@ -11,6 +11,7 @@ pub mod extract;
 pub mod keys;
 pub mod listener;
 pub mod policy;
+mod process_metrics;
 pub mod rate;
 pub mod system;
 pub mod tls;

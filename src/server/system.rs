@@ -289,6 +289,8 @@ pub fn metrics_text(state: &AppState) -> Response {
             .unwrap_or(0)
     ));
     state.rate.render(&mut body);
+    super::process_metrics::render_build_info(&mut body);
+    super::process_metrics::render_process(&mut body);
     let zones = TzDatabaseView::current();
     body.push_str(&format!(
         "# HELP sentin8_cron_tz_database_info The time-zone database in use.\n\

@@ -331,6 +331,7 @@ macro_rules! api_suite {
                 schedule_lifecycle,
                 a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,
+                the_scrape_passes_promtool,
                 one_shot_schedules_are_created_and_validated,
                 invalid_requests_are_400_naming_every_field,
                 policy_fields_are_validated_by_field,

@@ -1,4 +1,5 @@
-//! schemathesis, the ecosystem's property-based API tester, against the real server on port 0:
+//! The ecosystem's own checkers against the real server on port 0. schemathesis, the
+//! property-based API tester:
 //! every operation of the served document through its coverage, fuzzing and stateful phases,
 //! every check but one, and not one failure. A document that promised what the server does
 //! not do (a parameter in the wrong place, a value it refuses, a response it does not give)
@@ -82,5 +83,58 @@ pub async fn schemathesis_finds_nothing_the_document_and_the_server_disagree_on(
     assert!(
         report.contains("Stateful"),
         "the stateful phase ran: {report}"
+    );
+}
+
+/// The scrape passes promtool, Prometheus's own checker (names, types, help, units), and
+/// carries the build and process metrics every exporter is expected to have.
+pub async fn the_scrape_passes_promtool(store: Arc<dyn Store>) {
+    let installed = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !installed {
+        skip(Needs::ApiTools, "promtool (Prometheus) is not installed");
+        return;
+    }
+    let api = Api::start(store).await;
+    let text = api
+        .http
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "sentin8_cron_build_info{",
+        "process_cpu_seconds_total ",
+        "process_open_fds ",
+    ] {
+        assert!(text.contains(name), "{name} in {text}");
+    }
+    let mut check = tokio::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("promtool runs");
+    let mut stdin = check.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, text.as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(60), check.wait_with_output())
+        .await
+        .expect("promtool ended in time")
+        .unwrap();
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool found problems:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 }
