@@ -19,46 +19,19 @@ Options: --bin PATH, --seconds (flood), --quiet-seconds, --target-ms, --concurre
 
 import argparse
 import base64
-import hashlib
-import hmac
 import http.server
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 
-ADMIN_URL = os.environ.get(
-    "SENTIN8_CRON_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
-BENCH_DB = "s8c_bench_backfill"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_serve import LiveServe  # noqa: E402
 
-
-def token(secret, env_ids):
-    def b64(raw):
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-    now = int(time.time())
-    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = b64(
-        json.dumps(
-            {
-                "sub": "backfill-bench-" + env_ids[0][:8],
-                "scope": "sentin8:cron:write",
-                "envs": env_ids,
-                "iat": now,
-                "exp": now + 3600,
-            }
-        ).encode()
-    )
-    signature = hmac.new(secret.encode(), f"{header}.{claims}".encode(), hashlib.sha256).digest()
-    return f"{header}.{claims}.{b64(signature)}"
 
 
 class Target:
@@ -162,50 +135,13 @@ def main():
     args = parser.parse_args()
 
     target = Target(args.target_ms / 1000.0)
-    workdir = tempfile.mkdtemp(prefix="s8c-backfill-")
-    secret = base64.b64encode(os.urandom(48)).decode()
     env_a, env_b = str(uuid.uuid4()), str(uuid.uuid4())
-    token_a, token_b = token(secret, [env_a]), token(secret, [env_b])
-    key = os.path.join(workdir, "signing.pem")
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True)
-    os.chmod(key, 0o600)
-    if args.backend == "postgres":
-        host = ADMIN_URL.split("@", 1)[1].split("/", 1)[0]
-        subprocess.run(
-            ["psql", "-q", ADMIN_URL, "-c", f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)",
-             "-c", f"CREATE DATABASE {BENCH_DB}"],
-            check=True,
-        )
-        subprocess.run(
-            [args.bin, "migrate", "--database-url", f"postgres://postgres@{host}/{BENCH_DB}"],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        database = f"postgres://sentin8_cron_service@{host}/{BENCH_DB}?sslmode=disable"
-    else:
-        database = f"sqlite://{workdir}/backfill.db"
     base_url = f"http://127.0.0.1:{target.port}"
-    env = dict(
-        os.environ,
-        SENTIN8_CRON_JWT_HS256_SECRET=secret,
-        SENTIN8_CRON_SIGNING_KEY_FILE=key,
-        SENTIN8_CRON_TARGET_ALLOW=base_url,
-        RUST_LOG="warn",
-    )
-    log_path = os.path.join(workdir, "serve.log")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [args.bin, "serve", "--listen", f"127.0.0.1:{args.port}", "--database-url", database],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    api = f"http://127.0.0.1:{args.port}"
-    try:
-        for _ in range(150):
-            if proc.poll() is not None:
-                sys.exit(f"serve exited: {open(log_path).read()}")
-            if request("GET", f"{api}/v1/health", timeout=1)[0] == 200:
-                break
-            time.sleep(0.2)
-
+    serve = LiveServe(args.bin, args.backend, args.port, base_url,
+                      database_name="s8c_bench_backfill")
+    token_a, token_b = serve.token([env_a], "tenant-a"), serve.token([env_b], "tenant-b")
+    api = serve.base
+    with serve:
         def create(env_id, tok, name, cron):
             status, body, _ = request(
                 "POST", f"{api}/v1/schedules?target_env_id={env_id}", tok,
@@ -335,17 +271,7 @@ def main():
             f"{ms(percentile(refusal_took, 0.5))} / {ms(max(refusal_took, default=0))} "
             f"| {drained} |"
         )
-    finally:
-        proc.terminate()
-        proc.wait()
-        log.close()
-        target.server.shutdown()
-        if args.backend == "postgres":
-            subprocess.run(
-                ["psql", "-q", ADMIN_URL, "-c", f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)"],
-                stdout=subprocess.DEVNULL,
-            )
-        shutil.rmtree(workdir, ignore_errors=True)
+    target.server.shutdown()
 
 
 if __name__ == "__main__":

@@ -21,45 +21,14 @@ Prints one Markdown table row per run; BENCHMARKS.md and SECURITY.md quote them.
 
 import argparse
 import asyncio
-import base64
-import hashlib
-import hmac
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
-ADMIN_URL = os.environ.get(
-    "SENTIN8_CRON_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
-BENCH_DB = "s8c_bench_flood"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_serve import LiveServe  # noqa: E402
 
-
-def token(secret, env_id):
-    """An HS256 token with the write scope for one environment."""
-
-    def b64(raw):
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-    now = int(time.time())
-    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = b64(
-        json.dumps(
-            {
-                "sub": "flood-bench",
-                "scope": "sentin8:cron:write",
-                "envs": [env_id],
-                "iat": now,
-                "exp": now + 3600,
-            }
-        ).encode()
-    )
-    signature = hmac.new(secret.encode(), f"{header}.{claims}".encode(), hashlib.sha256).digest()
-    return f"{header}.{claims}.{b64(signature)}"
 
 
 class Flood:
@@ -188,17 +157,6 @@ async def measure(args, api_path, api_headers):
     return flood.opened, summary(health), summary(api)
 
 
-def wait_healthy(port, proc):
-    for _ in range(150):
-        if proc.poll() is not None:
-            sys.exit(f"serve exited with {proc.returncode}")
-        status, _ = asyncio.run(one_request(port, "/v1/health", {}, 1.0))
-        if status == 200:
-            return
-        time.sleep(0.2)
-    sys.exit("serve did not become healthy")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bin", default="target/release/sentin8-cron")
@@ -212,63 +170,22 @@ def main():
     parser.add_argument("--port", type=int, default=18091)
     args = parser.parse_args()
 
-    workdir = tempfile.mkdtemp(prefix="s8c-flood-")
-    secret = base64.b64encode(os.urandom(48)).decode()
     env_id = str(uuid.uuid4())
-    key = os.path.join(workdir, "signing.pem")
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True)
-    os.chmod(key, 0o600)
-    if args.backend == "postgres":
-        host = ADMIN_URL.split("@", 1)[1].split("/", 1)[0]
-        subprocess.run(
-            ["psql", "-q", ADMIN_URL, "-c", f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)",
-             "-c", f"CREATE DATABASE {BENCH_DB}"],
-            check=True,
-        )
-        subprocess.run(
-            [args.bin, "migrate", "--database-url", f"postgres://postgres@{host}/{BENCH_DB}"],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        database = f"postgres://sentin8_cron_service@{host}/{BENCH_DB}?sslmode=disable"
-    else:
-        database = f"sqlite://{workdir}/flood.db"
-    env = dict(
-        os.environ,
-        SENTIN8_CRON_JWT_HS256_SECRET=secret,
-        SENTIN8_CRON_SIGNING_KEY_FILE=key,
-        SENTIN8_CRON_TARGET_ALLOW="http://127.0.0.1:9",
-        RUST_LOG="warn",
-    )
-    log = open(os.path.join(workdir, "serve.log"), "wb")
-    proc = subprocess.Popen(
-        [args.bin, "serve", "--listen", f"127.0.0.1:{args.port}", "--database-url", database],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_healthy(args.port, proc)
+    with LiveServe(args.bin, args.backend, args.port, "http://127.0.0.1:9",
+                   database_name="s8c_bench_flood") as serve:
         api_path = f"/v1/schedules?target_env_id={env_id}"
-        api_headers = {"Authorization": f"Bearer {token(secret, env_id)}"}
+        api_headers = {"Authorization": f"Bearer {serve.token([env_id])}"}
         opened, health, api = asyncio.run(measure(args, api_path, api_headers))
-        print(
-            "| backend | flood | flood connections opened | health answered | health p99 "
-            "| API answered | API p99 |"
-        )
-        print("|---|---|---|---|---|---|---|")
-        print(
-            f"| {args.backend} | {args.addresses} x {args.per_address} | {opened} "
-            f"| {health[0]}/{health[1]} ({health[2]:.1f} %) | {health[3]:.3f} s "
-            f"| {api[0]}/{api[1]} ({api[2]:.1f} %) | {api[3]:.3f} s |"
-        )
-    finally:
-        proc.terminate()
-        proc.wait()
-        log.close()
-        if args.backend == "postgres":
-            subprocess.run(
-                ["psql", "-q", ADMIN_URL, "-c", f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)"],
-                stdout=subprocess.DEVNULL,
-            )
-        shutil.rmtree(workdir, ignore_errors=True)
+    print(
+        "| backend | flood | flood connections opened | health answered | health p99 "
+        "| API answered | API p99 |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print(
+        f"| {args.backend} | {args.addresses} x {args.per_address} | {opened} "
+        f"| {health[0]}/{health[1]} ({health[2]:.1f} %) | {health[3]:.3f} s "
+        f"| {api[0]}/{api[1]} ({api[2]:.1f} %) | {api[3]:.3f} s |"
+    )
 
 
 if __name__ == "__main__":

@@ -68,19 +68,7 @@ impl Sql {
         columns: Vec<(&str, Val)>,
         returning: &str,
     ) -> Self {
-        let mut sql = Self::new(placeholder);
-        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
-        let marks: Vec<String> = columns.into_iter().map(|(_, v)| sql.val(v)).collect();
-        sql.text = format!(
-            "INSERT INTO {table} ({}) VALUES ({})",
-            names.join(", "),
-            marks.join(", ")
-        );
-        if !returning.is_empty() {
-            sql.text.push_str(" RETURNING ");
-            sql.text.push_str(returning);
-        }
-        sql
+        Self::insert_many(placeholder, table, vec![columns], returning)
     }
 
     /// `INSERT INTO table (columns) VALUES (...), (...) RETURNING returning`: several rows of

@@ -3,11 +3,8 @@
 //! token is authorised where it says and refused elsewhere; the command refuses in JWKS mode,
 //! without a secret, and for a read or write token that names no environment.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
-
 use super::conventions::binary;
-use super::serve_start::{listening, stopped};
+use super::serve_start::{listening, signing_key, stopped};
 use super::{stderr, stdout};
 
 const SECRET: &str = "a-team-secret-of-at-least-thirty-two-bytes!!";
@@ -51,19 +48,7 @@ fn a_token_issued_for_a_team_is_read_back_and_authorised_where_it_says() {
 
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("serve.db").display());
-    let key = dir.path().join("signing.pem");
-    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
-        .unwrap()
-        .serialize_pem();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&key)
-        .unwrap()
-        .write_all(pem.as_bytes())
-        .unwrap();
-    let key = key.display().to_string();
+    let key = signing_key(dir.path());
     let (child, line) = listening(
         &[
             "serve",

@@ -94,6 +94,18 @@ async fn one_request(source: [u8; 4], addr: SocketAddr, path: &str) -> (String, 
     (answer, closed)
 }
 
+/// How many of `streams` the server closes within 5 s, watched together.
+async fn closed_among(streams: &mut [TcpStream]) -> usize {
+    let watched = streams
+        .iter_mut()
+        .map(|stream| closed_within(stream, Duration::from_secs(5)));
+    futures_util::future::join_all(watched)
+        .await
+        .iter()
+        .filter(|closed| closed.is_some())
+        .count()
+}
+
 fn limits(max: usize, per_client: usize, reserve: usize) -> ListenerLimits {
     ListenerLimits {
         // Waiting connections are never closed by the timeout within a test.
@@ -150,14 +162,7 @@ async fn one_client_cannot_hold_more_than_its_share() {
         slow.push(stream);
     }
     // Watched together, for well under the header timeout that would close the rest.
-    let watched = slow
-        .iter_mut()
-        .map(|stream| closed_within(stream, Duration::from_secs(5)));
-    let closed = futures_util::future::join_all(watched)
-        .await
-        .iter()
-        .filter(|closed| closed.is_some())
-        .count();
+    let closed = closed_among(&mut slow).await;
     assert_eq!(closed, 22, "all but the client's share are closed");
     let (answer, _) = one_request(CLIENT, addr, "/v1/schedules").await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
@@ -243,14 +248,7 @@ async fn a_flood_of_waiting_connections_from_many_addresses_gives_way_to_probes_
 
     // The flood's connections gave way: at least those beyond the cap, and one for each new
     // connection above that stays open.
-    let watched = flood
-        .iter_mut()
-        .map(|stream| closed_within(stream, Duration::from_secs(5)));
-    let closed = futures_util::future::join_all(watched)
-        .await
-        .iter()
-        .filter(|closed| closed.is_some())
-        .count();
+    let closed = closed_among(&mut flood).await;
     assert!(
         closed >= 60 - 35,
         "only {closed} of 60 waiting connections closed"
