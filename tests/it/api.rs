@@ -258,6 +258,18 @@ impl Api {
         self.token(WRITE)
     }
 
+    /// The text of an unauthenticated `GET path` (a page, a scrape), whatever its status.
+    pub async fn text(&self, path: &str) -> String {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("the server answers")
+            .text()
+            .await
+            .expect("a text body")
+    }
+
     pub async fn call(
         &self,
         method: Method,

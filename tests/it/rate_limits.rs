@@ -82,15 +82,7 @@ async fn a_client_or_an_environment_over_its_budget_gets_429_and_others_are_serv
     assert_eq!(status, StatusCode::OK, "{body}");
 
     // Refused requests are cheap and counted, without tenant labels.
-    let metrics = api
-        .http
-        .get(format!("{}/metrics", api.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = api.text("/metrics").await;
     assert!(
         metrics.contains("sentin8_cron_api_rate_limit_total{outcome=\"limited_client\"} 1"),
         "{metrics}"

@@ -243,15 +243,7 @@ pub async fn pages_are_public_shells_with_a_strict_policy(store: Arc<dyn Store>)
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(problem["type"], "urn:sentin8-cron:problem:not-found");
     // The shells are the same for everyone: no data, whatever the caller sends.
-    let anonymous = api
-        .http
-        .get(format!("{}/v1/admin/ui/overview", api.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let anonymous = api.text("/v1/admin/ui/overview").await;
     let with_token = api
         .http
         .get(format!("{}/v1/admin/ui/overview", api.base))

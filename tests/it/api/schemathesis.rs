@@ -98,15 +98,7 @@ pub async fn the_scrape_passes_promtool(store: Arc<dyn Store>) {
         return;
     }
     let api = Api::start(store).await;
-    let text = api
-        .http
-        .get(format!("{}/metrics", api.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = api.text("/metrics").await;
     for name in [
         "sentin8_cron_build_info{",
         "process_cpu_seconds_total ",
