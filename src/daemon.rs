@@ -81,6 +81,7 @@ impl Service {
             jwks: self.jwks.clone().map(Arc::new),
             health: self.health,
             rate: Arc::new(RateLimits::new(self.limits.rate)),
+            http: Arc::default(),
         })
     }
 

@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod extract;
+mod http_metrics;
 pub mod keys;
 pub mod listener;
 pub mod policy;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub health: system::HealthRules,
     /// The API's request rate limits.
     pub rate: Arc<rate::RateLimits>,
+    /// The API's own requests, by route, method and status class.
+    pub http: Arc<http_metrics::HttpMetrics>,
 }
 
 #[derive(OpenApi)]
@@ -157,6 +160,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
 pub fn app(state: Arc<AppState>, extra: Router) -> Router {
     let jwks = keys::router(state.jwks.clone());
     let metrics_elsewhere = state.metrics_elsewhere;
+    let http = state.http.clone();
     let (router, mut openapi) = api(state);
     // The document says what this listener serves.
     if metrics_elsewhere {
@@ -176,6 +180,10 @@ pub fn app(state: Arc<AppState>, extra: Router) -> Router {
         .merge(jwks)
         .merge(extra)
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()).into_response() })
+        .layer(axum::middleware::from_fn_with_state(
+            http,
+            http_metrics::record,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(

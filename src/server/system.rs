@@ -289,6 +289,7 @@ pub fn metrics_text(state: &AppState) -> Response {
             .unwrap_or(0)
     ));
     state.rate.render(&mut body);
+    state.http.render(&mut body);
     super::process_metrics::render_build_info(&mut body);
     super::process_metrics::render_process(&mut body);
     let zones = TzDatabaseView::current();
@@ -310,7 +311,7 @@ pub fn metrics_text(state: &AppState) -> Response {
 }
 
 /// A Prometheus label value: backslash, double quote and newline escaped.
-fn label_value(text: &str) -> String {
+pub(super) fn label_value(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -87,7 +87,8 @@ pub async fn schemathesis_finds_nothing_the_document_and_the_server_disagree_on(
 }
 
 /// The scrape passes promtool, Prometheus's own checker (names, types, help, units), and
-/// carries the build and process metrics every exporter is expected to have.
+/// carries the build and process metrics every exporter is expected to have, and the API's
+/// requests by route template (an unknown path under `unmatched`, not a series of its own).
 pub async fn the_scrape_passes_promtool(store: Arc<dyn Store>) {
     let installed = std::process::Command::new("promtool")
         .arg("--version")
@@ -98,11 +99,16 @@ pub async fn the_scrape_passes_promtool(store: Arc<dyn Store>) {
         return;
     }
     let api = Api::start(store).await;
+    api.text("/v1/health").await;
+    api.text("/v1/no-such-route").await;
     let text = api.text("/metrics").await;
     for name in [
         "sentin8_cron_build_info{",
         "process_cpu_seconds_total ",
         "process_open_fds ",
+        r#"sentin8_cron_http_requests_total{route="/v1/health",method="GET",status="2xx"} 1"#,
+        r#"sentin8_cron_http_requests_total{route="unmatched",method="GET",status="4xx"} 1"#,
+        r#"sentin8_cron_http_request_duration_seconds_count{route="/v1/health",method="GET"} 1"#,
     ] {
         assert!(text.contains(name), "{name} in {text}");
     }
