@@ -80,22 +80,22 @@ struct Process {
     start_time_seconds: Option<f64>,
 }
 
-/// Linux reports CPU times and the start time in clock ticks, and memory in pages; both are
-/// fixed at these values on every platform Linux runs this binary on (`getconf CLK_TCK`,
-/// `getconf PAGESIZE` on x86-64 and aarch64 with 4 KiB pages).
+/// Linux reports CPU times and the start time in clock ticks, `USER_HZ`, which is 100 on every
+/// architecture it runs this binary on (`getconf CLK_TCK`). Memory is read in kB from
+/// `/proc/self/status`, so no page size is assumed.
 const TICKS_PER_SECOND: f64 = 100.0;
-const PAGE_BYTES: f64 = 4096.0;
 
 impl Process {
     fn read() -> Option<Self> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let fields = stat_fields(&stat)?;
         // After the command's closing parenthesis: field 3 (state) is index 0, so field N is
-        // index N - 3. utime 14, stime 15, starttime 22, vsize 23, rss 24.
+        // index N - 3. utime 14, stime 15, starttime 22.
         let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
         let cpu_seconds = (field(14)? + field(15)?) / TICKS_PER_SECOND;
-        let virtual_bytes = field(23)?;
-        let resident_bytes = field(24)? * PAGE_BYTES;
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let resident_bytes = status_kb(&status, "VmRSS:")? * 1024.0;
+        let virtual_bytes = status_kb(&status, "VmSize:")? * 1024.0;
         let start_time_seconds = field(22).and_then(|ticks| {
             let boot = boot_time_seconds()?;
             Some(boot + ticks / TICKS_PER_SECOND)
@@ -117,6 +117,17 @@ impl Process {
 fn stat_fields(stat: &str) -> Option<Vec<&str>> {
     let after = &stat[stat.rfind(')')? + 1..];
     Some(after.split_whitespace().collect())
+}
+
+/// A `Name:   N kB` line of `/proc/self/status`, in kB.
+fn status_kb(status: &str, name: &str) -> Option<f64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The system's boot time (`btime` of `/proc/stat`), in seconds since the epoch.
