@@ -261,8 +261,17 @@ pub enum SchedulesCommand {
         target: Target,
     },
     /// Pause a schedule: it is kept but does not fire until resumed.
-    #[command(after_help = "Example:\n  sentin8-cron schedules pause $ID --env $ENV")]
-    Pause(One),
+    #[command(
+        after_help = "Example:\n  sentin8-cron schedules pause $ID --env $ENV --note 'billing freeze until the 3rd'"
+    )]
+    Pause {
+        #[command(flatten)]
+        one: One,
+        /// Why it is paused: shown with the schedule while it is paused, and kept in the audit
+        /// journal.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+    },
     /// Resume a paused schedule; its next fire is computed from now.
     #[command(after_help = "Example:\n  sentin8-cron schedules resume $ID --env $ENV")]
     Resume(One),
@@ -389,9 +398,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             );
             remote::print_action(out, &target.output, &record, &message)?;
         }
-        SchedulesCommand::Pause(one) => action(out, one, Method::POST, "/pause", "paused").await?,
+        SchedulesCommand::Pause { one, note } => {
+            let body = note.map(|note| json!({ "note": note }));
+            action(out, one, Method::POST, "/pause", "paused", body).await?
+        }
         SchedulesCommand::Resume(one) => {
-            action(out, one, Method::POST, "/resume", "resumed").await?
+            action(out, one, Method::POST, "/resume", "resumed", None).await?
         }
         SchedulesCommand::Trigger(one) => {
             let client = one.target.server.require()?;
@@ -410,7 +422,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             );
             remote::print_action(out, &one.target.output, &job, &message)?;
         }
-        SchedulesCommand::Delete(one) => action(out, one, Method::DELETE, "", "deleted").await?,
+        SchedulesCommand::Delete(one) => {
+            action(out, one, Method::DELETE, "", "deleted", None).await?
+        }
         SchedulesCommand::Backfill {
             id,
             from,
@@ -448,6 +462,7 @@ async fn action(
     method: Method,
     suffix: &str,
     done: &str,
+    body: Option<Value>,
 ) -> anyhow::Result<()> {
     let client: ApiClient = one.target.server.require()?;
     let record = client
@@ -455,7 +470,7 @@ async fn action(
             method,
             &path(one.id, suffix),
             &env_query(one.target.env),
-            None,
+            body.as_ref(),
         )
         .await?;
     let message = format!(

@@ -167,13 +167,23 @@ pub async fn get_schedule(
 ) -> ApiResult<Json<ScheduleView>> {
     let env = caller.env(query.target_env_id, Access::Read)?;
     let include_deleted = query.include_deleted.unwrap_or(false);
-    Ok(Json(
-        state
-            .ops
-            .schedule_read(env, ScheduleId(id), include_deleted)
-            .await?
-            .into(),
-    ))
+    let schedule = state
+        .ops
+        .schedule_read(env, ScheduleId(id), include_deleted)
+        .await?;
+    with_pause(&state, env, schedule).await
+}
+
+/// The view of `schedule`, with who paused it and why when it is paused.
+async fn with_pause(
+    state: &AppState,
+    env: EnvId,
+    schedule: Schedule,
+) -> ApiResult<Json<ScheduleView>> {
+    let paused = state.ops.schedule_paused_by(env, &schedule).await?;
+    let mut view = ScheduleView::from(schedule);
+    view.paused = paused.map(views::PausedView::from);
+    Ok(Json(view))
 }
 
 /// Updates a schedule: status (`active`/`paused`) and any declaration field, re-validated.
@@ -264,11 +274,13 @@ pub async fn delete_schedule_post(
     delete_schedule(state, caller, id, query, body).await
 }
 
-/// Pauses a schedule.
+/// Pauses a schedule, optionally saying why (`note`, shown with the schedule while it is paused
+/// and kept in the audit journal).
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/pause", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
-    responses((status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
+    request_body(content = requests::PauseRequest, description = "Optional: why it is paused", content_type = "application/json"),
+    responses((status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"), (status = 200, description = "OK", body = ScheduleView), (status = 404, description = "Not found in this environment", body = Problem, content_type = "application/problem+json"), (status = 400, description = "Invalid request: every field problem listed", body = Problem, content_type = "application/problem+json"), (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"), (status = 429, description = "Too many requests: Retry-After says when to come back", body = Problem, content_type = "application/problem+json"), (status = 403, description = "The token may not do this here (scope or environment)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = ["sentin8:cron:write"]))
 )]
 pub async fn pause_schedule(
@@ -276,14 +288,20 @@ pub async fn pause_schedule(
     caller: Caller,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<EnvQuery>,
-    body: Option<ApiJson<EnvBody>>,
+    body: Option<ApiJson<requests::PauseRequest>>,
 ) -> ApiResult<Json<ScheduleView>> {
-    let env = caller.env(action_env(query, body), Access::Write)?;
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
+    let env = caller.env(query.target_env_id.or(body.target_env_id), Access::Write)?;
     let schedule = state
         .ops
-        .schedule_pause(env, ScheduleId(id), &actor(&state, &caller)?)
+        .schedule_pause(
+            env,
+            ScheduleId(id),
+            &actor(&state, &caller)?,
+            body.note.as_deref(),
+        )
         .await?;
-    Ok(Json(schedule.into()))
+    with_pause(&state, env, schedule).await
 }
 
 /// Resumes a schedule; its next fire is recomputed from now.

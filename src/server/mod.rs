@@ -115,13 +115,31 @@ impl Modify for BearerAuth {
 
 /// The API routes with their OpenAPI document, generated from the same registrations.
 pub fn api(state: Arc<AppState>) -> (Router, utoipa::openapi::OpenApi) {
-    registered_routes().with_state(state).split_for_parts()
+    let (router, mut document) = registered_routes().with_state(state).split_for_parts();
+    optional_bodies(&mut document);
+    (router, document)
+}
+
+/// Marks the bodies that may be left out (a pause's note) as not required: the generator
+/// would otherwise have every client send one.
+fn optional_bodies(document: &mut utoipa::openapi::OpenApi) {
+    let pause = document
+        .paths
+        .paths
+        .get_mut("/v1/schedules/{id}/pause")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|operation| operation.request_body.as_mut());
+    if let Some(utoipa::openapi::RefOr::T(body)) = pause {
+        body.required = Some(utoipa::openapi::Required::False);
+    }
 }
 
 /// The OpenAPI document of the API, built from the same route registrations as [`api`] but
 /// without state, so it is available without a store (the registration uses it).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    registered_routes().into_openapi()
+    let mut document = registered_routes().into_openapi();
+    optional_bodies(&mut document);
+    document
 }
 
 /// Every documented route, each registered together with its OpenAPI operation.

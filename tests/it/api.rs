@@ -28,6 +28,7 @@ mod access;
 mod generated_client;
 mod jobs;
 mod oncall;
+mod pause_note;
 mod schedules;
 mod schemathesis;
 mod system;
@@ -36,6 +37,7 @@ pub use access::*;
 pub use generated_client::*;
 pub use jobs::*;
 pub use oncall::*;
+pub use pause_note::*;
 pub use schedules::*;
 pub use schemathesis::*;
 pub use system::*;
@@ -341,6 +343,7 @@ macro_rules! api_suite {
             use $crate::api as suite;
             $crate::api_suite!(@tests $make;
                 schedule_lifecycle,
+                a_pause_says_who_when_and_why_until_the_resume,
                 a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,
                 the_scrape_passes_promtool,

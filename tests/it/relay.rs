@@ -158,8 +158,12 @@ pub async fn drain_relays_everything_in_schedule_order(store: Arc<dyn Store>) {
     let now = Utc::now();
     let s1 = create_schedule(&ops, env_a, "s1", now).await;
     let s2 = create_schedule(&ops, env_b, "s2", now).await;
-    ops.schedule_pause(env_a, s1.id, &actor(now)).await.unwrap();
-    ops.schedule_pause(env_b, s2.id, &actor(now)).await.unwrap();
+    ops.schedule_pause(env_a, s1.id, &actor(now), None)
+        .await
+        .unwrap();
+    ops.schedule_pause(env_b, s2.id, &actor(now), None)
+        .await
+        .unwrap();
     ops.schedule_resume(env_a, s1.id, &actor(now))
         .await
         .unwrap();
@@ -205,7 +209,9 @@ pub async fn refused_events_park_and_release_their_schedule(store: Arc<dyn Store
     let env = EnvId::new();
     let now = Utc::now();
     let s1 = create_schedule(&ops, env, "s1", now).await;
-    ops.schedule_pause(env, s1.id, &actor(now)).await.unwrap();
+    ops.schedule_pause(env, s1.id, &actor(now), None)
+        .await
+        .unwrap();
     let s2 = create_schedule(&ops, env, "s2", now).await;
     let events = outbox(&store, &[env]).await;
     let (created1, paused1, created2) = (events[0].id, events[1].id, events[2].id);

@@ -59,7 +59,7 @@ async fn webhook_deliveries_are_signed_in_the_standard_webhooks_format() {
     let env = EnvId::new();
     let now = Utc::now();
     let schedule = create_schedule(&ops, env, "nightly", now).await;
-    ops.schedule_pause(env, schedule.id, &actor(now))
+    ops.schedule_pause(env, schedule.id, &actor(now), None)
         .await
         .unwrap();
 
@@ -207,7 +207,9 @@ async fn events_from_operations_arrive_on_jetstream() {
     let env = EnvId::new();
     let now = Utc::now();
     let s1 = create_schedule(&ops, env, "nightly", now).await;
-    ops.schedule_pause(env, s1.id, &actor(now)).await.unwrap();
+    ops.schedule_pause(env, s1.id, &actor(now), None)
+        .await
+        .unwrap();
     ops.schedule_resume(env, s1.id, &actor(now)).await.unwrap();
     let s2 = create_schedule(&ops, env, "hourly", now).await;
     ops.schedule_delete(env, s2.id, &actor(now)).await.unwrap();
@@ -300,7 +302,7 @@ async fn an_outage_delays_events_but_delivers_each_exactly_once() {
     assert!(summary.bus_unavailable);
     // Events keep being produced during the outage.
     for schedule in &schedules {
-        ops.schedule_pause(env, schedule.id, &actor(clock.now()))
+        ops.schedule_pause(env, schedule.id, &actor(clock.now()), None)
             .await
             .unwrap();
     }

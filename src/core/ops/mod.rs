@@ -27,7 +27,9 @@ pub use audit::Actor;
 pub use backfill::Backfilled;
 pub use patch::SchedulePatch;
 pub use read::EnvOverview;
-pub use schedule::{delete_schedule, insert_schedule, update_schedule, with_spec};
+pub use schedule::{
+    MAX_NOTE_CHARS, PauseRecord, delete_schedule, insert_schedule, update_schedule, with_spec,
+};
 pub use validate::validate_domain;
 
 /// Why an operation did not happen.

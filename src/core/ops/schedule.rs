@@ -43,6 +43,19 @@ impl Ops {
         patch: SchedulePatch,
         actor: &Actor,
     ) -> OpsResult<Schedule> {
+        self.schedule_patch_noted(env, id, patch, actor, None).await
+    }
+
+    /// [`Ops::schedule_patch`], with why it was made (`note`) recorded as the audit entry's
+    /// and the event's `reason`.
+    async fn schedule_patch_noted(
+        &self,
+        env: EnvId,
+        id: ScheduleId,
+        patch: SchedulePatch,
+        actor: &Actor,
+        note: Option<&str>,
+    ) -> OpsResult<Schedule> {
         // A new target is checked against the egress policy before anything is opened; its
         // structure is validated with the other touched fields.
         if let Some(config) = &patch.target_config
@@ -73,7 +86,11 @@ impl Ops {
             ))
             .await?;
         if let Some(event_type) = event {
-            let payload = EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
+            let mut payload =
+                EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
+            if let Some(note) = note {
+                payload = payload.with_reason(note);
+            }
             tx.outbox_insert(&payload.into_event(&saved)).await?;
         }
         let saved = withdraw_held_fire(&mut *tx, &current, saved, actor).await?;
@@ -81,12 +98,16 @@ impl Ops {
             // A buffered or backfilled occurrence whose turn came while it was paused.
             release_buffered(&mut *tx, &saved, actor.now).await?;
         }
+        let mut after = snapshot(&saved);
+        if let (Some(note), Some(Value::Object(fields))) = (note, after.as_mut()) {
+            fields.insert("reason".to_owned(), Value::from(note));
+        }
         tx.audit_insert(&actor.audit(
             audit_action(event),
             "schedule",
             id.to_string(),
             snapshot(&current),
-            snapshot(&saved),
+            after,
         ))
         .await?;
         tx.notify_on_commit(Channel::Schedules);
@@ -94,14 +115,18 @@ impl Ops {
         Ok(saved)
     }
 
-    /// Pauses a schedule (idempotent).
+    /// Pauses a schedule (idempotent), with why (`note`, recorded as the pause's reason).
     pub async fn schedule_pause(
         &self,
         env: EnvId,
         id: ScheduleId,
         actor: &Actor,
+        note: Option<&str>,
     ) -> OpsResult<Schedule> {
-        self.schedule_patch(
+        if let Some(note) = note {
+            check_note(note)?;
+        }
+        self.schedule_patch_noted(
             env,
             id,
             SchedulePatch {
@@ -109,8 +134,43 @@ impl Ops {
                 ..SchedulePatch::default()
             },
             actor,
+            note,
         )
         .await
+    }
+
+    /// Who paused a paused schedule, when and why (the latest pause in the audit journal:
+    /// the engine's on failure, or a person's with a note); `None` unless it is paused.
+    pub async fn schedule_paused_by(
+        &self,
+        env: EnvId,
+        schedule: &Schedule,
+    ) -> OpsResult<Option<PauseRecord>> {
+        if schedule.status != ScheduleStatus::Paused {
+            return Ok(None);
+        }
+        let mut tx = self.store.tenant_read(env).await?;
+        let entries = tx
+            .audit_query(&AuditQuery {
+                schedule_id: Some(schedule.id),
+                limit: PAUSE_LOOKBACK,
+                ..AuditQuery::default()
+            })
+            .await?;
+        Ok(entries
+            .into_iter()
+            .find(|e| matches!(e.action.as_str(), "schedule.pause" | "schedule.resume"))
+            .filter(|e| e.action == "schedule.pause")
+            .map(|e| PauseRecord {
+                reason: e
+                    .after
+                    .as_ref()
+                    .and_then(|after| after.get("reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                by: e.actor,
+                at: e.at,
+            }))
     }
 
     /// Resumes a schedule: its next fire is recomputed from now (idempotent).
@@ -197,6 +257,31 @@ pub(super) fn paused_detail(id: ScheduleId, what: &str, then: &str) -> String {
          for the resume): resume it first (POST /v1/schedules/{id}/resume, \
          `sentin8-cron schedules resume {id}`, or Resume on its admin page), then {then}"
     )
+}
+
+/// How far back the journal is read for a schedule's latest pause.
+const PAUSE_LOOKBACK: u32 = 50;
+
+/// The longest pause note.
+pub const MAX_NOTE_CHARS: usize = 500;
+
+/// A schedule's latest pause: who, when, and why when it was said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PauseRecord {
+    pub by: String,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub reason: Option<String>,
+}
+
+fn check_note(note: &str) -> OpsResult<()> {
+    crate::core::storable::check_text("note", note).map_err(|e| OpsError::Invalid(vec![e]))?;
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(OpsError::Invalid(vec![FieldError::new(
+            "note",
+            format!("at most {MAX_NOTE_CHARS} characters"),
+        )]));
+    }
+    Ok(())
 }
 
 /// The audit action of a patch, after the event it publishes: a change of status is recorded

@@ -13,6 +13,20 @@ use crate::core::policies::Overlap;
 use crate::server::error::ApiError;
 use crate::server::extract::ApiJson;
 
+/// Why a schedule is paused (the body of a pause, optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// Accepted here too, for clients that cannot set the query; the query parameter is
+    /// the documented place.
+    #[schema(ignore)]
+    pub target_env_id: Option<Uuid>,
+    /// Why it is paused, shown with the schedule while it is paused (at most 500
+    /// characters).
+    #[schema(max_length = 500)]
+    pub note: Option<String>,
+}
+
 /// `target_env_id` for requests without a body.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -67,6 +67,29 @@ pub struct ScheduleView {
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
     pub updated_by: String,
+    /// Who paused it, when and why (read one at a time, and after a pause; null in lists and
+    /// while it is not paused).
+    pub paused: Option<PausedView>,
+}
+
+/// A schedule's latest pause.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PausedView {
+    /// Who paused it: a token's subject, or `sentin8-cron:engine` for a pause on failure.
+    pub by: String,
+    pub at: DateTime<Utc>,
+    /// Why: the note given with the pause, or the engine's reason; null when none was said.
+    pub reason: Option<String>,
+}
+
+impl From<crate::core::ops::PauseRecord> for PausedView {
+    fn from(record: crate::core::ops::PauseRecord) -> Self {
+        Self {
+            by: record.by,
+            at: record.at,
+            reason: record.reason,
+        }
+    }
 }
 
 impl From<Schedule> for ScheduleView {
@@ -117,6 +140,7 @@ impl From<Schedule> for ScheduleView {
             updated_at: s.updated_at,
             created_by: s.created_by,
             updated_by: s.updated_by,
+            paused: None,
         }
     }
 }

@@ -106,4 +106,27 @@ pub async fn bounds_clear_with_none_switches_stand_alone_and_durations_need_unit
     .await
     .json();
     assert_eq!(fine["catchup_window"], "1m30s", "{fine}");
+
+    // A pause says why; the answer (and `schedules get`) shows it.
+    let paused = run(vec![
+        "schedules",
+        "pause",
+        &id,
+        "--env",
+        &env,
+        "--note",
+        "freeze until the 3rd",
+        "-o",
+        "json",
+    ])
+    .await
+    .json();
+    assert_eq!(
+        paused["paused"]["reason"], "freeze until the 3rd",
+        "{paused}"
+    );
+    let read = run(vec!["schedules", "get", &id, "--env", &env, "-o", "json"])
+        .await
+        .json();
+    assert_eq!(read["paused"]["reason"], "freeze until the 3rd", "{read}");
 }

@@ -161,7 +161,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
             }
         };
         h.ops
-            .schedule_pause(h.env, paused.id, &actor)
+            .schedule_pause(h.env, paused.id, &actor, None)
             .await
             .unwrap();
         withdrawn_now(paused.id).await;

@@ -56,7 +56,11 @@ pub async fn a_last_run_withdrawn_by_a_pause_is_given_back(store: Arc<dyn Store>
     serving(&h, async {
         h.engine.settled().await;
         assert!(scheduled_job(&h, s.id).await.is_some(), "claimed ahead");
-        let paused = h.ops.schedule_pause(h.env, s.id, &h.actor()).await.unwrap();
+        let paused = h
+            .ops
+            .schedule_pause(h.env, s.id, &h.actor(), None)
+            .await
+            .unwrap();
         assert_eq!(
             paused.remaining_runs,
             Some(1),

@@ -37,7 +37,7 @@ impl Dispatcher for PausingDispatcher {
             now: self.clock.now(),
         };
         self.ops
-            .schedule_pause(request.env_id, request.schedule_id, &actor)
+            .schedule_pause(request.env_id, request.schedule_id, &actor, None)
             .await
             .expect("paused during the call");
         Err(self.failures[&request.schedule_type]())
@@ -170,7 +170,7 @@ pub async fn a_one_shot_paused_during_its_retries_resumes_and_completes(store: A
     let summary = h.tick_at(run_at).await;
     assert_eq!(summary.retried, 1, "{summary:?}");
     h.ops
-        .schedule_pause(h.env, once.id, &h.actor())
+        .schedule_pause(h.env, once.id, &h.actor(), None)
         .await
         .unwrap();
 
@@ -227,7 +227,7 @@ pub async fn a_paused_schedule_refuses_a_trigger(store: Arc<dyn Store>) {
         })
         .await;
     h.ops
-        .schedule_pause(h.env, once.id, &h.actor())
+        .schedule_pause(h.env, once.id, &h.actor(), None)
         .await
         .unwrap();
     match h.ops.schedule_trigger(h.env, once.id, &h.actor()).await {
@@ -261,7 +261,7 @@ pub async fn a_paused_schedule_refuses_a_trigger(store: Arc<dyn Store>) {
         })
         .await;
     h.ops
-        .schedule_pause(h.env, cron.id, &h.actor())
+        .schedule_pause(h.env, cron.id, &h.actor(), None)
         .await
         .unwrap();
     assert!(

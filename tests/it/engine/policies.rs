@@ -290,6 +290,15 @@ pub async fn a_dead_letter_pauses_a_schedule_that_pauses_on_failure(store: Arc<d
     let reason = pause.after.as_ref().unwrap()["reason"].as_str().unwrap();
     assert!(reason.contains("dead-letter queue"), "{reason}");
     drop(tx);
+    // The schedule says so itself: who paused it, and why.
+    let record = h
+        .ops
+        .schedule_paused_by(h.env, &paused)
+        .await
+        .unwrap()
+        .expect("paused, with its record");
+    assert_eq!(record.by, "sentin8-cron:engine");
+    assert_eq!(record.reason.as_deref(), Some(reason));
     // Paused, it fires no more.
     let calls = h.target.requests().len();
     h.tick_at(minute(10)).await;

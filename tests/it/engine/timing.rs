@@ -256,7 +256,11 @@ pub async fn patches_work_on_a_schedule_whose_stored_timing_no_longer_parses(
     assert_eq!(patched.timing.cron_expression(), Some("61 * * * *"));
     assert_eq!(patched.next_run_at, s.next_run_at);
 
-    let paused = h.ops.schedule_pause(h.env, s.id, &h.actor()).await.unwrap();
+    let paused = h
+        .ops
+        .schedule_pause(h.env, s.id, &h.actor(), None)
+        .await
+        .unwrap();
     assert_eq!(paused.status, ScheduleStatus::Paused);
     // Resuming works too: like the engine, it looks at the broken expression again in an hour.
     let resumed = h

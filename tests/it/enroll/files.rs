@@ -143,6 +143,7 @@ pub async fn changes_update_only_what_changed(db: Db) {
                 correlation_id: None,
                 now: Utc::now(),
             },
+            None,
         )
         .await
         .unwrap();

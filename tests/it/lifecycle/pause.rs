@@ -35,7 +35,7 @@ pub async fn a_paused_schedule_s_retries_wait_until_resumed(store: Arc<dyn Store
         correlation_id: None,
         now: sentin8_cron::core::clock::Clock::now(api.clock.as_ref()),
     };
-    ops.schedule_pause(env, schedule_id, &actor(&api))
+    ops.schedule_pause(env, schedule_id, &actor(&api), None)
         .await
         .unwrap();
     // Long past every backoff: still nothing is attempted, nothing lands, nothing is due.
@@ -95,7 +95,10 @@ pub async fn a_broken_stored_expression_can_be_paused_resumed_patched_and_delete
         correlation_id: None,
         now: t0() + Duration::minutes(1),
     };
-    let paused = ops.schedule_pause(env, schedule.id, &actor).await.unwrap();
+    let paused = ops
+        .schedule_pause(env, schedule.id, &actor, None)
+        .await
+        .unwrap();
     assert_eq!(paused.status, ScheduleStatus::Paused);
     let patched = ops
         .schedule_patch(

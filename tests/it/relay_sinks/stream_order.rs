@@ -34,7 +34,9 @@ async fn per_schedule_order_holds_on_the_stream_while_events_are_produced() {
         for schedule in &schedules {
             let now = actor(Utc::now());
             if round % 2 == 0 {
-                ops.schedule_pause(env, schedule.id, &now).await.unwrap();
+                ops.schedule_pause(env, schedule.id, &now, None)
+                    .await
+                    .unwrap();
             } else {
                 ops.schedule_resume(env, schedule.id, &now).await.unwrap();
             }

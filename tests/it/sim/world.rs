@@ -273,7 +273,11 @@ impl World {
         let env = self.env;
         // Refusals (a trigger beside an open job, a paused schedule) are answers, not faults.
         let _ = match choice {
-            3 => self.ops.schedule_pause(env, id, &actor).await.map(drop),
+            3 => self
+                .ops
+                .schedule_pause(env, id, &actor, None)
+                .await
+                .map(drop),
             4 => self.ops.schedule_resume(env, id, &actor).await.map(drop),
             5 => {
                 let patch = SchedulePatch {
