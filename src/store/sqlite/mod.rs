@@ -89,21 +89,19 @@ fn sqlite_options(url: &str) -> StoreResult<SqliteConnectOptions> {
 /// Connections that read beside the writer.
 const READERS: u32 = 2;
 
-/// The options of a reading connection: the writer's file, never created here, and refusing
-/// any write (`query_only`).
-fn reader_options(url: &str) -> SqliteConnectOptions {
-    SqliteConnectOptions::from_str(url)
-        .unwrap_or_default()
+/// The options of a reading connection: the writer's own (`writer`), except that it never
+/// creates the file and refuses any write (`query_only`, set after the writer's pragmas).
+fn reader_options(writer: &SqliteConnectOptions) -> SqliteConnectOptions {
+    writer
+        .clone()
         .create_if_missing(false)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true)
         .pragma("query_only", "ON")
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the database file.
     pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
+        let writer = sqlite_options(url)?;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -111,16 +109,16 @@ impl SqliteStore {
             .idle_timeout(None)
             .max_lifetime(None)
             .acquire_timeout(options.acquire_timeout)
-            .connect_with(sqlite_options(url)?)
+            .connect_with(writer.clone())
             .await
             .map_err(db_err)?;
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        // Opened when first used, after the writer has created and migrated the file.
-        let readers = (!in_memory).then(|| {
+        // Only a database in a file can be shared with other connections. Opened when first
+        // used, after the writer has created and migrated the file.
+        let readers = crate::store::sqlite_file(url).map(|_| {
             SqlitePoolOptions::new()
                 .max_connections(READERS)
                 .acquire_timeout(options.acquire_timeout)
-                .connect_lazy_with(reader_options(url))
+                .connect_lazy_with(reader_options(&writer))
         });
         Ok(Self {
             pool,
