@@ -8,11 +8,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use clap::Subcommand;
 
 use super::jobs::Source;
-use serde_json::Value;
 
-use super::remote::{self, Kind, Paging, cursor_after, cursor_id, env_query};
+use super::remote::{self, Kind, Paging, env_query, follow_ids};
 use super::{StoreUse, open_store};
-use crate::client::follow;
 use crate::core::model::{EnvId, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::AuditQuery;
@@ -86,23 +84,21 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             let store = open_store(&source.database, StoreUse::read_only()).await?;
             let ops = Ops::new(store);
             let (ops, actor) = (&ops, &actor);
-            follow(wanted, 1000, paging.cursor, |cursor, n| async move {
-                let before = cursor.as_deref().map(cursor_id::<uuid::Uuid>).transpose()?;
+            follow_ids(wanted, paging.cursor, |before, limit| async move {
                 let query = AuditQuery {
                     schedule_id: schedule,
                     actor: actor.clone(),
                     since,
                     before,
-                    limit: u32::try_from(n).unwrap_or(1000),
+                    limit,
                 };
-                let items: Vec<Value> = ops
+                let items = ops
                     .audit_list(env, &query)
                     .await?
                     .into_iter()
                     .map(|entry| serde_json::to_value(AuditView::from(entry)))
                     .collect::<Result<_, _>>()?;
-                let next = cursor_after(&items, n);
-                Ok::<_, anyhow::Error>((items, next))
+                Ok(items)
             })
             .await?
         }

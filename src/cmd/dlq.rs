@@ -7,12 +7,11 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use reqwest::Method;
-use serde_json::Value;
 
 use super::jobs::Source;
-use super::remote::{self, Kind, Paging, cursor_after, cursor_id, env_query, text};
+use super::remote::{self, Kind, Paging, env_query, follow_ids, text};
 use super::{StoreUse, UsageError, cli_actor, open_store};
-use crate::client::{ListPage, follow};
+use crate::client::ListPage;
 use crate::core::model::{DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
@@ -115,27 +114,23 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let mut next_cursor = None;
                     for env in envs {
                         let domain = &domain;
-                        let page = follow(
+                        let page = follow_ids(
                             wanted,
-                            1000,
                             paging.cursor.clone(),
-                            |cursor, n| async move {
-                                let before =
-                                    cursor.as_deref().map(cursor_id::<DlqId>).transpose()?;
+                            |before: Option<DlqId>, limit| async move {
                                 let query = DlqQuery {
                                     domain: domain.clone(),
                                     before,
-                                    limit: u32::try_from(n).unwrap_or(1000),
+                                    limit,
                                     ..DlqQuery::default()
                                 };
-                                let entries: Vec<Value> = ops
+                                let entries = ops
                                     .dlq_list(env, &query)
                                     .await?
                                     .into_iter()
                                     .map(|entry| serde_json::to_value(DlqView::from(entry)))
                                     .collect::<Result<_, _>>()?;
-                                let next = cursor_after(&entries, n);
-                                Ok::<_, anyhow::Error>((entries, next))
+                                Ok(entries)
                             },
                         )
                         .await?;

@@ -5,12 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use serde_json::Value;
 
 use super::output::OutputArgs;
-use super::remote::{self, Kind, Paging, ServerArgs, cursor_after, cursor_id, env_query};
+use super::remote::{self, Kind, Paging, ServerArgs, env_query, follow_ids};
 use super::{DatabaseArgs, StoreUse, open_store};
-use crate::client::follow;
 use crate::core::model::{EnvId, JobId, JobStatus, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::JobQuery;
@@ -96,29 +94,31 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
                     let ops = Ops::new(store);
                     let ops = &ops;
-                    follow(wanted, 1000, paging.cursor, |cursor, n| async move {
-                        let before = cursor.as_deref().map(cursor_id::<JobId>).transpose()?;
-                        let query = JobQuery {
-                            schedule_id: schedule,
-                            status,
-                            before,
-                            limit: u32::try_from(n).unwrap_or(1000),
-                        };
-                        let jobs = ops.job_list(env, &query).await?;
-                        let held = ops.jobs_held_by_pause(env, &jobs).await?;
-                        let items: Vec<Value> = jobs
-                            .into_iter()
-                            .map(|job| {
-                                let held_by_pause = held.contains(&job.id);
-                                serde_json::to_value(JobView {
-                                    held_by_pause,
-                                    ..JobView::from(job)
+                    follow_ids(
+                        wanted,
+                        paging.cursor,
+                        |before: Option<JobId>, limit| async move {
+                            let query = JobQuery {
+                                schedule_id: schedule,
+                                status,
+                                before,
+                                limit,
+                            };
+                            let jobs = ops.job_list(env, &query).await?;
+                            let held = ops.jobs_held_by_pause(env, &jobs).await?;
+                            let items = jobs
+                                .into_iter()
+                                .map(|job| {
+                                    let held_by_pause = held.contains(&job.id);
+                                    serde_json::to_value(JobView {
+                                        held_by_pause,
+                                        ..JobView::from(job)
+                                    })
                                 })
-                            })
-                            .collect::<Result<_, _>>()?;
-                        let next = cursor_after(&items, n);
-                        Ok::<_, anyhow::Error>((items, next))
-                    })
+                                .collect::<Result<_, _>>()?;
+                            Ok(items)
+                        },
+                    )
                     .await?
                 }
             };

@@ -10,7 +10,7 @@ use url::Url;
 
 use super::output::{self, OutputArgs, OutputFormat, cell, opt_time_text};
 use crate::callback::Secret;
-use crate::client::{ApiClient, ClientError, ListPage, parse_server_url};
+use crate::client::{ApiClient, ClientError, ListPage, follow, parse_server_url};
 use crate::core::model::EnvId;
 
 /// The running service the command talks to.
@@ -67,9 +67,42 @@ impl Paging {
     }
 }
 
+/// Records per page when a list is read from the database directly.
+const DATABASE_PAGE: u32 = 1000;
+
+/// Pages of a list read from the database directly, from `cursor` (the id of the last record
+/// an earlier list printed) until `wanted` records or the list's end: `fetch(before, n)` reads
+/// at most `n` records, newest first, older than `before`. A full page's last id is where the
+/// list goes on, as the API's cursor is.
+pub async fn follow_ids<T, F, Fut>(
+    wanted: usize,
+    cursor: Option<String>,
+    mut fetch: F,
+) -> anyhow::Result<ListPage>
+where
+    T: std::str::FromStr,
+    F: FnMut(Option<T>, u32) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Vec<Value>>>,
+{
+    follow(wanted, DATABASE_PAGE as usize, cursor, |cursor, n| {
+        let page = u32::try_from(n).unwrap_or(DATABASE_PAGE);
+        let read = cursor
+            .as_deref()
+            .map(cursor_id::<T>)
+            .transpose()
+            .map(|before| fetch(before, page));
+        async move {
+            let items = read?.await?;
+            let next = cursor_after(&items, n);
+            Ok((items, next))
+        }
+    })
+    .await
+}
+
 /// The record id a cursor names, for lists read from the database directly (the API's cursor
 /// is the id of the last item it returned).
-pub fn cursor_id<T: std::str::FromStr>(cursor: &str) -> Result<T, super::UsageError> {
+fn cursor_id<T: std::str::FromStr>(cursor: &str) -> Result<T, super::UsageError> {
     cursor.parse().map_err(|_| {
         super::UsageError(format!(
             "--cursor {cursor:?} is not a cursor a list of this kind printed"
@@ -78,7 +111,7 @@ pub fn cursor_id<T: std::str::FromStr>(cursor: &str) -> Result<T, super::UsageEr
 }
 
 /// The cursor after `items` when a page came back full: the last one's id.
-pub fn cursor_after(items: &[Value], page: usize) -> Option<String> {
+fn cursor_after(items: &[Value], page: usize) -> Option<String> {
     (items.len() >= page)
         .then(|| items.last()?.get("id")?.as_str().map(str::to_owned))
         .flatten()

@@ -88,6 +88,54 @@ async fn attempts_discard_and_the_audit_journal_from_the_cli() {
         .map(|e| e["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["dlq.discard", "schedule.create"], "newest first");
+    assert_eq!(journal["next_cursor"], Value::Null, "the whole journal");
+    // Read from the database directly, a page at a time: the cursor goes on where it stopped.
+    let page = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "list",
+            "--env",
+            &env_text,
+            "--schedule",
+            &schedule_text,
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let read = |args: Vec<String>| {
+        let cli = &cli;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, stdout, stderr) = cli.run(&args).await;
+            assert_eq!(code, 0, "{stderr}");
+            serde_json::from_str::<Value>(&stdout).unwrap()
+        }
+    };
+    let first = read(page(&["--limit", "1"])).await;
+    assert_eq!(first["items"][0]["action"], "dlq.discard", "{first}");
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("cut short: a cursor")
+        .to_owned();
+    let rest = read(page(&["--cursor", &cursor])).await;
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["items"][0]["action"], "schedule.create", "{rest}");
+    let all = read(page(&["--all"])).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 2, "{all}");
+    let (code, _, stderr) = cli
+        .run(&[
+            "audit",
+            "list",
+            "--env",
+            &env_text,
+            "--cursor",
+            "not-a-cursor",
+        ])
+        .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("is not a cursor"), "{stderr}");
     let (code, table, _) = cli.run(&["audit", "list", "--env", &env_text]).await;
     assert_eq!(code, 0);
     assert!(table.contains("dlq.discard"), "{table}");
