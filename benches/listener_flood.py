@@ -39,8 +39,9 @@ class Flood:
         self.opened = 0
         self.stopping = False
 
-    async def slow_headers(self, source):
-        head = b"GET /v1/health HTTP/1.1\r\nHost: flood\r\nX-Slow: " + b"a" * 10_000
+    async def reopening(self, source, hold):
+        """Opens a connection from `source`, lets `hold` keep it until the server closes it (or
+        the flood stops), and opens the next, for as long as the flood lasts."""
         while not self.stopping:
             try:
                 reader, writer = await asyncio.open_connection(
@@ -51,47 +52,45 @@ class Flood:
                 continue
             self.opened += 1
             try:
-                for byte in head:
-                    writer.write(bytes([byte]))
-                    await writer.drain()
-                    # Sleep, but notice at once when the server closes.
-                    try:
-                        data = await asyncio.wait_for(reader.read(1024), 2.0)
-                        if not data:
-                            break
-                    except asyncio.TimeoutError:
-                        pass
-                    if self.stopping:
-                        break
+                await hold(reader, writer)
             except (OSError, ConnectionError):
                 pass
             writer.close()
 
+    async def slow_headers(self, source):
+        head = b"GET /v1/health HTTP/1.1\r\nHost: flood\r\nX-Slow: " + b"a" * 10_000
+
+        async def hold(reader, writer):
+            for byte in head:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                # Sleep, but notice at once when the server closes.
+                try:
+                    if not await asyncio.wait_for(reader.read(1024), 2.0):
+                        return
+                except asyncio.TimeoutError:
+                    pass
+                if self.stopping:
+                    return
+
+        await self.reopening(source, hold)
+
     async def idle_keep_alive(self, source):
         request = b"GET /v1/health HTTP/1.1\r\nHost: flood\r\n\r\n"
-        while not self.stopping:
-            try:
-                reader, writer = await asyncio.open_connection(
-                    "127.0.0.1", self.port, local_addr=(source, 0)
-                )
-            except OSError:
-                await asyncio.sleep(0.2)
-                continue
-            self.opened += 1
-            try:
-                writer.write(request)
-                await writer.drain()
-                # Read the answer and then wait for the server to close the idle connection.
-                while not self.stopping:
-                    try:
-                        data = await asyncio.wait_for(reader.read(4096), 1.0)
-                    except asyncio.TimeoutError:
-                        continue
-                    if not data:
-                        break
-            except (OSError, ConnectionError):
-                pass
-            writer.close()
+
+        async def hold(reader, writer):
+            writer.write(request)
+            await writer.drain()
+            # Read the answer and then wait for the server to close the idle connection.
+            while not self.stopping:
+                try:
+                    data = await asyncio.wait_for(reader.read(4096), 1.0)
+                except asyncio.TimeoutError:
+                    continue
+                if not data:
+                    return
+
+        await self.reopening(source, hold)
 
 
 async def one_request(port, path, headers, timeout):

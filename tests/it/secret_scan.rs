@@ -155,20 +155,7 @@ async fn no_command_shows_a_secret_planted_in_any_setting() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.pem");
-    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
-        .unwrap()
-        .serialize_pem();
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&key)
-            .unwrap();
-        std::io::Write::write_all(&mut file, pem.as_bytes()).unwrap();
-    }
+    let key = crate::support::signing_key(dir.path());
     // As planted; then with what the commands need to get past their own checks to the
     // network (an environment, a signing key, HTTP URLs without user info), in each mode of
     // token checks (a key set and a shared secret exclude each other).
@@ -192,8 +179,7 @@ async fn no_command_shows_a_secret_planted_in_any_setting() {
         if variant != Variant::AsPlanted {
             let env = "6b0c2b8e-4f55-4d1c-9c53-2b9f3a4b5c6d".to_owned();
             settings.push(("SENTIN8_CRON_ENV".to_owned(), env));
-            let key = key.display().to_string();
-            settings.push(("SENTIN8_CRON_SIGNING_KEY_FILE".to_owned(), key));
+            settings.push(("SENTIN8_CRON_SIGNING_KEY_FILE".to_owned(), key.clone()));
             settings.push(("SENTIN8_CRON_JWT_ISSUER".to_owned(), "scan".to_owned()));
         }
         settings

@@ -392,3 +392,23 @@ impl Drop for TestBus {
         .join();
     }
 }
+
+/// A fresh Ed25519 signing key in `dir`, readable by its owner only (as `serve` wants it);
+/// its path.
+pub fn signing_key(dir: &std::path::Path) -> String {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let key = dir.join("signing.pem");
+    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+        .unwrap()
+        .serialize_pem();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&key)
+        .unwrap()
+        .write_all(pem.as_bytes())
+        .unwrap();
+    key.display().to_string()
+}

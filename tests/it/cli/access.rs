@@ -4,8 +4,9 @@
 //! without a secret, and for a read or write token that names no environment.
 
 use super::conventions::binary;
-use super::serve_start::{listening, signing_key, stopped};
+use super::serve_start::{listening, stopped};
 use super::{stderr, stdout};
+use crate::support::signing_key;
 
 const SECRET: &str = "a-team-secret-of-at-least-thirty-two-bytes!!";
 

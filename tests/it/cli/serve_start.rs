@@ -190,7 +190,7 @@ fn signed_calls_without_a_token_source_are_healthy() {
     use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("serve.db").display());
-    let key = signing_key(dir.path());
+    let key = crate::support::signing_key(dir.path());
     let secret = "a-shared-secret-of-at-least-thirty-two-bytes!";
     let (child, line) = listening(
         &[
@@ -219,24 +219,4 @@ fn signed_calls_without_a_token_source_are_healthy() {
     let err = stopped(child);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}\n{err}");
     assert!(answer.contains(r#""status":"ok""#), "{answer}\n{err}");
-}
-
-/// A fresh Ed25519 signing key in `dir`, readable by its owner only (as `serve` wants it);
-/// its path.
-pub(super) fn signing_key(dir: &std::path::Path) -> String {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let key = dir.join("signing.pem");
-    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
-        .unwrap()
-        .serialize_pem();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&key)
-        .unwrap()
-        .write_all(pem.as_bytes())
-        .unwrap();
-    key.display().to_string()
 }
