@@ -216,7 +216,7 @@ async fn seed(store: &Arc<dyn Store>, scenario: &Scenario) -> Result<(), String>
                 tx.outbox_insert(&NewEvent {
                     id: EventId::new(),
                     schedule_id: Some(*schedule),
-                    event_type: "sentin8:cron:schedule:completed".into(),
+                    event_type: "io.sentin8.cron.job.succeeded.v1".into(),
                     payload: json!({"n": n, "schedule_id": schedule, "status": "active"}),
                     now,
                 })

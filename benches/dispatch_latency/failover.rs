@@ -9,7 +9,7 @@
 //! the new primary's tables: calls, duplicates (the same key again: a job delivered twice; a
 //! new key: a second job for the occurrence), occurrences without any record, lateness of the
 //! burst the failover hit and of the next one, the gap between the last call before the kill
-//! and the first after it, and the events: `schedule:completed` events per answered occurrence
+//! and the first after it, and the events: `job.succeeded` events per answered occurrence
 //! in the new primary's outbox and, when NATS is reachable, on the JetStream stream the relay
 //! published to (an event there that the new primary's outbox does not hold was published
 //! from the old primary and lost with it). The old primary's WAL is read past the point where
@@ -31,7 +31,7 @@ use crate::{Context, Outcome, next_boundary, now_micros, sleep_until};
 mod tables;
 use tables::{events_table, failover_table};
 
-const COMPLETED: &str = "sentin8:cron:schedule:completed";
+const COMPLETED: &str = "io.sentin8.cron.job.succeeded.v1";
 
 /// The drill's timing, from the environment.
 struct Timing {
@@ -97,14 +97,14 @@ impl Bus {
             let message = stream.get_raw_message(seq).await?;
             let body: serde_json::Value = serde_json::from_slice(&message.payload)?;
             let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
-            let due = body["payload"]["scheduled_for"]
+            let due = body["data"]["scheduled_for"]
                 .as_str()
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.timestamp_micros());
             out.push(Event {
                 id: text(&body["id"]),
                 event_type: text(&body["type"]),
-                schedule_id: text(&body["schedule_id"]),
+                schedule_id: text(&body["data"]["schedule_id"]),
                 due_us: due,
                 relayed: true,
             });

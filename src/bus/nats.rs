@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use crate::core::model::OutboxEvent;
-use crate::core::relay::{Delivery, EventEnvelope, Sink, SinkError};
+use crate::core::relay::{Delivery, EventEnvelope, STRUCTURED_CONTENT_TYPE, Sink, SinkError};
 use crate::util::url::hide_userinfo;
 
 /// The connection's name, as the servers' monitoring (`/connz`) shows it.
@@ -144,19 +144,19 @@ pub fn shown_servers(list: &str) -> String {
         .join(",")
 }
 
-/// The namespace of sentin8-cron's event types, replaced by the subject prefix.
-pub const EVENT_NAMESPACE: &str = "sentin8:cron:";
+/// The prefix of sentin8-cron's event types, replaced by the subject prefix.
+pub const EVENT_NAMESPACE: &str = crate::core::events::TYPE_PREFIX;
 
-/// The subject of an event type: the `sentin8:cron:` namespace is replaced by the prefix and
-/// the remaining `:`-separated parts become tokens (`sentin8:cron:schedule:completed` with
-/// prefix `sentin8.cron` is `sentin8.cron.schedule.completed`). Characters a subject token
-/// cannot hold become `_`.
+/// The subject of an event type: the `io.sentin8.cron.` prefix is replaced by the subject
+/// prefix and the remaining `.`-separated parts become tokens
+/// (`io.sentin8.cron.job.succeeded.v1` with prefix `sentin8.cron` is
+/// `sentin8.cron.job.succeeded.v1`). Characters a subject token cannot hold become `_`.
 pub fn subject_for(prefix: &str, event_type: &str) -> String {
     let rest = event_type
         .strip_prefix(EVENT_NAMESPACE)
         .unwrap_or(event_type);
     let mut subject = prefix.to_owned();
-    for token in rest.split(':') {
+    for token in rest.split('.') {
         subject.push('.');
         if token.is_empty() {
             subject.push('_');
@@ -317,6 +317,7 @@ impl Sink for NatsSink {
         let subject = subject_for(&self.settings.subject_prefix, &event.event_type);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", event.id.to_string().as_str());
+        headers.insert("content-type", STRUCTURED_CONTENT_TYPE);
         let pending = context
             .publish_with_headers(subject, headers, body.into())
             .await
@@ -360,21 +361,21 @@ mod tests {
     #[test]
     fn subjects_follow_event_types() {
         assert_eq!(
-            subject_for("sentin8.cron", "sentin8:cron:schedule:completed"),
-            "sentin8.cron.schedule.completed"
+            subject_for("sentin8.cron", "io.sentin8.cron.job.succeeded.v1"),
+            "sentin8.cron.job.succeeded.v1"
         );
         assert_eq!(
-            subject_for("acme.jobs", "sentin8:cron:dlq:republished"),
-            "acme.jobs.dlq.republished"
+            subject_for("acme.jobs", events::DLQ_REPUBLISHED),
+            "acme.jobs.dlq.republished.v1"
         );
         for event_type in events::ALL {
             assert!(event_type.starts_with(EVENT_NAMESPACE), "{event_type}");
             let subject = subject_for("p", event_type);
-            assert_eq!(subject.split('.').count(), 3, "{subject}");
+            assert_eq!(subject.split('.').count(), 4, "{subject}");
         }
         // Foreign or odd types still make a valid subject.
-        assert_eq!(subject_for("p", "other:thing"), "p.other.thing");
-        assert_eq!(subject_for("p", "a b:*:>::x"), "p.a_b._._._.x");
+        assert_eq!(subject_for("p", "other.thing"), "p.other.thing");
+        assert_eq!(subject_for("p", "a b.*.>..x"), "p.a_b._._._.x");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::config::{RelayConfigError, SigningKey};
 use crate::callback::config::default_user_agent;
 use crate::core::clock::Clock;
 use crate::core::model::OutboxEvent;
-use crate::core::relay::{Delivery, EventEnvelope, Sink, SinkError};
+use crate::core::relay::{Delivery, EventEnvelope, STRUCTURED_CONTENT_TYPE, Sink, SinkError};
 
 /// The bound on one delivery, response included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(8);
@@ -88,7 +88,7 @@ impl Sink for WebhookSink {
         let mut request = self
             .client
             .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
+            .header(CONTENT_TYPE, STRUCTURED_CONTENT_TYPE)
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string());
         if let Some(key) = &self.key {

@@ -30,53 +30,24 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
+
+mod envelope;
+
+pub use envelope::{
+    CLOUDEVENTS_VERSION, DATA_CONTENT_TYPE, EventEnvelope, STRUCTURED_CONTENT_TYPE, event_source,
+    event_subject,
+};
 
 use crate::core::clock::Clock;
 use crate::core::metrics::Metrics;
-use crate::core::model::{EnvId, EventId, OutboxEvent, ScheduleId};
+use crate::core::model::OutboxEvent;
 use crate::core::store::{
     OutboxClaim, OutboxFailed, OutboxFailure, OutboxPurge, OutboxRelayed, OutboxRelease, Store,
     StoreError,
 };
-
-/// The message a sink delivers for one event: what consumers see.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EventEnvelope {
-    /// The event id: also the bus message id, so a re-send is recognisable as a duplicate.
-    pub id: EventId,
-    /// The event type, e.g. `sentin8:cron:schedule:completed`.
-    #[serde(rename = "type")]
-    pub event_type: String,
-    pub env_id: EnvId,
-    pub schedule_id: Option<ScheduleId>,
-    pub created_at: DateTime<Utc>,
-    pub payload: Value,
-}
-
-impl EventEnvelope {
-    /// The envelope of an outbox event.
-    pub fn of(event: &OutboxEvent) -> Self {
-        Self {
-            id: event.id,
-            event_type: event.event_type.clone(),
-            env_id: event.env_id,
-            schedule_id: event.schedule_id,
-            created_at: event.created_at,
-            payload: event.payload.clone(),
-        }
-    }
-
-    /// The JSON body sinks send.
-    pub fn to_json(&self) -> Result<Vec<u8>, SinkError> {
-        serde_json::to_vec(self)
-            .map_err(|e| SinkError::Rejected(format!("cannot encode the event: {e}")))
-    }
-}
 
 /// What the bus said when it accepted an event.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

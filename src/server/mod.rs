@@ -7,6 +7,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod event_schemas;
 pub mod extract;
 mod http_metrics;
 pub mod keys;
@@ -77,7 +78,12 @@ pub struct AppState {
         title = "sentin8-cron",
         description = "Multi-tenant scheduler: cron and one-shot schedules called back over authenticated HTTP, with retries, a dead-letter queue and a transactional outbox. Every environment-scoped call requires `target_env_id`.",
     ),
-    paths(system::openapi_document, keys::key_set),
+    paths(
+        system::openapi_document,
+        keys::key_set,
+        event_schemas::event_types,
+        event_schemas::event_schema
+    ),
     // Schemas only parameters refer to are not collected with the operations.
     components(schemas(
         error::Problem,
@@ -90,7 +96,7 @@ pub struct AppState {
         (name = "jobs", description = "Execution records"),
         (name = "dlq", description = "Dead-letter queue"),
         (name = "audit", description = "The audit journal: who changed what"),
-        (name = "system", description = "Health and metrics"),
+        (name = "system", description = "Health, metrics, and the documents that describe the contract (this API, the key set, the event schemas)"),
         (name = "admin", description = "Read models of the admin pages (changes go through the endpoints above)"),
     )
 )]
@@ -196,6 +202,7 @@ pub fn app(state: Arc<AppState>, extra: Router) -> Router {
         )
         .merge(admin::pages())
         .merge(jwks)
+        .merge(event_schemas::router())
         .merge(extra)
         .fallback(|| async { ApiError::NotFound("no such route".to_owned()).into_response() })
         .layer(axum::middleware::from_fn_with_state(

@@ -118,6 +118,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "fenced_leases",
         sql: include_str!("../../migrations/postgres/0018_fenced_leases.sql"),
     },
+    Migration {
+        version: 19,
+        name: "cloudevents",
+        sql: include_str!("../../migrations/postgres/0019_cloudevents.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -211,6 +216,11 @@ pub const SQLITE: &[Migration] = &[
         version: 18,
         name: "fenced_leases",
         sql: include_str!("../../migrations/sqlite/0018_fenced_leases.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "cloudevents",
+        sql: include_str!("../../migrations/sqlite/0019_cloudevents.sql"),
     },
 ];
 
@@ -313,6 +323,23 @@ pub(crate) fn failed(migration: &Migration, err: impl std::fmt::Display) -> Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cloudevents_migration_renames_exactly_the_former_event_types() {
+        for migrations in [POSTGRES, SQLITE] {
+            let sql = migrations
+                .iter()
+                .find(|m| m.name == "cloudevents")
+                .expect("version 19")
+                .sql;
+            let renames: Vec<&str> = sql.lines().filter(|l| l.contains(" WHEN ")).collect();
+            assert_eq!(renames.len(), crate::core::events::RENAMED.len());
+            for (old, new) in crate::core::events::RENAMED {
+                let line = format!("WHEN '{old}' THEN '{new}'");
+                assert!(renames.iter().any(|l| l.trim() == line), "{line}");
+            }
+        }
+    }
 
     fn files(dir: &str) -> Vec<String> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);

@@ -24,6 +24,7 @@ use crate::support::t0;
 mod ahead;
 mod counting;
 mod defects;
+mod events;
 mod faulty;
 mod fenced;
 mod firing;
@@ -38,6 +39,7 @@ mod timing;
 pub use ahead::*;
 pub use counting::*;
 pub use defects::*;
+pub use events::*;
 pub use faulty::FaultyStore;
 pub use fenced::*;
 pub use firing::*;
@@ -320,6 +322,7 @@ macro_rules! engine_suite {
             use $crate::engine as suite;
             $crate::engine_suite!(@tests $make;
                 fires_once_and_records_success,
+                every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts,
                 retries_back_off_then_land_in_the_dlq,
                 backoff_is_capped,
                 success_resets_the_retry_count,

@@ -105,7 +105,7 @@ pub async fn republish_supersedes_and_retry_is_refused(store: Arc<dyn Store>) {
     assert!(
         event_types(&api)
             .await
-            .contains(&"sentin8:cron:schedule:triggered".to_owned()),
+            .contains(&"io.sentin8.cron.schedule.triggered.v1".to_owned()),
         "the trigger wrote its event in the same transaction"
     );
     api.clock.advance(chrono::Duration::seconds(1));
@@ -277,7 +277,7 @@ pub async fn dead_letters_of_deleted_schedules_are_discarded(store: Arc<dyn Stor
     );
     assert_eq!(
         event_types(&api).await.last().map(String::as_str),
-        Some("sentin8:cron:dlq:discarded")
+        Some("io.sentin8.cron.dlq.discarded.v1")
     );
     let (_, journal) = get(
         &api,

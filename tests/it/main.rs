@@ -17,6 +17,7 @@ mod dispatch;
 mod egress;
 mod engine;
 mod enroll;
+mod event_schemas;
 mod health_probe;
 mod lifecycle;
 mod listener;

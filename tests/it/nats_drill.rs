@@ -385,7 +385,7 @@ async fn write_events(
         tx.outbox_insert(&NewEvent {
             id: EventId::new(),
             schedule_id: Some(*schedule),
-            event_type: "sentin8:cron:schedule:completed".into(),
+            event_type: "io.sentin8.cron.job.succeeded.v1".into(),
             payload: serde_json::json!({"n": first + n}),
             now: chrono::Utc::now(),
         })

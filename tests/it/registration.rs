@@ -97,8 +97,8 @@ async fn registered_routes_are_the_served_openapi_operations() {
         );
     }
     for event in [
-        "sentin8:cron:dlq:discarded",
-        "sentin8:cron:schedule:triggered",
+        "io.sentin8.cron.dlq.discarded.v1",
+        "io.sentin8.cron.schedule.triggered.v1",
     ] {
         assert!(
             printed["events"]

@@ -86,7 +86,10 @@ async fn webhook_deliveries_are_signed_in_the_standard_webhooks_format() {
     for (request, event) in requests.iter().zip(&events) {
         assert_eq!(request.method, "POST");
         assert_eq!(request.path, "/hooks/sentin8");
-        assert_eq!(request.header("content-type"), Some("application/json"));
+        assert_eq!(
+            request.header("content-type"),
+            Some("application/cloudevents+json; charset=utf-8")
+        );
         let id = request.header("webhook-id").expect("webhook-id");
         assert_eq!(id, event.id.to_string());
         let timestamp = request.header("webhook-timestamp").expect("timestamp");
@@ -107,26 +110,33 @@ async fn webhook_deliveries_are_signed_in_the_standard_webhooks_format() {
         let body = request.json();
         assert_eq!(body["id"], id);
         assert_eq!(body["type"], event.event_type);
-        assert_eq!(body["env_id"], env.to_string());
-        assert_eq!(body["schedule_id"], schedule.id.to_string());
-        assert_eq!(body["payload"], event.payload);
+        assert_eq!(body["source"], format!("/sentin8-cron/envs/{env}"));
+        assert_eq!(body["subject"], format!("schedules/{}", schedule.id));
+        assert_eq!(body["data"], event.payload);
     }
-    assert_eq!(requests[0].json()["type"], "sentin8:cron:schedule:created");
-    assert_eq!(requests[1].json()["type"], "sentin8:cron:schedule:paused");
+    assert_eq!(
+        requests[0].json()["type"],
+        "io.sentin8.cron.schedule.created.v1"
+    );
+    assert_eq!(
+        requests[1].json()["type"],
+        "io.sentin8.cron.schedule.paused.v1"
+    );
 }
 
 #[tokio::test]
 async fn webhook_answers_map_to_acknowledgements_refusals_and_outages() {
-    let server = RawServer::start(|request| {
-        match request.json()["payload"]["label"].as_str().unwrap_or("") {
-            "ok" => Reply::status(200),
-            "throttled" => Reply::status(429),
-            "broken" => Reply::status(503),
-            "moved" => Reply::status(308).with_header("location", "http://127.0.0.1:9/"),
-            _ => Reply::status(400),
-        }
-    })
-    .await;
+    let server =
+        RawServer::start(
+            |request| match request.json()["data"]["label"].as_str().unwrap_or("") {
+                "ok" => Reply::status(200),
+                "throttled" => Reply::status(429),
+                "broken" => Reply::status(503),
+                "moved" => Reply::status(308).with_header("location", "http://127.0.0.1:9/"),
+                _ => Reply::status(400),
+            },
+        )
+        .await;
     let url = format!("{}/hook", server.url()).parse().unwrap();
     let sink = WebhookSink::new(url, None, Arc::new(SystemClock)).unwrap();
     let event = |label: &str| OutboxEvent {
@@ -134,7 +144,7 @@ async fn webhook_answers_map_to_acknowledgements_refusals_and_outages() {
         id: EventId::new(),
         env_id: EnvId::new(),
         schedule_id: None,
-        event_type: "sentin8:cron:schedule:created".into(),
+        event_type: "io.sentin8.cron.schedule.created.v1".into(),
         payload: json!({"label": label}),
         created_at: Utc::now(),
         relayed_at: None,
@@ -228,10 +238,7 @@ async fn events_from_operations_arrive_on_jetstream() {
         .collect();
     for event in &events {
         let message = by_id[&event.id.to_string()];
-        let suffix = event
-            .event_type
-            .trim_start_matches("sentin8:cron:")
-            .replace(':', ".");
+        let suffix = event.event_type.trim_start_matches("io.sentin8.cron.");
         assert_eq!(message.subject.as_str(), format!("{}.{suffix}", bus.prefix));
         assert_eq!(
             message.subject.as_str(),
@@ -241,7 +248,7 @@ async fn events_from_operations_arrive_on_jetstream() {
         assert_eq!(envelope, EventEnvelope::of(event));
     }
     let subjects: Vec<&str> = messages.iter().map(|m| m.subject.as_str()).collect();
-    let expect = |s: &str| format!("{}.schedule.{s}", bus.prefix);
+    let expect = |s: &str| format!("{}.schedule.{s}.v1", bus.prefix);
     assert_eq!(
         subjects.iter().filter(|s| **s == expect("created")).count(),
         2
@@ -251,12 +258,28 @@ async fn events_from_operations_arrive_on_jetstream() {
         .find(|m| m.subject.as_str() == expect("paused"))
         .expect("paused event");
     let paused = body(paused);
-    assert_eq!(paused["type"], "sentin8:cron:schedule:paused");
-    assert_eq!(paused["env_id"], env.to_string());
-    assert_eq!(paused["schedule_id"], s1.id.to_string());
-    assert_eq!(paused["payload"]["status"], "paused");
-    assert_eq!(paused["payload"]["schedule_type"], "nightly");
-    assert_eq!(paused["payload"]["actor"], "tester@example.com");
+    assert_eq!(paused["type"], "io.sentin8.cron.schedule.paused.v1");
+    assert_eq!(paused["specversion"], "1.0");
+    assert_eq!(paused["source"], format!("/sentin8-cron/envs/{env}"));
+    assert_eq!(paused["subject"], format!("schedules/{}", s1.id));
+    assert_eq!(paused["data"]["env_id"], env.to_string());
+    assert_eq!(paused["data"]["status"], "paused");
+    assert_eq!(paused["data"]["schedule_type"], "nightly");
+    assert_eq!(paused["data"]["actor"], "tester@example.com");
+    assert_eq!(
+        paused["data"]["changes"]["status"],
+        serde_json::json!({"before": "active", "after": "paused"})
+    );
+    assert_eq!(
+        header(
+            messages
+                .iter()
+                .find(|m| m.subject.as_str() == expect("paused"))
+                .unwrap(),
+            "content-type"
+        ),
+        "application/cloudevents+json; charset=utf-8"
+    );
     assert!(
         messages
             .iter()

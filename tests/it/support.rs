@@ -36,8 +36,8 @@ pub enum Needs {
     /// apart from [`Needs::Nats`] (a server already running) so a missing program does not
     /// skip the tests that only need that server; the same variable makes both required.
     NatsServer,
-    /// The ecosystem's checkers: `openapi-spec-validator`, `schemathesis` and
-    /// `openapi-python-client` (Python), and Prometheus's `promtool`.
+    /// The ecosystem's checkers: `openapi-spec-validator`, `schemathesis`,
+    /// `openapi-python-client`, `nats-py` and `jsonschema` (Python), and Prometheus's `promtool`.
     ApiTools,
 }
 
@@ -71,7 +71,8 @@ impl Needs {
             }
             Needs::NatsServer => "the relay's node-loss test on a throwaway NATS cluster",
             Needs::ApiTools => {
-                "the ecosystem's checks: openapi-spec-validator, schemathesis, a generated client, promtool"
+                "the ecosystem's checks: openapi-spec-validator, schemathesis, a generated client, \
+                 promtool, events read with nats-py and validated with jsonschema"
             }
         }
     }

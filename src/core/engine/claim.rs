@@ -146,19 +146,7 @@ impl Parts {
             .into_iter()
             .map(|d| (d.claim.id, d))
             .collect();
-        for schedule in claimed.iter_mut() {
-            if decisions.get(&schedule.id).is_some_and(|d| d.completes) {
-                tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
-                *schedule = tx
-                    .schedule_set_outcome(&ScheduleSetOutcome {
-                        id: schedule.id,
-                        retry_count: schedule.retry_count,
-                        status: Some(ScheduleStatus::Completed),
-                        now,
-                    })
-                    .await?;
-            }
-        }
+        let completions = complete(tx, &mut claimed, &decisions, now).await?;
         let new_jobs: Vec<NewJob> = claimed
             .iter()
             .filter_map(|s| {
@@ -176,7 +164,7 @@ impl Parts {
             new_jobs.iter().map(|j| (j.schedule_id, j)).collect();
         let mut group = ClaimedGroup::none();
         group.lost = lost;
-        let mut events = Vec::new();
+        let mut events = completions;
         let mut overlapping = Vec::new();
         for schedule in claimed {
             let Some(decision) = decisions.remove(&schedule.id) else {
@@ -475,6 +463,42 @@ fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
         missed: None,
         ..new.clone()
     }
+}
+
+/// Completes the claimed schedules the plan found done, each with its event (its reason).
+async fn complete(
+    tx: &mut dyn TenantTx,
+    claimed: &mut [Schedule],
+    decisions: &HashMap<ScheduleId, plan::Decision>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<NewEvent>> {
+    let mut completions = Vec::new();
+    for schedule in claimed.iter_mut() {
+        if !decisions.get(&schedule.id).is_some_and(|d| d.completes) {
+            continue;
+        }
+        tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
+        let reason = if schedule.kind() == ScheduleKind::Once {
+            "its one occurrence passed beyond the catch-up window"
+        } else {
+            events::completion_reason(schedule)
+        };
+        *schedule = tx
+            .schedule_set_outcome(&ScheduleSetOutcome {
+                id: schedule.id,
+                retry_count: schedule.retry_count,
+                status: Some(ScheduleStatus::Completed),
+                now,
+            })
+            .await?;
+        completions.push(
+            EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
+                .with_reason(reason)
+                .by(ENGINE_ACTOR)
+                .into_event(schedule),
+        );
+    }
+    Ok(completions)
 }
 
 fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent {

@@ -216,16 +216,15 @@ impl Parts {
                 results.push(AttemptResult::Superseded);
                 continue;
             };
-            if let Some(paused) = self
+            let changed = self
                 .schedule_after_outcome(&mut *tx, schedule, job, result, now)
-                .await?
-            {
-                outbox.push(paused);
-            }
+                .await?;
+            outbox.extend(changed.before_outcome);
             outbox.push(
                 self.outcome_event(&mut *tx, schedule, job, result, now)
                     .await?,
             );
+            outbox.extend(changed.after_outcome);
             retry_pending |= result == AttemptResult::Retry;
             if result != AttemptResult::Retry {
                 ended.push(schedule.id);
@@ -246,9 +245,10 @@ impl Parts {
         Ok(results)
     }
 
-    /// What a recorded outcome does to its schedule: its retry count, a one-shot completed, a
-    /// schedule that pauses on failure paused (with its audit entry; the event is returned,
-    /// to go out before the outcome's own). Written only when something changed.
+    /// What a recorded outcome does to its schedule: its retry count, a one-shot completed (its
+    /// event goes out after the outcome's own), a schedule that pauses on failure paused (with
+    /// its audit entry; the event goes out before the outcome's). Written only when something
+    /// changed.
     async fn schedule_after_outcome(
         &self,
         tx: &mut dyn TenantTx,
@@ -256,7 +256,7 @@ impl Parts {
         job: &Job,
         result: AttemptResult,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<NewEvent>> {
+    ) -> StoreResult<ScheduleEvents> {
         let before = (schedule.status, schedule.retry_count);
         match result {
             AttemptResult::Retry => schedule.retry_count += 1,
@@ -279,7 +279,7 @@ impl Parts {
             schedule.status = ScheduleStatus::Paused;
         }
         if (schedule.status, schedule.retry_count) == before {
-            return Ok(None);
+            return Ok(ScheduleEvents::default());
         }
         let before_change = schedule.clone();
         *schedule = tx
@@ -291,8 +291,19 @@ impl Parts {
                 now,
             })
             .await?;
+        if schedule.status == ScheduleStatus::Completed && before.0 != ScheduleStatus::Completed {
+            // A one-shot whose job ended: the schedule is done.
+            let completed = EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
+                .with_job(job)
+                .with_reason(events::completion_reason(schedule))
+                .by(ENGINE_ACTOR);
+            return Ok(ScheduleEvents {
+                before_outcome: None,
+                after_outcome: Some(completed.into_event(schedule)),
+            });
+        }
         if !paused_by_failure {
-            return Ok(None);
+            return Ok(ScheduleEvents::default());
         }
         let reason = format!(
             "paused on failure: job {} landed in the dead-letter queue ({})",
@@ -307,13 +318,14 @@ impl Parts {
             now,
         ))
         .await?;
-        Ok(Some(
-            EventPayload::for_schedule(events::SCHEDULE_PAUSED, schedule, now)
-                .with_job(job)
-                .with_reason(&reason)
-                .by(ENGINE_ACTOR)
-                .into_event(schedule),
-        ))
+        let paused = EventPayload::for_schedule(events::SCHEDULE_PAUSED, schedule, now)
+            .with_job(job)
+            .with_reason(&reason)
+            .by(ENGINE_ACTOR);
+        Ok(ScheduleEvents {
+            before_outcome: Some(paused.into_event(schedule)),
+            after_outcome: None,
+        })
     }
 
     /// The event of a recorded outcome; a dead letter's entry is written with it.
@@ -327,7 +339,7 @@ impl Parts {
     ) -> StoreResult<NewEvent> {
         let payload = match result {
             AttemptResult::Succeeded => {
-                EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now).with_job(job)
+                EventPayload::for_schedule(events::JOB_SUCCEEDED, schedule, now).with_job(job)
             }
             AttemptResult::Retry => {
                 EventPayload::for_schedule(events::JOB_RETRIED, schedule, now).with_job(job)
@@ -347,12 +359,12 @@ impl Parts {
                         now,
                     })
                     .await?;
-                EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now)
+                EventPayload::for_schedule(events::JOB_FAILED, schedule, now)
                     .with_job(job)
                     .with_dlq(&entry)
             }
             AttemptResult::Failed | AttemptResult::Superseded => {
-                EventPayload::for_schedule(events::SCHEDULE_FAILED, schedule, now).with_job(job)
+                EventPayload::for_schedule(events::JOB_FAILED, schedule, now).with_job(job)
             }
         };
         Ok(payload.by(ENGINE_ACTOR).into_event(schedule))
@@ -500,6 +512,14 @@ async fn release_after_ended(
         }
     }
     Ok(released_any)
+}
+
+/// The events of what an outcome did to its schedule, around the outcome's own event: a pause
+/// on failure goes out before it, a completion after it.
+#[derive(Debug, Default)]
+struct ScheduleEvents {
+    before_outcome: Option<NewEvent>,
+    after_outcome: Option<NewEvent>,
 }
 
 fn complete_one_shot(schedule: &mut Schedule) {

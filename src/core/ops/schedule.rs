@@ -86,8 +86,9 @@ impl Ops {
             ))
             .await?;
         if let Some(event_type) = event {
-            let mut payload =
-                EventPayload::for_schedule(event_type, &saved, actor.now).by(&actor.name);
+            let mut payload = EventPayload::for_schedule(event_type, &saved, actor.now)
+                .with_changes(&current, &saved)
+                .by(&actor.name);
             if let Some(note) = note {
                 payload = payload.with_reason(note);
             }
@@ -391,8 +392,9 @@ pub async fn update_schedule(
             actor.now,
         ))
         .await?;
-    let event =
-        EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now).by(&actor.name);
+    let event = EventPayload::for_schedule(events::SCHEDULE_UPDATED, &saved, actor.now)
+        .with_changes(current, &saved)
+        .by(&actor.name);
     tx.outbox_insert(&event.into_event(&saved)).await?;
     let saved = withdraw_held_fire(tx, current, saved, actor).await?;
     tx.audit_insert(&actor.audit(

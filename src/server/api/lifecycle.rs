@@ -19,7 +19,7 @@ use crate::server::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 use crate::server::policy::Access;
 
 /// Discards a dead-letter entry: its occurrence will not run. Entries of deleted schedules
-/// can be discarded. Publishes `sentin8:cron:dlq:discarded` and writes an audit entry in the
+/// can be discarded. Publishes `io.sentin8.cron.dlq.discarded.v1` and writes an audit entry in the
 /// same transaction.
 #[utoipa::path(
     delete, path = "/v1/dlq/{id}", tag = "dlq",

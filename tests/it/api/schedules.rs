@@ -165,14 +165,14 @@ pub async fn schedule_lifecycle(store: Arc<dyn Store>) {
     assert_eq!(
         events,
         [
-            "sentin8:cron:schedule:created",
-            "sentin8:cron:schedule:updated",
-            "sentin8:cron:schedule:paused",
-            "sentin8:cron:schedule:resumed",
-            "sentin8:cron:schedule:paused",
-            "sentin8:cron:schedule:deleted",
-            "sentin8:cron:schedule:created",
-            "sentin8:cron:schedule:deleted",
+            "io.sentin8.cron.schedule.created.v1",
+            "io.sentin8.cron.schedule.updated.v1",
+            "io.sentin8.cron.schedule.paused.v1",
+            "io.sentin8.cron.schedule.resumed.v1",
+            "io.sentin8.cron.schedule.paused.v1",
+            "io.sentin8.cron.schedule.deleted.v1",
+            "io.sentin8.cron.schedule.created.v1",
+            "io.sentin8.cron.schedule.deleted.v1",
         ]
     );
     let audit = tx.audit_list(100).await.unwrap();

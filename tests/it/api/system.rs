@@ -114,6 +114,8 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("GET", "/v1/audit"),
         ("GET", "/v1/dlq"),
         ("GET", "/v1/dlq/{id}"),
+        ("GET", "/v1/events/schemas"),
+        ("GET", "/v1/events/schemas/{type}"),
         ("GET", "/v1/health"),
         ("GET", "/v1/jobs"),
         ("GET", "/v1/jobs/{id}"),
@@ -186,7 +188,9 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     // Every documented operation is really routed: without a token it answers 401 (or, for the
     // public ones, 200), never the 404/405 of an unknown route.
     for (method, path) in &operations {
-        let concrete = path.replace("{id}", &uuid::Uuid::now_v7().to_string());
+        let concrete = path
+            .replace("{id}", &uuid::Uuid::now_v7().to_string())
+            .replace("{type}", sentin8_cron::core::events::JOB_SUCCEEDED);
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         let (status, body, _) = api.call(method.clone(), &concrete, None, None).await;
         // A server that does not sign its calls says so at the key set's route.

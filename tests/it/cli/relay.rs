@@ -80,12 +80,18 @@ fn relay_once_drains_the_outbox_to_the_log() {
     for record in &records {
         assert_eq!(
             record["fields"]["event_type"],
-            "sentin8:cron:schedule:created"
+            "io.sentin8.cron.schedule.created.v1"
         );
         let event: Value =
             serde_json::from_str(record["fields"]["event"].as_str().unwrap()).unwrap();
         assert_eq!(event["id"], record["fields"]["event_id"]);
-        assert_eq!(event["schedule_id"], record["fields"]["schedule_id"]);
+        assert_eq!(
+            event["subject"],
+            format!(
+                "schedules/{}",
+                record["fields"]["schedule_id"].as_str().unwrap()
+            )
+        );
     }
 
     let again = run(&[

@@ -116,7 +116,7 @@ pub async fn insert_event(
     tx.outbox_insert(&NewEvent {
         id,
         schedule_id,
-        event_type: "sentin8:cron:schedule:updated".into(),
+        event_type: "io.sentin8.cron.schedule.updated.v1".into(),
         payload: json!({"label": label}),
         now: t0(),
     })

@@ -22,7 +22,7 @@ pub async fn a_failed_event_write_aborts_the_domain_write(store: Arc<dyn Store>)
     tx.outbox_insert(&NewEvent {
         id: existing_event,
         schedule_id: Some(seed.id),
-        event_type: "sentin8:cron:schedule:created".into(),
+        event_type: "io.sentin8.cron.schedule.created.v1".into(),
         payload: json!({"schedule_id": seed.id}),
         now: t0(),
     })
@@ -41,7 +41,7 @@ pub async fn a_failed_event_write_aborts_the_domain_write(store: Arc<dyn Store>)
         .outbox_insert(&NewEvent {
             id: existing_event,
             schedule_id: Some(doomed.id),
-            event_type: "sentin8:cron:schedule:created".into(),
+            event_type: "io.sentin8.cron.schedule.created.v1".into(),
             payload: json!({}),
             now: t0(),
         })
@@ -71,7 +71,7 @@ pub async fn outbox_and_audit_keep_order_and_content(store: Arc<dyn Store>) {
         tx.outbox_insert(&NewEvent {
             id,
             schedule_id: Some(s.id),
-            event_type: format!("sentin8:cron:schedule:{kind}"),
+            event_type: format!("io.sentin8.cron.schedule.{kind}.v1"),
             payload: json!({"n": i, "schedule_id": s.id}),
             now: t0() + Duration::seconds(i as i64),
         })
@@ -97,7 +97,7 @@ pub async fn outbox_and_audit_keep_order_and_content(store: Arc<dyn Store>) {
     let events = tx.outbox_list(0, 100).await.unwrap();
     assert_eq!(events.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
-    assert_eq!(events[1].event_type, "sentin8:cron:schedule:paused");
+    assert_eq!(events[1].event_type, "io.sentin8.cron.schedule.paused.v1");
     assert_eq!(events[1].payload, json!({"n": 1, "schedule_id": s.id}));
     assert_eq!(events[1].schedule_id, Some(s.id));
     assert_eq!(events[1].relayed_at, None);
@@ -167,7 +167,7 @@ pub async fn outbox_claims_follow_seq_and_schedule_order(store: Arc<dyn Store>) 
     assert_eq!(first[0].env_id, env_a);
     assert_eq!(first[0].schedule_id, Some(s1));
     assert_eq!(first[0].payload, json!({"label": "a1"}));
-    assert_eq!(first[0].event_type, "sentin8:cron:schedule:updated");
+    assert_eq!(first[0].event_type, "io.sentin8.cron.schedule.updated.v1");
     assert_eq!(first[0].attempts, 0);
     assert_eq!(rest[0].env_id, env_b);
     assert_eq!(rest[0].schedule_id, None);

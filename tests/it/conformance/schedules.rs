@@ -254,7 +254,7 @@ pub async fn tenants_never_see_each_other(store: Arc<dyn Store>) {
     tx.outbox_insert(&NewEvent {
         id: EventId::new(),
         schedule_id: Some(a.id),
-        event_type: "sentin8:cron:schedule:created".into(),
+        event_type: "io.sentin8.cron.schedule.created.v1".into(),
         payload: json!({}),
         now: t0(),
     })

@@ -268,7 +268,7 @@ pub async fn a_schedule_paused_before_its_claimed_instant_is_not_called(store: A
     drop(tx);
     let skipped: Vec<_> = events
         .iter()
-        .filter(|e| e.event_type == "sentin8:cron:job:skipped")
+        .filter(|e| e.event_type == "io.sentin8.cron.job.skipped.v1")
         .filter_map(|e| e.schedule_id)
         .collect();
     for s in [&paused, &deleted, &retimed, &raw] {

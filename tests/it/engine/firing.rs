@@ -63,8 +63,8 @@ pub async fn fires_once_and_records_success(store: Arc<dyn Store>) {
     assert_eq!(
         h.event_types().await,
         [
-            "sentin8:cron:schedule:created",
-            "sentin8:cron:schedule:completed"
+            "io.sentin8.cron.schedule.created.v1",
+            "io.sentin8.cron.job.succeeded.v1"
         ]
     );
 
@@ -139,10 +139,10 @@ pub async fn retries_back_off_then_land_in_the_dlq(store: Arc<dyn Store>) {
     assert_eq!(
         h.event_types().await,
         [
-            "sentin8:cron:schedule:created",
-            "sentin8:cron:job:retried",
-            "sentin8:cron:job:retried",
-            "sentin8:cron:schedule:failed"
+            "io.sentin8.cron.schedule.created.v1",
+            "io.sentin8.cron.job.retried.v1",
+            "io.sentin8.cron.job.retried.v1",
+            "io.sentin8.cron.job.failed.v1"
         ]
     );
     // The next regular fire runs normally.

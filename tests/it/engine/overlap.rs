@@ -82,7 +82,7 @@ pub async fn buffer_one_keeps_one_occurrence_for_when_the_open_job_ends(store: A
     assert!(
         h.event_types()
             .await
-            .contains(&"sentin8:cron:job:buffered".to_owned())
+            .contains(&"io.sentin8.cron.job.buffered.v1".to_owned())
     );
 }
 
@@ -276,7 +276,7 @@ pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn 
     assert!(
         h.event_types()
             .await
-            .contains(&"sentin8:cron:schedule:backfilled".to_owned())
+            .contains(&"io.sentin8.cron.schedule.backfilled.v1".to_owned())
     );
     // A range with too many occurrences, or in the future, is refused by field.
     let err = h

@@ -256,7 +256,7 @@ pub async fn a_database_outage_is_recorded_as_missed_occurrences(store: Arc<dyn 
         .event_types()
         .await
         .into_iter()
-        .filter(|t| t.ends_with("job:skipped"))
+        .filter(|t| t == sentin8_cron::core::events::JOB_SKIPPED)
         .count();
     assert_eq!(skipped_events, 1);
     let metrics = h.engine.metrics().render(None);

@@ -269,7 +269,7 @@ pub async fn a_dead_letter_pauses_a_schedule_that_pauses_on_failure(store: Arc<d
     assert!(
         h.event_types()
             .await
-            .contains(&"sentin8:cron:schedule:paused".to_owned())
+            .contains(&"io.sentin8.cron.schedule.paused.v1".to_owned())
     );
     let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     let audit = tx

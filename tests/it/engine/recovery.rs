@@ -102,7 +102,7 @@ pub async fn triggers_and_republishes_run_through_the_drain(store: Arc<dyn Store
     assert_eq!(summary.succeeded, 1);
     let events = h.event_types().await;
     assert!(
-        events.contains(&"sentin8:cron:dlq:republished".to_owned()),
+        events.contains(&"io.sentin8.cron.dlq.republished.v1".to_owned()),
         "{events:?}"
     );
     assert_eq!(h.target.requests().len(), 2);

@@ -36,7 +36,7 @@ pub async fn a_fire_during_a_pending_retry_is_skipped(store: Arc<dyn Store>) {
     assert!(
         h.event_types()
             .await
-            .contains(&"sentin8:cron:job:skipped".to_owned())
+            .contains(&"io.sentin8.cron.job.skipped.v1".to_owned())
     );
     assert_eq!(
         h.target.requests().len(),
@@ -89,7 +89,7 @@ pub async fn misfires_are_skipped_not_replayed(store: Arc<dyn Store>) {
     assert!(
         h.event_types()
             .await
-            .contains(&"sentin8:cron:job:skipped".to_owned())
+            .contains(&"io.sentin8.cron.job.skipped.v1".to_owned())
     );
     assert_eq!(
         h.engine

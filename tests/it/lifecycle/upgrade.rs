@@ -1,6 +1,7 @@
 //! Migrations on an embedded store that already holds work: SQLite rebuilds the jobs table to
 //! admit the `superseded` status (version 5) and the `scheduled` one (version 10), and every
-//! row, column, index and foreign key survives it.
+//! row, column, index and foreign key survives it; version 19 renames the events already
+//! written to their CloudEvents types.
 
 use std::str::FromStr;
 
@@ -362,4 +363,66 @@ async fn sqlite_turns_fires_held_by_the_previous_version_into_scheduled_jobs() {
         .await
         .unwrap();
     assert_eq!(open.map(|j| j.status), Some(JobStatus::Scheduled));
+}
+
+/// Version 19 on an embedded store whose outbox holds events of the envelope before
+/// CloudEvents, relayed and not: each takes its new type, its payload loses the two fields
+/// the envelope now carries, and an event of a type it does not know is left as it was.
+#[tokio::test]
+async fn sqlite_renames_the_events_already_written_to_their_cloudevents_types() {
+    let (_dir, url, mut conn) = sqlite_at(18).await;
+    let env = Uuid::now_v7().to_string();
+    let schedule = Uuid::now_v7().to_string();
+    let mut written = Vec::new();
+    for (i, (old, _)) in sentin8_cron::core::events::RENAMED.iter().enumerate() {
+        let id = Uuid::now_v7().to_string();
+        let relayed = if i % 2 == 0 { "NULL" } else { "9" };
+        conn.execute(
+            format!(
+                "INSERT INTO outbox (id, env_id, schedule_id, event_type, payload, created_at, \
+                 relayed_at) VALUES ('{id}', '{env}', '{schedule}', '{old}', \
+                 '{{\"event_type\": \"{old}\", \"at\": \"2030-01-01T00:00:00Z\", \"status\": \
+                 \"active\"}}', 5, {relayed})"
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+        written.push(id);
+    }
+    conn.execute(
+        format!(
+            "INSERT INTO outbox (id, env_id, schedule_id, event_type, payload, created_at) VALUES \
+             ('{}', '{env}', '{schedule}', 'acme:other', '{{\"at\": 1}}', 5)",
+            Uuid::now_v7()
+        )
+        .as_str(),
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    store::migrate(&url, false).await.unwrap();
+    let mut conn = SqliteConnectOptions::from_str(&url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let rows = sqlx::query("SELECT id, event_type, payload FROM outbox ORDER BY seq")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), written.len() + 1);
+    for ((row, id), (_, new)) in rows
+        .iter()
+        .zip(&written)
+        .zip(sentin8_cron::core::events::RENAMED)
+    {
+        assert_eq!(row.get::<String, _>(0), *id);
+        assert_eq!(row.get::<String, _>(1), *new);
+        let payload: serde_json::Value = serde_json::from_str(&row.get::<String, _>(2)).unwrap();
+        assert_eq!(payload, serde_json::json!({"status": "active"}));
+    }
+    let foreign = rows.last().unwrap();
+    assert_eq!(foreign.get::<String, _>(1), "acme:other");
+    assert_eq!(foreign.get::<String, _>(2), "{\"at\": 1}");
 }

@@ -92,7 +92,7 @@ async fn serve_relays_events_of_api_calls_and_ticks_to_jetstream() {
         .await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);
 
-    let expect = |s: &str| format!("{}.schedule.{s}", bus.prefix);
+    let expect = |s: &str| format!("{}.{s}.v1", bus.prefix);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let subjects = loop {
         let subjects: Vec<String> = bus
@@ -101,14 +101,18 @@ async fn serve_relays_events_of_api_calls_and_ticks_to_jetstream() {
             .iter()
             .map(|m| m.subject.to_string())
             .collect();
-        if subjects.contains(&expect("completed")) || std::time::Instant::now() > deadline {
+        if subjects.contains(&expect("job.succeeded")) || std::time::Instant::now() > deadline {
             break subjects;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(
         subjects,
-        [expect("created"), expect("triggered"), expect("completed")]
+        [
+            expect("schedule.created"),
+            expect("schedule.triggered"),
+            expect("job.succeeded")
+        ]
     );
     assert_eq!(
         api.target.requests().len(),
@@ -116,12 +120,9 @@ async fn serve_relays_events_of_api_calls_and_ticks_to_jetstream() {
         "the job called the target once"
     );
     let messages = bus.messages().await;
-    let completed = body(&messages[2]);
-    assert_eq!(completed["schedule_id"], id);
-    assert_eq!(
-        completed["payload"]["result"],
-        serde_json::json!({"ok": true})
-    );
+    let succeeded = body(&messages[2]);
+    assert_eq!(succeeded["subject"], format!("schedules/{id}"));
+    assert_eq!(succeeded["data"]["result"], serde_json::json!({"ok": true}));
     // Nothing is left unrelayed.
     let stats = db.dyn_store().stats_get().await.unwrap();
     assert_eq!(stats.outbox_unrelayed, 0);
