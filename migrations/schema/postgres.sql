@@ -33,6 +33,7 @@ CREATE INDEX sentin8_cron_audit_by_schedule ON cron.audit_journal USING btree (e
 --   last_error text NOT NULL
 --   scheduled_for timestamp with time zone NOT NULL
 --   landed_at timestamp with time zone NOT NULL
+--   backfill boolean NOT NULL DEFAULT false
 --   CONSTRAINT dlq_attempts_check CHECK ((attempts >= 0))
 --   CONSTRAINT dlq_job_id_fkey FOREIGN KEY (job_id) REFERENCES cron.jobs(id)
 --   CONSTRAINT dlq_pkey PRIMARY KEY (id)
@@ -659,7 +660,7 @@ END
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.stats()
- RETURNS TABLE(schedules_active bigint, schedules_paused bigint, jobs_scheduled bigint, jobs_pending bigint, jobs_running bigint, dlq_entries bigint, outbox_unrelayed bigint)
+ RETURNS TABLE(schedules_active bigint, schedules_paused bigint, jobs_scheduled bigint, jobs_pending bigint, jobs_running bigint, jobs_buffered bigint, dlq_entries bigint, outbox_unrelayed bigint)
  LANGUAGE sql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -669,6 +670,7 @@ AS $function$
            (SELECT count(*) FROM cron.jobs WHERE status = 'scheduled'),
            (SELECT count(*) FROM cron.jobs WHERE status = 'pending'),
            (SELECT count(*) FROM cron.jobs WHERE status = 'running'),
+           (SELECT count(*) FROM cron.jobs WHERE status = 'buffered'),
            (SELECT count(*) FROM cron.dlq),
            (SELECT count(*) FROM cron.outbox WHERE relayed_at IS NULL)
 $function$;

@@ -39,7 +39,7 @@ CREATE TABLE dlq (
     attempts      INTEGER NOT NULL CHECK (attempts >= 0),
     last_error    TEXT NOT NULL,
     scheduled_for INTEGER NOT NULL,
-    landed_at     INTEGER NOT NULL,
+    landed_at     INTEGER NOT NULL, backfill INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)),
     CONSTRAINT dlq_schedule FOREIGN KEY (schedule_id, env_id) REFERENCES schedules (id, env_id)
 );
 

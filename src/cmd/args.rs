@@ -191,6 +191,10 @@ pub struct ListenerArgs {
     /// served there too, with its detail.
     #[arg(long, env = "SENTIN8_CRON_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Break the engine's counters (fires, successes, failures, DLQ landings) down by
+    /// environment for at most N environments, the rest summed as `other` (0: off).
+    #[arg(long, env = "SENTIN8_CRON_METRICS_ENV_BREAKDOWN", value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub metrics_env_breakdown: u32,
 }
 
 impl ListenerArgs {

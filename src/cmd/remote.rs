@@ -171,6 +171,7 @@ impl Kind {
                     "started_at",
                     "finished_at",
                     "held_by_pause",
+                    "backfill",
                 ],
             ),
             Kind::Dlq => (
@@ -182,7 +183,13 @@ impl Kind {
                     "landed_at",
                     "last_error",
                 ],
-                &["env_id", "schedule_id", "job_id", "scheduled_for"],
+                &[
+                    "env_id",
+                    "schedule_id",
+                    "job_id",
+                    "scheduled_for",
+                    "backfill",
+                ],
             ),
             Kind::Audit => (
                 &["at", "actor", "action", "schedule_id"],

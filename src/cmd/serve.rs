@@ -212,7 +212,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         dispatcher,
         clock,
         engine: args.engine.engine_config(job_timeout),
-        metrics: Arc::new(Metrics::default()),
+        metrics: Arc::new(Metrics::with_env_breakdown(
+            args.listener.metrics_env_breakdown as usize,
+        )),
         tls,
         drain: args.listener.drain_timeout,
         run_ticker: true,

@@ -127,19 +127,21 @@ impl Breakers {
         }
     }
 
-    /// Records what a call to `origin` found.
-    pub fn record(&mut self, origin: &str, health: CallHealth, now: DateTime<Utc>) {
+    /// Records what a call to `origin` found; true when this opened its circuit (the
+    /// threshold reached, or a probe failed).
+    pub fn record(&mut self, origin: &str, health: CallHealth, now: DateTime<Utc>) -> bool {
         if self.config.threshold == 0 {
-            return;
+            return false;
         }
         let cooldown =
             chrono::Duration::from_std(self.config.cooldown).unwrap_or(chrono::Duration::MAX);
         match health {
-            CallHealth::Neutral => {}
+            CallHealth::Neutral => false,
             CallHealth::Answered => {
                 // Closed circuits with no failures are not kept: the map holds troubled
                 // origins only.
                 self.origins.remove(origin);
+                false
             }
             CallHealth::Unreachable => {
                 self.sweep(now, cooldown);
@@ -150,22 +152,36 @@ impl Breakers {
                         failures: 0,
                         last: now,
                     });
-                *state = match *state {
-                    State::Closed { failures, .. } if failures + 1 < self.config.threshold => {
+                let (next, opened) = match *state {
+                    State::Closed { failures, .. } if failures + 1 < self.config.threshold => (
                         State::Closed {
                             failures: failures + 1,
                             last: now,
-                        }
-                    }
+                        },
+                        false,
+                    ),
                     // The threshold is reached, or the probe failed: open (again).
-                    State::Closed { .. } | State::Probing { .. } => State::Open {
-                        until: now + cooldown,
-                    },
+                    State::Closed { .. } | State::Probing { .. } => (
+                        State::Open {
+                            until: now + cooldown,
+                        },
+                        true,
+                    ),
                     // A call admitted before the circuit opened reports late: still open.
-                    open @ State::Open { .. } => open,
+                    open @ State::Open { .. } => (open, false),
                 };
+                *state = next;
+                opened
             }
         }
+    }
+
+    /// How many origins' circuits are not closed: open, or waiting for a probe to close them.
+    pub fn not_closed(&self) -> usize {
+        self.origins
+            .values()
+            .filter(|s| matches!(s, State::Open { .. } | State::Probing { .. }))
+            .count()
     }
 
     /// Whether the origin's circuit is open (or probing) at `now`.
@@ -203,7 +219,16 @@ mod tests {
         b.record("a", CallHealth::Unreachable, t(3));
         b.record("a", CallHealth::Unreachable, t(4));
         assert_eq!(b.admit("a", t(5)), Admission::Call);
-        b.record("a", CallHealth::Unreachable, t(5));
+        assert_eq!(b.not_closed(), 0);
+        assert!(
+            b.record("a", CallHealth::Unreachable, t(5)),
+            "this one opens it"
+        );
+        assert_eq!(b.not_closed(), 1);
+        assert!(
+            !b.record("a", CallHealth::Unreachable, t(5)),
+            "already open"
+        );
         assert_eq!(b.admit("a", t(6)), Admission::Reject { until: t(35) });
         assert!(b.is_open("a", t(6)));
         // Other origins are not affected; neutral results change nothing.

@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use crate::core::store::StoreStats;
 
+mod calls;
+mod per_env;
+
+pub use calls::{CallClass, CallMetrics};
+pub use per_env::{EnvBreakdown, EnvCounter};
+
 /// A histogram with fixed bucket bounds (seconds).
 #[derive(Debug)]
 pub struct Histogram {
@@ -45,16 +51,28 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} histogram");
+        self.render_series(out, name, "");
+    }
+
+    /// The series of one histogram of a family, its labels (`key="value",` pairs, each
+    /// followed by a comma; empty for none) before `le`.
+    fn render_series(&self, out: &mut String, name: &str, labels: &str) {
         let mut cumulative = 0;
         for (bound, count) in self.bounds.iter().zip(&self.counts) {
             cumulative += count.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
         }
         let total = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {total}");
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {total}");
+        let plain = labels.trim_end_matches(',');
+        let braces = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {total}");
     }
 }
 
@@ -91,6 +109,10 @@ pub struct Metrics {
     /// From a call's answer to the commit of its outcome: how much a process killed now
     /// would leave to be called again.
     pub outcome_durable: Histogram,
+    /// The proxy-back calls and the circuit breakers.
+    pub calls: CallMetrics,
+    /// The opt-in breakdown by environment.
+    pub per_env: EnvBreakdown,
 }
 
 impl Default for Metrics {
@@ -113,6 +135,8 @@ impl Default for Metrics {
             lateness: Histogram::new(LATENESS_BOUNDS),
             tick_duration: Histogram::new(TICK_BOUNDS),
             outcome_durable: Histogram::new(LATENESS_BOUNDS),
+            calls: CallMetrics::default(),
+            per_env: EnvBreakdown::default(),
         }
     }
 }
@@ -123,6 +147,14 @@ pub fn inc(counter: &AtomicU64) {
 }
 
 impl Metrics {
+    /// Metrics with the breakdown by environment on for at most `envs` environments (0: off).
+    pub fn with_env_breakdown(envs: usize) -> Self {
+        Self {
+            per_env: EnvBreakdown::new(envs),
+            ..Self::default()
+        }
+    }
+
     /// The Prometheus text exposition of every metric, plus store-wide gauges.
     pub fn render(&self, stats: Option<&StoreStats>) -> String {
         let mut out = String::with_capacity(4096);
@@ -216,6 +248,8 @@ impl Metrics {
             "sentin8_cron_outcome_durable_seconds",
             "From a call's answer to the commit of its outcome (what a crash at that moment would leave to be called again).",
         );
+        self.calls.render(&mut out);
+        self.per_env.render(&mut out);
         if let Some(stats) = stats {
             let gauges = [
                 (
@@ -242,6 +276,11 @@ impl Metrics {
                     "sentin8_cron_jobs_running",
                     "Job attempts in flight.",
                     stats.jobs_running,
+                ),
+                (
+                    "sentin8_cron_jobs_buffered",
+                    "Occurrences waiting for their schedule's open job to end (buffer_one, a backfill).",
+                    stats.jobs_buffered,
                 ),
                 (
                     "sentin8_cron_dlq_entries",

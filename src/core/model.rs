@@ -415,6 +415,8 @@ pub struct DlqEntry {
     pub last_error: String,
     pub scheduled_for: DateTime<Utc>,
     pub landed_at: DateTime<Utc>,
+    /// Its job ran an occurrence an operator backfilled.
+    pub backfill: bool,
 }
 
 /// A domain event in the transactional outbox.

@@ -288,6 +288,12 @@ pub fn metrics_text(state: &AppState) -> Response {
             .map(|since| (state.clock.now() - since).num_seconds().max(0))
             .unwrap_or(0)
     ));
+    body.push_str(&format!(
+        "# HELP sentin8_cron_database_host_search 1 while the store is searching for its database host (a failover under way), else 0.\n\
+         # TYPE sentin8_cron_database_host_search gauge\n\
+         sentin8_cron_database_host_search {}\n",
+        u8::from(state.store.host_search().is_some())
+    ));
     state.rate.render(&mut body);
     state.http.render(&mut body);
     super::process_metrics::render_build_info(&mut body);

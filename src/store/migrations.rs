@@ -123,6 +123,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "cloudevents",
         sql: include_str!("../../migrations/postgres/0019_cloudevents.sql"),
     },
+    Migration {
+        version: 20,
+        name: "operator_counts",
+        sql: include_str!("../../migrations/postgres/0020_operator_counts.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -221,6 +226,11 @@ pub const SQLITE: &[Migration] = &[
         version: 19,
         name: "cloudevents",
         sql: include_str!("../../migrations/sqlite/0019_cloudevents.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "operator_counts",
+        sql: include_str!("../../migrations/sqlite/0020_operator_counts.sql"),
     },
 ];
 

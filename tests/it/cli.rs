@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 mod access;
 mod conventions;
+mod monitoring;
 mod next_fires;
 mod relay;
 mod serve_start;

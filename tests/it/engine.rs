@@ -29,6 +29,7 @@ mod faulty;
 mod fenced;
 mod firing;
 mod last_run;
+mod observed;
 mod overlap;
 mod paused;
 mod pipeline;
@@ -44,6 +45,7 @@ pub use faulty::FaultyStore;
 pub use fenced::*;
 pub use firing::*;
 pub use last_run::*;
+pub use observed::*;
 pub use overlap::*;
 pub use paused::*;
 pub use pipeline::*;
@@ -323,6 +325,7 @@ macro_rules! engine_suite {
             $crate::engine_suite!(@tests $make;
                 fires_once_and_records_success,
                 every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts,
+                calls_are_measured_by_status_class_and_counted_by_environment,
                 retries_back_off_then_land_in_the_dlq,
                 backoff_is_capped,
                 success_resets_the_retry_count,

@@ -22,7 +22,7 @@ use crate::core::buffered::release_buffered;
 use crate::core::clock::{Clock, wait_on};
 use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
-use crate::core::metrics::{Metrics, inc};
+use crate::core::metrics::{CallClass, EnvCounter, Metrics, inc};
 use crate::core::model::*;
 use crate::core::ops::Actor;
 use crate::core::retry::RetryDecision;
@@ -47,10 +47,14 @@ pub(super) async fn call_alone(
     }
     let mut request = run_request(schedule, job);
     request.fence = fence;
+    let started = clock.monotonic();
+    let took = || clock.monotonic().saturating_sub(started);
     let err = tokio::select! {
         answer = dispatcher.run(&request) => match answer {
             Ok(answer) => {
                 inc(&metrics.successes);
+                metrics.per_env.inc(schedule.env_id, EnvCounter::Successes);
+                metrics.calls.observe(CallClass::Status2xx, took());
                 return Some((Ok(answer), CallHealth::Answered));
             }
             Err(DispatchError::LeaseUnsure) => return None,
@@ -59,6 +63,8 @@ pub(super) async fn call_alone(
         () = wait_on(clock, job_timeout) => DispatchError::Timeout(job_timeout),
     };
     inc(&metrics.failures);
+    metrics.per_env.inc(schedule.env_id, EnvCounter::Failures);
+    metrics.calls.observe(CallClass::of_error(&err), took());
     let health = match &err {
         DispatchError::Timeout(_) | DispatchError::Transport(_) => CallHealth::Unreachable,
         DispatchError::Status(..) | DispatchError::Decode(_) => CallHealth::Answered,
@@ -99,10 +105,14 @@ impl Parts {
                 .map(|((id, abandoned), result)| {
                     if abandoned && result != AttemptResult::Superseded {
                         inc(&self.metrics.failures);
+                        self.metrics.per_env.inc(env, EnvCounter::Failures);
                     }
                     match result {
                         AttemptResult::Retry => inc(&self.metrics.retries),
-                        AttemptResult::DeadLettered => inc(&self.metrics.dlq_landings),
+                        AttemptResult::DeadLettered => {
+                            inc(&self.metrics.dlq_landings);
+                            self.metrics.per_env.inc(env, EnvCounter::DlqLandings);
+                        }
                         _ => {}
                     }
                     (id, Outcome::Attempted { result })
@@ -356,6 +366,7 @@ impl Parts {
                         attempts: job.attempt,
                         last_error: job.error.clone().unwrap_or_default(),
                         scheduled_for: job.scheduled_for,
+                        backfill: job.backfill,
                         now,
                     })
                     .await?;

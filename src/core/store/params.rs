@@ -478,6 +478,8 @@ pub struct NewDlqEntry {
     pub attempts: i32,
     pub last_error: String,
     pub scheduled_for: DateTime<Utc>,
+    /// Its job ran a backfilled occurrence.
+    pub backfill: bool,
     pub now: DateTime<Utc>,
 }
 

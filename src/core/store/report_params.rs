@@ -17,6 +17,9 @@ pub struct StoreStats {
     pub jobs_scheduled: i64,
     pub jobs_pending: i64,
     pub jobs_running: i64,
+    /// Occurrences waiting for their schedule's open job to end.
+    #[serde(default)]
+    pub jobs_buffered: i64,
     pub dlq_entries: i64,
     /// Events not relayed yet, parked ones included.
     pub outbox_unrelayed: i64,
@@ -39,6 +42,8 @@ pub struct EnvCounts {
     pub jobs_scheduled: i64,
     pub jobs_pending: i64,
     pub jobs_running: i64,
+    /// Occurrences waiting for their schedule's open job to end.
+    pub jobs_buffered: i64,
     pub jobs_succeeded: i64,
     pub jobs_failed: i64,
     pub jobs_skipped: i64,

@@ -51,7 +51,8 @@ pub(super) fn overview_body() -> String {
             &[
                 ("scheduled", "Scheduled"),
                 ("pending", "Pending"),
-                ("running", "Running")
+                ("running", "Running"),
+                ("buffered", "Buffered")
             ]
         ),
         window = count_list(

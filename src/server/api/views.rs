@@ -330,6 +330,8 @@ pub struct DlqView {
     pub last_error: String,
     pub scheduled_for: DateTime<Utc>,
     pub landed_at: DateTime<Utc>,
+    /// Its job ran an occurrence an operator backfilled.
+    pub backfill: bool,
 }
 
 impl From<DlqEntry> for DlqView {
@@ -346,6 +348,7 @@ impl From<DlqEntry> for DlqView {
             last_error: e.last_error,
             scheduled_for: e.scheduled_for,
             landed_at: e.landed_at,
+            backfill: e.backfill,
         }
     }
 }

@@ -58,7 +58,7 @@ pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, 
     lease_epoch, called_at";
 pub(crate) const JOB_ANSWER_COLUMNS: &str = "job_id, attempt, answered_at, answer";
 pub(crate) const DLQ_COLUMNS: &str = "id, env_id, schedule_id, job_id, domain, schedule_type, \
-    payload, attempts, last_error, scheduled_for, landed_at";
+    payload, attempts, last_error, scheduled_for, landed_at, backfill";
 pub(crate) const OUTBOX_COLUMNS: &str = "seq, id, env_id, schedule_id, event_type, payload, \
     created_at, relayed_at, attempts, last_error, parked_at";
 pub(crate) const AUDIT_COLUMNS: &str = "id, env_id, actor, action, resource_type, resource_id, \
@@ -345,6 +345,7 @@ pub(crate) fn dlq(c: &impl Cells) -> StoreResult<DlqEntry> {
         last_error: c.text("last_error")?,
         scheduled_for: c.ts("scheduled_for")?,
         landed_at: c.ts("landed_at")?,
+        backfill: c.bool("backfill")?,
     })
 }
 
@@ -404,6 +405,7 @@ pub(crate) fn stats(c: &impl Cells) -> StoreResult<StoreStats> {
         jobs_scheduled: c.i64("jobs_scheduled")?,
         jobs_pending: c.i64("jobs_pending")?,
         jobs_running: c.i64("jobs_running")?,
+        jobs_buffered: c.i64("jobs_buffered")?,
         dlq_entries: c.i64("dlq_entries")?,
         outbox_unrelayed: c.i64("outbox_unrelayed")?,
         outbox_parked: c.i64("outbox_parked")?,
@@ -419,6 +421,7 @@ pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
         jobs_scheduled: c.i64("jobs_scheduled")?,
         jobs_pending: c.i64("jobs_pending")?,
         jobs_running: c.i64("jobs_running")?,
+        jobs_buffered: c.i64("jobs_buffered")?,
         jobs_succeeded: c.i64("jobs_succeeded")?,
         jobs_failed: c.i64("jobs_failed")?,
         jobs_skipped: c.i64("jobs_skipped")?,
@@ -451,6 +454,7 @@ pub(crate) fn env_counts_sql(env: &str) -> String {
         ("jobs_scheduled", count("jobs", Some("scheduled"))),
         ("jobs_pending", count("jobs", Some("pending"))),
         ("jobs_running", count("jobs", Some("running"))),
+        ("jobs_buffered", count("jobs", Some("buffered"))),
         ("jobs_succeeded", count("jobs", Some("succeeded"))),
         ("jobs_failed", count("jobs", Some("failed"))),
         ("jobs_skipped", count("jobs", Some("skipped"))),

@@ -119,6 +119,7 @@ pub(crate) fn dlq_insert(env: EnvId, new: &NewDlqEntry) -> Vec<(&'static str, Va
         ("last_error", Val::text(&new.last_error)),
         ("scheduled_for", Val::ts(new.scheduled_for)),
         ("landed_at", Val::ts(new.now)),
+        ("backfill", Val::Bool(new.backfill)),
     ]
 }
 

@@ -275,6 +275,7 @@ pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
                 (SELECT count(*) FROM jobs WHERE status = 'scheduled') AS jobs_scheduled, \
                 (SELECT count(*) FROM jobs WHERE status = 'pending') AS jobs_pending, \
                 (SELECT count(*) FROM jobs WHERE status = 'running') AS jobs_running, \
+                (SELECT count(*) FROM jobs WHERE status = 'buffered') AS jobs_buffered, \
                 (SELECT count(*) FROM dlq) AS dlq_entries, \
                 (SELECT count(*) FROM outbox WHERE relayed_at IS NULL) AS outbox_unrelayed, \
                 (SELECT count(*) FROM outbox \

@@ -69,7 +69,7 @@ pub async fn overview_counts_failures_and_next_fires(store: Arc<dyn Store>) {
         overview["counts"],
         json!({
             "schedules_active": 3, "schedules_paused": 1, "schedules_completed": 0,
-            "jobs_scheduled": 0, "jobs_pending": 0, "jobs_running": 0, "jobs_succeeded": 0, "jobs_failed": 1,
+            "jobs_scheduled": 0, "jobs_pending": 0, "jobs_running": 0, "jobs_buffered": 0, "jobs_succeeded": 0, "jobs_failed": 1,
             "jobs_skipped": 0, "jobs_superseded": 0, "dlq_entries": 1,
         })
     );

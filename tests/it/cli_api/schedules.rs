@@ -305,12 +305,22 @@ pub async fn schedules_are_managed_from_the_command_line(store: Arc<dyn Store>) 
     .await;
     let table = wide.ok();
     assert!(
-        table.lines().next().unwrap().contains("held_by_pause"),
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .trim_end()
+            .ends_with("held_by_pause   backfill"),
         "{table}"
     );
     assert!(
-        table.lines().nth(1).unwrap().trim_end().ends_with("true"),
-        "{table}"
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim_end()
+            .ends_with("true            false"),
+        "held by the pause, not a backfill: {table}"
     );
     cli(
         &api,

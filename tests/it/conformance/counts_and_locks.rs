@@ -22,6 +22,10 @@ pub async fn stats_count_across_tenants(store: Arc<dyn Store>) {
     tx.job_insert(&new_job(s.id, JobStatus::Pending))
         .await
         .unwrap();
+    // An occurrence waiting for that job to end.
+    tx.job_insert(&new_job(s.id, JobStatus::Buffered))
+        .await
+        .unwrap();
     tx.outbox_insert(&NewEvent {
         id: EventId::new(),
         schedule_id: Some(s.id),
@@ -36,6 +40,7 @@ pub async fn stats_count_across_tenants(store: Arc<dyn Store>) {
     assert_eq!(after.schedules_active, before.schedules_active + 1);
     assert_eq!(after.schedules_paused, before.schedules_paused + 1);
     assert_eq!(after.jobs_pending, before.jobs_pending + 1);
+    assert_eq!(after.jobs_buffered, before.jobs_buffered + 1);
     assert_eq!(after.outbox_unrelayed, before.outbox_unrelayed + 1);
 }
 
@@ -66,6 +71,9 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
     tx.job_insert(&new_job(sooner.id, JobStatus::Pending))
         .await
         .unwrap();
+    tx.job_insert(&new_job(sooner.id, JobStatus::Buffered))
+        .await
+        .unwrap();
     for status in [
         JobStatus::Succeeded,
         JobStatus::Failed,
@@ -86,6 +94,7 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
         attempts: 1,
         last_error: "boom".into(),
         scheduled_for: t0(),
+        backfill: false,
         now: t0(),
     })
     .await
@@ -107,6 +116,7 @@ pub async fn env_counts_and_upcoming_stay_in_their_tenant(store: Arc<dyn Store>)
             jobs_scheduled: 0,
             jobs_pending: 1,
             jobs_running: 0,
+            jobs_buffered: 1,
             jobs_succeeded: 1,
             jobs_failed: 3,
             jobs_skipped: 0,

@@ -236,7 +236,7 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
     let b = insert_schedule(&store, env, new_schedule("b", "reports")).await;
     let mut tx = store.tenant_begin(env).await.unwrap();
     let mut entries = Vec::new();
-    for s in [&a, &b, &a] {
+    for (i, s) in [&a, &b, &a].into_iter().enumerate() {
         let mut job = new_job(s.id, JobStatus::Failed);
         job.finished_at = Some(t0());
         let job = tx.job_insert(&job).await.unwrap();
@@ -251,6 +251,8 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
                 attempts: 4,
                 last_error: "proxy-back status 503".into(),
                 scheduled_for: t0(),
+                // The second one's job ran a backfilled occurrence.
+                backfill: i == 1,
                 now: t0() + Duration::minutes(30),
             })
             .await
@@ -262,6 +264,10 @@ pub async fn dlq_round_trips_and_lists(store: Arc<dyn Store>) {
     assert_eq!(
         tx.dlq_get(entries[1].id).await.unwrap(),
         Some(entries[1].clone())
+    );
+    assert_eq!(
+        entries.iter().map(|e| e.backfill).collect::<Vec<_>>(),
+        [false, true, false]
     );
 
     let all = tx

@@ -125,6 +125,7 @@ pub async fn retention_removes_only_what_it_may(store: Arc<dyn Store>) {
         attempts: 1,
         last_error: "proxy-back status 500".into(),
         scheduled_for: old,
+        backfill: false,
         now: old,
     })
     .await

@@ -19,7 +19,7 @@ use super::super::slots::{Slot, origin_shown};
 use super::{Called, Producer};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::dispatch::CallFence;
-use crate::core::metrics::inc;
+use crate::core::metrics::{EnvCounter, inc};
 use crate::core::model::*;
 
 impl Producer {
@@ -60,6 +60,7 @@ impl Producer {
         if let Some(origin) = slot.origin.as_deref()
             && let Admission::Reject { until } = self.breakers.admit(origin, now)
         {
+            inc(&self.parts.metrics.calls.breaker_rejections);
             let failure = self.circuit_open(origin, until, &schedule, &job);
             return self.call_done(Called {
                 attempt: Attempt::called(schedule, job, Err(failure), now),
@@ -105,6 +106,7 @@ impl Producer {
     fn count_fire(&self, job: &mut Job, now: DateTime<Utc>) {
         let metrics = &self.parts.metrics;
         inc(&metrics.fires);
+        metrics.per_env.inc(job.env_id, EnvCounter::Fires);
         job.started_at = Some(now);
         let late = now - job.scheduled_for;
         metrics.lateness.observe(late.to_std().unwrap_or_default());
@@ -202,7 +204,14 @@ impl Producer {
                 .attempt
                 .ended_at
                 .unwrap_or_else(|| self.parts.clock.now());
-            self.breakers.record(origin, health, ended_at);
+            let calls = &self.parts.metrics.calls;
+            if self.breakers.record(origin, health, ended_at) {
+                inc(&calls.breaker_openings);
+            }
+            let not_closed = i64::try_from(self.breakers.not_closed()).unwrap_or(i64::MAX);
+            calls
+                .breakers_open
+                .store(not_closed, std::sync::atomic::Ordering::Relaxed);
         }
         self.slots.call_ended(called.slot);
         self.fires.step(called.attempt.job.id, FireEvent::CallEnded);

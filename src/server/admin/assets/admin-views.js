@@ -122,7 +122,7 @@ const sentin8AdminViews = (() => {
     for (const key of ['active', 'paused', 'completed']) {
       $(`c-schedules-${key}`).textContent = counts[`schedules_${key}`];
     }
-    for (const key of ['scheduled', 'pending', 'running']) $(`c-jobs-${key}`).textContent = counts[`jobs_${key}`];
+    for (const key of ['scheduled', 'pending', 'running', 'buffered']) $(`c-jobs-${key}`).textContent = counts[`jobs_${key}`];
     const windowName = hours === 168 ? 'Last 7 days' : 'Last 24 hours';
     $('win-title').textContent = windowName;
     $('c-win-fires').textContent = runs.fires;

@@ -613,7 +613,7 @@
       cell('Schedule', h('a', { href: `${UI}/schedules/view?id=${encodeURIComponent(entry.schedule_id)}`, class: 'dlq-schedule' }, label(entry.domain, entry.schedule_type)),
         h('div', { class: 'mono', title: entry.job_id },
           h('a', { href: `${UI}/jobs/view?id=${encodeURIComponent(entry.job_id)}`, class: 'dlq-job' }, `job ${short(entry.job_id)}`))),
-      cell('Scheduled for', timeEl(entry.scheduled_for)),
+      cell('Scheduled for', timeEl(entry.scheduled_for), ...(entry.backfill ? [' ', h('span', { class: 'badge held', title: 'Backfilled by an operator: an old occurrence run on purpose.' }, 'backfill')] : [])),
       cell('Landed', timeEl(entry.landed_at)),
       cell('Attempts', entry.attempts),
       cell('Last error', h('span', { class: 'error-text' }, entry.last_error)),
