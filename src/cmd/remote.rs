@@ -296,7 +296,7 @@ pub fn print_one(
     print_table(out, output, kind, std::slice::from_ref(record))
 }
 
-fn print_table(
+pub fn print_table(
     out: &mut (dyn Write + Send),
     output: &OutputArgs,
     kind: Kind,

@@ -2,6 +2,7 @@
 //! service's API (`--server`, `--token`), as `kubectl get|apply` manage their resources.
 
 pub mod apply;
+pub mod describe;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -212,6 +213,11 @@ pub enum SchedulesCommand {
     /// Show one schedule.
     #[command(after_help = "Example:\n  sentin8-cron schedules get $ID --env $ENV -o wide")]
     Get(One),
+    /// One schedule at a glance: its pause, the open job, the recent jobs with their outcomes,
+    /// the next calls (with their jitter), and its jobs of the last 7 days counted (succeeded,
+    /// failed, skipped, missed, buffered).
+    #[command(after_help = "Example:\n  sentin8-cron schedules describe $ID --env $ENV")]
+    Describe(One),
     /// Create a schedule from flags, or from an API request document (-f FILE, - for stdin).
     #[command(after_help = "Examples:
   sentin8-cron schedules create --env $ENV --domain billing --type billing.nightly \\
@@ -327,6 +333,13 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                 .get(&path(one.id, ""), &env_query(one.target.env))
                 .await?;
             remote::print_one(out, &one.target.output, Kind::Schedule, &record)?;
+        }
+        SchedulesCommand::Describe(one) => {
+            let client = one.target.server.require()?;
+            let described = client
+                .get(&path(one.id, "/describe"), &env_query(one.target.env))
+                .await?;
+            describe::print(out, &one.target.output, &described)?;
         }
         SchedulesCommand::Create {
             file,

@@ -554,6 +554,14 @@ pub trait TenantTx: Send {
     /// status.
     async fn env_counts(&mut self) -> StoreResult<EnvCounts>;
 
+    /// The jobs of schedule `id`: its occurrences since `since` by outcome, and its open jobs
+    /// by state (see [`ScheduleJobCounts`]).
+    async fn schedule_job_counts(
+        &mut self,
+        id: ScheduleId,
+        since: DateTime<Utc>,
+    ) -> StoreResult<ScheduleJobCounts>;
+
     /// This environment's jobs waiting their turn (`buffered`: backfilled occurrences, and a
     /// buffered fire per schedule at most): what a backfill adds to, and is capped by. Until
     /// the transaction ends, another transaction's count of this environment waits, so that

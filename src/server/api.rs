@@ -24,6 +24,7 @@ use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
+pub mod describe;
 pub mod lifecycle;
 pub(crate) mod requests;
 pub mod views;

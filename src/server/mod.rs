@@ -162,6 +162,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::resume_schedule))
         .routes(routes!(api::trigger_schedule))
         .routes(routes!(api::backfill_schedule))
+        .routes(routes!(api::describe::describe_schedule))
         .routes(routes!(api::list_jobs))
         .routes(routes!(api::get_job))
         .routes(routes!(api::retry_job))

@@ -25,6 +25,7 @@ use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
 mod access;
+mod describe;
 mod generated_client;
 mod jobs;
 mod oncall;
@@ -34,6 +35,7 @@ mod schemathesis;
 mod system;
 
 pub use access::*;
+pub use describe::*;
 pub use generated_client::*;
 pub use jobs::*;
 pub use oncall::*;
@@ -344,6 +346,7 @@ macro_rules! api_suite {
             $crate::api_suite!(@tests $make;
                 schedule_lifecycle,
                 a_pause_says_who_when_and_why_until_the_resume,
+                a_schedule_is_described_with_its_next_calls_jobs_and_counts,
                 a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,
                 the_scrape_passes_promtool,

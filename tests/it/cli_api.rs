@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 use crate::api::Api;
 
 mod apply;
+mod describe;
 mod dlq;
 mod flags;
 mod lifecycle_endpoints;
@@ -18,6 +19,7 @@ mod paging;
 mod schedules;
 
 pub use apply::*;
+pub use describe::*;
 pub use dlq::*;
 pub use flags::*;
 pub use lifecycle_endpoints::*;
@@ -123,6 +125,7 @@ macro_rules! cli_api_suite {
             use $crate::cli_api as suite;
             $crate::cli_api_suite!(@tests $make;
                 schedules_are_managed_from_the_command_line,
+                describe_shows_a_schedule_at_a_glance,
                 policies_and_backfill_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,

@@ -17,6 +17,7 @@ use crate::core::target::{AnyTarget, Target, TargetPolicy};
 
 mod audit;
 mod backfill;
+mod describe;
 mod job;
 mod patch;
 mod read;
@@ -25,6 +26,9 @@ mod validate;
 
 pub use audit::Actor;
 pub use backfill::Backfilled;
+pub use describe::{
+    DESCRIBE_RECENT, DESCRIBE_UPCOMING, DESCRIBE_WINDOW, ScheduleDescription, UpcomingCall,
+};
 pub use patch::SchedulePatch;
 pub use read::EnvOverview;
 pub use schedule::{

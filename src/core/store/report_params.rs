@@ -52,6 +52,25 @@ pub struct EnvCounts {
     pub dlq_entries: i64,
 }
 
+/// One schedule's jobs counted for `describe`: what its occurrences since an instant came to,
+/// and its jobs open now. A run of missed occurrences is one skipped record; `missed` counts
+/// the occurrences in it, and `skipped` the other skipped records.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScheduleJobCounts {
+    /// Since the instant asked for, by the occurrence's instant.
+    pub succeeded: i64,
+    pub failed: i64,
+    pub skipped: i64,
+    pub missed: i64,
+    /// Backfilled jobs among all of the above.
+    pub backfilled: i64,
+    /// Open now, whenever their occurrence.
+    pub scheduled: i64,
+    pub pending: i64,
+    pub running: i64,
+    pub buffered: i64,
+}
+
 /// Applied and known schema versions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SchemaStatus {

@@ -430,6 +430,20 @@ pub(crate) fn env_counts(c: &impl Cells) -> StoreResult<EnvCounts> {
     })
 }
 
+pub(crate) fn schedule_job_counts_of(c: &impl Cells) -> StoreResult<ScheduleJobCounts> {
+    Ok(ScheduleJobCounts {
+        succeeded: c.i64("succeeded")?,
+        failed: c.i64("failed")?,
+        skipped: c.i64("skipped")?,
+        missed: c.i64("missed")?,
+        backfilled: c.i64("backfilled")?,
+        scheduled: c.i64("scheduled")?,
+        pending: c.i64("pending")?,
+        running: c.i64("running")?,
+        buffered: c.i64("buffered")?,
+    })
+}
+
 pub(crate) fn failure_recorded(c: &impl Cells) -> StoreResult<OutboxFailureRecorded> {
     Ok(OutboxFailureRecorded {
         seq: c.i64("seq")?,

@@ -2,6 +2,7 @@
 //! differs only in placeholders. `tx_macros.rs` puts them, and the named transitions, into each
 //! backend's `TenantTx` implementation, so each is written once.
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
@@ -171,6 +172,44 @@ pub(crate) async fn counts<T: TenantRows>(tx: &mut T) -> StoreResult<EnvCounts> 
     let sql = scoped(tx, |env, _| super::env_counts_sql(env));
     let row = tx.fetch_one(&sql).await?;
     super::env_counts(&row.cells("counts"))
+}
+
+/// Schedule `id`'s jobs: its occurrences since `since` by outcome, and its open jobs.
+pub(crate) async fn schedule_job_counts<T: TenantRows>(
+    tx: &mut T,
+    id: ScheduleId,
+    since: DateTime<Utc>,
+) -> StoreResult<ScheduleJobCounts> {
+    let sql = scoped(tx, |env, sql| {
+        let id = sql.val(Val::uuid(id.0));
+        let since = sql.val(Val::ts(since));
+        let recent = |condition: &str, what: &str| {
+            format!(
+                "coalesce(sum(CASE WHEN scheduled_for >= {since} AND {condition} THEN {what} \
+                 ELSE 0 END), 0)"
+            )
+        };
+        let open = |status: &str| {
+            format!("coalesce(sum(CASE WHEN status = '{status}' THEN 1 ELSE 0 END), 0)")
+        };
+        format!(
+            "SELECT {} AS succeeded, {} AS failed, {} AS skipped, {} AS missed, \
+                    {} AS backfilled, {} AS scheduled, {} AS pending, {} AS running, \
+                    {} AS buffered \
+             FROM jobs WHERE env_id = {env} AND schedule_id = {id}",
+            recent("status = 'succeeded'", "1"),
+            recent("status = 'failed'", "1"),
+            recent("status = 'skipped' AND missed_count IS NULL", "1"),
+            recent("missed_count IS NOT NULL", "missed_count"),
+            recent("backfill", "1"),
+            open("scheduled"),
+            open("pending"),
+            open("running"),
+            open("buffered"),
+        )
+    });
+    let row = tx.fetch_one(&sql).await?;
+    super::schedule_job_counts_of(&row.cells("jobs"))
 }
 
 /// This environment's jobs waiting their turn (`buffered`).

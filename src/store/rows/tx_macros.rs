@@ -294,6 +294,14 @@ macro_rules! tenant_tx {
             $crate::store::rows::counts(self).await
         }
 
+        async fn schedule_job_counts(
+            &mut self,
+            id: ScheduleId,
+            since: ::chrono::DateTime<::chrono::Utc>,
+        ) -> StoreResult<ScheduleJobCounts> {
+            $crate::store::rows::schedule_job_counts(self, id, since).await
+        }
+
         async fn outbox_list(
             &mut self,
             after_seq: i64,

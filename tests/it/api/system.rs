@@ -122,6 +122,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("GET", "/v1/openapi.json"),
         ("GET", "/v1/schedules"),
         ("GET", "/v1/schedules/{id}"),
+        ("GET", "/v1/schedules/{id}/describe"),
         ("GET", "/v1/whoami"),
         ("PATCH", "/v1/schedules/{id}"),
         ("POST", "/v1/dlq/{id}/republish"),
