@@ -61,6 +61,8 @@ pub struct Service {
     pub retention: Option<RetentionConfig>,
     /// At most this many jobs of one environment wait their turn (backfills beyond: 409).
     pub waiting_cap: u64,
+    /// Where the attempts' spans are exported (OTLP/HTTP), when an endpoint is set.
+    pub spans: Option<crate::telemetry::OtlpExporter>,
 }
 
 impl Service {
@@ -102,16 +104,24 @@ impl Service {
         }
 
         let ticker = self.run_ticker.then(|| {
-            let engine = Engine::new(
+            let mut engine = Engine::new(
                 self.store.clone(),
                 self.dispatcher.clone(),
                 self.clock.clone(),
                 self.engine.clone(),
                 self.metrics.clone(),
             );
+            if let Some(exporter) = &self.spans {
+                engine = engine.with_spans(Arc::new(exporter.clone()));
+            }
+            let spans = self.spans.clone();
             let rx = stop_rx.clone();
             tokio::spawn(async move {
                 engine.run(stopped(rx)).await;
+                // The spans of the last attempts go out before the process ends.
+                if let Some(exporter) = spans {
+                    exporter.flush().await;
+                }
                 tracing::info!("ticker stopped");
             })
         });

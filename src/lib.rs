@@ -17,6 +17,7 @@
 //! - [`daemon`] wires one `serve` process together: HTTP server, ticker and relay, with one
 //!   shutdown and a bounded drain.
 //! - [`store`] holds all SQL: the PostgreSQL and SQLite backends of the storage seam.
+//! - [`telemetry`] exports the engine's spans over OTLP/HTTP when an endpoint is set.
 //! - [`registration`] is sentin8-cron's own self-description (routes, events, configuration,
 //!   schedules), printed by `sentin8-cron --print-registration`.
 //! - [`client`] is a small client of the HTTP API, for the operator commands that talk to a
@@ -38,5 +39,6 @@ pub mod daemon;
 pub mod registration;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 pub mod tzdir;
 pub mod util;

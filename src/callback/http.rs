@@ -370,6 +370,11 @@ fn request_headers(request: &RunRequest) -> Result<HeaderMap, DispatchError> {
         "x-correlation-id",
         value(&request.correlation_id, "correlation_id")?,
     );
+    // W3C trace context: a target that continues the trace ties its work to the job.
+    if let Some((parent, state)) = &request.trace {
+        headers.insert("traceparent", value(parent, "traceparent")?);
+        headers.insert("tracestate", value(state, "tracestate")?);
+    }
     Ok(headers)
 }
 

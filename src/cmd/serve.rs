@@ -55,6 +55,33 @@ pub struct Args {
     /// that would leave more is refused with 409
     #[arg(long, env = "SENTIN8_CRON_MAX_WAITING_JOBS", value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub max_waiting_jobs: u32,
+    /// Export each attempt's spans (claim, hand-off, call, record) over OTLP/HTTP to this
+    /// collector (spans go to its /v1/traces); OTEL_EXPORTER_OTLP_ENDPOINT when unset. Off
+    /// when neither is set.
+    #[arg(long, env = "SENTIN8_CRON_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+}
+
+/// The OTLP endpoint: the setting, else OpenTelemetry's own variable; an http(s) URL.
+fn otlp_endpoint(setting: Option<&str>) -> anyhow::Result<Option<url::Url>> {
+    let standard = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok();
+    let Some(text) = setting
+        .or(standard.as_deref())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    else {
+        return Ok(None);
+    };
+    let url = url::Url::parse(text)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--otlp-endpoint (SENTIN8_CRON_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT) must \
+                 be an http(s) URL with a host, e.g. http://127.0.0.1:4318"
+            )
+        })?;
+    Ok(Some(url))
 }
 
 /// How often the counts health and metrics report are recomputed (at most once per tick
@@ -232,6 +259,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         health: args.health.rules(),
         retention: Some(args.retention.config()),
         waiting_cap: u64::from(args.max_waiting_jobs),
+        spans: otlp_endpoint(args.otlp_endpoint.as_deref())?
+            .map(|endpoint| {
+                tracing::info!(endpoint = %crate::util::url::redact(endpoint.as_str()), "exporting spans over OTLP/HTTP");
+                crate::telemetry::OtlpExporter::start(&endpoint, &address.to_string())
+            }),
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

@@ -35,6 +35,10 @@ pub struct RunRequest {
     /// What must hold for the call to leave (the attempt's lease); none: nothing to check.
     #[serde(skip)]
     pub fence: Option<CallFence>,
+    /// The W3C `traceparent` and `tracestate` headers of the call (see
+    /// [`crate::core::trace`]).
+    #[serde(skip)]
+    pub trace: Option<(String, String)>,
 }
 
 /// The check a call passes just before its request is handed to the transport: the attempt's

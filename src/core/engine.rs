@@ -45,6 +45,7 @@ use crate::core::metrics::Metrics;
 use crate::core::model::*;
 use crate::core::policies::Overlap;
 use crate::core::store::*;
+use crate::core::trace::{NoSpans, SpanSink};
 
 mod claim;
 mod fire;
@@ -58,6 +59,7 @@ mod recorder;
 mod round;
 mod share;
 mod slots;
+mod traced;
 mod wake;
 
 pub use lease::{ATTEMPT_LEASE, CALL_MARGIN};
@@ -165,8 +167,15 @@ impl Engine {
                 clock,
                 config,
                 metrics,
+                spans: Arc::new(NoSpans),
             },
         }
+    }
+
+    /// The engine with its attempts' spans sent to `spans` (see [`crate::core::trace`]).
+    pub fn with_spans(mut self, spans: Arc<dyn SpanSink>) -> Self {
+        self.parts.spans = spans;
+        self
     }
 
     pub fn config(&self) -> &EngineConfig {

@@ -133,29 +133,16 @@ pub struct FieldChange {
     pub after: Value,
 }
 
-/// The fields of a schedule a change is reported on, under their API names; the stored shape
-/// calls the expression `cron_expr`.
-pub const CHANGE_FIELDS: &[&str] = &[
-    "cron",
-    "run_at",
-    "timezone",
-    "on_dst_gap",
-    "on_dst_repeat",
-    "payload",
-    "max_retries",
-    "target_config",
-    "overlap",
-    "catchup_window",
-    "max_jitter",
-    "start_at",
-    "end_at",
-    "pause_on_failure",
-    "remaining_runs",
-    "status",
-    "next_run_at",
-];
+/// The fields of a schedule a change is reported on, under their API names (the stored shape
+/// calls the expression `cron_expr`): a declaration's fields, and the state a change moves.
+pub fn change_fields() -> impl Iterator<Item = &'static str> {
+    crate::core::enroll::FIELDS
+        .iter()
+        .copied()
+        .chain(["remaining_runs", "status", "next_run_at"])
+}
 
-/// What changed between two versions of a schedule, field by field (see [`CHANGE_FIELDS`]).
+/// What changed between two versions of a schedule, field by field (see [`change_fields`]).
 pub fn schedule_changes(
     before: &Schedule,
     after: &Schedule,
@@ -172,13 +159,12 @@ pub fn schedule_changes(
         }
     };
     let (before, after) = (shown(before), shown(after));
-    CHANGE_FIELDS
-        .iter()
+    change_fields()
         .filter_map(|field| {
-            let was = before.get(*field).cloned().unwrap_or(Value::Null);
-            let is = after.get(*field).cloned().unwrap_or(Value::Null);
+            let was = before.get(field).cloned().unwrap_or(Value::Null);
+            let is = after.get(field).cloned().unwrap_or(Value::Null);
             (was != is).then_some((
-                *field,
+                field,
                 FieldChange {
                     before: was,
                     after: is,

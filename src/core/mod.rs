@@ -25,3 +25,4 @@ pub mod storable;
 pub mod store;
 pub mod target;
 pub mod timing;
+pub mod trace;

@@ -191,6 +191,7 @@ impl Api {
             health,
             retention: None,
             waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
+            spans: None,
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

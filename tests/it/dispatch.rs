@@ -44,6 +44,7 @@ fn run_request(base_url: Option<String>) -> RunRequest {
             .cloned()
             .map_err(Clone::clone),
         fence: None,
+        trace: None,
     }
 }
 

@@ -70,6 +70,7 @@ impl Server {
             health: Default::default(),
             retention: None,
             waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
+            spans: None,
             limits: Default::default(),
             stats: Default::default(),
             metrics_listener: None,
@@ -218,6 +219,7 @@ fn run_request(base_url: &str) -> RunRequest {
             .cloned()
             .map_err(Clone::clone),
         fence: None,
+        trace: None,
     }
 }
 

@@ -36,6 +36,7 @@ mod pipeline;
 mod policies;
 mod recovery;
 mod timing;
+mod traced;
 
 pub use ahead::*;
 pub use counting::*;
@@ -52,6 +53,7 @@ pub use pipeline::*;
 pub use policies::*;
 pub use recovery::*;
 pub use timing::*;
+pub use traced::*;
 
 /// Waits until `done` holds, looking again every 10 ms, for at most 20 s (a bound for a broken
 /// engine, never reached by a working one: no test waits on it for time to pass).
@@ -326,6 +328,7 @@ macro_rules! engine_suite {
                 fires_once_and_records_success,
                 every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts,
                 calls_are_measured_by_status_class_and_counted_by_environment,
+                each_attempt_is_a_span_of_the_jobs_trace_and_its_call_continues_it,
                 retries_back_off_then_land_in_the_dlq,
                 backoff_is_capped,
                 success_resets_the_retry_count,

@@ -56,6 +56,7 @@ fn run_request(base_url: &str) -> RunRequest {
             .cloned()
             .map_err(Clone::clone),
         fence: None,
+        trace: None,
     }
 }
 
@@ -84,6 +85,7 @@ async fn serve_jwks(jwks: Value) -> (String, oneshot::Sender<()>) {
         health: Default::default(),
         retention: None,
         waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
+        spans: None,
         limits: Default::default(),
         stats: Default::default(),
         metrics_listener: None,

@@ -66,6 +66,7 @@ async fn start() -> TlsServer {
         health: Default::default(),
         retention: None,
         waiting_cap: sentin8_cron::core::ops::DEFAULT_WAITING_CAP,
+        spans: None,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

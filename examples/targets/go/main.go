@@ -231,7 +231,14 @@ func run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The work goes here. A retry of a job carries the same Idempotency-Key: do it once.
-	fmt.Printf("200 job %s of schedule %s (env %s): %s\n", c.JobID, c.ScheduleID, c.EnvID, body)
+	// Continue the call's trace: an OpenTelemetry SDK reads `traceparent` with its W3C
+	// propagator (propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header)));
+	// its trace id is the job's.
+	trace := r.Header.Get("Traceparent")
+	if trace == "" {
+		trace = "-"
+	}
+	fmt.Printf("200 job %s of schedule %s (env %s, trace %s): %s\n", c.JobID, c.ScheduleID, c.EnvID, trace, body)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"ok":true}`))
 }

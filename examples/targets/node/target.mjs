@@ -138,8 +138,11 @@ async function handle(request, response) {
     return answer(response, 401, why);
   }
   // The work goes here. A retry of a job carries the same Idempotency-Key: do it once.
+  // Continue the call's trace: an OpenTelemetry SDK reads `traceparent` with its W3C
+  // propagator (propagation.extract(context.active(), request.headers)); its trace id is the job's.
+  const trace = request.headers.traceparent ?? "-";
   console.log(
-    `200 job ${claims.job_id} of schedule ${claims.schedule_id} (env ${claims.env_id}): ${body}`,
+    `200 job ${claims.job_id} of schedule ${claims.schedule_id} (env ${claims.env_id}, trace ${trace}): ${body}`,
   );
   answer(response, 200, JSON.stringify({ ok: true }), "application/json");
 }

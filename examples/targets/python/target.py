@@ -172,9 +172,12 @@ class Handler(BaseHTTPRequestHandler):
             print(f"401 unreadable call ({error!r})", flush=True)
             return self.answer(401, "unreadable call")
         # The work goes here. A retry of a job carries the same Idempotency-Key: do it once.
+        # Continue the call's trace: an OpenTelemetry SDK reads `traceparent` with its W3C
+        # propagator (opentelemetry.propagate.extract(self.headers)); its trace id is the job's.
+        trace = self.headers.get("traceparent", "-")
         print(
             f"200 job {claims.get('job_id')} of schedule {claims.get('schedule_id')} "
-            f"(env {claims.get('env_id')}): {body.decode('utf-8', 'replace')}",
+            f"(env {claims.get('env_id')}, trace {trace}): {body.decode('utf-8', 'replace')}",
             flush=True,
         )
         self.answer(200, json.dumps({"ok": True}), "application/json")

@@ -97,6 +97,7 @@ impl Parts {
         if held.is_empty() {
             return Ok(ClaimedGroup::none());
         }
+        let began = self.clock.now();
         let mut tx = locks.tenant_begin(env).await?;
         let due: Vec<DueSchedule> = due
             .iter()
@@ -118,6 +119,7 @@ impl Parts {
         let deferred = plan.deferred;
         let mut group = self.write_plan(&mut *tx, plan, now).await?;
         tx.commit().await?;
+        self.trace_claims(&group.runs, began);
         for _ in 0..group.skipped + group.missed {
             inc(&self.metrics.skipped);
         }

@@ -27,6 +27,7 @@ use crate::core::model::*;
 use crate::core::ops::Actor;
 use crate::core::retry::RetryDecision;
 use crate::core::store::*;
+use crate::core::trace;
 
 /// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task; the
 /// timeout is kept on the injected clock), with what it says about the target origin's health.
@@ -98,26 +99,30 @@ impl Parts {
                 )
             })
             .collect();
+        let began = self.clock.now();
         match self.record_outcomes(env, attempts).await {
-            Ok(results) => Ok(ids
-                .into_iter()
-                .zip(results)
-                .map(|((id, abandoned), result)| {
-                    if abandoned && result != AttemptResult::Superseded {
-                        inc(&self.metrics.failures);
-                        self.metrics.per_env.inc(env, EnvCounter::Failures);
-                    }
-                    match result {
-                        AttemptResult::Retry => inc(&self.metrics.retries),
-                        AttemptResult::DeadLettered => {
-                            inc(&self.metrics.dlq_landings);
-                            self.metrics.per_env.inc(env, EnvCounter::DlqLandings);
+            Ok(results) => {
+                self.trace_records(&kept, &results, began);
+                Ok(ids
+                    .into_iter()
+                    .zip(results)
+                    .map(|((id, abandoned), result)| {
+                        if abandoned && result != AttemptResult::Superseded {
+                            inc(&self.metrics.failures);
+                            self.metrics.per_env.inc(env, EnvCounter::Failures);
                         }
-                        _ => {}
-                    }
-                    (id, Outcome::Attempted { result })
-                })
-                .collect()),
+                        match result {
+                            AttemptResult::Retry => inc(&self.metrics.retries),
+                            AttemptResult::DeadLettered => {
+                                inc(&self.metrics.dlq_landings);
+                                self.metrics.per_env.inc(env, EnvCounter::DlqLandings);
+                            }
+                            _ => {}
+                        }
+                        (id, Outcome::Attempted { result })
+                    })
+                    .collect())
+            }
             Err(err) => Err((err, kept)),
         }
     }
@@ -555,5 +560,9 @@ pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
         idempotency_key: job.idempotency_key.clone(),
         base_url: schedule.target.base_url().cloned().map_err(Clone::clone),
         fence: None,
+        trace: Some((
+            trace::traceparent(job.id, job.attempt),
+            trace::tracestate(job.attempt),
+        )),
     }
 }

@@ -14,6 +14,7 @@ use crate::core::dispatch::Dispatcher;
 use crate::core::metrics::{Metrics, inc};
 use crate::core::retry::RetryPolicy;
 use crate::core::store::*;
+use crate::core::trace::SpanSink;
 
 use super::lease::ATTEMPT_LEASE;
 
@@ -196,6 +197,8 @@ pub(super) struct Parts {
     pub clock: Arc<dyn Clock>,
     pub config: EngineConfig,
     pub metrics: Arc<Metrics>,
+    /// Where the attempts' spans go (none by default).
+    pub spans: Arc<dyn SpanSink>,
 }
 
 impl Parts {

@@ -198,7 +198,7 @@ pub fn schema(event_type: &str) -> Option<Value> {
                 "description": "Each changed field, under its API name, with its value before \
                                 and after.",
                 "type": "object",
-                "propertyNames": { "enum": CHANGE_FIELDS },
+                "propertyNames": { "enum": change_fields().collect::<Vec<_>>() },
                 "additionalProperties": {
                     "type": "object",
                     "required": ["before", "after"],

@@ -17,21 +17,29 @@ fn only_refusals_count_towards_parking() {
     assert!(!SinkError::Unavailable("connection refused".into()).parkable());
 }
 
-#[test]
-fn the_envelope_is_a_structured_cloudevent() {
-    let event = OutboxEvent {
+/// An outbox event of `event_type` with `payload`, written at 2030-03-17T17:46:40Z.
+fn outbox_event(event_type: &str, payload: Value) -> OutboxEvent {
+    OutboxEvent {
         seq: 7,
         id: EventId::new(),
         env_id: EnvId::new(),
         schedule_id: Some(ScheduleId::new()),
-        event_type: crate::core::events::SCHEDULE_PAUSED.into(),
-        payload: serde_json::json!({"status": "paused"}),
+        event_type: event_type.into(),
+        payload,
         created_at: chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap(),
         relayed_at: None,
         attempts: 0,
         last_error: None,
         parked_at: None,
-    };
+    }
+}
+
+#[test]
+fn the_envelope_is_a_structured_cloudevent() {
+    let event = outbox_event(
+        crate::core::events::SCHEDULE_PAUSED,
+        serde_json::json!({"status": "paused"}),
+    );
     let envelope = EventEnvelope::of(&event);
     let body: Value = serde_json::from_slice(&envelope.to_json().unwrap()).expect("JSON");
     assert_eq!(body["specversion"], "1.0");
@@ -55,20 +63,11 @@ fn the_envelope_is_a_structured_cloudevent() {
 
 #[test]
 fn an_event_written_under_a_former_name_goes_out_under_its_new_one() {
-    let event = OutboxEvent {
-        seq: 8,
-        id: EventId::new(),
-        env_id: EnvId::new(),
-        schedule_id: Some(ScheduleId::new()),
-        event_type: "sentin8:cron:schedule:completed".into(),
-        payload: serde_json::json!({"event_type": "sentin8:cron:schedule:completed",
+    let event = outbox_event(
+        "sentin8:cron:schedule:completed",
+        serde_json::json!({"event_type": "sentin8:cron:schedule:completed",
             "at": "2030-01-01T00:00:00Z", "status": "active"}),
-        created_at: chrono::DateTime::from_timestamp(1_900_000_000, 0).unwrap(),
-        relayed_at: None,
-        attempts: 0,
-        last_error: None,
-        parked_at: None,
-    };
+    );
     let envelope = EventEnvelope::of(&event);
     assert_eq!(envelope.event_type, crate::core::events::JOB_SUCCEEDED);
     assert_eq!(envelope.data, serde_json::json!({"status": "active"}));

@@ -21,6 +21,7 @@ use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
 use crate::core::dispatch::CallFence;
 use crate::core::metrics::{EnvCounter, inc};
 use crate::core::model::*;
+use crate::core::trace::{Span, Step};
 
 impl Producer {
     /// Starts ready attempts as slots allow, one per environment and origin in turn.
@@ -143,12 +144,14 @@ impl Producer {
         let dispatcher = engine.dispatcher.clone();
         let metrics = engine.metrics.clone();
         let clock = engine.clock.clone();
+        let spans = engine.spans.clone();
         let timeout = engine.config.job_timeout;
         let done = self.calls_tx.clone();
         self.call_tasks.spawn(async move {
             // A call that panics still ends in an outcome: otherwise its job would stay
             // running (its lease renewed) for the life of the process and every later fire
             // of its schedule be skipped.
+            let began = clock.now();
             let called = AssertUnwindSafe(call_alone(
                 &*dispatcher,
                 &*clock,
@@ -170,8 +173,16 @@ impl Producer {
                     (Err(Failure::panicked()), Some(CallHealth::Neutral), None)
                 }
             };
+            let ended = clock.now();
+            if unsent.is_none() && spans.enabled() {
+                let span = Span::step(Step::Call, schedule.id, schedule.env_id, &job, began, ended);
+                spans.export(vec![match &result {
+                    Ok(_) => span,
+                    Err(failure) => span.failed(failure.message.clone()),
+                }]);
+            }
             let _ = done.send(Called {
-                attempt: Attempt::called(schedule, job, result, clock.now()),
+                attempt: Attempt::called(schedule, job, result, ended),
                 slot,
                 health,
                 unsent,

@@ -94,6 +94,7 @@ impl Producer {
             .into_iter()
             .map(|h| (h.job_id, h.schedule_updated_at))
             .collect();
+        self.parts.trace_hand_offs(&fires, &handed, at);
         let mut ready = Vec::with_capacity(fires.len());
         let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
         for (schedule, mut job) in fires {
