@@ -329,6 +329,7 @@ macro_rules! engine_suite {
                 every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts,
                 calls_are_measured_by_status_class_and_counted_by_environment,
                 each_attempt_is_a_span_of_the_jobs_trace_and_its_call_continues_it,
+                a_fire_claimed_ahead_traces_its_claim_hand_off_call_and_record,
                 retries_back_off_then_land_in_the_dlq,
                 backoff_is_capped,
                 success_resets_the_retry_count,

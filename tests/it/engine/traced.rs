@@ -182,3 +182,45 @@ pub async fn each_attempt_is_a_span_of_the_jobs_trace_and_its_call_continues_it(
         0
     );
 }
+
+/// The serve loop's path: a fire claimed ahead, handed off just before its instant, called at
+/// it and recorded; its trace has every step.
+pub async fn a_fire_claimed_ahead_traces_its_claim_hand_off_call_and_record(store: Arc<dyn Store>) {
+    use super::ahead::{ahead_config, called_and_recorded, serving};
+
+    let collector = RawServer::start(|_: &Recorded| Reply::json(200, json!({}))).await;
+    let exporter = OtlpExporter::start(&url::Url::parse(&collector.url()).unwrap(), "test-2");
+    let mut h = Harness::with_config(store, ahead_config()).await;
+    h.engine = h
+        .another_instance(ahead_config())
+        .with_spans(Arc::new(exporter.clone()));
+    let s = h.create(cron("*/5 * * * *", 3)).await;
+    let due = s.next_run_at.unwrap();
+    h.clock.set(due - Duration::seconds(3));
+    serving(&h, async {
+        super::settled_until(&h.engine, "the fire is claimed ahead", || async {
+            !h.jobs(s.id).await.is_empty()
+        })
+        .await;
+        h.clock.set(due);
+        called_and_recorded(&h, s.id).await;
+    })
+    .await;
+    exporter.flush().await;
+
+    let mut names: Vec<String> = collector
+        .requests()
+        .iter()
+        .flat_map(|request| {
+            let body = request.json();
+            body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|span| span["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["attempt", "call", "claim", "hand-off", "record"]);
+}
