@@ -478,6 +478,13 @@ pub trait TenantTx: Send {
     /// Those of the schedules `ids` that have an open (pending or running) job.
     async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;
+    /// Those of the schedules `ids` whose stored next call already has its regular job (not a
+    /// skipped record, not a backfill): a last occurrence claimed ahead, the schedule kept due
+    /// at it until it completes.
+    async fn schedules_with_job_for_next_call(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>>;
     /// Those of the schedules `ids` that have a buffered occurrence.
     async fn schedules_with_buffered(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;

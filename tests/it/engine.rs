@@ -380,6 +380,7 @@ macro_rules! engine_suite {
                 remaining_runs_count_down_with_each_fire_and_complete,
                 a_last_run_claimed_ahead_completes_its_schedule_when_called,
                 a_last_run_withdrawn_by_a_pause_is_given_back,
+                a_last_occurrence_claimed_ahead_completes_its_schedule_when_called,
                 a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,

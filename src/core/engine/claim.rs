@@ -517,7 +517,7 @@ async fn read_seen(
     schedules: &HashMap<ScheduleId, Schedule>,
     now: DateTime<Utc>,
 ) -> StoreResult<plan::Seen> {
-    let (ahead, limited) = plan::to_look_at(due, schedules, now);
+    let (ahead, limited, at_last) = plan::to_look_at(due, schedules, now);
     let mut seen = plan::Seen::default();
     if !ahead.is_empty() {
         seen.busy = tx
@@ -534,6 +534,13 @@ async fn read_seen(
             .collect();
         seen.buffered_now = tx
             .schedules_with_buffered(&limited)
+            .await?
+            .into_iter()
+            .collect();
+    }
+    if !at_last.is_empty() {
+        seen.last_claimed = tx
+            .schedules_with_job_for_next_call(&at_last)
             .await?
             .into_iter()
             .collect();

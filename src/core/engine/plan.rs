@@ -13,9 +13,9 @@
 //! - a fire counts its schedule's `remaining_runs` down only if it will run (an occurrence
 //!   skipped for an open job counts nothing, `will_run`);
 //! - the next call is the one strictly after the occurrence (or now, if later); a cron
-//!   schedule with no occurrence left completes, one whose last run fires completes as that
-//!   run is called (a run claimed ahead keeps it due until its instant), a one-shot completes
-//!   when its job ends (now, if it fires nothing).
+//!   schedule with no occurrence left completes, one whose last run (of its runs, or before its
+//!   end) fires completes as that run is called (a run claimed ahead keeps it due until its
+//!   instant), a one-shot completes when its job ends (now, if it fires nothing).
 
 use std::collections::{HashMap, HashSet};
 
@@ -82,16 +82,21 @@ pub(super) struct Seen {
     pub open_now: HashSet<ScheduleId>,
     /// ... and those with a buffered occurrence.
     pub buffered_now: HashSet<ScheduleId>,
+    /// Among the cron schedules due at their last occurrence: those whose occurrence a fire
+    /// claimed ahead already holds. They were kept due at it so as to complete as it is
+    /// called: left alone until its instant, they complete then, firing nothing.
+    pub last_claimed: HashSet<ScheduleId>,
 }
 
-/// The due schedules whose open jobs the plan must know about, as the claim reads them: due
-/// ahead (for `Seen::busy`), and with a run limit due now (for `Seen::open_now` and
-/// `Seen::buffered_now`).
+/// The due schedules whose jobs the plan must know about, as the claim reads them: due ahead
+/// (for `Seen::busy`), with a run limit due now (for `Seen::open_now` and
+/// `Seen::buffered_now`), and cron schedules due at their last occurrence (for
+/// `Seen::last_claimed`).
 pub(super) fn to_look_at(
     due: &[DueSchedule],
     schedules: &HashMap<ScheduleId, Schedule>,
     now: DateTime<Utc>,
-) -> (Vec<ScheduleId>, Vec<ScheduleId>) {
+) -> (Vec<ScheduleId>, Vec<ScheduleId>, Vec<ScheduleId>) {
     let ahead = due
         .iter()
         .filter(|d| d.next_run_at > now)
@@ -112,7 +117,20 @@ pub(super) fn to_look_at(
         })
         .map(|d| d.id)
         .collect();
-    (ahead, limited)
+    // Due now or ahead: a last occurrence claimed ahead is neither claimed again before its
+    // instant (under `allow_all` an open job does not make it busy) nor after it.
+    let at_last = due
+        .iter()
+        .filter(|d| {
+            schedules.get(&d.id).is_some_and(|s| {
+                s.kind() == ScheduleKind::Cron
+                    && s.remaining_runs != Some(0)
+                    && matches!(s.occurrences().next_after(d.next_run_at), Ok(None))
+            })
+        })
+        .map(|d| d.id)
+        .collect();
+    (ahead, limited, at_last)
 }
 
 /// The occurrence a claim fires, and whether it is held for its instant.
@@ -162,8 +180,11 @@ pub(super) fn plan(
             continue;
         }
         // Its last run counted (claimed ahead or called): it completes at that run's instant,
-        // when its call is made, not before.
-        if schedule.remaining_runs == Some(0) && schedule.kind() == ScheduleKind::Cron {
+        // when its call is made, not before. The same for its last occurrence (its end, or an
+        // expression that fires no more) claimed ahead.
+        if (schedule.remaining_runs == Some(0) || seen.last_claimed.contains(&d.id))
+            && schedule.kind() == ScheduleKind::Cron
+        {
             if d.next_run_at <= now {
                 plan.decisions.push(completion(d, now));
             }
@@ -200,9 +221,12 @@ pub(super) fn plan(
         let next = next_fire(schedule, now.max(d.next_run_at));
         let (next_run_at, completes) = match next {
             Some(next) if remaining_runs != Some(0) => (Some(next), false),
-            // The last run is held for its instant: the schedule stays due at that instant and
-            // completes then, as the call is made (a run called now completes now, below).
-            Some(_) if fire.is_some_and(|f| f.held) => (Some(fire_at), false),
+            // The last run (of its runs, or of its occurrences) is held for its instant: the
+            // schedule stays due at that instant and completes then, as the call is made (a run
+            // called now completes now, below).
+            _ if fire.is_some_and(|f| f.held) && schedule.kind() == ScheduleKind::Cron => {
+                (Some(fire_at), false)
+            }
             // A cron schedule with nothing left to fire (its end, its last run, an expression
             // that never fires again) completes; its job, if it fires, runs.
             _ if schedule.kind() == ScheduleKind::Cron => (Some(d.next_run_at), true),

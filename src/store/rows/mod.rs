@@ -44,6 +44,11 @@ pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')
 pub(crate) const EXCLUSIVE_OPEN_JOB: &str =
     "status IN ('scheduled', 'pending', 'running') AND NOT concurrent";
 
+/// A regular job for its schedule's stored next call: that occurrence was already claimed. A
+/// skipped record (a withdrawn fire) or a backfilled occurrence does not count.
+pub(crate) const JOB_FOR_NEXT_CALL: &str = "status <> 'skipped' AND NOT backfill \
+    AND scheduled_for = (SELECT s.next_run_at FROM schedules s WHERE s.id = schedule_id)";
+
 /// What makes a job hold a lease that can run out: a claim ahead (`scheduled`) or an attempt in
 /// flight (`running`). The leases index has this predicate.
 pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";

@@ -49,6 +49,14 @@ macro_rules! tenant_tx {
             self.schedules_with_job(ids, "status = 'buffered'").await
         }
 
+        async fn schedules_with_job_for_next_call(
+            &mut self,
+            ids: &[ScheduleId],
+        ) -> StoreResult<Vec<ScheduleId>> {
+            self.schedules_with_job(ids, $crate::store::rows::JOB_FOR_NEXT_CALL)
+                .await
+        }
+
         async fn schedules_with_buffered_occurrence(
             &mut self,
             ids: &[ScheduleId],

@@ -244,3 +244,49 @@ pub async fn commits_ring_signals_and_rollbacks_do_not(store: Arc<dyn Store>) {
         .await
         .expect("outbox rung");
 }
+
+/// Which schedules' stored next call already has its regular job: a skipped record (a
+/// withdrawn fire) and a backfilled occurrence do not count, nor a job for another instant.
+pub async fn a_job_for_the_next_call_is_found_unless_skipped_or_backfilled(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let mut at_next = new_schedule("at-next", "billing");
+    at_next.next_run_at = Some(t0());
+    let at_next = insert_schedule(&store, env, at_next).await;
+    let mut elsewhere = new_schedule("elsewhere", "billing");
+    elsewhere.next_run_at = Some(t0() + Duration::minutes(5));
+    let elsewhere = insert_schedule(&store, env, elsewhere).await;
+    let ids = [at_next.id, elsewhere.id];
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    tx.job_insert(&new_job(at_next.id, JobStatus::Skipped))
+        .await
+        .unwrap();
+    tx.job_insert(&NewJob {
+        backfill: true,
+        ..new_job(at_next.id, JobStatus::Succeeded)
+    })
+    .await
+    .unwrap();
+    // A job of the other schedule, for an instant that is not its next call.
+    tx.job_insert(&new_job(elsewhere.id, JobStatus::Succeeded))
+        .await
+        .unwrap();
+    assert!(
+        tx.schedules_with_job_for_next_call(&ids)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Its fire claimed ahead: a first attempt with its claim lease.
+    tx.job_insert(&NewJob {
+        attempt: 1,
+        lease_until: Some(t0() + Duration::seconds(2)),
+        ..new_job(at_next.id, JobStatus::Scheduled)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        tx.schedules_with_job_for_next_call(&ids).await.unwrap(),
+        [at_next.id]
+    );
+    tx.commit().await.unwrap();
+}

@@ -1,5 +1,6 @@
 //! A schedule with a run limit completes when its last run is called, not when that run is
-//! claimed ahead; a last run withdrawn before its instant (a pause) is given back.
+//! claimed ahead; a last run withdrawn before its instant (a pause) is given back. So does a
+//! schedule whose last occurrence before its end is claimed ahead.
 
 use std::sync::Arc;
 
@@ -95,4 +96,62 @@ pub async fn a_last_run_withdrawn_by_a_pause_is_given_back(store: Arc<dyn Store>
     assert_eq!(jobs.len(), 2, "the withdrawn fire and the run: {jobs:?}");
     assert_eq!(jobs[0].status, JobStatus::Skipped);
     assert_eq!(jobs[1].status, JobStatus::Succeeded);
+}
+
+/// The last occurrence before `end_at`, claimed ahead: the schedule stays active (and due at
+/// that instant, not claimed again even under `allow_all`) until the occurrence is called, then
+/// completes, with one event.
+pub async fn a_last_occurrence_claimed_ahead_completes_its_schedule_when_called(
+    store: Arc<dyn Store>,
+) {
+    let h = Harness::with_config(store, ahead_config()).await;
+    let end = crate::support::t0() + Duration::minutes(2) + Duration::seconds(30);
+    let s = h
+        .create(ScheduleDecl {
+            end_at: Some(end.to_rfc3339()),
+            overlap: Some(sentin8_cron::core::policies::Overlap::AllowAll),
+            ..cron("* * * * *", 0)
+        })
+        .await;
+    let first = s.next_run_at.unwrap();
+    let last = first + Duration::minutes(1);
+    assert!(last <= end && last + Duration::minutes(1) > end);
+    serving(&h, async {
+        // The first occurrence runs; the last is claimed ahead.
+        h.clock.set(first);
+        h.engine.settled().await;
+        h.clock.set(last - Duration::seconds(3));
+        h.engine.settled().await;
+        assert!(scheduled_job(&h, s.id).await.is_some(), "claimed ahead");
+        let before = h.schedule(s.id).await;
+        assert_eq!(
+            (before.status, before.next_run_at),
+            (ScheduleStatus::Active, Some(last)),
+            "active until its last occurrence is called"
+        );
+        h.clock.set(last - Duration::seconds(1));
+        h.engine.settled().await;
+        h.clock.set(last);
+        h.engine.settled().await;
+        h.clock.set(last + Duration::minutes(3));
+        h.engine.settled().await;
+    })
+    .await;
+    let after = h.schedule(s.id).await;
+    assert_eq!(after.status, ScheduleStatus::Completed);
+    let jobs = h.jobs(s.id).await;
+    assert_eq!(
+        jobs.iter()
+            .map(|j| (j.scheduled_for, j.status))
+            .collect::<Vec<_>>(),
+        [(first, JobStatus::Succeeded), (last, JobStatus::Succeeded)],
+        "each occurrence once"
+    );
+    assert_eq!(h.target.requests().len(), 2);
+    let events = h.event_types().await;
+    let completions = events
+        .iter()
+        .filter(|t| *t == sentin8_cron::core::events::SCHEDULE_COMPLETED)
+        .count();
+    assert_eq!(completions, 1, "{events:?}");
 }

@@ -108,7 +108,7 @@ fn a_schedule_with_an_open_job_is_not_claimed_ahead_unless_it_allows_all() {
     // The claim reads `busy` only for schedules that are not `allow_all`.
     s.policies.overlap = Overlap::AllowAll;
     let schedules = HashMap::from([(s.id, s.clone())]);
-    let (ahead, _) = to_look_at(&[due_of(&s)], &schedules, at);
+    let (ahead, _, _) = to_look_at(&[due_of(&s)], &schedules, at);
     assert!(ahead.is_empty());
 }
 
@@ -237,6 +237,46 @@ fn a_last_run_claimed_ahead_completes_its_schedule_at_its_instant() {
         (None, true, true)
     );
     assert_eq!(d.claim.remaining_runs, Some(0));
+}
+
+#[test]
+fn a_last_occurrence_claimed_ahead_completes_its_schedule_at_its_instant() {
+    let mut s = schedule("* * * * *", t0());
+    s.policies.end_at = Some(t0() + Duration::seconds(30));
+    let ahead = t0() - Duration::seconds(5);
+    let p = plan_one(&s, &Seen::default(), ahead, Admit::Hold);
+    let d = &p.decisions[0];
+    assert_eq!(
+        d.fire,
+        Some(Fire {
+            at: t0(),
+            held: true
+        })
+    );
+    assert!(
+        !d.completes,
+        "not while its last occurrence is still to come"
+    );
+    assert_eq!(d.claim.next_run_at, Some(t0()), "due again at the instant");
+    // The claim found it at its last occurrence, and that occurrence's job there: left alone
+    // until the instant (whatever its overlap), completed at it, firing nothing more.
+    let (_, _, at_last) = to_look_at(&[due_of(&s)], &HashMap::from([(s.id, s.clone())]), ahead);
+    assert_eq!(at_last, [s.id]);
+    let claimed = Seen {
+        last_claimed: HashSet::from([s.id]),
+        ..Seen::default()
+    };
+    s.policies.overlap = Overlap::AllowAll;
+    assert!(
+        plan_one(&s, &claimed, ahead, Admit::Hold)
+            .decisions
+            .is_empty()
+    );
+    let d = &plan_one(&s, &claimed, t0(), Admit::Now).decisions[0];
+    assert_eq!((d.fire, d.completes), (None, true));
+    // Its fire withdrawn (no job for it any more), the occurrence fires when it comes.
+    let d = &plan_one(&s, &Seen::default(), t0(), Admit::Now).decisions[0];
+    assert_eq!((d.fire.map(|f| f.at), d.completes), (Some(t0()), true));
 }
 
 #[test]
