@@ -183,7 +183,7 @@ pub fn completion_reason(schedule: &Schedule) -> &'static str {
     } else if schedule.remaining_runs == Some(0) {
         "its last run was called (remaining_runs reached 0)"
     } else if schedule.policies.end_at.is_some() {
-        "it has no occurrence before its end_at"
+        "no occurrence is left before its end_at"
     } else {
         "its expression has no occurrence left"
     }
