@@ -15,7 +15,8 @@ use url::Url;
 
 use crate::core::trace::{AttrValue, Span, SpanSink};
 
-/// Spans waiting to be sent, at most.
+/// About how many spans may wait to be sent: the queue holds messages, each the spans of one
+/// step of a group of attempts (a claim's, a record's: tens, a few hundred at most).
 const QUEUE: usize = 8192;
 /// Spans per request, at most.
 const BATCH: usize = 512;
@@ -43,8 +44,6 @@ impl OtlpExporter {
     /// Starts the exporter's task (on the current runtime) for `endpoint` (the collector's base
     /// URL; spans go to its `/v1/traces`), naming this process `instance`.
     pub fn start(endpoint: &Url, instance: &str) -> Self {
-        // Each message holds the spans of one step of a batch of attempts (a claim, a record):
-        // a few hundred at most, so the queue holds about `QUEUE` spans.
         let (queue, mut rx) = mpsc::channel::<Message>(QUEUE / 64);
         let dropped = Arc::new(AtomicU64::new(0));
         let exported = Arc::new(AtomicU64::new(0));
