@@ -6,13 +6,14 @@
 //! or slow down the calls they describe.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
+use crate::core::metrics::Metrics;
 use crate::core::trace::{AttrValue, Span, SpanSink};
 
 /// About how many spans may wait to be sent: the queue holds messages, each the spans of one
@@ -30,23 +31,20 @@ enum Message {
     Flush(oneshot::Sender<()>),
 }
 
-/// The OTLP/HTTP exporter: a [`SpanSink`] whose spans a background task sends.
+/// The OTLP/HTTP exporter: a [`SpanSink`] whose spans a background task sends. What became of
+/// them is counted in the metrics (`sentin8_cron_spans_exported_total`, `..._dropped_total`).
 #[derive(Debug, Clone)]
 pub struct OtlpExporter {
     queue: mpsc::Sender<Message>,
-    /// Spans dropped (a full queue, or a batch the endpoint did not take).
-    pub dropped: Arc<AtomicU64>,
-    /// Spans the endpoint took.
-    pub exported: Arc<AtomicU64>,
+    metrics: Arc<Metrics>,
 }
 
 impl OtlpExporter {
     /// Starts the exporter's task (on the current runtime) for `endpoint` (the collector's base
-    /// URL; spans go to its `/v1/traces`), naming this process `instance`.
-    pub fn start(endpoint: &Url, instance: &str) -> Self {
+    /// URL; spans go to its `/v1/traces`), naming this process `instance`, counting in
+    /// `metrics`.
+    pub fn start(endpoint: &Url, instance: &str, metrics: Arc<Metrics>) -> Self {
         let (queue, mut rx) = mpsc::channel::<Message>(QUEUE / 64);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let exported = Arc::new(AtomicU64::new(0));
         let out = Batches {
             client: reqwest::Client::builder()
                 .timeout(EXPORT_TIMEOUT)
@@ -54,8 +52,7 @@ impl OtlpExporter {
                 .unwrap_or_default(),
             url: traces_url(endpoint),
             resource: resource(instance),
-            exported: exported.clone(),
-            dropped: dropped.clone(),
+            metrics: metrics.clone(),
         };
         tokio::spawn(async move {
             let mut pending: Vec<Span> = Vec::new();
@@ -89,11 +86,7 @@ impl OtlpExporter {
                 }
             }
         });
-        Self {
-            queue,
-            dropped,
-            exported,
-        }
+        Self { queue, metrics }
     }
 
     /// Sends what is queued and waits until it was sent (or dropped): before a process ends,
@@ -114,7 +107,9 @@ impl SpanSink for OtlpExporter {
     fn export(&self, spans: Vec<Span>) {
         let count = spans.len() as u64;
         if self.queue.try_send(Message::Spans(spans)).is_err() {
-            self.dropped.fetch_add(count, Ordering::Relaxed);
+            self.metrics
+                .spans_dropped
+                .fetch_add(count, Ordering::Relaxed);
         }
     }
 }
@@ -135,8 +130,7 @@ struct Batches {
     client: reqwest::Client,
     url: Url,
     resource: Value,
-    exported: Arc<AtomicU64>,
-    dropped: Arc<AtomicU64>,
+    metrics: Arc<Metrics>,
 }
 
 impl Batches {
@@ -153,14 +147,20 @@ impl Batches {
         let body = request_body(&self.resource, spans);
         match self.client.post(self.url.clone()).json(&body).send().await {
             Ok(response) if response.status().is_success() => {
-                self.exported.fetch_add(count, Ordering::Relaxed);
+                self.metrics
+                    .spans_exported
+                    .fetch_add(count, Ordering::Relaxed);
             }
             Ok(response) => {
-                self.dropped.fetch_add(count, Ordering::Relaxed);
+                self.metrics
+                    .spans_dropped
+                    .fetch_add(count, Ordering::Relaxed);
                 tracing::warn!(status = %response.status(), spans = count, "the OTLP endpoint refused spans; dropped");
             }
             Err(err) => {
-                self.dropped.fetch_add(count, Ordering::Relaxed);
+                self.metrics
+                    .spans_dropped
+                    .fetch_add(count, Ordering::Relaxed);
                 tracing::warn!(error = %crate::util::http::describe(err), spans = count, "cannot reach the OTLP endpoint; spans dropped");
             }
         }

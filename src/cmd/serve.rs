@@ -233,15 +233,20 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     )?;
     out.flush()?;
 
+    let metrics = Arc::new(Metrics::with_env_breakdown(
+        args.listener.metrics_env_breakdown as usize,
+    ));
+    let spans = otlp_endpoint(args.otlp_endpoint.as_deref())?.map(|endpoint| {
+        tracing::info!(endpoint = %crate::util::url::redact(endpoint.as_str()), "exporting spans over OTLP/HTTP");
+        crate::telemetry::OtlpExporter::start(&endpoint, &address.to_string(), metrics.clone())
+    });
     let service = Service {
         store,
         auth,
         dispatcher,
         clock,
         engine: args.engine.engine_config(job_timeout),
-        metrics: Arc::new(Metrics::with_env_breakdown(
-            args.listener.metrics_env_breakdown as usize,
-        )),
+        metrics,
         tls,
         drain: args.listener.drain_timeout,
         run_ticker: true,
@@ -259,11 +264,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         health: args.health.rules(),
         retention: Some(args.retention.config()),
         waiting_cap: u64::from(args.max_waiting_jobs),
-        spans: otlp_endpoint(args.otlp_endpoint.as_deref())?
-            .map(|endpoint| {
-                tracing::info!(endpoint = %crate::util::url::redact(endpoint.as_str()), "exporting spans over OTLP/HTTP");
-                crate::telemetry::OtlpExporter::start(&endpoint, &address.to_string())
-            }),
+        spans,
     };
     service.run(listener, shutdown_signal()).await?;
     tracing::info!("stopped cleanly");

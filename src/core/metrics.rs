@@ -97,6 +97,9 @@ pub struct Metrics {
     pub ticks: AtomicU64,
     pub events_relayed: AtomicU64,
     pub relay_failures: AtomicU64,
+    /// Spans an OTLP endpoint took, and spans dropped (a full queue, a batch not taken).
+    pub spans_exported: AtomicU64,
+    pub spans_dropped: AtomicU64,
     pub events_parked: AtomicI64,
     /// Unix seconds of the last completed tick (0: none yet).
     pub last_tick_unix: AtomicI64,
@@ -129,6 +132,8 @@ impl Default for Metrics {
             ticks: AtomicU64::new(0),
             events_relayed: AtomicU64::new(0),
             relay_failures: AtomicU64::new(0),
+            spans_exported: AtomicU64::new(0),
+            spans_dropped: AtomicU64::new(0),
             events_parked: AtomicI64::new(0),
             last_tick_unix: AtomicI64::new(0),
             bus_unreachable_since_unix: AtomicI64::new(0),
@@ -158,7 +163,7 @@ impl Metrics {
     /// The Prometheus text exposition of every metric, plus store-wide gauges.
     pub fn render(&self, stats: Option<&StoreStats>) -> String {
         let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             (
                 "sentin8_cron_fires_total",
                 "Schedules fired (jobs started).",
@@ -209,6 +214,16 @@ impl Metrics {
                 "sentin8_cron_relay_failures_total",
                 "Failed attempts to relay an outbox event.",
                 &self.relay_failures,
+            ),
+            (
+                "sentin8_cron_spans_exported_total",
+                "Spans the OTLP endpoint took (0 without --otlp-endpoint).",
+                &self.spans_exported,
+            ),
+            (
+                "sentin8_cron_spans_dropped_total",
+                "Spans dropped: the export queue was full, or the OTLP endpoint did not take their batch.",
+                &self.spans_dropped,
             ),
         ];
         for (name, help, counter) in counters {

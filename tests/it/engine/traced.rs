@@ -29,7 +29,12 @@ pub async fn each_attempt_is_a_span_of_the_jobs_trace_and_its_call_continues_it(
     store: Arc<dyn Store>,
 ) {
     let collector = RawServer::start(|_: &Recorded| Reply::json(200, json!({}))).await;
-    let exporter = OtlpExporter::start(&url::Url::parse(&collector.url()).unwrap(), "test-1");
+    let metrics = Arc::new(sentin8_cron::core::metrics::Metrics::default());
+    let exporter = OtlpExporter::start(
+        &url::Url::parse(&collector.url()).unwrap(),
+        "test-1",
+        metrics.clone(),
+    );
     let h = Harness::new(store).await;
     let engine = h
         .another_instance(EngineConfig::default())
@@ -177,9 +182,17 @@ pub async fn each_attempt_is_a_span_of_the_jobs_trace_and_its_call_continues_it(
         assert_eq!(call["status"]["code"], status, "{call}");
         assert_eq!(root["status"]["code"], status, "{root}");
     }
-    assert_eq!(
-        exporter.dropped.load(std::sync::atomic::Ordering::Relaxed),
-        0
+    let text = metrics.render(None);
+    assert!(
+        text.contains("sentin8_cron_spans_dropped_total 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "sentin8_cron_spans_exported_total {}\n",
+            spans.len()
+        )),
+        "every span sent was taken: {text}"
     );
 }
 
@@ -189,7 +202,11 @@ pub async fn a_fire_claimed_ahead_traces_its_claim_hand_off_call_and_record(stor
     use super::ahead::{ahead_config, called_and_recorded, serving};
 
     let collector = RawServer::start(|_: &Recorded| Reply::json(200, json!({}))).await;
-    let exporter = OtlpExporter::start(&url::Url::parse(&collector.url()).unwrap(), "test-2");
+    let exporter = OtlpExporter::start(
+        &url::Url::parse(&collector.url()).unwrap(),
+        "test-2",
+        Arc::new(sentin8_cron::core::metrics::Metrics::default()),
+    );
     let mut h = Harness::with_config(store, ahead_config()).await;
     h.engine = h
         .another_instance(ahead_config())
@@ -223,4 +240,60 @@ pub async fn a_fire_claimed_ahead_traces_its_claim_hand_off_call_and_record(stor
         .collect();
     names.sort();
     assert_eq!(names, ["attempt", "call", "claim", "hand-off", "record"]);
+}
+
+/// A collector that cannot be reached (or refuses a batch) costs the spans, counted, and
+/// nothing else: the export neither blocks nor retries.
+#[tokio::test]
+async fn spans_a_collector_does_not_take_are_dropped_and_counted() {
+    use sentin8_cron::core::model::{EnvId, JobId, JobStatus, ScheduleId};
+    use sentin8_cron::core::trace::{Span, SpanSink, Step};
+
+    let refusing = RawServer::start(|_: &Recorded| Reply::status(503)).await;
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let job = sentin8_cron::core::model::Job {
+        id: JobId::new(),
+        schedule_id: ScheduleId::new(),
+        env_id: EnvId::new(),
+        status: JobStatus::Running,
+        attempt: 1,
+        scheduled_for: t0(),
+        next_attempt_at: None,
+        started_at: Some(t0()),
+        finished_at: None,
+        result: None,
+        error: None,
+        idempotency_key: "k".into(),
+        created_at: t0(),
+        updated_at: t0(),
+        superseded_by: None,
+        missed: None,
+        concurrent: false,
+        backfill: false,
+        lease_epoch: 1,
+        called_at: None,
+    };
+    for endpoint in [refusing.url(), dead] {
+        let metrics = Arc::new(sentin8_cron::core::metrics::Metrics::default());
+        let exporter = OtlpExporter::start(
+            &url::Url::parse(&endpoint).unwrap(),
+            "test-3",
+            metrics.clone(),
+        );
+        let span = Span::step(Step::Call, job.schedule_id, EnvId::new(), &job, t0(), t0());
+        exporter.export(vec![span.clone(), span]);
+        exporter.flush().await;
+        let text = metrics.render(None);
+        assert!(
+            text.contains("sentin8_cron_spans_dropped_total 2\n"),
+            "{endpoint}: {text}"
+        );
+        assert!(
+            text.contains("sentin8_cron_spans_exported_total 0\n"),
+            "{text}"
+        );
+    }
 }
