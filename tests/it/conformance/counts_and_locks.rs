@@ -290,3 +290,66 @@ pub async fn a_job_for_the_next_call_is_found_unless_skipped_or_backfilled(store
     );
     tx.commit().await.unwrap();
 }
+
+/// A schedule's jobs counted for `describe`: its occurrences since an instant by outcome (a
+/// missed run counted by its occurrences, skipped records apart from it, backfilled ones
+/// among them), its open jobs whenever their occurrence, and nothing of another schedule.
+pub async fn a_schedules_jobs_are_counted_since_an_instant(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("counted", "billing")).await;
+    let other = insert_schedule(&store, env, new_schedule("other", "billing")).await;
+    let since = t0() - Duration::days(7);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    for status in [
+        JobStatus::Succeeded,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Skipped,
+        JobStatus::Pending,
+        JobStatus::Buffered,
+    ] {
+        tx.job_insert(&new_job(s.id, status)).await.unwrap();
+    }
+    tx.job_insert(&NewJob {
+        backfill: true,
+        ..new_job(s.id, JobStatus::Succeeded)
+    })
+    .await
+    .unwrap();
+    tx.job_insert(&NewJob {
+        missed: Some(MissedOccurrences {
+            first: t0() - Duration::minutes(4),
+            last: t0() - Duration::minutes(1),
+            count: 4,
+        }),
+        ..new_job(s.id, JobStatus::Skipped)
+    })
+    .await
+    .unwrap();
+    // Before the window: not counted, unless it is open.
+    tx.job_insert(&NewJob {
+        scheduled_for: since - Duration::hours(1),
+        ..new_job(s.id, JobStatus::Failed)
+    })
+    .await
+    .unwrap();
+    tx.job_insert(&new_job(other.id, JobStatus::Succeeded))
+        .await
+        .unwrap();
+    let counts = tx.schedule_job_counts(s.id, since).await.unwrap();
+    assert_eq!(
+        counts,
+        ScheduleJobCounts {
+            succeeded: 3,
+            failed: 1,
+            skipped: 1,
+            missed: 4,
+            backfilled: 1,
+            scheduled: 0,
+            pending: 1,
+            running: 0,
+            buffered: 1,
+        }
+    );
+    tx.commit().await.unwrap();
+}

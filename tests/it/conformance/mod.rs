@@ -156,6 +156,7 @@ macro_rules! conformance_suite {
                 stats_count_across_tenants,
                 env_counts_and_upcoming_stay_in_their_tenant,
                 a_job_for_the_next_call_is_found_unless_skipped_or_backfilled,
+                a_schedules_jobs_are_counted_since_an_instant,
                 schedule_locks_exclude_each_other,
                 commits_ring_signals_and_rollbacks_do_not,
                 schema_is_current_after_migration,
