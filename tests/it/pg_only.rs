@@ -15,6 +15,7 @@ use crate::conformance::{insert_schedule, new_job, new_schedule};
 use crate::support::{PgTestDb, t0};
 
 mod engines;
+mod plans;
 
 async fn service_conn(db: &PgTestDb) -> PgConnection {
     let mut conn = PgConnection::connect(&db.service_url).await.unwrap();
