@@ -62,11 +62,14 @@ pub struct Args {
     pub otlp_endpoint: Option<String>,
 }
 
-/// The OTLP endpoint: the setting, else OpenTelemetry's own variable; an http(s) URL.
-fn otlp_endpoint(setting: Option<&str>) -> anyhow::Result<Option<url::Url>> {
-    let standard = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok();
+/// The OTLP endpoint: the setting, else OpenTelemetry's own variable
+/// (`OTEL_EXPORTER_OTLP_ENDPOINT`, given as `standard`); an http(s) URL.
+fn otlp_endpoint(
+    setting: Option<&str>,
+    standard: Option<&str>,
+) -> anyhow::Result<Option<url::Url>> {
     let Some(text) = setting
-        .or(standard.as_deref())
+        .or(standard)
         .map(str::trim)
         .filter(|t| !t.is_empty())
     else {
@@ -236,7 +239,8 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     let metrics = Arc::new(Metrics::with_env_breakdown(
         args.listener.metrics_env_breakdown as usize,
     ));
-    let spans = otlp_endpoint(args.otlp_endpoint.as_deref())?.map(|endpoint| {
+    let standard = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok();
+    let spans = otlp_endpoint(args.otlp_endpoint.as_deref(), standard.as_deref())?.map(|endpoint| {
         tracing::info!(endpoint = %crate::util::url::redact(endpoint.as_str()), "exporting spans over OTLP/HTTP");
         crate::telemetry::OtlpExporter::start(&endpoint, &address.to_string(), metrics.clone())
     });
@@ -282,4 +286,32 @@ fn bind(address: &str, purpose: &str) -> anyhow::Result<std::net::TcpListener> {
     }
     std::net::TcpListener::bind(address)
         .with_context(|| format!("cannot listen on {address}{purpose}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::otlp_endpoint;
+
+    #[test]
+    fn the_otlp_endpoint_is_the_setting_else_opentelemetrys_variable() {
+        let url = |setting, standard| {
+            otlp_endpoint(setting, standard)
+                .unwrap()
+                .map(|u| u.to_string())
+        };
+        assert_eq!(url(None, None), None);
+        assert_eq!(url(Some(" "), None), None);
+        assert_eq!(
+            url(None, Some("http://collector:4318")),
+            Some("http://collector:4318/".to_owned())
+        );
+        assert_eq!(
+            url(Some("https://otel.internal"), Some("http://collector:4318")),
+            Some("https://otel.internal/".to_owned())
+        );
+        for bad in ["collector:4318", "grpc://collector:4317", "http://"] {
+            let err = otlp_endpoint(Some(bad), None).unwrap_err().to_string();
+            assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{bad}: {err}");
+        }
+    }
 }
