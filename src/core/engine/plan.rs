@@ -118,12 +118,15 @@ pub(super) fn to_look_at(
         .map(|d| d.id)
         .collect();
     // Due now or ahead: a last occurrence claimed ahead is neither claimed again before its
-    // instant (under `allow_all` an open job does not make it busy) nor after it.
+    // instant (under `allow_all` an open job does not make it busy) nor after it. Only an end
+    // ends a cron expression's occurrences, so only schedules with one are looked at (a
+    // burst's other rows cost no second evaluation).
     let at_last = due
         .iter()
         .filter(|d| {
             schedules.get(&d.id).is_some_and(|s| {
                 s.kind() == ScheduleKind::Cron
+                    && s.policies.end_at.is_some()
                     && s.remaining_runs != Some(0)
                     && matches!(s.occurrences().next_after(d.next_run_at), Ok(None))
             })
@@ -180,8 +183,8 @@ pub(super) fn plan(
             continue;
         }
         // Its last run counted (claimed ahead or called): it completes at that run's instant,
-        // when its call is made, not before. The same for its last occurrence (its end, or an
-        // expression that fires no more) claimed ahead.
+        // when its call is made, not before. The same for its last occurrence before its end,
+        // claimed ahead.
         if (schedule.remaining_runs == Some(0) || seen.last_claimed.contains(&d.id))
             && schedule.kind() == ScheduleKind::Cron
         {
