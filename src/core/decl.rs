@@ -91,6 +91,25 @@ pub struct ScheduleDecl {
     pub remaining_runs: Option<u32>,
 }
 
+/// A declaration's fields (and its target's), in the order changes to them are reported (by
+/// `enroll`'s plan, and in a `schedule.updated` event's `changes`).
+pub const DECLARED_FIELDS: &[&str] = &[
+    "cron",
+    "run_at",
+    "timezone",
+    "on_dst_gap",
+    "on_dst_repeat",
+    "payload",
+    "max_retries",
+    "target_config",
+    "overlap",
+    "catchup_window",
+    "max_jitter",
+    "start_at",
+    "end_at",
+    "pause_on_failure",
+];
+
 pub use crate::core::timing::{CronTiming, Timing};
 pub use policy::PolicyDecl;
 

@@ -164,23 +164,8 @@ impl Action {
 }
 
 /// A declaration field (or the target) that differs between the enrolled and the declared
-/// schedule, in the order they are reported.
-pub const FIELDS: &[&str] = &[
-    "cron",
-    "run_at",
-    "timezone",
-    "on_dst_gap",
-    "on_dst_repeat",
-    "payload",
-    "max_retries",
-    "target_config",
-    "overlap",
-    "catchup_window",
-    "max_jitter",
-    "start_at",
-    "end_at",
-    "pause_on_failure",
-];
+/// schedule, in the order they are reported: a declaration's own fields.
+pub use crate::core::decl::DECLARED_FIELDS as FIELDS;
 
 /// The fields whose change moves the next fire.
 const TIMING_FIELDS: &[&str] = &[

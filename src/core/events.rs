@@ -136,10 +136,11 @@ pub struct FieldChange {
 /// The fields of a schedule a change is reported on, under their API names (the stored shape
 /// calls the expression `cron_expr`): a declaration's fields, and the state a change moves.
 pub fn change_fields() -> impl Iterator<Item = &'static str> {
-    crate::core::enroll::FIELDS
-        .iter()
-        .copied()
-        .chain(["remaining_runs", "status", "next_run_at"])
+    crate::core::decl::DECLARED_FIELDS.iter().copied().chain([
+        "remaining_runs",
+        "status",
+        "next_run_at",
+    ])
 }
 
 /// What changed between two versions of a schedule, field by field (see [`change_fields`]).
