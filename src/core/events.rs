@@ -175,22 +175,28 @@ pub fn schedule_changes(
         .collect()
 }
 
-/// Why a schedule completes, for its `schedule.completed` event: from the schedule as it was
-/// when the engine found nothing left to fire.
-pub fn completion_reason(schedule: &Schedule) -> &'static str {
-    use crate::core::model::ScheduleKind;
-    if schedule.kind() == ScheduleKind::Once {
-        "its one-shot job ended"
-    } else if schedule.remaining_runs == Some(0) {
-        "its last run was called (remaining_runs reached 0)"
-    } else if schedule.policies.end_at.is_some() {
-        "no occurrence is left before its end_at"
-    } else {
-        "its expression has no occurrence left"
-    }
-}
-
 impl EventPayload {
+    /// The `schedule.completed` event of a schedule the engine found done, with why: a
+    /// one-shot whose job (`job`) ended or whose occurrence passed unrun, a last run called,
+    /// no occurrence left before the end.
+    pub fn completed(schedule: &Schedule, job: Option<&Job>, at: DateTime<Utc>) -> Self {
+        use crate::core::model::ScheduleKind;
+        let reason = match (schedule.kind(), job) {
+            (ScheduleKind::Once, Some(_)) => "its one-shot job ended",
+            (ScheduleKind::Once, None) => "its one occurrence passed beyond the catch-up window",
+            _ if schedule.remaining_runs == Some(0) => {
+                "its last run was called (remaining_runs reached 0)"
+            }
+            _ if schedule.policies.end_at.is_some() => "no occurrence is left before its end_at",
+            _ => "its expression has no occurrence left",
+        };
+        let payload = Self::for_schedule(SCHEDULE_COMPLETED, schedule, at).with_reason(reason);
+        match job {
+            Some(job) => payload.with_job(job),
+            None => payload,
+        }
+    }
+
     /// An event about a schedule, with nothing job-specific yet.
     pub fn for_schedule(event_type: &'static str, schedule: &Schedule, at: DateTime<Utc>) -> Self {
         Self {
@@ -392,6 +398,32 @@ mod tests {
                 .unwrap()
                 .get("changes")
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_completion_says_why_the_schedule_is_done() {
+        let reason = |schedule: &Schedule| {
+            EventPayload::completed(schedule, None, schedule.updated_at)
+                .reason
+                .unwrap()
+        };
+        let mut cron = a_schedule();
+        assert_eq!(reason(&cron), "its expression has no occurrence left");
+        cron.policies.end_at = Some(cron.updated_at);
+        assert_eq!(reason(&cron), "no occurrence is left before its end_at");
+        cron.remaining_runs = Some(0);
+        assert_eq!(
+            reason(&cron),
+            "its last run was called (remaining_runs reached 0)"
+        );
+        let mut once = a_schedule();
+        once.timing = crate::core::timing::Timing::Once {
+            run_at: once.updated_at,
+        };
+        assert_eq!(
+            reason(&once),
+            "its one occurrence passed beyond the catch-up window"
         );
     }
 }

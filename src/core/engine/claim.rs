@@ -480,11 +480,6 @@ async fn complete(
             continue;
         }
         tracing::info!(schedule_id = %schedule.id, "schedule has no occurrence left; completed");
-        let reason = if schedule.kind() == ScheduleKind::Once {
-            "its one occurrence passed beyond the catch-up window"
-        } else {
-            events::completion_reason(schedule)
-        };
         *schedule = tx
             .schedule_set_outcome(&ScheduleSetOutcome {
                 id: schedule.id,
@@ -494,8 +489,7 @@ async fn complete(
             })
             .await?;
         completions.push(
-            EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
-                .with_reason(reason)
+            EventPayload::completed(schedule, None, now)
                 .by(ENGINE_ACTOR)
                 .into_event(schedule),
         );

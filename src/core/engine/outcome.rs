@@ -308,10 +308,7 @@ impl Parts {
             .await?;
         if schedule.status == ScheduleStatus::Completed && before.0 != ScheduleStatus::Completed {
             // A one-shot whose job ended: the schedule is done.
-            let completed = EventPayload::for_schedule(events::SCHEDULE_COMPLETED, schedule, now)
-                .with_job(job)
-                .with_reason(events::completion_reason(schedule))
-                .by(ENGINE_ACTOR);
+            let completed = EventPayload::completed(schedule, Some(job), now).by(ENGINE_ACTOR);
             return Ok(ScheduleEvents {
                 before_outcome: None,
                 after_outcome: Some(completed.into_event(schedule)),
