@@ -30,7 +30,7 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_serve import LiveServe  # noqa: E402
+from live_serve import LiveServe, percentile, serve_arguments  # noqa: E402
 
 
 
@@ -115,23 +115,14 @@ def request(method, url, tok=None, body=None, timeout=30):
     return status, parsed, took
 
 
-def percentile(values, share):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    return values[min(len(values) - 1, int(len(values) * share))]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bin", default="target/release/sentin8-cron")
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    serve_arguments(parser, port=18092)
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--quiet-seconds", type=float, default=10.0)
     parser.add_argument("--target-ms", type=float, default=20.0)
     parser.add_argument("--concurrent", type=int, default=4)
     parser.add_argument("--schedules-a", type=int, default=4)
-    parser.add_argument("--port", type=int, default=18092)
     args = parser.parse_args()
 
     target = Target(args.target_ms / 1000.0)

@@ -27,7 +27,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from live_serve import LiveServe  # noqa: E402
+from live_serve import LiveServe, percentile, serve_arguments  # noqa: E402
 
 
 
@@ -128,8 +128,7 @@ async def client(port, path, headers, pace, timeout, until, results):
 
 def summary(results):
     answered = [s for status, s in results if status == 200]
-    seconds = sorted(s for _, s in results)
-    p99 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.99))] if seconds else float("nan")
+    p99 = percentile((s for _, s in results), 0.99)
     share = 100.0 * len(answered) / len(results) if results else 0.0
     return len(answered), len(results), share, p99
 
@@ -158,15 +157,13 @@ async def measure(args, api_path, api_headers):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bin", default="target/release/sentin8-cron")
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    serve_arguments(parser, port=18091)
     parser.add_argument("--addresses", type=int, default=200)
     parser.add_argument("--per-address", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--pace", type=float, default=0.25)
     parser.add_argument("--timeout", type=float, default=5.0)
-    parser.add_argument("--port", type=int, default=18091)
     args = parser.parse_args()
 
     env_id = str(uuid.uuid4())

@@ -41,6 +41,21 @@ def hs256_token(secret, sub, envs, scope="sentin8:cron:write", ttl=3600):
     return f"{header}.{claims}.{b64(signature)}"
 
 
+def percentile(values, share):
+    """The nearest-rank `share` quantile of `values` (NaN for none)."""
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, int(len(values) * share))]
+
+
+def serve_arguments(parser, port):
+    """The options every bench over a live `serve` takes: the binary, the store, the port."""
+    parser.add_argument("--bin", default="target/release/sentin8-cron")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--port", type=int, default=port)
+
+
 class LiveServe:
     """`serve` started on enter, healthy, and stopped (its database dropped) on exit."""
 
