@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::schedule::PauseRecord;
+use super::schedule::{PauseRecord, pause_record};
 use super::{Ops, OpsError, OpsResult};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -48,25 +48,23 @@ impl Ops {
         id: ScheduleId,
         now: DateTime<Utc>,
     ) -> OpsResult<ScheduleDescription> {
-        let (schedule, open_job, recent, counts, since) = {
-            let mut tx = self.store.tenant_read(env).await?;
-            let schedule = tx
-                .schedule_get(id)
-                .await?
-                .ok_or(OpsError::NotFound("schedule"))?;
-            let open_job = tx.job_get_open(id).await?;
-            let recent = tx
-                .job_list(&JobQuery {
-                    schedule_id: Some(id),
-                    limit: DESCRIBE_RECENT,
-                    ..JobQuery::default()
-                })
-                .await?;
-            let since = now - DESCRIBE_WINDOW;
-            let counts = tx.schedule_job_counts(id, since).await?;
-            (schedule, open_job, recent, counts, since)
-        };
-        let paused = self.schedule_paused_by(env, &schedule).await?;
+        let mut tx = self.store.tenant_read(env).await?;
+        let schedule = tx
+            .schedule_get(id)
+            .await?
+            .ok_or(OpsError::NotFound("schedule"))?;
+        let paused = pause_record(&mut *tx, &schedule).await?;
+        let open_job = tx.job_get_open(id).await?;
+        let recent = tx
+            .job_list(&JobQuery {
+                schedule_id: Some(id),
+                limit: DESCRIBE_RECENT,
+                ..JobQuery::default()
+            })
+            .await?;
+        let since = now - DESCRIBE_WINDOW;
+        let counts = tx.schedule_job_counts(id, since).await?;
+        drop(tx);
         let upcoming = upcoming_calls(&schedule);
         Ok(ScheduleDescription {
             schedule,

@@ -151,27 +151,7 @@ impl Ops {
             return Ok(None);
         }
         let mut tx = self.store.tenant_read(env).await?;
-        let entries = tx
-            .audit_query(&AuditQuery {
-                schedule_id: Some(schedule.id),
-                limit: PAUSE_LOOKBACK,
-                ..AuditQuery::default()
-            })
-            .await?;
-        Ok(entries
-            .into_iter()
-            .find(|e| matches!(e.action.as_str(), "schedule.pause" | "schedule.resume"))
-            .filter(|e| e.action == "schedule.pause")
-            .map(|e| PauseRecord {
-                reason: e
-                    .after
-                    .as_ref()
-                    .and_then(|after| after.get("reason"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                by: e.actor,
-                at: e.at,
-            }))
+        pause_record(&mut *tx, schedule).await
     }
 
     /// Resumes a schedule: its next fire is recomputed from now (idempotent).
@@ -265,6 +245,37 @@ const PAUSE_LOOKBACK: u32 = 50;
 
 /// The longest pause note.
 pub const MAX_NOTE_CHARS: usize = 500;
+
+/// [`Ops::schedule_paused_by`] in the caller's transaction.
+pub(super) async fn pause_record(
+    tx: &mut dyn TenantTx,
+    schedule: &Schedule,
+) -> OpsResult<Option<PauseRecord>> {
+    if schedule.status != ScheduleStatus::Paused {
+        return Ok(None);
+    }
+    let entries = tx
+        .audit_query(&AuditQuery {
+            schedule_id: Some(schedule.id),
+            limit: PAUSE_LOOKBACK,
+            ..AuditQuery::default()
+        })
+        .await?;
+    Ok(entries
+        .into_iter()
+        .find(|e| matches!(e.action.as_str(), "schedule.pause" | "schedule.resume"))
+        .filter(|e| e.action == "schedule.pause")
+        .map(|e| PauseRecord {
+            reason: e
+                .after
+                .as_ref()
+                .and_then(|after| after.get("reason"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            by: e.actor,
+            at: e.at,
+        }))
+}
 
 /// A schedule's latest pause: who, when, and why when it was said.
 #[derive(Debug, Clone, PartialEq)]
