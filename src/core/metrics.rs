@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::core::model::EnvId;
 use crate::core::store::StoreStats;
 
 mod calls;
@@ -152,6 +153,18 @@ pub fn inc(counter: &AtomicU64) {
 }
 
 impl Metrics {
+    /// Counts one fire, success, failure or dead-letter landing of `env`: in its total and, when
+    /// the breakdown is on, in the environment's own.
+    pub fn count(&self, env: EnvId, counter: EnvCounter) {
+        inc(match counter {
+            EnvCounter::Fires => &self.fires,
+            EnvCounter::Successes => &self.successes,
+            EnvCounter::Failures => &self.failures,
+            EnvCounter::DlqLandings => &self.dlq_landings,
+        });
+        self.per_env.inc(env, counter);
+    }
+
     /// Metrics with the breakdown by environment on for at most `envs` environments (0: off).
     pub fn with_env_breakdown(envs: usize) -> Self {
         Self {

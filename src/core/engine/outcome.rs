@@ -53,8 +53,7 @@ pub(super) async fn call_alone(
     let err = tokio::select! {
         answer = dispatcher.run(&request) => match answer {
             Ok(answer) => {
-                inc(&metrics.successes);
-                metrics.per_env.inc(schedule.env_id, EnvCounter::Successes);
+                metrics.count(schedule.env_id, EnvCounter::Successes);
                 metrics.calls.observe(CallClass::Status2xx, took());
                 return Some((Ok(answer), CallHealth::Answered));
             }
@@ -63,8 +62,7 @@ pub(super) async fn call_alone(
         },
         () = wait_on(clock, job_timeout) => DispatchError::Timeout(job_timeout),
     };
-    inc(&metrics.failures);
-    metrics.per_env.inc(schedule.env_id, EnvCounter::Failures);
+    metrics.count(schedule.env_id, EnvCounter::Failures);
     metrics.calls.observe(CallClass::of_error(&err), took());
     let health = match &err {
         DispatchError::Timeout(_) | DispatchError::Transport(_) => CallHealth::Unreachable,
@@ -108,14 +106,12 @@ impl Parts {
                     .zip(results)
                     .map(|((id, abandoned), result)| {
                         if abandoned && result != AttemptResult::Superseded {
-                            inc(&self.metrics.failures);
-                            self.metrics.per_env.inc(env, EnvCounter::Failures);
+                            self.metrics.count(env, EnvCounter::Failures);
                         }
                         match result {
                             AttemptResult::Retry => inc(&self.metrics.retries),
                             AttemptResult::DeadLettered => {
-                                inc(&self.metrics.dlq_landings);
-                                self.metrics.per_env.inc(env, EnvCounter::DlqLandings);
+                                self.metrics.count(env, EnvCounter::DlqLandings);
                             }
                             _ => {}
                         }

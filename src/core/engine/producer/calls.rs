@@ -106,8 +106,7 @@ impl Producer {
     /// instant).
     fn count_fire(&self, job: &mut Job, now: DateTime<Utc>) {
         let metrics = &self.parts.metrics;
-        inc(&metrics.fires);
-        metrics.per_env.inc(job.env_id, EnvCounter::Fires);
+        metrics.count(job.env_id, EnvCounter::Fires);
         job.started_at = Some(now);
         let late = now - job.scheduled_for;
         metrics.lateness.observe(late.to_std().unwrap_or_default());
@@ -168,7 +167,7 @@ impl Producer {
                 // Not sent: nothing reached the target and nothing says anything of it.
                 Ok(None) => (Ok(serde_json::Value::Null), None, Some(start)),
                 Err(_) => {
-                    inc(&metrics.failures);
+                    metrics.count(schedule.env_id, EnvCounter::Failures);
                     tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
                     (Err(Failure::panicked()), Some(CallHealth::Neutral), None)
                 }
