@@ -20,6 +20,7 @@ use crate::core::ops::Ops;
 use crate::core::relay::{Relay, RelayOptions, Sink};
 use crate::core::retention::{Retention, RetentionConfig};
 use crate::core::snapshot::StatsSnapshot;
+use crate::core::statistics;
 use crate::core::store::Store;
 use crate::core::target::TargetPolicy;
 use crate::server::auth::Authenticator;
@@ -103,6 +104,11 @@ impl Service {
             tracing::warn!(error = %err, "cross-process change notifications unavailable; relying on polling");
         }
 
+        if self.run_ticker {
+            // Rows loaded before this start (a bulk enroll, a restore) are planned for as they
+            // are from the first burst on.
+            statistics::refresh(self.store.as_ref()).await;
+        }
         let ticker = self.run_ticker.then(|| {
             let mut engine = Engine::new(
                 self.store.clone(),
@@ -138,6 +144,15 @@ impl Service {
             tokio::spawn(async move {
                 relay.run(stopped(rx)).await;
                 tracing::info!("outbox relay stopped");
+            })
+        });
+
+        // Where the ticker runs, the planner's statistics follow its bursts and bulk loads.
+        let statistics = self.run_ticker.then(|| {
+            let (store, clock) = (self.store.clone(), self.clock.clone());
+            let rx = stop_rx.clone();
+            tokio::spawn(async move {
+                statistics::keep_fresh(store.as_ref(), clock.as_ref(), stopped(rx)).await;
             })
         });
 
@@ -218,9 +233,13 @@ impl Service {
                 }
             }
         }
-        // A refresh and a probe only read: stopping them mid-way loses nothing.
+        // A refresh and a probe only read, and an ANALYZE cut short changes nothing: stopping
+        // them mid-way loses nothing.
         counter.abort();
         prober.abort();
+        if let Some(statistics) = statistics {
+            statistics.abort();
+        }
         if let Some(retention) = retention {
             retention.abort();
         }

@@ -257,8 +257,8 @@ AS $function$
         (SELECT j.id, j.schedule_id, j.env_id, j.status, j.next_attempt_at AS due_at
            FROM cron.jobs j
           WHERE j.status = 'pending' AND j.next_attempt_at <= p_now
-            AND NOT EXISTS (SELECT 1 FROM cron.schedules s
-                             WHERE s.id = j.schedule_id AND s.status = 'paused')
+            AND (SELECT s.status FROM cron.schedules s WHERE s.id = j.schedule_id)
+                IS DISTINCT FROM 'paused'
           ORDER BY j.next_attempt_at
           LIMIT least(greatest(p_limit, 0), 1000))
         UNION ALL
@@ -363,22 +363,29 @@ AS $function$ DELETE FROM cron.instances WHERE id = p_id $function$;
 
 CREATE OR REPLACE FUNCTION cron.job_answers_put(p_jobs uuid[], p_attempts integer[], p_answered_at timestamp with time zone[], p_answers jsonb[])
  RETURNS bigint
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET enable_seqscan TO 'off'
 AS $function$
+DECLARE
+    written bigint;
+BEGIN
     WITH put AS (
         INSERT INTO cron.job_answers (job_id, env_id, attempt, answered_at, answer)
         SELECT a.job_id, j.env_id, a.attempt, a.answered_at, a.answer
-          FROM unnest(p_jobs, p_attempts, p_answered_at, p_answers)
-               AS a(job_id, attempt, answered_at, answer)
-          JOIN cron.jobs j ON j.id = a.job_id AND j.attempt = a.attempt
-         WHERE (j.status = 'running') IS TRUE
+          FROM unnest(p_jobs, p_attempts, p_answered_at, p_answers,
+                      array_fill('running'::text, ARRAY[cardinality(p_jobs)]))
+               AS a(job_id, attempt, answered_at, answer, was)
+          JOIN cron.jobs j ON j.id = a.job_id AND j.attempt = a.attempt AND j.status = a.was
         ON CONFLICT (job_id) DO UPDATE
            SET attempt = EXCLUDED.attempt, answered_at = EXCLUDED.answered_at,
                answer = EXCLUDED.answer
         RETURNING 1)
-    SELECT count(*) FROM put
+    SELECT count(*) INTO written FROM put;
+    RETURN written;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.jobs_hand_off(p_ids uuid[], p_lease interval, p_now timestamp with time zone)
@@ -402,16 +409,24 @@ $function$;
 
 CREATE OR REPLACE FUNCTION cron.jobs_lease_renew(p_ids uuid[], p_epochs integer[], p_called boolean[], p_until timestamp with time zone, p_now timestamp with time zone)
  RETURNS TABLE(job_id uuid)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET enable_seqscan TO 'off'
 AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     UPDATE cron.jobs j
        SET lease_until = p_until,
            called_at = CASE WHEN h.called THEN coalesce(j.called_at, p_now) ELSE j.called_at END
-      FROM unnest(p_ids, p_epochs, p_called) AS h(id, epoch, called)
-     WHERE j.id = h.id AND j.lease_epoch = h.epoch AND (j.status = 'running') IS TRUE
-    RETURNING j.id
+      FROM unnest(p_ids, p_epochs, p_called,
+                  array_fill('running'::text, ARRAY[cardinality(p_ids)]))
+           AS h(id, epoch, called, was)
+     WHERE j.id = h.id AND j.lease_epoch = h.epoch AND j.status = h.was
+    RETURNING j.id;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.next_wakeup()
@@ -463,10 +478,15 @@ $function$;
 
 CREATE OR REPLACE FUNCTION cron.outbox_mark_failed(p_relay text, p_seqs bigint[], p_errors text[], p_parkable boolean[], p_now timestamp with time zone, p_retry_at timestamp with time zone, p_max_attempts integer)
  RETURNS TABLE(seq bigint, attempts integer, parked boolean)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_custom_plan'
+ SET enable_seqscan TO 'off'
 AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH failures AS (
         SELECT f.seq, f.error, f.parkable
           FROM unnest(p_seqs, p_errors, p_parkable) AS f (seq, error, parkable))
@@ -483,7 +503,8 @@ AS $function$
        AND o.relayed_at IS NULL
        AND o.parked_at IS NULL
        AND o.locked_by = p_relay
-    RETURNING o.seq, o.attempts, o.parked_at IS NOT NULL
+    RETURNING o.seq, o.attempts, o.parked_at IS NOT NULL;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION cron.outbox_mark_relayed(p_seqs bigint[], p_now timestamp with time zone)
@@ -630,6 +651,34 @@ BEGIN
          SELECT count(*) FROM gone', least(greatest(p_limit, 0), 10000))
         INTO deleted USING p_before;
     RETURN deleted;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION cron.refresh_statistics()
+ RETURNS SETOF text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    t record;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('sentin8_cron.refresh_statistics')) THEN
+        RETURN;
+    END IF;
+    FOR t IN
+        SELECT s.relname
+          FROM pg_stat_user_tables s
+          JOIN pg_class c ON c.oid = s.relid
+         WHERE s.schemaname = 'cron'
+           AND s.relname IN ('schedules', 'jobs', 'outbox')
+           AND s.n_mod_since_analyze >= 1000
+           AND s.n_mod_since_analyze > 0.1 * greatest(c.reltuples, 0)
+         ORDER BY s.relname
+    LOOP
+        EXECUTE format('ANALYZE cron.%I', t.relname);
+        RETURN NEXT t.relname;
+    END LOOP;
 END
 $function$;
 

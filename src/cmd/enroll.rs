@@ -334,6 +334,11 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             return Err(anyhow::Error::new(err).context("enrollment failed; nothing was written"));
         }
     };
+    if !args.dry_run {
+        // `serve` often starts right after a bulk enroll: its first burst is planned on the
+        // statistics of the tables as loaded, not as they were before.
+        crate::core::statistics::refresh(store.as_ref()).await;
+    }
     if json {
         output::write_structured(out, format, &Summary::of(&report, declared))?;
     } else {

@@ -21,6 +21,7 @@ pub mod retention;
 pub mod retry;
 pub mod rezone;
 pub mod snapshot;
+pub mod statistics;
 pub mod storable;
 pub mod store;
 pub mod target;

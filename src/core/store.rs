@@ -16,7 +16,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::Notify;
 
 use crate::core::model::{
     AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, JobStatus, OutboxEvent, Schedule,
@@ -27,10 +26,12 @@ mod lease_params;
 mod outbox_params;
 mod params;
 mod report_params;
+mod signals;
 pub use lease_params::*;
 pub use outbox_params::*;
 pub use params::*;
 pub use report_params::*;
+pub use signals::*;
 
 /// A storage error. Database internals are kept as an opaque source: they are logged, never
 /// shown to API callers.
@@ -103,43 +104,6 @@ pub struct Capabilities {
     /// The database lives inside this process's reach with no operator to run migrations
     /// (SQLite): commands migrate it on open, and the development token is allowed.
     pub embedded: bool,
-}
-
-/// What a committed change may need to wake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Channel {
-    /// Schedules changed: the ticker recomputes when to wake.
-    Schedules,
-    /// Events were appended: the relay drains the outbox.
-    Outbox,
-}
-
-impl Channel {
-    /// The PostgreSQL NOTIFY channel name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Channel::Schedules => "sentin8_cron_schedules",
-            Channel::Outbox => "sentin8_cron_outbox",
-        }
-    }
-}
-
-/// In-process wake-up signals, rung after a commit that asked for them, and (on backends with
-/// `listen_notify`) when another process commits such a change.
-#[derive(Debug, Default)]
-pub struct Signals {
-    pub schedules: Notify,
-    pub outbox: Notify,
-}
-
-impl Signals {
-    /// Rings one channel. A permit is stored when nobody waits, so a waiter never misses it.
-    pub fn ring(&self, channel: Channel) {
-        match channel {
-            Channel::Schedules => self.schedules.notify_one(),
-            Channel::Outbox => self.outbox.notify_one(),
-        }
-    }
 }
 
 /// A store: the entry point to one database.
@@ -259,6 +223,13 @@ pub trait Store: Send + Sync + 'static {
     /// next attempt, a running attempt's lease expiry or a claim ahead lapsing), across
     /// tenants.
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// Refreshes the planner's statistics of the tables that changed a lot since they were
+    /// last taken (a bulk enroll, a burst's first jobs), so that the next statements are
+    /// planned for the rows there are. Returns the tables refreshed; none when another
+    /// instance is refreshing at the time. Cheap when nothing changed: call it after bulk
+    /// writes and every few seconds.
+    async fn statistics_refresh(&self) -> StoreResult<Vec<String>>;
 
     /// Writes answers ahead of their records, across environments, in one statement. Only an
     /// attempt still running under the answer's number takes it (each in its job's own

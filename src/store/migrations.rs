@@ -128,6 +128,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "operator_counts",
         sql: include_str!("../../migrations/postgres/0020_operator_counts.sql"),
     },
+    Migration {
+        version: 21,
+        name: "stable_plans",
+        sql: include_str!("../../migrations/postgres/0021_stable_plans.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -231,6 +236,11 @@ pub const SQLITE: &[Migration] = &[
         version: 20,
         name: "operator_counts",
         sql: include_str!("../../migrations/sqlite/0020_operator_counts.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "stable_plans",
+        sql: include_str!("../../migrations/sqlite/0021_stable_plans.sql"),
     },
 ];
 

@@ -299,6 +299,10 @@ macro_rules! store_impl {
             reads::wakeup_next(&self.pool).await
         }
 
+        async fn statistics_refresh(&self) -> StoreResult<Vec<String>> {
+            reads::statistics_refresh(&self.pool).await
+        }
+
         async fn schedules_due_count(&self, until: DateTime<Utc>, cap: u32) -> StoreResult<u64> {
             reads::schedules_due_count(&self.pool, until, cap).await
         }

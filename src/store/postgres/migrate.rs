@@ -9,11 +9,25 @@ use crate::core::store::{MigrationReport, SchemaStatus, StoreError, StoreResult}
 use crate::store::db_err;
 use crate::store::migrations::{self, Migration, MigrationTarget};
 
-/// Applies pending migrations as the connected (owner) role. Returns what it did and notes for
-/// the operator.
+/// Applies pending migrations as the connected (owner) role, then refreshes the statistics
+/// of the tables a migration rewrote. Returns what it did and notes for the operator.
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     let mut conn = connect_one(url).await?;
-    migrations::run(&mut PgMigration { conn: &mut conn }, dry_run).await
+    let (reports, mut notes) =
+        migrations::run(&mut PgMigration { conn: &mut conn }, dry_run).await?;
+    if !dry_run {
+        let analyzed: Vec<String> = sqlx::query_scalar("SELECT cron.refresh_statistics()")
+            .fetch_all(&mut conn)
+            .await
+            .map_err(db_err)?;
+        if !analyzed.is_empty() {
+            notes.push(format!(
+                "refreshed the planner's statistics of {}",
+                analyzed.join(", ")
+            ));
+        }
+    }
+    Ok((reports, notes))
 }
 
 /// Applied and known versions.

@@ -105,6 +105,15 @@ pub(super) async fn jobs_hand_off(
         .collect())
 }
 
+/// `cron.refresh_statistics()`: ANALYZE of the tables that changed by a tenth since their
+/// last one (SECURITY DEFINER: the service role owns no table).
+pub(super) async fn statistics_refresh(pool: &PgPool) -> StoreResult<Vec<String>> {
+    sqlx::query_scalar("SELECT cron.refresh_statistics()")
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)
+}
+
 pub(super) async fn wakeup_next(pool: &PgPool) -> StoreResult<Option<DateTime<Utc>>> {
     sqlx::query_scalar("SELECT cron.next_wakeup()")
         .fetch_one(pool)

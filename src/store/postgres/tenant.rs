@@ -1,5 +1,22 @@
 //! The tenant transaction: every tenant read and write, inside a transaction whose tenant
 //! context (the row-level security key) is set when it begins.
+//!
+//! The statements that join a table to arrays of ids run unprepared (`persistent(false)`):
+//! PostgreSQL then plans each with its arrays' lengths. A prepared statement switches to a
+//! generic plan after five runs, and a generic plan takes an array for 10 elements; with
+//! thousands it chose to scan the environment's jobs once per element (seconds per record of
+//! a burst). The extra round trip costs less than one such plan.
+//!
+//! A record expects its jobs `running`, and says so as a join condition (`j.status = u.was`,
+//! with `was` a column of the batch), not as a condition on the table: the statistics count
+//! the jobs running when they were taken (a few, between bursts), the burst has thousands, and
+//! a plan that believed the environment held one running job read the whole batch once for
+//! each of them.
+//!
+//! The same statements name their environment as `(SELECT $1::uuid)`, a value the planner
+//! does not see: it then takes the environment for an average one of the table. Given the
+//! value, it reads the statistics' count for that environment, which for a tenant enrolled
+//! since they were taken is none at all, and a plan for one row rescans the batch per row.
 
 use std::sync::Arc;
 
@@ -23,9 +40,18 @@ const WAITING_COUNT_LOCK: i32 = 0x0053_3857;
 /// message with both statements). The context is transaction-local, so it lives exactly as
 /// long as this transaction. The env id is a typed UUID, formatted by us: nothing from a
 /// request is spliced into the text.
+///
+/// A tenant transaction reads rows through indexes only (`enable_seqscan` off for it): every
+/// table a tenant touches has an index that leads with the environment, so a whole-table read
+/// is never needed, and one would cost a tenant every other tenant's rows. On a small table
+/// (a fresh install's first bursts) the planner takes a whole read for cheaper; as a table
+/// grows it stops, at a size that depends on statistics a burst outruns.
 pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
     let id: Uuid = env_id.0;
-    format!("BEGIN; SELECT cron.sentin8_set_tenant_context('{id}'::uuid)")
+    format!(
+        "BEGIN; SELECT cron.sentin8_set_tenant_context('{id}'::uuid), \
+         set_config('enable_seqscan', 'off', true)"
+    )
 }
 
 /// A transaction with the tenant context set.
@@ -79,6 +105,7 @@ impl<'c> PgTenantTx<'c> {
         );
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         let rows = sqlx::query(&sql)
+            .persistent(false)
             .bind(self.env_id.0)
             .bind(&ids)
             .fetch_all(&mut *self.tx)
@@ -99,6 +126,7 @@ impl<'c> PgTenantTx<'c> {
              AND {predicate}"
         );
         let found: Vec<Uuid> = sqlx::query_scalar(&sql)
+            .persistent(false)
             .bind(self.env_id.0)
             .bind(&ids)
             .fetch_all(&mut *self.tx)
@@ -168,12 +196,13 @@ impl TenantTx for PgTenantTx<'_> {
              FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], \
                          $6::int[]) \
                   AS c(id, expected, next_run_at, now, remaining_runs) \
-             WHERE s.env_id = $1 AND s.id = c.id AND s.status = 'active' \
+             WHERE s.env_id = (SELECT $1::uuid) AND s.id = c.id AND s.status = 'active' \
                AND s.next_run_at = c.expected \
              RETURNING {}",
             prefixed(SCHEDULE_COLUMNS, "s")
         );
         let rows = sqlx::query(&sql)
+            .persistent(false)
             .bind(self.env_id.0)
             .bind(claims.iter().map(|c| c.id.0).collect::<Vec<_>>())
             .bind(
@@ -257,9 +286,10 @@ impl TenantTx for PgTenantTx<'_> {
             "UPDATE schedules s SET last_run_at = greatest(s.last_run_at, r.at) \
              FROM (SELECT id, max(at) AS at FROM unnest($2::uuid[], $3::timestamptz[]) \
                      AS u(id, at) GROUP BY id) r \
-             WHERE s.env_id = $1 AND s.id = r.id \
+             WHERE s.env_id = (SELECT $1::uuid) AND s.id = r.id \
                AND (s.last_run_at IS NULL OR s.last_run_at < r.at)",
         )
+        .persistent(false)
         .bind(self.env_id.0)
         .bind(runs.iter().map(|(id, _)| id.0).collect::<Vec<_>>())
         .bind(runs.iter().map(|(_, at)| *at).collect::<Vec<_>>())
@@ -276,10 +306,11 @@ impl TenantTx for PgTenantTx<'_> {
                                updated_at = u.updated_at \
              FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
                          $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[], \
-                         $10::timestamptz[], $11::int[]) \
+                         $10::timestamptz[], $11::int[], \
+                         array_fill('running'::text, ARRAY[cardinality($2::uuid[])])) \
                   AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
-                       updated_at, lease_by, epoch) \
-             WHERE j.env_id = $1 AND j.id = u.id AND (j.status = 'running') IS TRUE \
+                       updated_at, lease_by, epoch, was) \
+             WHERE j.env_id = (SELECT $1::uuid) AND j.id = u.id AND j.status = u.was \
                AND j.attempt = u.attempt AND j.lease_epoch = u.epoch \
                AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
              RETURNING {}",
@@ -287,6 +318,7 @@ impl TenantTx for PgTenantTx<'_> {
         );
         let columns: Vec<rows::FinishColumns> = finishes.iter().map(rows::job_finish).collect();
         let rows = sqlx::query(&sql)
+            .persistent(false)
             .bind(self.env_id.0)
             .bind(finishes.iter().map(|f| f.id.0).collect::<Vec<_>>())
             .bind(finishes.iter().map(|f| f.attempt).collect::<Vec<_>>())

@@ -168,6 +168,16 @@ pub(super) async fn job_answers_put(pool: &SqlitePool, answers: &[JobAnswer]) ->
     Ok(written)
 }
 
+/// SQLite's own advice on statistics: `PRAGMA optimize` analyzes the tables whose statistics
+/// it judges out of date (it names none).
+pub(super) async fn statistics_refresh(pool: &SqlitePool) -> StoreResult<Vec<String>> {
+    sqlx::query("PRAGMA optimize")
+        .execute(pool)
+        .await
+        .map_err(db_err)?;
+    Ok(Vec::new())
+}
+
 pub(super) async fn wakeup_next(pool: &SqlitePool) -> StoreResult<Option<DateTime<Utc>>> {
     let sql = format!(
         "SELECT min(t) FROM ( \

@@ -280,6 +280,11 @@ impl Store for FaultyStore {
         }
         Ok(handed)
     }
+    async fn statistics_refresh(&self) -> StoreResult<Vec<String>> {
+        self.pass().await?;
+        self.inner.statistics_refresh().await
+    }
+
     async fn wakeup_next(&self) -> StoreResult<Option<DateTime<Utc>>> {
         self.pass().await?;
         let next = self.inner.wakeup_next().await;

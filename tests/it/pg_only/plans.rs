@@ -1,9 +1,14 @@
 //! The plans the engine's statements get on a loaded database whose statistics are stale: every
-//! statement of a 20,000-fire tick (the due selection, the claims, the jobs' inserts, the
-//! hand-offs, the answers written ahead, the records, and each statement inside the SQL
-//! functions) is planned by `auto_explain` and none reads `jobs`, `schedules` or `outbox`
-//! whole. The tables' statistics are those of the empty tables after the migration, and
-//! autovacuum is kept from refreshing them, as when `serve` starts right after a bulk `enroll`.
+//! statement of two 20,000-fire ticks (the due selection, the claims, the jobs' inserts, the
+//! hand-offs, the answers written ahead, the records, the lease renewals, and each statement
+//! inside the SQL functions) is run under `auto_explain` with its actual row counts, and none
+//! reads `jobs`, `schedules` or `outbox` whole, nor reads an array of ids once per row of a
+//! table (the shape a generic plan took for the records: seconds each in a burst). The tables
+//! are loaded behind the service's back (as a restore would), their statistics those of the
+//! empty tables after the migration, and autovacuum is kept from refreshing them; the engine
+//! starts as `serve` starts, after its refresh of the statistics. The statements run far more
+//! than five times on each connection, so a prepared statement's generic plan is among those
+//! checked.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +16,11 @@ use chrono::Duration;
 use sentin8_cron::core::clock::ManualClock;
 use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
+use sentin8_cron::core::model::{EnvId, JobId};
+use sentin8_cron::core::statistics;
+use sentin8_cron::core::store::{
+    AttemptDetail, HeldLease, JobAnswer, JobFinish, JobOutcome, LeaseRenewal,
+};
 use sentin8_cron::store::{self, ConnectOptions};
 use sqlx::{Connection, Executor, PgConnection};
 use tracing_subscriber::layer::SubscriberExt;
@@ -50,30 +60,14 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Plans {
 }
 
 #[tokio::test]
-async fn every_statement_of_a_tick_uses_an_index_on_a_loaded_database_with_stale_statistics() {
+async fn every_statement_of_a_burst_uses_an_index_after_a_bulk_load() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
     let target = RawServer::start(|_: &Recorded| Reply::json(200, serde_json::json!({}))).await;
     let mut owner = PgConnection::connect(&db.owner_url()).await.unwrap();
+    explain_everything(&mut owner, &db.name).await;
     for sql in [
-        // Every new session of this database explains each statement to its client.
-        format!(
-            "ALTER DATABASE {} SET session_preload_libraries = 'auto_explain'",
-            db.name
-        ),
-        format!(
-            "ALTER DATABASE {} SET auto_explain.log_min_duration = 0",
-            db.name
-        ),
-        format!(
-            "ALTER DATABASE {} SET auto_explain.log_nested_statements = on",
-            db.name
-        ),
-        format!(
-            "ALTER DATABASE {} SET auto_explain.log_level = notice",
-            db.name
-        ),
         "ALTER TABLE cron.schedules SET (autovacuum_enabled = false)".to_owned(),
         "ALTER TABLE cron.jobs SET (autovacuum_enabled = false)".to_owned(),
         "ANALYZE cron.schedules".to_owned(),
@@ -107,24 +101,162 @@ async fn every_statement_of_a_tick_uses_an_index_on_a_loaded_database_with_stale
     let store = store::connect(&db.service_url, &ConnectOptions::default())
         .await
         .unwrap();
+    // What `serve` does before its ticker starts: the tables loaded since their last
+    // statistics get new ones.
+    assert_eq!(
+        statistics::refresh(store.as_ref()).await,
+        ["jobs", "schedules"]
+    );
+    assert!(statistics::refresh(store.as_ref()).await.is_empty());
     let clock = Arc::new(ManualClock::new(t0() + Duration::minutes(1)));
     let engine = Engine::new(
         store,
         crate::engine::dispatcher(clock.clone(), std::time::Duration::from_secs(5)),
-        clock,
+        clock.clone(),
         EngineConfig::default(),
         Arc::new(Metrics::default()),
     );
-    let summary = engine.tick().await.unwrap();
-    assert_eq!(
-        (summary.fired, summary.succeeded),
-        (SCHEDULES, SCHEDULES),
-        "{summary:?}"
-    );
+    for minute in 1..=2 {
+        clock.set(t0() + Duration::minutes(minute));
+        let summary = engine.tick().await.unwrap();
+        assert_eq!(
+            (summary.fired, summary.succeeded),
+            (SCHEDULES, SCHEDULES),
+            "minute {minute}: {summary:?}"
+        );
+    }
 
     let plans = plans.0.lock().unwrap();
     // Each statement and each statement inside a function was explained: the check saw them.
     assert!(plans.len() as u64 > SCHEDULES, "{} plans", plans.len());
+    assert_plans_hold(&plans);
+}
+
+/// The statements a burst runs on the jobs it holds, on statistics taken between bursts (every
+/// job finished, none running): renewing 2,000 leases, writing 1,000 answers ahead and
+/// recording 2,000 outcomes in two batches, in an environment whose 2,000 jobs of the burst
+/// are running. Planned on the statistics' word that no job runs, the records read the batch
+/// once per running job (0.4 s a batch).
+#[tokio::test]
+async fn a_bursts_records_do_not_trust_the_count_of_running_jobs() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    const ENV: &str = "00000000-0000-7000-8000-000000000001";
+    let mut owner = PgConnection::connect(&db.owner_url()).await.unwrap();
+    explain_everything(&mut owner, &db.name).await;
+    for sql in [
+        "ALTER TABLE cron.jobs SET (autovacuum_enabled = false)".to_owned(),
+        format!(
+            "INSERT INTO cron.schedules (id, env_id, domain, schedule_type, kind, cron_expr, \
+             target_config, next_run_at, created_at, updated_at, created_by, updated_by) \
+             SELECT gen_random_uuid(), '{ENV}', 'bench', 's' || g, 'cron', '* * * * *', \
+             '{{}}', now(), now(), now(), 't', 't' FROM generate_series(1, 2000) g"
+        ),
+        // Three bursts finished, then analyzed...
+        "INSERT INTO cron.jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+         idempotency_key, created_at, updated_at, finished_at) \
+         SELECT gen_random_uuid(), s.id, s.env_id, 'succeeded', 1, \
+         now() - g * interval '1 minute', 'k' || s.id || g, now(), now(), now() \
+         FROM cron.schedules s, generate_series(1, 3) g"
+            .to_owned(),
+        "ANALYZE cron.schedules".to_owned(),
+        "ANALYZE cron.jobs".to_owned(),
+        // ... and the fourth running.
+        "INSERT INTO cron.jobs (id, schedule_id, env_id, status, attempt, scheduled_for, \
+         started_at, idempotency_key, created_at, updated_at, lease_until) \
+         SELECT gen_random_uuid(), s.id, s.env_id, 'running', 1, now(), now(), \
+         'r' || s.id, now(), now(), now() + interval '1 hour' FROM cron.schedules s"
+            .to_owned(),
+    ] {
+        owner.execute(sql.as_str()).await.unwrap();
+    }
+    let running: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT id FROM cron.jobs WHERE status = 'running' ORDER BY id")
+            .fetch_all(&mut owner)
+            .await
+            .unwrap();
+    drop(owner);
+    let running: Vec<JobId> = running.into_iter().map(JobId).collect();
+
+    let plans = Plans::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(plans.clone()));
+    let store = store::connect(&db.service_url, &ConnectOptions::default())
+        .await
+        .unwrap();
+    let now = chrono::Utc::now();
+    let renewal = LeaseRenewal {
+        leases: running
+            .iter()
+            .map(|&id| HeldLease {
+                id,
+                epoch: 0,
+                called: true,
+            })
+            .collect(),
+        until: now + Duration::hours(2),
+        now,
+    };
+    assert_eq!(store.jobs_lease_renew(&renewal).await.unwrap().len(), 2000);
+    let answers: Vec<JobAnswer> = running[..1000]
+        .iter()
+        .map(|&job_id| JobAnswer {
+            job_id,
+            attempt: 1,
+            answered_at: now,
+            answer: serde_json::json!({"ok": true}),
+        })
+        .collect();
+    assert_eq!(store.job_answers_put(&answers).await.unwrap(), 1000);
+    let env = EnvId(ENV.parse().unwrap());
+    for batch in running.chunks(1000) {
+        let finishes: Vec<JobFinish> = batch
+            .iter()
+            .map(|&id| JobFinish {
+                id,
+                attempt: 1,
+                epoch: 0,
+                outcome: JobOutcome::Succeeded {
+                    result: serde_json::json!({"ok": true}),
+                },
+                now,
+                detail: AttemptDetail::default(),
+                lease_expired_by: None,
+            })
+            .collect();
+        let mut tx = store.tenant_begin(env).await.unwrap();
+        assert_eq!(tx.job_finish_many(&finishes).await.unwrap().len(), 1000);
+        tx.commit().await.unwrap();
+    }
+
+    let plans = plans.0.lock().unwrap();
+    assert!(plans.len() >= 4, "{} plans", plans.len());
+    assert_plans_hold(&plans);
+}
+
+/// Makes every new session of database `name` explain each statement it runs (the statements
+/// inside functions too) to its client, with actual rows and loops (not timings: they cost,
+/// and the checks need none).
+async fn explain_everything(owner: &mut PgConnection, name: &str) {
+    for setting in [
+        "session_preload_libraries = 'auto_explain'",
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_level = notice",
+        "auto_explain.log_analyze = on",
+        "auto_explain.log_timing = off",
+    ] {
+        owner
+            .execute(format!("ALTER DATABASE {name} SET {setting}").as_str())
+            .await
+            .unwrap();
+    }
+}
+
+/// Fails on any plan that reads `jobs`, `schedules` or `outbox` whole, [`rescans`], or
+/// [`misjudges`] one of them.
+fn assert_plans_hold(plans: &[String]) {
     let whole: Vec<&String> = plans
         .iter()
         .filter(|plan| {
@@ -139,4 +271,95 @@ async fn every_statement_of_a_tick_uses_an_index_on_a_loaded_database_with_stale
         whole.len(),
         whole.first().map(|p| p.as_str()).unwrap_or_default()
     );
+    let misjudged: Vec<&String> = plans.iter().filter(|plan| misjudges(plan)).collect();
+    assert!(
+        misjudged.is_empty(),
+        "{} statements were planned on a count of rows off by a hundred times, the first:\n{}",
+        misjudged.len(),
+        misjudged.first().map(|p| p.as_str()).unwrap_or_default()
+    );
+    let rescanning: Vec<&String> = plans.iter().filter(|plan| rescans(plan)).collect();
+    assert!(
+        rescanning.is_empty(),
+        "{} statements read an array or a table once per row of another, the first:\n{}",
+        rescanning.len(),
+        rescanning.first().map(|p| p.as_str()).unwrap_or_default()
+    );
+}
+
+/// A plan (with actual rows) that joins by reading one side again for every row of the other:
+/// a function scan (an `unnest` of ids) run more than once, or a join filter that threw away
+/// more than a thousand rows. Its cost grows with the product of the two sides.
+fn rescans(plan: &str) -> bool {
+    plan.lines().any(|line| {
+        let loops = || {
+            line.split("loops=")
+                .nth(1)
+                .and_then(|rest| rest.trim_end_matches(')').parse::<u64>().ok())
+        };
+        let removed = line
+            .trim()
+            .strip_prefix("Rows Removed by Join Filter: ")
+            .and_then(|n| n.parse::<u64>().ok());
+        (line.contains("Function Scan") && loops().is_some_and(|n| n > 1))
+            || removed.is_some_and(|n| n > 1000)
+    })
+}
+
+/// A plan (with actual rows) that read thousands of rows of `jobs`, `schedules` or `outbox`
+/// where it expected a hundredth of that or fewer: whatever it chose, it chose on a wrong count,
+/// and the same statement on the next batch may choose a plan that costs the product of its
+/// sides (what the records of a burst did when the statistics counted no running job).
+fn misjudges(plan: &str) -> bool {
+    plan.lines().any(|line| {
+        let on_table = ["jobs", "schedules", "outbox"]
+            .iter()
+            .any(|table| line.contains(&format!(" on {table} ")));
+        if !line.contains("Scan") || !on_table {
+            return false;
+        }
+        let number = |key: &str| {
+            let rest = line.split(key).nth(1)?;
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        };
+        let estimated = line
+            .split("(cost=")
+            .nth(1)
+            .and_then(|rest| rest.split(" rows=").nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        match (estimated, number("actual rows=")) {
+            (Some(estimated), Some(actual)) => actual >= 1000 && actual > 100 * estimated,
+            _ => false,
+        }
+    })
+}
+
+#[test]
+fn a_scan_planned_for_one_row_that_read_thousands_is_misjudged() {
+    let misjudged = "  ->  Bitmap Heap Scan on jobs j  (cost=125.85..545.97 rows=1 width=38) \
+                     (actual rows=2000 loops=1)";
+    let judged = "  ->  Bitmap Heap Scan on jobs j  (cost=125.85..545.97 rows=1808 width=38) \
+                  (actual rows=2000 loops=1)";
+    let small = "  ->  Index Scan using jobs_pkey on jobs j  (cost=0.29..8.31 rows=1 width=38) \
+                 (actual rows=1 loops=1344)";
+    assert!(misjudges(misjudged));
+    assert!(!misjudges(judged));
+    assert!(!misjudges(small));
+}
+
+#[test]
+fn a_rescanned_array_is_told_from_a_join_by_index() {
+    let rescanned = "Nested Loop  (cost=4.49..66.91 rows=1 width=302) (actual rows=1344 loops=1)
+  Join Filter: (j.id = u.id)
+  Rows Removed by Join Filter: 2686656
+  ->  Bitmap Heap Scan on jobs j  (cost=4.45..66.57 rows=1 width=38) (actual rows=2000 loops=1)
+  ->  Function Scan on u  (cost=0.02..0.12 rows=10 width=328) (actual rows=1344 loops=2000)";
+    let by_index = "Nested Loop  (cost=0.32..83.39 rows=1 width=302) (actual rows=1344 loops=1)
+  ->  Function Scan on u  (cost=0.02..0.12 rows=10 width=328) (actual rows=1344 loops=1)
+  ->  Index Scan using jobs_pkey on jobs j  (cost=0.29..8.31 rows=1 width=38) (actual rows=1 loops=1344)";
+    assert!(rescans(rescanned));
+    assert!(!rescans(by_index));
+    assert!(rescans(&rescanned.replace("loops=2000", "loops=1")));
 }
