@@ -393,11 +393,13 @@ async fn drill(
         .get(scenario.headline)
         .cloned()
         .unwrap_or_default();
-    let serve_cpu = ctx.sampler.window(first, first + MINUTE_US).sum("serve#");
+    let window = ctx.sampler.window(first, first + MINUTE_US);
+    let (serve_cpu, db_cpu) = (window.sum("serve#"), window.get("db"));
     Ok(Outcome {
         scenario: scenario.clone(),
         headline,
         serve_cpu_per_minute: serve_cpu,
+        db_cpu_per_minute: db_cpu,
         seed_seconds,
         spread: Vec::new(),
     })

@@ -104,6 +104,9 @@ struct Outcome {
     scenario: Scenario,
     headline: Stats,
     serve_cpu_per_minute: f64,
+    /// The scenario database's backends' CPU per measured minute (PostgreSQL; 0 on SQLite,
+    /// whose work is serve's own).
+    db_cpu_per_minute: f64,
     seed_seconds: f64,
     /// With a jitter: how each measured minute's burst spread, one line each.
     spread: Vec<String>,
@@ -517,8 +520,11 @@ async fn measure(
             scenario.backend == Backend::Sqlite
         )
     );
-    let serve_cpu =
-        windows.iter().map(|(_, w, _)| w.sum("serve#")).sum::<f64>() / windows.len().max(1) as f64;
+    let per_minute = |cpu: &dyn Fn(&procstat::CpuWindow) -> f64| {
+        windows.iter().map(|(_, w, _)| cpu(w)).sum::<f64>() / windows.len().max(1) as f64
+    };
+    let serve_cpu = per_minute(&|w| w.sum("serve#"));
+    let db_cpu = per_minute(&|w| w.get("db"));
     let headline = analysis
         .totals
         .get(scenario.headline)
@@ -528,6 +534,7 @@ async fn measure(
         scenario: scenario.clone(),
         headline,
         serve_cpu_per_minute: serve_cpu,
+        db_cpu_per_minute: db_cpu,
         seed_seconds,
         spread: spreads.iter().map(spread::Spread::line).collect(),
     })

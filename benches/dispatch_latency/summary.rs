@@ -35,7 +35,7 @@ pub(crate) fn print_summary(
 ) {
     println!("## Summary\n");
     println!(
-        "| scenario | backend | serve | N | fired | p50 | p99 | max | early | duplicates | missing / unclaimed | serve CPU per minute | seed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| scenario | backend | serve | N | fired | p50 | p99 | max | early | duplicates | missing / unclaimed | serve CPU per minute | database CPU per minute | serve + database CPU per call | seed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for o in outcomes {
         let s = &o.headline;
@@ -49,8 +49,12 @@ pub(crate) fn print_summary(
         } else {
             format!("{} (group {})", o.scenario.name, o.scenario.headline)
         };
+        // Calls a measured minute made, on average, and what each cost serve and the database.
+        let calls_per_minute = s.fired as f64 / f64::from(o.scenario.minutes.max(1));
+        let per_call_ms =
+            1000.0 * (o.serve_cpu_per_minute + o.db_cpu_per_minute) / calls_per_minute.max(1.0);
         println!(
-            "| {label} | {backend} | {} | {n} | {}/{} | {} | {} | {} | {} | {} | {} / {} | {:.1} s | {:.0} s |",
+            "| {label} | {backend} | {} | {n} | {}/{} | {} | {} | {} | {} | {} | {} / {} | {:.1} s | {:.1} s | {per_call_ms:.2} ms | {:.0} s |",
             o.scenario.instances,
             s.fired,
             s.expected,
@@ -62,6 +66,7 @@ pub(crate) fn print_summary(
             s.missing,
             s.unclaimed,
             o.serve_cpu_per_minute,
+            o.db_cpu_per_minute,
             o.seed_seconds,
         );
     }
@@ -73,8 +78,16 @@ pub(crate) fn print_summary(
             all.late_us.extend(&s.late_us);
         }
         all.late_us.sort_unstable();
+        // pg_cron's work is its cluster's (the scheduler and a backend per job).
+        let cluster: f64 = run
+            .minutes
+            .iter()
+            .map(|(_, _, cpu, _)| cpu.get("pgcron"))
+            .sum();
+        let per_call_ms = 1000.0 * cluster / (all.fired as f64).max(1.0);
+        let per_minute = cluster / run.minutes.len().max(1) as f64;
         println!(
-            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | – |",
+            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | {per_minute:.1} s (its cluster) | {per_call_ms:.2} ms | – |",
             run.version,
             run.n,
             all.fired,

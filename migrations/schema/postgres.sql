@@ -671,7 +671,7 @@ BEGIN
           FROM pg_stat_user_tables s
           JOIN pg_class c ON c.oid = s.relid
          WHERE s.schemaname = 'cron'
-           AND s.relname IN ('schedules', 'jobs', 'outbox')
+           AND s.relname IN ('schedules', 'jobs')
            AND s.n_mod_since_analyze >= 1000
            AND s.n_mod_since_analyze > 0.1 * greatest(c.reltuples, 0)
          ORDER BY s.relname
