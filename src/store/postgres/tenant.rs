@@ -41,16 +41,19 @@ const WAITING_COUNT_LOCK: i32 = 0x0053_3857;
 /// long as this transaction. The env id is a typed UUID, formatted by us: nothing from a
 /// request is spliced into the text.
 ///
-/// A tenant transaction reads rows through indexes only (`enable_seqscan` off for it): every
-/// table a tenant touches has an index that leads with the environment, so a whole-table read
-/// is never needed, and one would cost a tenant every other tenant's rows. On a small table
-/// (a fresh install's first bursts) the planner takes a whole read for cheaper; as a table
-/// grows it stops, at a size that depends on statistics a burst outruns.
+/// A tenant transaction reads rows through indexes only, and joins by looking rows up
+/// (`enable_seqscan`, `enable_hashjoin` and `enable_mergejoin` off for it): every table a
+/// tenant touches has an index that leads with the environment, and its statements work on
+/// rows named by key. A whole-table read would cost a tenant every other tenant's rows, and a
+/// hash join the whole environment's (a burst's record read its environment's jobs, 15,000 and
+/// more, for a batch of 800). The planner takes either for cheaper on a small table, or on
+/// statistics a burst has outrun.
 pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
     let id: Uuid = env_id.0;
     format!(
         "BEGIN; SELECT cron.sentin8_set_tenant_context('{id}'::uuid), \
-         set_config('enable_seqscan', 'off', true)"
+         set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), \
+         set_config('enable_mergejoin', 'off', true)"
     )
 }
 
