@@ -227,8 +227,8 @@ pub trait Store: Send + Sync + 'static {
     /// Refreshes the planner's statistics of the tables that changed a lot since they were
     /// last taken (a bulk enroll, a burst's first jobs), so that the next statements are
     /// planned for the rows there are. Returns the tables refreshed; none when another
-    /// instance is refreshing at the time. Cheap when nothing changed: call it after bulk
-    /// writes and every few seconds.
+    /// instance is refreshing at the time. Cheap when nothing changed: `enroll` calls it after
+    /// its writes, `serve` at start-up and every half minute.
     async fn statistics_refresh(&self) -> StoreResult<Vec<String>>;
 
     /// Writes answers ahead of their records, across environments, in one statement. Only an

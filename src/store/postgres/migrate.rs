@@ -10,21 +10,27 @@ use crate::store::db_err;
 use crate::store::migrations::{self, Migration, MigrationTarget};
 
 /// Applies pending migrations as the connected (owner) role, then refreshes the statistics
-/// of the tables a migration rewrote. Returns what it did and notes for the operator.
+/// of the tables a migration rewrote (a refresh that fails is a note: the migrations stand).
+/// Returns what it did and notes for the operator.
 pub async fn migrate(url: &str, dry_run: bool) -> StoreResult<(Vec<MigrationReport>, Vec<String>)> {
     let mut conn = connect_one(url).await?;
     let (reports, mut notes) =
         migrations::run(&mut PgMigration { conn: &mut conn }, dry_run).await?;
     if !dry_run {
-        let analyzed: Vec<String> = sqlx::query_scalar("SELECT cron.refresh_statistics()")
-            .fetch_all(&mut conn)
-            .await
-            .map_err(db_err)?;
-        if !analyzed.is_empty() {
-            notes.push(format!(
+        let analyzed: Result<Vec<String>, _> =
+            sqlx::query_scalar("SELECT cron.refresh_statistics()")
+                .fetch_all(&mut conn)
+                .await;
+        match analyzed {
+            Ok(tables) if tables.is_empty() => {}
+            Ok(tables) => notes.push(format!(
                 "refreshed the planner's statistics of {}",
-                analyzed.join(", ")
-            ));
+                tables.join(", ")
+            )),
+            Err(err) => notes.push(format!(
+                "could not refresh the planner's statistics ({}); autovacuum will",
+                db_err(err)
+            )),
         }
     }
     Ok((reports, notes))
