@@ -108,7 +108,6 @@ impl<'c> PgTenantTx<'c> {
         );
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         let rows = sqlx::query(&sql)
-            .persistent(false)
             .bind(self.env_id.0)
             .bind(&ids)
             .fetch_all(&mut *self.tx)
@@ -129,7 +128,6 @@ impl<'c> PgTenantTx<'c> {
              AND {predicate}"
         );
         let found: Vec<Uuid> = sqlx::query_scalar(&sql)
-            .persistent(false)
             .bind(self.env_id.0)
             .bind(&ids)
             .fetch_all(&mut *self.tx)
