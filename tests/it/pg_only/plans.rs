@@ -97,12 +97,7 @@ async fn every_statement_of_a_burst_uses_an_index_after_a_bulk_load() {
     }
     drop(owner);
 
-    let plans = Plans::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(plans.clone()));
-    let store = store::connect(&db.service_url, &ConnectOptions::default())
-        .await
-        .unwrap();
+    let (plans, _subscriber, store) = explained_store(&db).await;
     // What `serve` does before its ticker starts: the tables loaded since their last
     // statistics get new ones.
     assert_eq!(
@@ -181,12 +176,7 @@ async fn a_bursts_records_do_not_trust_the_count_of_running_jobs() {
     drop(owner);
     let running: Vec<JobId> = running.into_iter().map(JobId).collect();
 
-    let plans = Plans::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(plans.clone()));
-    let store = store::connect(&db.service_url, &ConnectOptions::default())
-        .await
-        .unwrap();
+    let (plans, _subscriber, store) = explained_store(&db).await;
     let now = chrono::Utc::now();
     let renewal = LeaseRenewal {
         leases: running
@@ -235,6 +225,24 @@ async fn a_bursts_records_do_not_trust_the_count_of_running_jobs() {
     let plans = plans.0.lock().unwrap();
     assert!(plans.len() >= 4, "{} plans", plans.len());
     assert_plans_hold(&plans);
+}
+
+/// The service's store on `db`, with the plans its statements get collected while the guard
+/// lives.
+async fn explained_store(
+    db: &PgTestDb,
+) -> (
+    Plans,
+    tracing::subscriber::DefaultGuard,
+    Arc<dyn sentin8_cron::core::store::Store>,
+) {
+    let plans = Plans::default();
+    let guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(plans.clone()));
+    let store = store::connect(&db.service_url, &ConnectOptions::default())
+        .await
+        .unwrap();
+    (plans, guard, store)
 }
 
 /// Makes every new session of database `name` explain each statement it runs (the statements
