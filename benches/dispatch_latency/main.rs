@@ -4,8 +4,9 @@
 //! p50/p99/max of arrival minus the due instant, duplicates, occurrences without a record, and
 //! the CPU split between serve, the database and the target. pgbench's TPS and pg_cron on a
 //! private cluster run in the same command as references. Schedules declared with a
-//! `max_jitter` (`pg-5k-jitter`) are measured from each call's own instant, and the report adds
-//! the calls per second of the burst (`spread.rs`).
+//! `max_jitter` (`pg-5k-jitter`) are measured from each call's own instant. The report adds the
+//! calls per second of every burst: how a jittered one spread, how one at once drained
+//! (`spread.rs`).
 //!
 //! Run: `cargo bench --bench dispatch_latency` (the default set, about 15 minutes), or name
 //! what to run: `cargo bench --bench dispatch_latency -- pg-5k noisy` (or `BENCH_SCENARIOS`).
@@ -108,7 +109,7 @@ struct Outcome {
     /// whose work is serve's own).
     db_cpu_per_minute: f64,
     seed_seconds: f64,
-    /// With a jitter: how each measured minute's burst spread, one line each.
+    /// How each measured minute's burst spread (or drained), one line each.
     spread: Vec<String>,
 }
 
@@ -502,13 +503,15 @@ async fn measure(
         );
     }
     println!("{}", report::lateness_table(&analysis, scenario.instances));
-    let spreads = match scenario.max_jitter {
-        Some(jitter) => {
-            let envs = plan.group_of_env.keys().cloned().collect();
-            spread::analyse(&records, &arrivals, &envs, first, scenario.minutes, jitter)
-        }
-        None => Vec::new(),
-    };
+    let envs = plan.group_of_env.keys().cloned().collect();
+    let spreads = spread::analyse(
+        &records,
+        &arrivals,
+        &envs,
+        first,
+        scenario.minutes,
+        scenario.max_jitter,
+    );
     for s in &spreads {
         println!("{}", s.table());
     }

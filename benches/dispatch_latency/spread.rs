@@ -1,4 +1,4 @@
-//! How a jittered burst spread: for each measured minute, the calls that reached the target
+//! How a burst spread (jittered) or drained (at once): for each measured minute, the calls that reached the target
 //! counted by the second they arrived in (from the minute boundary), beside the seconds their
 //! call instants fall in. A call belongs to the minute its envelope's `scheduled_for` falls in;
 //! the instants are derived as the report derives them (`report::call_instant`), and a call
@@ -133,15 +133,19 @@ impl Spread {
 }
 
 /// One [`Spread`] per measured minute. `envs` are the environments of the scenario's schedules.
+/// Without a jitter every instant is the boundary and the window is its first second: the
+/// table then shows how the burst drained, second by second past it.
 pub fn analyse(
     records: &Records,
     arrivals: &[Arrival],
     envs: &HashSet<String>,
     first_minute_us: i64,
     minutes: u32,
-    max_jitter: Duration,
+    max_jitter: Option<Duration>,
 ) -> Vec<Spread> {
-    let window_s = (max_jitter.as_micros() as i64 + SECOND_US - 1) / SECOND_US;
+    let window_s = max_jitter
+        .map_or(1, |j| (j.as_micros() as i64 + SECOND_US - 1) / SECOND_US)
+        .max(1);
     let schedules: Vec<&str> = records
         .schedules
         .iter()
@@ -156,7 +160,7 @@ pub fn analyse(
                 (0..window_s).map(|s| (s, (0, 0))).collect();
             let calls: HashMap<&str, i64> = schedules
                 .iter()
-                .map(|id| (*id, report::call_instant(id, minute, Some(max_jitter))))
+                .map(|id| (*id, report::call_instant(id, minute, max_jitter)))
                 .collect();
             for at in calls.values() {
                 seconds.entry(second_of(*at)).or_default().0 += 1;

@@ -231,6 +231,13 @@ impl Held {
             .unwrap_or_else(|| ready.schedule.env_id.to_string())
     }
 
+    /// Attempts that will be called before a fire handed off now: those handed off and
+    /// waiting for their instants (earlier or the same, as hand-offs go in instant order) and
+    /// those waiting for a slot.
+    pub fn queued(&self) -> usize {
+        self.handed_off.len() + self.ready.values().map(VecDeque::len).sum::<usize>()
+    }
+
     /// True while claimed attempts wait for a slot.
     pub fn pressing(&self) -> bool {
         !self.ready.is_empty()

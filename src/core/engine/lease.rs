@@ -56,6 +56,10 @@ pub(super) struct Lease {
     /// A renewal found the job no longer held under the epoch (taken over elsewhere): never
     /// renewed or called again; an outcome of it is refused by the record's fence.
     pub lost: bool,
+    /// The service's answer is durable ahead of the record: an instance that takes the
+    /// attempt over records that answer and calls nothing, so the lease is not renewed any
+    /// more (a burst's records may lag its calls by seconds without a renewal of each).
+    pub answer_durable: bool,
 }
 
 impl Lease {
@@ -74,6 +78,7 @@ impl Lease {
             called: false,
             marked: false,
             lost: false,
+            answer_durable: false,
         }
     }
 
@@ -117,8 +122,8 @@ fn deadline_micros(until: DateTime<Utc>, sent: DateTime<Utc>, sent_mono: Duratio
     u64::try_from((sent_mono + left).as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The leases a renewal at `now` writes: those not lost that end by `renew_before`, and every
-/// one in `force` (attempts whose call waits for a renewal).
+/// The leases a renewal at `now` writes: those not lost, whose answer is not durable yet, that
+/// end by `renew_before`, and every one in `force` (attempts whose call waits for a renewal).
 pub(super) fn to_renew(
     running: &HashMap<JobId, Lease>,
     renew_before: DateTime<Utc>,
@@ -126,7 +131,9 @@ pub(super) fn to_renew(
 ) -> Vec<HeldLease> {
     let mut leases: Vec<HeldLease> = running
         .iter()
-        .filter(|(id, lease)| !lease.lost && (lease.until <= renew_before || force(id)))
+        .filter(|(id, lease)| {
+            !lease.lost && (force(id) || (!lease.answer_durable && lease.until <= renew_before))
+        })
         .map(|(id, lease)| lease.held(*id))
         .collect();
     // A stable order: concurrent renewals of overlapping sets lock rows alike.
@@ -182,6 +189,10 @@ mod tests {
         let mut lost = Lease::written(0, t(1), t(0), Duration::ZERO);
         lost.lost = true;
         running.insert(d, lost);
+        // Running low, but its answer is durable: whoever takes it over records the answer.
+        let mut answered = Lease::written(0, t(1), t(0), Duration::ZERO);
+        answered.answer_durable = true;
+        running.insert(JobId::new(), answered);
         let renewed: Vec<JobId> = to_renew(&running, t(3), |id| *id == c)
             .into_iter()
             .map(|l| l.id)

@@ -38,9 +38,10 @@ use super::fire::{FireEvent, Fires};
 use super::held::{Held, Ready};
 use super::lease::Lease;
 use super::outcome::Attempt;
-use super::parts::{EngineError, Outcome, Parts, Task, TickSummary};
+use super::parts::{EngineError, Parts, Task, TickSummary};
+use super::recorder::Durable;
 use super::round::{Claimed, Round};
-use super::slots::{Slot, Slots};
+use super::slots::{DrainRate, Slot, Slots};
 use super::wake;
 use crate::core::breaker::Breakers;
 
@@ -83,6 +84,8 @@ enum Op {
     Round(Box<Claimed>, Instant, DateTime<Utc>, Duration),
     HandOff {
         fires: Vec<(Schedule, Job)>,
+        /// The call lease written, from each fire's instant.
+        lease: chrono::Duration,
         /// The instant the hand-off's leases began, and the monotonic reading then.
         at: DateTime<Utc>,
         mono: Duration,
@@ -232,7 +235,7 @@ pub(super) struct Producer {
     /// process dying, as the simulator models it) leaves no call behind.
     call_tasks: tokio::task::JoinSet<()>,
     to_recorder: Option<mpsc::UnboundedSender<Attempt>>,
-    recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
+    recorded: mpsc::UnboundedReceiver<Durable>,
     /// True while claimed attempts wait for a slot (the recorder gives way to their calls).
     pressing: watch::Sender<bool>,
     /// This instance's place among the instances alive (`share.rs`).
@@ -246,12 +249,15 @@ pub(super) struct Producer {
     hand_off_rate: f64,
     /// When the hand-off in progress began.
     hand_off_started: Option<Instant>,
+    /// How fast calls start while attempts wait for a slot: sizes the leases of fires a
+    /// hand-off queues behind others.
+    drain: DrainRate,
 }
 
 /// The producer's ways to the recorder and to the heartbeat.
 pub struct Links {
     pub to_recorder: mpsc::UnboundedSender<Attempt>,
-    pub recorded: mpsc::UnboundedReceiver<Vec<(JobId, Outcome)>>,
+    pub recorded: mpsc::UnboundedReceiver<Durable>,
     pub pressing: watch::Sender<bool>,
     pub share: watch::Receiver<(u32, u32)>,
 }
@@ -313,6 +319,7 @@ impl Producer {
             claim_rate: wake::CLAIM_RATE_GUESS,
             hand_off_rate: wake::HAND_OFF_RATE_GUESS,
             hand_off_started: None,
+            drain: DrainRate::new(&parts.config),
             parts,
             probe,
         }
@@ -348,7 +355,10 @@ impl Producer {
                 biased;
                 Some(op) = self.ops.next(), if !self.ops.is_empty() => self.op_done(op),
                 Some(called) = self.calls_rx.recv() => self.call_done(called),
-                Some(outcomes) = self.recorded.recv() => self.recorded(outcomes),
+                Some(durable) = self.recorded.recv() => match durable {
+                    Durable::Answers(jobs) => self.answers_durable(jobs),
+                    Durable::Outcomes(outcomes) => self.recorded(outcomes),
+                },
                 () = signals.schedules.notified(), if self.serving() => self.wake_round(),
                 () = &mut shutdown, if !self.stopping => self.stop(),
                 () = sleep_on_clock(&*clock, at) => {}
@@ -519,10 +529,11 @@ impl Producer {
             }
             Op::HandOff {
                 fires,
+                lease,
                 at,
                 mono,
                 answer,
-            } => self.hand_off_done(fires, at, mono, answer),
+            } => self.hand_off_done(fires, lease, at, mono, answer),
             Op::Reread {
                 env,
                 fires,

@@ -20,12 +20,21 @@ use super::parts::{Outcome, Parts};
 use crate::core::clock::{Clock, Deadline};
 use crate::core::model::*;
 
+/// What the recorder tells the producer.
+pub(super) enum Durable {
+    /// These attempts' answers were written ahead of their records: an instance that takes one
+    /// over records its answer, so its lease needs no renewal any more.
+    Answers(Vec<JobId>),
+    /// These outcomes are recorded.
+    Outcomes(Vec<(JobId, Outcome)>),
+}
+
 /// The recording side: takes finished attempts from the producer, records them in batches and
-/// reports back which outcomes are durable.
+/// reports back which answers and outcomes are durable.
 pub(super) struct Recorder<'e> {
     pub parts: &'e Parts,
     pub done: mpsc::UnboundedReceiver<Attempt>,
-    pub recorded: mpsc::UnboundedSender<Vec<(JobId, Outcome)>>,
+    pub recorded: mpsc::UnboundedSender<Durable>,
     /// True while claimed attempts wait for a slot: records give way to their calls (see
     /// [`Recorder::gives_way`]).
     pub pressing: watch::Receiver<bool>,
@@ -34,12 +43,19 @@ pub(super) struct Recorder<'e> {
 /// How often a recorder giving way to calls looks again.
 const GIVE_WAY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The longest a recorder gives way to calls in a row.
-const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a recorder gives way to calls in a row: long enough for a large burst's calls
+/// (50,000 take about 3 s here) to go out before its records take the machine; its answers
+/// are written ahead meanwhile, so nothing waits for durability.
+const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// An environment's records begin at most this often: under a steady stream of outcomes, one
-/// transaction records what a step brought, not one or two outcomes each.
-const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+/// An environment's records begin at most this often: under a steady stream of outcomes (a
+/// jittered minute), one transaction records what a step brought, not one or two outcomes
+/// each. An answer is durable before (written ahead), so a record may wait that long.
+const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Answers are written ahead at most this often: calls that end close together share one
+/// write, and an answer is durable within this and one write's time of its arrival.
+const WRITE_AHEAD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How soon a record that failed (the database is unreachable, say) is tried again.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -59,13 +75,17 @@ impl Recorder<'_> {
         let mut open = true;
         let mut giving_way_since: Option<tokio::time::Instant> = None;
         let mut writing = FuturesUnordered::new();
+        let clock = &*engine.clock;
+        let mut next_write: Option<Deadline> = None;
         loop {
-            if writing.is_empty() && !queue.ahead.is_empty() {
-                // What answered while the last write ran goes in the next one.
+            let write_due = next_write.is_none_or(|d| d.passed(clock));
+            if writing.is_empty() && !queue.ahead.is_empty() && write_due {
+                // What answered while the last write ran, or since its step began, goes in
+                // the next one.
+                next_write = Some(Deadline::after(clock, WRITE_AHEAD_STEP));
                 writing.push(engine.write_ahead(std::mem::take(&mut queue.ahead)));
             }
             let now = tokio::time::Instant::now();
-            let clock = &*engine.clock;
             let give_way = self.gives_way(queue.held(), &mut giving_way_since, now);
             for env in queue.startable(clock, give_way) {
                 let attempts = queue.start(env);
@@ -90,7 +110,8 @@ impl Recorder<'_> {
                 return;
             }
             // Giving way, the poll below looks again (a time already past would spin here).
-            let retry_at = queue.retry_at(give_way);
+            let write_at = next_write.filter(|_| writing.is_empty() && !queue.ahead.is_empty());
+            let retry_at = Deadline::earliest(queue.retry_at(give_way).into_iter().chain(write_at));
             tokio::select! {
                 // Giving way: look again soon.
                 () = tokio::time::sleep(GIVE_WAY_POLL), if give_way => {}
@@ -100,11 +121,21 @@ impl Recorder<'_> {
                         queue.received(attempt);
                     }
                 }
-                Some(written) = writing.next(), if !writing.is_empty() => queue.written_ahead(written),
+                Some(written) = writing.next(), if !writing.is_empty() => {
+                    let durable: Vec<JobId> = written
+                        .iter()
+                        .filter(|a| a.written_ahead)
+                        .map(|a| a.job.id)
+                        .collect();
+                    if !durable.is_empty() {
+                        let _ = self.recorded.send(Durable::Answers(durable));
+                    }
+                    queue.written_ahead(written);
+                }
                 Some((env, next_step, count, result)) = recording.next(), if !recording.is_empty() => {
                     if let Some(outcomes) = queue.record_done(clock, env, next_step, count, result) {
                         // The producer may be gone once it has nothing left to wait for.
-                        let _ = self.recorded.send(outcomes);
+                        let _ = self.recorded.send(Durable::Outcomes(outcomes));
                     }
                 }
                 () = wait_for(clock, retry_at), if retry_at.is_some() => {}

@@ -8,8 +8,10 @@ use super::parts::EngineConfig;
 use crate::core::model::*;
 
 /// Finished attempts that may wait to be recorded, per global slot: calls go on while records
-/// lag (a burst, a slow database), within this bound.
-const RECORD_BACKLOG_PER_SLOT: usize = 64;
+/// lag (a burst, a slow database), within this bound. With the default 256 slots it is 65,536:
+/// more than the fires an instance holds (`held::HELD_MAX`), so a burst's calls never wait for
+/// its records (they hold what the held fires held, moved on).
+const RECORD_BACKLOG_PER_SLOT: usize = 256;
 
 /// How many finished attempts may wait to be recorded at once.
 pub(super) fn backlog_cap(config: &EngineConfig) -> usize {
@@ -17,6 +19,62 @@ pub(super) fn backlog_cap(config: &EngineConfig) -> usize {
         .concurrency
         .max(1)
         .saturating_mul(RECORD_BACKLOG_PER_SLOT)
+}
+
+/// How fast calls are assumed to start, per global slot, before it was measured: a tenth of a
+/// second a call.
+const DRAIN_RATE_GUESS_PER_SLOT: f64 = 10.0;
+
+/// A drain rate is measured over this long of waiting attempts at most (or until none wait).
+const DRAIN_SAMPLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Fewer calls than this in a window say too little to be a sample.
+const DRAIN_SAMPLE_MIN_CALLS: u64 = 100;
+
+/// How fast calls start while attempts wait for a slot (calls a second, a moving average): how
+/// fast a burst's queue drains, which sizes the leases of the fires a hand-off queues behind
+/// others (`wake::hand_off_lease`). Pure: the producer passes its monotonic clock's readings.
+#[derive(Debug, Clone)]
+pub(super) struct DrainRate {
+    rate: f64,
+    /// Since when (monotonic) attempts have waited, and the calls started since.
+    window: Option<(std::time::Duration, u64)>,
+}
+
+impl DrainRate {
+    pub fn new(config: &EngineConfig) -> Self {
+        Self {
+            rate: config.concurrency.max(1) as f64 * DRAIN_RATE_GUESS_PER_SLOT,
+            window: None,
+        }
+    }
+
+    /// Calls a second, as measured.
+    pub fn per_second(&self) -> f64 {
+        self.rate
+    }
+
+    /// `started` calls started at `now`, and attempts still `waiting` for a slot or not. A
+    /// window opens when calls leave a queue behind and closes when it is empty or a sample
+    /// long; calls that start with nothing waiting say nothing of a queue's drain.
+    pub fn observe(&mut self, now: std::time::Duration, started: usize, waiting: bool) {
+        let Some((since, count)) = &mut self.window else {
+            if waiting {
+                self.window = Some((now, 0));
+            }
+            return;
+        };
+        *count += started as u64;
+        let elapsed = now.saturating_sub(*since);
+        if elapsed < DRAIN_SAMPLE && waiting {
+            return;
+        }
+        if *count >= DRAIN_SAMPLE_MIN_CALLS && !elapsed.is_zero() {
+            let sample = *count as f64 / elapsed.as_secs_f64();
+            self.rate = (self.rate + sample) / 2.0;
+        }
+        self.window = waiting.then_some((now, 0));
+    }
 }
 
 /// The unit of the per-origin cap and of the circuit breaker: the schedule's environment and
@@ -192,5 +250,28 @@ mod tests {
         assert!(slots.reserve(env, None).is_none());
         slots.recorded();
         assert!(slots.reserve(env, None).is_some());
+    }
+
+    #[test]
+    fn the_drain_rate_is_measured_only_while_attempts_wait() {
+        let ms = std::time::Duration::from_millis;
+        let mut drain = DrainRate::new(&config(100, 100, 100));
+        assert_eq!(drain.per_second(), 1_000.0, "the guess: 10 a second a slot");
+        // Calls with nothing left waiting say nothing.
+        drain.observe(ms(0), 500, false);
+        assert_eq!(drain.per_second(), 1_000.0);
+        // A queue: 3,000 calls over the next 500 ms (6,000 a second) is a sample.
+        drain.observe(ms(1_000), 100, true);
+        drain.observe(ms(1_250), 1_500, true);
+        assert_eq!(drain.per_second(), 1_000.0, "half a sample so far");
+        drain.observe(ms(1_500), 1_500, true);
+        assert_eq!(drain.per_second(), (1_000.0 + 6_000.0) / 2.0);
+        // The queue empties 100 ms later with 1,000 more: 10,000 a second.
+        drain.observe(ms(1_600), 1_000, false);
+        assert_eq!(drain.per_second(), (3_500.0 + 10_000.0) / 2.0);
+        // Too few calls in a window to say anything.
+        drain.observe(ms(2_000), 10, true);
+        drain.observe(ms(2_600), 10, false);
+        assert_eq!(drain.per_second(), 6_750.0);
     }
 }

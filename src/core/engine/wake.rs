@@ -129,6 +129,22 @@ pub(super) fn lead_for(
     needed.clamp(configured, LEAD_MAX.max(configured))
 }
 
+/// The longest a fire's hand-off lease reaches past the call lease for the wait behind its
+/// burst: a fire expected to wait longer has its lease renewed while it waits.
+pub(super) const QUEUE_LEASE_MAX: Duration = Duration::from_secs(60);
+
+/// The call lease a hand-off writes for fires with `ahead` attempts queued before the last of
+/// them, while calls start at `rate` a second: the lease, plus the wait with half as much again to spare
+/// (at most [`QUEUE_LEASE_MAX`]). A burst's last fires then hold their leases until their
+/// calls leave without a renewal of each; a fire whose instance died is released at its own
+/// lease's end, about when it would have been called, plus the lease.
+pub(super) fn hand_off_lease(lease: Duration, ahead: usize, rate: f64) -> Duration {
+    let wait = Duration::try_from_secs_f64(ahead as f64 / rate.max(1.0) * 1.5)
+        .unwrap_or(QUEUE_LEASE_MAX)
+        .min(QUEUE_LEASE_MAX);
+    lease + wait
+}
+
 /// How long before their instant to begin handing off `held` fires at `rate` fires a second:
 /// as long as it takes with half as much again to spare, within [`HAND_OFF_BEFORE`] and
 /// [`HAND_OFF_MAX`], so a burst's hand-off is written before its instant.
@@ -186,6 +202,40 @@ mod tests {
             } else {
                 prop_assert!(left <= every * 2);
             }
+        }
+    }
+
+    #[test]
+    fn a_fire_queued_behind_its_burst_gets_its_wait_on_top_of_the_lease() {
+        let lease = Duration::from_secs(4);
+        assert_eq!(hand_off_lease(lease, 0, 10_000.0), lease);
+        // 20,000 ahead at 10,000 calls a second: 2 s of wait, 3 s with the spare.
+        assert_eq!(
+            hand_off_lease(lease, 20_000, 10_000.0),
+            Duration::from_secs(7)
+        );
+        // However slow the calls, the wait on top is bounded; a rate of zero is no panic.
+        assert_eq!(hand_off_lease(lease, 50_000, 10.0), lease + QUEUE_LEASE_MAX);
+        assert_eq!(
+            hand_off_lease(lease, 5, 0.0),
+            lease + Duration::from_millis(7_500),
+            "no rate counts as one call a second"
+        );
+    }
+
+    proptest! {
+        /// A fire further back in the queue never gets a shorter lease, and none gets less
+        /// than the call lease.
+        #[test]
+        fn hand_off_leases_grow_with_the_queue(
+            ahead in 0usize..200_000,
+            more in 0usize..200_000,
+            rate in 0.0f64..100_000.0,
+        ) {
+            let lease = Duration::from_secs(4);
+            let first = hand_off_lease(lease, ahead, rate);
+            prop_assert!(first >= lease);
+            prop_assert!(hand_off_lease(lease, ahead + more, rate) >= first);
         }
     }
 

@@ -26,15 +26,23 @@ use crate::core::trace::{Span, Step};
 impl Producer {
     /// Starts ready attempts as slots allow, one per environment and origin in turn.
     pub(super) fn launch_ready(&mut self) {
-        if !self.held.pressing() || self.slots.room() == 0 {
+        if !self.held.pressing() {
+            self.drain.observe(self.parts.clock.monotonic(), 0, false);
+            return;
+        }
+        if self.slots.room() == 0 {
             return;
         }
         let slots = &mut self.slots;
         let taken = self.held.take_ready(|schedule| slots.reserve_for(schedule));
+        let started = taken.len();
         let left = taken.iter().any(|(ready, _)| ready.held);
         for (ready, slot) in taken {
             self.launch(ready, slot);
         }
+        let waiting = self.held.pressing();
+        self.drain
+            .observe(self.parts.clock.monotonic(), started, waiting);
         if left {
             self.freed();
         }
@@ -232,6 +240,16 @@ impl Producer {
     pub(super) fn record(&mut self, attempt: Attempt) {
         if let Some(recorder) = &self.to_recorder {
             let _ = recorder.send(attempt);
+        }
+    }
+
+    /// The recorder wrote these attempts' answers ahead of their records: their leases are
+    /// renewed no more (see [`super::super::lease::Lease::answer_durable`]).
+    pub(super) fn answers_durable(&mut self, jobs: Vec<JobId>) {
+        for job in jobs {
+            if let Some(lease) = self.running.get_mut(&job) {
+                lease.answer_durable = true;
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use super::super::claim::Recheck;
 use super::super::fire::FireEvent;
 use super::super::held::HAND_OFF_CHUNK;
 use super::super::lease::Lease;
+use super::super::wake;
 use super::{HAND_OFF_RETRY, Op, OpKind, Producer};
 use crate::core::model::*;
 use crate::core::store::*;
@@ -38,13 +39,18 @@ impl Producer {
         self.hand_off_started = Some(std::time::Instant::now());
         let ids: Vec<(JobId, EnvId)> = fires.iter().map(|(s, j)| (j.id, s.env_id)).collect();
         let store = self.parts.store.clone();
-        let lease = super::super::parts::chrono_duration(self.parts.config.lease);
+        // The lease covers the wait of the write's last fire behind the attempts queued before
+        // it (one lease for the write: a chunk is called within a fraction of a second).
+        let queued = self.held.queued() + self.unsure.len() + fires.len();
+        let lease = wake::hand_off_lease(self.parts.config.lease, queued, self.drain.per_second());
+        let lease = super::super::parts::chrono_duration(lease);
         let mono = self.parts.clock.monotonic();
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
             let answer = store.jobs_hand_off(&jobs, lease, now).await;
             Op::HandOff {
                 fires,
+                lease,
                 at: now,
                 mono,
                 answer,
@@ -61,6 +67,7 @@ impl Producer {
     pub(super) fn hand_off_done(
         &mut self,
         fires: Vec<(Schedule, Job)>,
+        lease: chrono::Duration,
         at: DateTime<Utc>,
         mono: std::time::Duration,
         answer: StoreResult<Vec<HandedOff>>,
@@ -89,7 +96,6 @@ impl Producer {
             }
         };
         self.held.hand_off_answered(fires.iter().map(|(_, j)| j.id));
-        let lease = super::super::parts::chrono_duration(self.parts.config.lease);
         let handed: HashMap<JobId, DateTime<Utc>> = handed
             .into_iter()
             .map(|h| (h.job_id, h.schedule_updated_at))
@@ -110,7 +116,7 @@ impl Producer {
             job.status = JobStatus::Running;
             job.started_at = Some(job.scheduled_for);
             // From here on its lease is renewed with the calls in flight. The hand-off leased
-            // it from its instant (or from `at`, if later).
+            // it from its instant (or from `at`, if later), for its wait in the queue too.
             let until = job.scheduled_for.max(at) + lease;
             self.running
                 .insert(job.id, Lease::written(job.lease_epoch, until, at, mono));
