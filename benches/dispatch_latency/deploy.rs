@@ -35,6 +35,8 @@ pub struct Deployment {
     pub env: Vec<(String, String, String)>,
     pub serve_args: Vec<String>,
     pub instances: Vec<Child>,
+    /// Where each instance listens (`http://host:port`), in start order.
+    pub urls: Vec<String>,
 }
 
 fn host_of(admin_url: &str) -> String {
@@ -136,6 +138,7 @@ impl Deployment {
             env: Vec::new(),
             serve_args: scenario.serve_args.iter().map(|s| s.to_string()).collect(),
             instances: Vec::new(),
+            urls: Vec::new(),
         };
         deployment
             .serve_args
@@ -246,21 +249,22 @@ impl Deployment {
         let mut lines = BufReader::new(child.stdout.take().context("no stdout")?).lines();
         let ready = tokio::time::timeout(Duration::from_secs(120), async {
             while let Some(line) = lines.next_line().await? {
-                if line.starts_with("listening on ") {
-                    return Ok(true);
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    return Ok(Some(url.trim().to_owned()));
                 }
             }
-            Ok::<bool, std::io::Error>(false)
+            Ok::<Option<String>, std::io::Error>(None)
         })
         .await;
-        if !matches!(ready, Ok(Ok(true))) {
+        let Ok(Ok(Some(url))) = ready else {
             bail!(
                 "serve #{index} did not start; its log: {}",
                 self.log_tail(index)
             );
-        }
+        };
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         self.instances.push(child);
+        self.urls.push(url);
         Ok(pid)
     }
 

@@ -32,6 +32,7 @@
 //! postgresql-15-cron when it is missing). Not run by `cargo test`.
 
 mod deploy;
+mod durable;
 mod failover;
 mod fault;
 mod kill;
@@ -418,6 +419,13 @@ async fn measure(
     let commits_after = records::commits(deployment).await;
     // Calls of the last minute's occurrences still arriving get a second more.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let mut durable_lines = Vec::new();
+    for (i, url) in deployment.urls.iter().enumerate() {
+        durable_lines.push(match durable::read(url).await {
+            Ok(d) => d.line(i),
+            Err(err) => format!("- answers made durable, serve #{i}: not read ({err:#})"),
+        });
+    }
     deployment.stop().await;
     let arrivals = ctx.target.take();
     let records = records::read(deployment).await?;
@@ -503,6 +511,10 @@ async fn measure(
         );
     }
     println!("{}", report::lateness_table(&analysis, scenario.instances));
+    for line in &durable_lines {
+        println!("{line}");
+    }
+    println!();
     let envs = plan.group_of_env.keys().cloned().collect();
     let spreads = spread::analyse(
         &records,

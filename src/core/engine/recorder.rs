@@ -51,7 +51,7 @@ const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// An environment's records begin at most this often: under a steady stream of outcomes (a
 /// jittered minute), one transaction records what a step brought, not one or two outcomes
 /// each. An answer is durable before (written ahead), so a record may wait that long.
-const RECORD_STEP: std::time::Duration = std::time::Duration::from_millis(500);
+const RECORD_STEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Answers are written ahead at most this often: calls that end close together share one
 /// write, and an answer is durable within this and one write's time of its arrival.
