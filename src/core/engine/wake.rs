@@ -225,22 +225,6 @@ mod tests {
         );
     }
 
-    proptest! {
-        /// A fire further back in the queue never gets a shorter lease, and none gets less
-        /// than the call lease.
-        #[test]
-        fn hand_off_leases_grow_with_the_queue(
-            ahead in 0usize..200_000,
-            more in 0usize..200_000,
-            rate in 0.0f64..100_000.0,
-        ) {
-            let lease = Duration::from_secs(4);
-            let first = hand_off_lease(lease, ahead, rate);
-            prop_assert!(first >= lease);
-            prop_assert!(hand_off_lease(lease, ahead + more, rate) >= first);
-        }
-    }
-
     #[test]
     fn the_claim_ahead_step_is_a_fifth_of_the_lead_within_its_bounds() {
         let ms = Duration::from_millis;
@@ -345,6 +329,20 @@ mod tests {
     }
 
     proptest! {
+        /// A fire further back in the queue never gets a shorter lease, and none gets less
+        /// than the call lease.
+        #[test]
+        fn hand_off_leases_grow_with_the_queue(
+            ahead in 0usize..200_000,
+            more in 0usize..200_000,
+            rate in 0.0f64..100_000.0,
+        ) {
+            let lease = Duration::from_secs(4);
+            let first = hand_off_lease(lease, ahead, rate);
+            prop_assert!(first >= lease);
+            prop_assert!(hand_off_lease(lease, ahead + more, rate) >= first);
+        }
+
         #[test]
         fn the_lead_stays_between_the_configured_one_and_the_bound(
             configured_s in 1u64..120,
