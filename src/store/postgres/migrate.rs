@@ -41,6 +41,16 @@ pub(super) async fn schema_status(conn: &mut PgConnection) -> StoreResult<Schema
     migrations::schema_status(&mut PgMigration { conn }).await
 }
 
+/// Whether the service role is a superuser and whether it bypasses row-level security, or
+/// `None` when it does not exist.
+async fn service_role(conn: &mut PgConnection) -> StoreResult<Option<(bool, bool)>> {
+    sqlx::query_as("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = $1")
+        .bind(SERVICE_ROLE)
+        .fetch_optional(conn)
+        .await
+        .map_err(db_err)
+}
+
 struct PgMigration<'c> {
     conn: &'c mut PgConnection,
 }
@@ -69,13 +79,7 @@ impl MigrationTarget for PgMigration<'_> {
             ));
         }
 
-        let role: Option<(bool, bool)> =
-            sqlx::query_as("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = $1")
-                .bind(SERVICE_ROLE)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db_err)?;
-        match role {
+        match service_role(conn).await? {
             Some((true, _)) | Some((_, true)) => {
                 return Err(StoreError::Config(format!(
                     "the role {SERVICE_ROLE} exists but bypasses row-level security; run \
@@ -85,20 +89,26 @@ impl MigrationTarget for PgMigration<'_> {
             Some(_) => {}
             None if dry_run => notes.push(format!("would create the role {SERVICE_ROLE}")),
             None if is_super || create_role => {
-                conn.execute(
-                    format!(
-                        "CREATE ROLE {SERVICE_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB \
-                         NOCREATEROLE NOREPLICATION"
+                let created = conn
+                    .execute(
+                        format!(
+                            "CREATE ROLE {SERVICE_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB \
+                             NOCREATEROLE NOREPLICATION"
+                        )
+                        .as_str(),
                     )
-                    .as_str(),
-                )
-                .await
-                .map_err(db_err)?;
-                notes.push(format!(
-                    "created the role {SERVICE_ROLE} (NOBYPASSRLS); give it a password with \
-                     `ALTER ROLE {SERVICE_ROLE} PASSWORD '...'` unless your server trusts it \
-                     otherwise"
-                ));
+                    .await;
+                // Roles belong to the cluster, and the advisory lock to one database: a
+                // migration of another database may have created the role since we looked.
+                match created {
+                    Ok(_) => notes.push(format!(
+                        "created the role {SERVICE_ROLE} (NOBYPASSRLS); give it a password with \
+                         `ALTER ROLE {SERVICE_ROLE} PASSWORD '...'` unless your server trusts \
+                         it otherwise"
+                    )),
+                    Err(_) if service_role(conn).await? == Some((false, false)) => {}
+                    Err(err) => return Err(db_err(err)),
+                }
             }
             None => {
                 return Err(StoreError::Config(format!(

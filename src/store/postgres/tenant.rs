@@ -1,8 +1,8 @@
 //! The tenant transaction: every tenant read and write, inside a transaction whose tenant
 //! context (the row-level security key) is set when it begins.
 //!
-//! The statements that join a table to arrays of ids run unprepared (`persistent(false)`):
-//! PostgreSQL then plans each with its arrays' lengths. A prepared statement switches to a
+//! The statements that read or join a table by arrays of ids run unprepared
+//! (`persistent(false)`): PostgreSQL then plans each with its arrays' lengths. A prepared statement switches to a
 //! generic plan after five runs, and a generic plan takes an array for 10 elements; with
 //! thousands it chose to scan the environment's jobs once per element (seconds per record of
 //! a burst). The extra round trip costs less than one such plan.
@@ -110,6 +110,7 @@ impl<'c> PgTenantTx<'c> {
         let rows = sqlx::query(&sql)
             .bind(self.env_id.0)
             .bind(&ids)
+            .persistent(false)
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
@@ -130,6 +131,7 @@ impl<'c> PgTenantTx<'c> {
         let found: Vec<Uuid> = sqlx::query_scalar(&sql)
             .bind(self.env_id.0)
             .bind(&ids)
+            .persistent(false)
             .fetch_all(&mut *self.tx)
             .await
             .map_err(db_err)?;
