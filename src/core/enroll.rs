@@ -36,6 +36,9 @@ use crate::core::target::{Target, TargetPolicy};
 /// Rows fetched per page when reading a domain's schedules.
 const LIST_PAGE: u32 = 500;
 
+/// Schedules locked by one statement before planning.
+const LOCK_BATCH: usize = 1_000;
+
 /// Why an enrollment did not happen. Nothing was written in any of these cases.
 #[derive(Debug, thiserror::Error)]
 pub enum EnrollError {
@@ -441,16 +444,20 @@ pub async fn enroll(
     let current = if request.dry_run {
         listed
     } else {
-        // Lock in id order (the listing's), so concurrent enrollments cannot deadlock, and
-        // plan from the locked rows: a tick that advanced a schedule meanwhile is not undone.
+        // Lock in id order (the listing's, and each batch's), so concurrent enrollments cannot
+        // deadlock, and plan from the locked rows: a tick that advanced a schedule meanwhile
+        // is not undone.
         let mut locked = Vec::with_capacity(listed.len());
-        for schedule in &listed {
-            if let Some(row) = tx.schedule_get_for_update(schedule.id).await?
-                && row.status != ScheduleStatus::Deleted
-                && row.domain == request.domain
-            {
-                locked.push(row);
-            }
+        for batch in listed.chunks(LOCK_BATCH) {
+            let ids: Vec<ScheduleId> = batch.iter().map(|schedule| schedule.id).collect();
+            locked.extend(
+                tx.schedule_get_many(&ids, true)
+                    .await?
+                    .into_iter()
+                    .filter(|row| {
+                        row.status != ScheduleStatus::Deleted && row.domain == request.domain
+                    }),
+            );
         }
         locked
     };
@@ -472,22 +479,20 @@ pub async fn enroll(
         report.changes = steps.iter().map(Step::planned_change).collect();
         return Ok(report);
     }
+    // The new schedules are written together, after the updates and prunes; each change
+    // keeps its place in the report.
+    let mut creates = Vec::new();
+    let mut created_at = Vec::new();
     for step in &steps {
         let mut change = step.planned_change();
         match step {
             Step::Create { spec, .. } => {
-                let created = ops::insert_schedule(
-                    &mut *tx,
-                    &CreateSchedule {
-                        domain: request.domain.clone(),
-                        spec: (**spec).clone(),
-                        target: request.target.clone(),
-                    },
-                    actor,
-                )
-                .await?;
-                change.schedule_id = Some(created.id);
-                change.next_run_at = created.next_run_at;
+                creates.push(CreateSchedule {
+                    domain: request.domain.clone(),
+                    spec: (**spec).clone(),
+                    target: request.target.clone(),
+                });
+                created_at.push(report.changes.len());
             }
             Step::Update {
                 current, updated, ..
@@ -501,6 +506,11 @@ pub async fn enroll(
             Step::Keep(_) | Step::Leave(_) => {}
         }
         report.changes.push(change);
+    }
+    let created = ops::insert_schedules(&mut *tx, &creates, actor).await?;
+    for (index, schedule) in created_at.into_iter().zip(created) {
+        report.changes[index].schedule_id = Some(schedule.id);
+        report.changes[index].next_run_at = schedule.next_run_at;
     }
     tx.commit().await?;
     Ok(report)

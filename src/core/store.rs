@@ -343,6 +343,8 @@ pub trait TenantTx: Send {
 
     /// Inserts a schedule.
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;
+    /// Inserts schedules in few statements, returned in the order given.
+    async fn schedule_insert_many(&mut self, news: &[NewSchedule]) -> StoreResult<Vec<Schedule>>;
     /// A schedule by id, whatever its status.
     async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>>;
     /// A schedule by id, locked against concurrent writers until this transaction ends.
@@ -559,8 +561,12 @@ pub trait TenantTx: Send {
     /// This environment's outbox events in sequence order, after sequence `after_seq`.
     async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>>;
 
+    /// Appends audit entries, in the order given.
+    async fn audit_insert_many(&mut self, entries: &[NewAudit]) -> StoreResult<()>;
     /// Appends an audit entry.
-    async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()>;
+    async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
+        self.audit_insert_many(std::slice::from_ref(entry)).await
+    }
     /// This environment's audit entries, oldest first.
     async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>>;
     /// This environment's audit entries matching the query, newest first.

@@ -32,7 +32,8 @@ pub use describe::{
 pub use patch::SchedulePatch;
 pub use read::EnvOverview;
 pub use schedule::{
-    MAX_NOTE_CHARS, PauseRecord, delete_schedule, insert_schedule, update_schedule, with_spec,
+    MAX_NOTE_CHARS, PauseRecord, delete_schedule, insert_schedule, insert_schedules,
+    update_schedule, with_spec,
 };
 pub use validate::validate_domain;
 

@@ -20,6 +20,13 @@ macro_rules! tenant_tx {
             $crate::store::rows::insert_schedule(self, new).await
         }
 
+        async fn schedule_insert_many(
+            &mut self,
+            news: &[NewSchedule],
+        ) -> StoreResult<Vec<Schedule>> {
+            $crate::store::rows::insert_schedules(self, news).await
+        }
+
         async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
             $crate::store::rows::schedule_by_id(self, id, "").await
         }
@@ -318,15 +325,8 @@ macro_rules! tenant_tx {
             $crate::store::rows::outbox_after(self, after_seq, limit).await
         }
 
-        async fn audit_insert(&mut self, entry: &NewAudit) -> StoreResult<()> {
-            let sql = $crate::store::rows::Sql::insert(
-                <Self as $crate::store::rows::TenantRows>::PLACEHOLDER,
-                "audit_journal",
-                $crate::store::rows::audit_insert(self.env_id, entry),
-                "",
-            );
-            $crate::store::rows::TenantRows::execute(self, &sql).await?;
-            Ok(())
+        async fn audit_insert_many(&mut self, entries: &[NewAudit]) -> StoreResult<()> {
+            $crate::store::rows::insert_audits(self, entries).await
         }
 
         async fn audit_list(&mut self, limit: u32) -> StoreResult<Vec<AuditEntry>> {

@@ -137,6 +137,7 @@ macro_rules! conformance_suite {
                 one_shot_schedule_round_trips,
                 inconsistent_schedules_are_refused,
                 schedule_type_is_unique_per_domain_among_live_schedules,
+                schedules_and_audit_entries_insert_many_in_the_order_given,
                 schedule_listing_filters_and_pages,
                 tenants_never_see_each_other,
                 one_open_job_per_schedule,

@@ -428,3 +428,96 @@ pub async fn zones_in_use_are_listed_across_tenants_and_schedules_by_zone_within
     assert!(tx.schedule_list_in_zone("UTC").await.unwrap().is_empty());
     tx.commit().await.unwrap();
 }
+
+/// Schedules and audit entries written in batches (more than one statement's worth) read back
+/// as the single forms would have written them, in the order given; a batch with a taken type
+/// is refused like a single insert.
+pub async fn schedules_and_audit_entries_insert_many_in_the_order_given(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let news: Vec<NewSchedule> = (0..450)
+        .map(|i| {
+            let mut new = new_schedule(&format!("batch-{i:03}"), "billing");
+            new.payload = json!({"i": i});
+            new.next_run_at = Some(t0() + Duration::minutes(i));
+            new
+        })
+        .collect();
+    let single = insert_schedule(&store, env, new_schedule("single", "billing")).await;
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let inserted = tx.schedule_insert_many(&news).await.unwrap();
+    assert_eq!(
+        inserted.iter().map(|s| s.id).collect::<Vec<_>>(),
+        news.iter().map(|n| n.id).collect::<Vec<_>>(),
+        "returned in the order given"
+    );
+    let audits: Vec<NewAudit> = news
+        .iter()
+        .enumerate()
+        .map(|(i, new)| NewAudit {
+            actor: "enroll".into(),
+            action: "schedule.create".into(),
+            resource_type: "schedule".into(),
+            resource_id: new.id.to_string(),
+            before: None,
+            after: Some(json!({"i": i})),
+            correlation_id: None,
+            now: t0(),
+            schedule_id: Some(new.id),
+        })
+        .collect();
+    tx.audit_insert_many(&audits).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    for (new, returned) in news.iter().zip(&inserted) {
+        let read = tx.schedule_get(new.id).await.unwrap().expect("written");
+        assert_eq!(&read, returned);
+        assert_eq!(read.schedule_type, new.schedule_type);
+        assert_eq!(read.payload, new.payload);
+        assert_eq!(read.next_run_at, new.next_run_at);
+        assert_eq!(read.env_id, env);
+        // Everything but what names the row is what a single insert writes.
+        assert_eq!(
+            Schedule {
+                id: single.id,
+                schedule_type: single.schedule_type.clone(),
+                payload: single.payload.clone(),
+                next_run_at: single.next_run_at,
+                created_at: single.created_at,
+                updated_at: single.updated_at,
+                ..read
+            },
+            single
+        );
+    }
+    let journal = tx.audit_list(1_000).await.unwrap();
+    assert_eq!(journal.len(), 450);
+    for (i, entry) in journal.iter().enumerate() {
+        assert_eq!(entry.resource_id, news[i].id.to_string());
+        assert_eq!(entry.after, Some(json!({"i": i})));
+    }
+    drop(tx);
+
+    // A batch with a type already taken writes nothing.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let err = tx
+        .schedule_insert_many(&[
+            new_schedule("fresh", "billing"),
+            new_schedule("batch-001", "billing"),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Conflict(Conflict::ScheduleTypeTaken)),
+        "got {err:?}"
+    );
+    drop(tx);
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    assert!(
+        tx.schedule_get_by_type("billing", "fresh")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
