@@ -286,6 +286,7 @@ impl Deployment {
         let started = Instant::now();
         let total: usize = scenario.groups.iter().map(|g| g.schedules).sum();
         let mut index = 0usize;
+        let now_minute = crate::scale::minute_of_day_now();
         let mut seeded = Vec::new();
         for group in &scenario.groups {
             let mut envs = Vec::new();
@@ -302,6 +303,9 @@ impl Deployment {
                             entry["max_jitter"] = format!("{}s", jitter.as_secs()).into();
                         }
                         match scenario.due {
+                            _ if group.quiet => {
+                                entry["cron"] = crate::scale::quiet_cron(i, now_minute).into();
+                            }
                             Due::EveryMinute => entry["cron"] = "* * * * *".into(),
                             Due::SpreadOverMinute => {
                                 let at = first_due_us + (index as i64 * 60_000_000) / total as i64;
@@ -363,6 +367,34 @@ impl Deployment {
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
+    }
+
+    /// Each instance's process id, while it runs.
+    pub fn pids(&self) -> Vec<u32> {
+        self.instances.iter().filter_map(Child::id).collect()
+    }
+
+    /// A read token for these environments (PostgreSQL deployments authenticate; the
+    /// embedded store's development mode does not).
+    pub async fn read_token(&self, envs: &[&str]) -> anyhow::Result<Option<String>> {
+        if self.backend != Backend::Postgres {
+            return Ok(None);
+        }
+        let mut command = self.command();
+        command.args([
+            "token", "issue", "--sub", "bench", "--scope", "read", "--ttl", "1h",
+        ]);
+        for env in envs {
+            command.args(["--env", env]);
+        }
+        let out = command.output().await?;
+        if !out.status.success() {
+            bail!(
+                "token issue failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(Some(String::from_utf8(out.stdout)?.trim().to_owned()))
     }
 
     /// The first instance's process id, while it runs.

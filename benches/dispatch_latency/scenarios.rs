@@ -38,6 +38,9 @@ pub struct Group {
     pub envs: usize,
     pub schedules: usize,
     pub target: Kind,
+    /// Daily and twice-daily schedules whose times keep out of the bench's hour (see
+    /// `scale.rs`): held, never called while it runs.
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +78,14 @@ fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Gro
         envs,
         schedules,
         target,
+        quiet: false,
+    }
+}
+
+fn quiet(envs: usize, schedules: usize) -> Group {
+    Group {
+        quiet: true,
+        ..group("quiet", envs, schedules, Kind::Fast)
     }
 }
 
@@ -144,6 +155,56 @@ pub fn all() -> Vec<Scenario> {
                 Postgres,
                 1,
                 vec![group("all", 10, 50_000, Fast)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "pg-1m",
+                "1,000,000 schedules over 200 environments, one serve on PostgreSQL: 10,000 \
+                 `* * * * *` over 100 environments and 990,000 daily and twice-daily ones over \
+                 100 more, spread over the day outside the bench's hour",
+                Postgres,
+                1,
+                vec![group("all", 100, 10_000, Fast), quiet(100, 990_000)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "pg-1m-base",
+                "`pg-1m`'s due rate with 20,000 schedules in all: 10,000 `* * * * *` over 100 \
+                 environments and 10,000 daily and twice-daily ones over 100 more, one serve on \
+                 PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 100, 10_000, Fast), quiet(100, 10_000)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "sqlite-100k",
+                "100,000 schedules on the embedded SQLite, one serve: 5,000 `* * * * *` over 10 \
+                 environments and 95,000 daily and twice-daily ones over 10 more",
+                Sqlite,
+                1,
+                vec![group("all", 10, 5_000, Fast), quiet(10, 95_000)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "sqlite-100k-base",
+                "`sqlite-100k`'s due rate with 10,000 schedules in all: 5,000 `* * * * *` and \
+                 5,000 daily and twice-daily ones, one serve on the embedded SQLite",
+                Sqlite,
+                1,
+                vec![group("all", 10, 5_000, Fast), quiet(10, 5_000)],
             )
         },
         scenario(
