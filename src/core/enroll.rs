@@ -482,7 +482,7 @@ pub async fn enroll(
     // The new schedules are written together, after the updates and prunes; each change
     // keeps its place in the report.
     let mut creates = Vec::new();
-    let mut created_at = Vec::new();
+    let mut created_changes = Vec::new();
     for step in &steps {
         let mut change = step.planned_change();
         match step {
@@ -492,7 +492,7 @@ pub async fn enroll(
                     spec: (**spec).clone(),
                     target: request.target.clone(),
                 });
-                created_at.push(report.changes.len());
+                created_changes.push(report.changes.len());
             }
             Step::Update {
                 current, updated, ..
@@ -508,7 +508,7 @@ pub async fn enroll(
         report.changes.push(change);
     }
     let created = ops::insert_schedules(&mut *tx, &creates, actor).await?;
-    for (index, schedule) in created_at.into_iter().zip(created) {
+    for (index, schedule) in created_changes.into_iter().zip(created) {
         report.changes[index].schedule_id = Some(schedule.id);
         report.changes[index].next_run_at = schedule.next_run_at;
     }

@@ -1,6 +1,7 @@
 //! What both backends share about rows: the column lists and one mapper per record written
 //! over [`Cells`] (which each backend implements for its own row type); `write` holds the
-//! values each write binds, as backend-neutral [`Val`]s placed by [`Sql`] (`sql`).
+//! values each write binds, as backend-neutral [`Val`]s placed by [`Sql`] (`sql`), and
+//! `insert` the inserts, one row or a batch.
 //!
 //! A record's columns are therefore read in one place ([`schedule`], [`job`], ...) and written
 //! in one place ([`schedule_insert`], [`schedule_definition`], ...). Backends differ only in how
@@ -9,6 +10,7 @@
 
 mod cross;
 pub(crate) mod hours;
+mod insert;
 mod leases;
 mod shared;
 mod sql;
@@ -16,6 +18,7 @@ mod tx_macros;
 mod write;
 
 pub(crate) use cross::*;
+pub(crate) use insert::*;
 pub(crate) use leases::*;
 pub(crate) use shared::*;
 pub(crate) use sql::*;

@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::sql::{Placeholder, Sql, Val};
-use super::{DLQ_COLUMNS, JOB_COLUMNS, RowCells, SCHEDULE_COLUMNS};
+use super::{JOB_COLUMNS, RowCells, SCHEDULE_COLUMNS};
 use crate::core::model::*;
 use crate::core::store::*;
 
@@ -466,116 +466,4 @@ pub(crate) async fn set_job<T: TenantRows>(
 ) -> StoreResult<Option<Job>> {
     let row = transition(tx, "jobs", JOB_COLUMNS, id.0, change).await?;
     row.map(|row| super::job(&row.cells("jobs"))).transpose()
-}
-
-pub(crate) async fn insert_schedule<T: TenantRows>(
-    tx: &mut T,
-    new: &NewSchedule,
-) -> StoreResult<Schedule> {
-    let columns = schedule_insert(tx.tenant(), new);
-    let sql = Sql::insert(T::PLACEHOLDER, "schedules", columns, SCHEDULE_COLUMNS);
-    let row = tx.fetch_one(&sql).await?;
-    super::schedule(&row.cells("schedules"))
-}
-
-/// Rows per statement of [`insert_schedules`]: 27 values each, 5,400 a statement, far under
-/// both databases' limits on bound values.
-const SCHEDULES_PER_INSERT: usize = 200;
-
-/// Inserts `news` in statements of [`SCHEDULES_PER_INSERT`] rows (an enrollment of ten
-/// thousand costs fifty statements, not ten thousand), returned in the order given.
-pub(crate) async fn insert_schedules<T: TenantRows>(
-    tx: &mut T,
-    news: &[NewSchedule],
-) -> StoreResult<Vec<Schedule>> {
-    let mut inserted = std::collections::HashMap::with_capacity(news.len());
-    for chunk in news.chunks(SCHEDULES_PER_INSERT) {
-        let rows = chunk
-            .iter()
-            .map(|new| schedule_insert(tx.tenant(), new))
-            .collect();
-        let sql = Sql::insert_many(T::PLACEHOLDER, "schedules", rows, SCHEDULE_COLUMNS);
-        for row in tx.fetch_all(&sql).await? {
-            let schedule = super::schedule(&row.cells("schedules"))?;
-            inserted.insert(schedule.id, schedule);
-        }
-    }
-    // RETURNING's order is not promised: the caller's is.
-    news.iter()
-        .map(|new| {
-            inserted.remove(&new.id).ok_or_else(|| StoreError::Corrupt {
-                table: "schedules",
-                detail: format!("schedule {} was not returned by its insert", new.id.0),
-            })
-        })
-        .collect()
-}
-
-/// Rows per statement of [`insert_audits`] (11 values each).
-const AUDITS_PER_INSERT: usize = 400;
-
-/// Appends audit entries in statements of [`AUDITS_PER_INSERT`] rows, in the order given.
-pub(crate) async fn insert_audits<T: TenantRows>(
-    tx: &mut T,
-    entries: &[NewAudit],
-) -> StoreResult<()> {
-    for chunk in entries.chunks(AUDITS_PER_INSERT) {
-        let rows = chunk
-            .iter()
-            .map(|entry| audit_insert(tx.tenant(), entry))
-            .collect();
-        let sql = Sql::insert_many(T::PLACEHOLDER, "audit_journal", rows, "");
-        tx.execute(&sql).await?;
-    }
-    Ok(())
-}
-
-pub(crate) async fn insert_job<T: TenantRows>(tx: &mut T, new: &NewJob) -> StoreResult<Job> {
-    let columns = job_insert(tx.tenant(), new);
-    let sql = Sql::insert(T::PLACEHOLDER, "jobs", columns, JOB_COLUMNS);
-    let row = tx.fetch_one(&sql).await?;
-    super::job(&row.cells("jobs"))
-}
-
-/// Rows per statement of [`insert_jobs`]: 19 values each stay far under both databases'
-/// limits on bound values.
-const JOBS_PER_INSERT: usize = 200;
-
-/// Inserts `news` in statements of [`JOBS_PER_INSERT`] rows (a backfill's thousand jobs cost
-/// five statements, not a thousand), returned in the order given.
-pub(crate) async fn insert_jobs<T: TenantRows>(
-    tx: &mut T,
-    news: &[NewJob],
-) -> StoreResult<Vec<Job>> {
-    let mut inserted = std::collections::HashMap::with_capacity(news.len());
-    for chunk in news.chunks(JOBS_PER_INSERT) {
-        let rows = chunk
-            .iter()
-            .map(|new| job_insert(tx.tenant(), new))
-            .collect();
-        let sql = Sql::insert_many(T::PLACEHOLDER, "jobs", rows, JOB_COLUMNS);
-        for row in tx.fetch_all(&sql).await? {
-            let job = super::job(&row.cells("jobs"))?;
-            inserted.insert(job.id, job);
-        }
-    }
-    // RETURNING's order is not promised: the caller's is.
-    news.iter()
-        .map(|new| {
-            inserted.remove(&new.id).ok_or_else(|| StoreError::Corrupt {
-                table: "jobs",
-                detail: format!("job {} was not returned by its insert", new.id.0),
-            })
-        })
-        .collect()
-}
-
-pub(crate) async fn insert_dlq<T: TenantRows>(
-    tx: &mut T,
-    new: &NewDlqEntry,
-) -> StoreResult<DlqEntry> {
-    let columns = dlq_insert(tx.tenant(), new);
-    let sql = Sql::insert(T::PLACEHOLDER, "dlq", columns, DLQ_COLUMNS);
-    let row = tx.fetch_one(&sql).await?;
-    super::dlq(&row.cells("dlq"))
 }
