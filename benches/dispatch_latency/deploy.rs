@@ -15,6 +15,9 @@ use tokio::process::{Child, Command};
 use crate::scenarios::{Backend, Due, Scenario};
 use crate::target::Target;
 
+/// The variable that gives a development-mode serve its admin token.
+const DEV_TOKEN: &str = "SENTIN8_CRON_DEV_TOKEN";
+
 /// One schedule group's environments, in enrollment order.
 pub struct SeededGroup {
     pub envs: Vec<String>,
@@ -192,7 +195,15 @@ impl Deployment {
             ];
         }
         // On SQLite without authentication serve runs in development mode: loopback targets
-        // are allowed and calls are signed with a key generated beside the database.
+        // are allowed and calls are signed with a key generated beside the database. Its API
+        // takes the development token named here (the scale scenarios read through it).
+        if scenario.backend == Backend::Sqlite {
+            deployment.env = vec![(
+                DEV_TOKEN.into(),
+                format!("s8c_dev_{}", random_hex(24)),
+                "<a development token>".into(),
+            )];
+        }
         Ok(deployment)
     }
 
@@ -374,11 +385,10 @@ impl Deployment {
         self.instances.iter().filter_map(Child::id).collect()
     }
 
-    /// A read token for these environments (PostgreSQL deployments authenticate; the
-    /// embedded store's development mode does not).
+    /// A read token for these environments (on SQLite, the development mode's admin token).
     pub async fn read_token(&self, envs: &[&str]) -> anyhow::Result<Option<String>> {
-        if self.backend != Backend::Postgres {
-            return Ok(None);
+        if let Some((_, token, _)) = self.env.iter().find(|(name, _, _)| name == DEV_TOKEN) {
+            return Ok(Some(token.clone()));
         }
         let mut command = self.command();
         command.args([

@@ -411,27 +411,9 @@ async fn measure(
         }
         None => None,
     };
-    // Scenarios with quiet schedules read the API and the admin pages while the minutes run.
-    let probe = match (
-        seeded_envs(scenario, &seeded, true).first(),
-        seeded_envs(scenario, &seeded, false).first(),
-        deployment.urls.first(),
-    ) {
-        (Some(big), Some(busy), Some(base)) => {
-            let token = deployment.read_token(&[big, busy]).await?;
-            let until = std::time::Instant::now()
-                + std::time::Duration::from_micros(
-                    (first + i64::from(scenario.minutes) * MINUTE_US - now_micros()).max(0) as u64,
-                );
-            Some(tokio::spawn(scale::probe_reads(
-                base.clone(),
-                token,
-                scale::reads(big, busy),
-                until,
-            )))
-        }
-        _ => None,
-    };
+    // Scenarios with quiet schedules read the API and the admin pages in the last measured
+    // minute; the minutes before it give the cost per minute, the reads' own cost left out.
+    let probe = scale::Probe::start(scenario, &seeded, deployment, first).await?;
     let mut loads = Vec::new();
     for m in 1..=scenario.minutes as i64 {
         sleep_until(first + m * MINUTE_US).await;
@@ -448,42 +430,26 @@ async fn measure(
             Err(err) => format!("- answers made durable, serve #{i}: not read ({err:#})"),
         });
     }
-    let memory: Vec<_> = deployment
-        .pids()
-        .into_iter()
-        .filter_map(scale::memory_mib)
-        .collect();
+    let memory = scale::memory_of(deployment);
     deployment.stop().await;
     let arrivals = ctx.target.take();
     let records = records::read(deployment).await?;
-    let reads = match probe {
-        Some(probe) => Some(probe.await?),
-        None => None,
-    };
-    let sizes = match (scenario.backend, reads.is_some()) {
-        (Backend::Postgres, true) => Some(scale::bytes_per_row(&deployment.owner_url).await?),
-        _ => None,
-    };
-
-    // Quiet schedules are not due in the measured minutes: any call of one is counted apart.
+    let held = scale::Held::gather(
+        scenario,
+        &seeded,
+        deployment,
+        (&records, &arrivals),
+        memory,
+        probe,
+    )
+    .await?;
+    // Quiet schedules are not due in the measured minutes: `held` counts any call of one.
     let mut group_of_env = HashMap::new();
     for (group, seeded) in scenario.groups.iter().zip(&seeded) {
         for env in seeded.envs.iter().filter(|_| !group.quiet) {
             group_of_env.insert(env.clone(), group.name.to_owned());
         }
     }
-    let quiet_envs: std::collections::HashSet<&str> =
-        seeded_envs(scenario, &seeded, true).into_iter().collect();
-    let quiet_schedules: std::collections::HashSet<&str> = records
-        .schedules
-        .iter()
-        .filter(|s| quiet_envs.contains(s.env.as_str()))
-        .map(|s| s.id.as_str())
-        .collect();
-    let quiet_calls = arrivals
-        .iter()
-        .filter(|a| quiet_schedules.contains(a.schedule_id.as_str()))
-        .count();
     let plan = Plan {
         group_of_env,
         first_minute_us: first,
@@ -525,24 +491,7 @@ async fn measure(
         scenario.groups.iter().map(|g| g.schedules).sum::<usize>() as f64 / seed_seconds.max(0.001),
         records.sources.join(", ")
     );
-    if !quiet_envs.is_empty() {
-        println!(
-            "- calls of quiet schedules (none due in the measured minutes): {quiet_calls} of {} \
-             schedules",
-            quiet_schedules.len()
-        );
-    }
-    for (i, (rss, peak)) in memory.iter().enumerate() {
-        println!(
-            "- serve #{i} resident memory at the end: {rss:.0} MiB (peak {peak:.0} MiB, VmHWM)"
-        );
-    }
-    if let Some(sizes) = &sizes {
-        println!("{sizes}");
-    }
-    if let Some(reads) = &reads {
-        println!("\n{}", scale::reads_table(reads));
-    }
+    held.print();
     let counted = scenario
         .fault
         .or(scenario.kill_first_after_ms.map(|ms| fault::Fault::Kill {
@@ -602,8 +551,9 @@ async fn measure(
             scenario.backend == Backend::Sqlite
         )
     );
+    let costed = held.costed(&windows);
     let per_minute = |cpu: &dyn Fn(&procstat::CpuWindow) -> f64| {
-        windows.iter().map(|(_, w, _)| cpu(w)).sum::<f64>() / windows.len().max(1) as f64
+        costed.iter().map(|(_, w, _)| cpu(w)).sum::<f64>() / costed.len().max(1) as f64
     };
     let serve_cpu = per_minute(&|w| w.sum("serve#"));
     let db_cpu = per_minute(&|w| w.get("db"));
@@ -620,19 +570,4 @@ async fn measure(
         seed_seconds,
         spread: spreads.iter().map(spread::Spread::line).collect(),
     })
-}
-
-/// The environments of the quiet groups (`quiet`), or of the others, in seed order.
-fn seeded_envs<'a>(
-    scenario: &Scenario,
-    seeded: &'a [deploy::SeededGroup],
-    quiet: bool,
-) -> Vec<&'a str> {
-    scenario
-        .groups
-        .iter()
-        .zip(seeded)
-        .filter(|(group, _)| group.quiet == quiet)
-        .flat_map(|(_, seeded)| seeded.envs.iter().map(String::as_str))
-        .collect()
 }

@@ -1,15 +1,22 @@
 //! What a scenario with many schedules that are not due costs besides its calls: quiet
-//! schedules' times, the API and admin reads while the burst runs, serve's memory and the
-//! database's bytes per row.
+//! schedules' times, the API and admin reads in the last measured minute, serve's memory and
+//! the database's bytes per row.
 //!
 //! Quiet schedules fire once or twice a day at minutes spread over the day, none of them in the
 //! hour the bench runs: the minutes measured see only the every-minute groups' calls, and what
 //! the quiet ones cost is whatever holding them costs.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use sqlx::{Connection, PgConnection, Row};
+
+use crate::deploy::{Deployment, SeededGroup};
+use crate::records::Records;
+use crate::report::MINUTE_US;
+use crate::scenarios::{Backend, Scenario};
+use crate::target::Arrival;
 
 /// Minutes of the day (UTC) no quiet schedule may fire in: from ten minutes before the seed to
 /// an hour after it, longer than any scenario's seed and measured minutes.
@@ -142,7 +149,7 @@ pub fn reads_table(kinds: &[ReadKind]) -> String {
         })
     };
     let mut out = String::from(
-        "| read (one environment, while the minutes ran) | requests | failed | p50 | p99 | max |\n|---|---|---|---|---|---|\n",
+        "| read (one environment, in the last measured minute) | requests | failed | p50 | p99 | max |\n|---|---|---|---|---|---|\n",
     );
     for kind in kinds {
         out.push_str(&format!(
@@ -198,4 +205,148 @@ pub async fn bytes_per_row(owner_url: &str) -> anyhow::Result<String> {
         "- database size (with indexes): {}",
         lines.join("; ")
     ))
+}
+
+/// The reads of a scale scenario, made in its last measured minute.
+pub struct Probe {
+    minute: i64,
+    reads: tokio::task::JoinHandle<Vec<ReadKind>>,
+}
+
+impl Probe {
+    /// Starts the reads when the scenario has quiet schedules: they wait for the last measured
+    /// minute (of those from `first`), then read for a minute.
+    pub async fn start(
+        scenario: &Scenario,
+        seeded: &[SeededGroup],
+        deployment: &Deployment,
+        first: i64,
+    ) -> anyhow::Result<Option<Probe>> {
+        let (Some(big), Some(busy), Some(base)) = (
+            seeded_envs(scenario, seeded, true).first().copied(),
+            seeded_envs(scenario, seeded, false).first().copied(),
+            deployment.urls.first().cloned(),
+        ) else {
+            return Ok(None);
+        };
+        let token = deployment.read_token(&[big, busy]).await?;
+        let kinds = reads(big, busy);
+        let minute = first + i64::from(scenario.minutes.max(1) - 1) * MINUTE_US;
+        let reads = tokio::spawn(async move {
+            crate::sleep_until(minute).await;
+            probe_reads(base, token, kinds, Instant::now() + Duration::from_secs(60)).await
+        });
+        Ok(Some(Probe { minute, reads }))
+    }
+}
+
+/// Each serve's resident memory and its peak (MiB), read before it stops.
+pub fn memory_of(deployment: &Deployment) -> Vec<(f64, f64)> {
+    deployment
+        .pids()
+        .into_iter()
+        .filter_map(memory_mib)
+        .collect()
+}
+
+/// What a scale scenario reports besides lateness and CPU.
+pub struct Held {
+    /// Quiet schedules, and the calls any of them got.
+    quiet: Option<(usize, usize)>,
+    memory: Vec<(f64, f64)>,
+    sizes: Option<String>,
+    /// The probed minute and its reads.
+    reads: Option<(i64, Vec<ReadKind>)>,
+    minutes: u32,
+}
+
+impl Held {
+    /// Gathers it once the instances have stopped and the records are read.
+    pub async fn gather(
+        scenario: &Scenario,
+        seeded: &[SeededGroup],
+        deployment: &Deployment,
+        (records, arrivals): (&Records, &[Arrival]),
+        memory: Vec<(f64, f64)>,
+        probe: Option<Probe>,
+    ) -> anyhow::Result<Held> {
+        let reads = match probe {
+            Some(probe) => Some((probe.minute, probe.reads.await?)),
+            None => None,
+        };
+        let sizes = match (scenario.backend, reads.is_some()) {
+            (Backend::Postgres, true) => Some(bytes_per_row(&deployment.owner_url).await?),
+            _ => None,
+        };
+        let quiet_envs: HashSet<&str> = seeded_envs(scenario, seeded, true).into_iter().collect();
+        let quiet = (!quiet_envs.is_empty()).then(|| {
+            let schedules: HashSet<&str> = records
+                .schedules
+                .iter()
+                .filter(|s| quiet_envs.contains(s.env.as_str()))
+                .map(|s| s.id.as_str())
+                .collect();
+            let calls = arrivals
+                .iter()
+                .filter(|a| schedules.contains(a.schedule_id.as_str()))
+                .count();
+            (schedules.len(), calls)
+        });
+        Ok(Held {
+            quiet,
+            memory,
+            sizes,
+            reads,
+            minutes: scenario.minutes,
+        })
+    }
+
+    pub fn print(&self) {
+        if let Some((schedules, calls)) = self.quiet {
+            println!(
+                "- calls of quiet schedules (none due in the measured minutes): {calls} of \
+                 {schedules} schedules"
+            );
+        }
+        for (i, (rss, peak)) in self.memory.iter().enumerate() {
+            println!(
+                "- serve #{i} resident memory at the end: {rss:.0} MiB (peak {peak:.0} MiB, VmHWM)"
+            );
+        }
+        if let Some(sizes) = &self.sizes {
+            println!("{sizes}");
+        }
+        if let Some((_, reads)) = &self.reads {
+            println!("\n{}", reads_table(reads));
+        }
+    }
+
+    /// The minutes whose CPU counts as the scenario's cost: all but the one the reads were
+    /// made in (when there were others).
+    pub fn costed<'w, W>(&self, windows: &'w [(i64, W, String)]) -> Vec<&'w (i64, W, String)> {
+        let probed = self.reads.as_ref().map(|(minute, _)| *minute);
+        let leave_out = probed.filter(|_| self.minutes >= 2);
+        if let Some(minute) = leave_out {
+            println!(
+                "- the reads above were made in the last minute ({}); the summary's CPU per \
+                 minute counts the minutes before it\n",
+                crate::report::utc(minute)
+            );
+        }
+        windows
+            .iter()
+            .filter(|(minute, _, _)| Some(*minute) != leave_out)
+            .collect()
+    }
+}
+
+/// The environments of the quiet groups (`quiet`), or of the others, in seed order.
+fn seeded_envs<'a>(scenario: &Scenario, seeded: &'a [SeededGroup], quiet: bool) -> Vec<&'a str> {
+    scenario
+        .groups
+        .iter()
+        .zip(seeded)
+        .filter(|(group, _)| group.quiet == quiet)
+        .flat_map(|(_, seeded)| seeded.envs.iter().map(String::as_str))
+        .collect()
 }

@@ -159,7 +159,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             default: false,
-            minutes: 3,
+            minutes: 4,
             ..scenario(
                 "pg-1m",
                 "1,000,000 schedules over 200 environments, one serve on PostgreSQL: 10,000 \
@@ -172,7 +172,20 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             default: false,
-            minutes: 3,
+            minutes: 4,
+            ..scenario(
+                "pg-100k",
+                "`pg-1m`'s due rate with 100,000 schedules in all: 10,000 `* * * * *` over 100 \
+                 environments and 90,000 daily and twice-daily ones over 100 more, one serve on \
+                 PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 100, 10_000, Fast), quiet(100, 90_000)],
+            )
+        },
+        Scenario {
+            default: false,
+            minutes: 4,
             ..scenario(
                 "pg-1m-base",
                 "`pg-1m`'s due rate with 20,000 schedules in all: 10,000 `* * * * *` over 100 \
@@ -185,7 +198,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             default: false,
-            minutes: 3,
+            minutes: 4,
             ..scenario(
                 "sqlite-100k",
                 "100,000 schedules on the embedded SQLite, one serve: 5,000 `* * * * *` over 10 \
@@ -197,7 +210,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             default: false,
-            minutes: 3,
+            minutes: 4,
             ..scenario(
                 "sqlite-100k-base",
                 "`sqlite-100k`'s due rate with 10,000 schedules in all: 5,000 `* * * * *` and \
