@@ -69,12 +69,17 @@ impl Stats {
 
     /// Nearest-rank percentile of the lateness.
     pub fn percentile(&self, p: f64) -> Option<i64> {
-        if self.late_us.is_empty() {
-            return None;
-        }
-        let rank = ((p * self.late_us.len() as f64).ceil() as usize).clamp(1, self.late_us.len());
-        Some(self.late_us[rank - 1])
+        nearest_rank(&self.late_us, p)
     }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
 }
 
 /// Per (group name, minute start) statistics, and per group over every minute.

@@ -14,7 +14,7 @@ use sqlx::{Connection, PgConnection, Row};
 
 use crate::deploy::{Deployment, SeededGroup};
 use crate::records::Records;
-use crate::report::MINUTE_US;
+use crate::report::{MINUTE_US, nearest_rank};
 use crate::scenarios::{Backend, Scenario};
 use crate::target::Arrival;
 
@@ -65,15 +65,6 @@ pub struct ReadKind {
     pub path: String,
     pub took: Vec<Duration>,
     pub failed: usize,
-}
-
-impl ReadKind {
-    fn percentile(&self, p: f64) -> Option<Duration> {
-        let mut sorted = self.took.clone();
-        sorted.sort_unstable();
-        let at = ((sorted.len() as f64 * p).ceil() as usize).saturating_sub(1);
-        sorted.get(at).copied()
-    }
 }
 
 /// The reads an operator's pages and a platform's tooling make: of the environment `big`
@@ -152,15 +143,17 @@ pub fn reads_table(kinds: &[ReadKind]) -> String {
         "| read (one environment, in the last measured minute) | requests | failed | p50 | p99 | max |\n|---|---|---|---|---|---|\n",
     );
     for kind in kinds {
+        let mut took = kind.took.clone();
+        took.sort_unstable();
         out.push_str(&format!(
             "| {} `{}` | {} | {} | {} | {} | {} |\n",
             kind.name,
             kind.path.split('?').next().unwrap_or_default(),
             kind.took.len(),
             kind.failed,
-            ms(kind.percentile(0.5)),
-            ms(kind.percentile(0.99)),
-            ms(kind.took.iter().max().copied()),
+            ms(nearest_rank(&took, 0.5)),
+            ms(nearest_rank(&took, 0.99)),
+            ms(took.last().copied()),
         ));
     }
     out
