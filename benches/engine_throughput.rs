@@ -87,6 +87,7 @@ async fn seed(
                 max_retries: 3,
                 policies: Default::default(),
                 remaining_runs: None,
+                labels: Default::default(),
                 actor: "bench".into(),
                 now,
             })

@@ -99,6 +99,7 @@ async fn seed_schedules(store: &Arc<dyn Store>, env: EnvId, count: u64, start: D
             max_retries: 3,
             policies: Default::default(),
             remaining_runs: None,
+            labels: Default::default(),
             actor: "bench".into(),
             now: start,
         })
@@ -136,6 +137,7 @@ async fn load_old_jobs(
         max_retries: 3,
         policies: Default::default(),
         remaining_runs: None,
+        labels: Default::default(),
         actor: "bench".into(),
         now,
     };

@@ -48,6 +48,9 @@ pub struct ScheduleRecord {
     pub pause_on_failure: bool,
     #[serde(default)]
     pub remaining_runs: Option<i32>,
+    /// Labels (absent from a server older than schema 22).
+    #[serde(default)]
+    pub labels: crate::core::labels::Labels,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -107,6 +110,7 @@ impl ScheduleRecord {
             max_retries: self.max_retries,
             policies,
             remaining_runs: self.remaining_runs,
+            labels: self.labels,
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: self.created_by,

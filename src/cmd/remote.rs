@@ -153,6 +153,7 @@ impl Kind {
                     "max_retries",
                     "last_run_at",
                     "target",
+                    "labels",
                     "updated_by",
                 ],
             ),
@@ -208,6 +209,14 @@ impl Kind {
             (Kind::Schedule, "timing") => match text(record, "cron") {
                 cron if !cron.is_empty() => format!("{cron} ({})", text(record, "timezone")),
                 _ => format!("once at {}", time(record, "run_at")),
+            },
+            (Kind::Schedule, "labels") => match record.get("labels").and_then(Value::as_object) {
+                Some(labels) if !labels.is_empty() => labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                _ => "-".to_owned(),
             },
             (Kind::Schedule, "target") => record
                 .get("target_config")

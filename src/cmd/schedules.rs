@@ -2,6 +2,7 @@
 //! service's API (`--server`, `--token`), as `kubectl get|apply` manage their resources.
 
 pub mod apply;
+pub mod bulk;
 pub mod describe;
 
 use std::io::Write;
@@ -111,6 +112,22 @@ pub struct Fields {
     /// Fires left before the schedule completes; `none` for no limit.
     #[arg(long, value_name = "N|none", help_heading = "Policies", value_parser = count_or_none)]
     pub remaining_runs: Option<Value>,
+    /// A label, KEY=VALUE (repeat for more); on patch, KEY- removes one and labels not named
+    /// are kept.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_change)]
+    pub labels: Vec<(String, Value)>,
+}
+
+/// `KEY=VALUE` sets a label, `KEY-` removes it (kubectl's spelling); the server checks the
+/// label rules.
+fn label_change(text: &str) -> Result<(String, Value), String> {
+    if let Some((key, value)) = text.split_once('=') {
+        return Ok((key.trim().to_owned(), Value::from(value.trim())));
+    }
+    match text.strip_suffix('-') {
+        Some(key) if !key.is_empty() => Ok((key.to_owned(), Value::Null)),
+        _ => Err("must be KEY=VALUE (or KEY- to remove a label on patch)".to_owned()),
+    }
 }
 
 /// `none` (or `null`): the JSON null that removes a bound.
@@ -184,6 +201,12 @@ impl Fields {
         put("end_at", self.end_at.clone());
         put("pause_on_failure", self.pause_on_failure.map(Value::from));
         put("remaining_runs", self.remaining_runs.clone());
+        if !self.labels.is_empty() {
+            body.insert(
+                "labels".to_owned(),
+                Value::Object(self.labels.iter().cloned().collect()),
+            );
+        }
         body
     }
 }
@@ -194,11 +217,15 @@ pub enum SchedulesCommand {
     #[command(after_help = "Examples:
   sentin8-cron schedules list --env $ENV --domain billing
   sentin8-cron schedules list --env $ENV --status paused -o json
+  sentin8-cron schedules list --env $ENV -l 'team=billing,tier in (gold,silver)'
   sentin8-cron schedules list --env $ENV --no-headers | awk '{print $1}'")]
     List {
         /// Only this domain's schedules.
         #[arg(long)]
         domain: Option<String>,
+        /// Only schedules whose labels match (`team=billing`, `tier in (a,b)`, `!canary`, ...).
+        #[arg(short = 'l', long, value_name = "SELECTOR")]
+        selector: Option<String>,
         /// Only schedules in this status (active, paused, completed).
         #[arg(long)]
         status: Option<String>,
@@ -250,6 +277,9 @@ pub enum SchedulesCommand {
     /// through the API: shows the same plan as `enroll`, then creates, updates and (with
     /// --prune) deletes.
     Apply(apply::Args),
+    /// Pause, resume, trigger or delete every schedule a label selector matches, in one
+    /// transaction (at most 1,000); asks before acting on more than 10.
+    Bulk(bulk::Args),
     /// Change some fields of a schedule, from flags or a JSON/YAML patch document (-f).
     #[command(after_help = "Examples:
   sentin8-cron schedules patch $ID --env $ENV --cron '30 2 * * *'
@@ -312,6 +342,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     match args.command {
         SchedulesCommand::List {
             domain,
+            selector,
             status,
             limit,
             paging,
@@ -320,6 +351,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             let client = target.server.require()?;
             let mut query = env_query(target.env);
             query.extend(domain.map(|d| ("domain", d)));
+            query.extend(selector.map(|s| ("label_selector", s)));
             query.extend(status.map(|s| ("status", s)));
             let wanted = paging.limit(limit);
             let page = client
@@ -378,6 +410,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             remote::print_action(out, &target.output, &record, &message)?;
         }
         SchedulesCommand::Apply(args) => return apply::run(args, out).await,
+        SchedulesCommand::Bulk(args) => return bulk::run(args, out).await,
         SchedulesCommand::Patch {
             id,
             file,

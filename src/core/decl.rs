@@ -17,6 +17,7 @@
 //!     end_at: 2032-01-01T00:00:00Z           # none after; then completed, cron only
 //!     pause_on_failure: false                # a dead-lettered job pauses it, cron only
 //!     remaining_runs: 12                     # fires left, then completed, cron only
+//!     labels: { team: billing, tier: gold }  # key=value pairs to select it by
 //!   - schedule_type: migration.cutover
 //!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
 //! ```
@@ -27,8 +28,7 @@
 //! every problem of every entry, named by field, rather than stopping at the first.
 //! [`load_declarations`] runs both and merges the reports.
 
-use std::collections::HashMap;
-use std::fmt;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::cron::{OnDstGap, OnDstRepeat};
+use super::labels::Labels;
 use super::model::ScheduleId;
 use super::policies::{IntervalMemo, Occurrences, Overlap, Policies};
 
@@ -89,6 +90,8 @@ pub struct ScheduleDecl {
     pub pause_on_failure: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remaining_runs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 /// A declaration's fields (and its target's), in the order changes to them are reported (by
@@ -108,9 +111,11 @@ pub const DECLARED_FIELDS: &[&str] = &[
     "start_at",
     "end_at",
     "pause_on_failure",
+    "labels",
 ];
 
 pub use crate::core::timing::{CronTiming, Timing};
+pub use errors::{DeclError, EntryError, FieldError, Position};
 pub use policy::PolicyDecl;
 
 /// A validated schedule.
@@ -123,6 +128,7 @@ pub struct ScheduleSpec {
     pub policies: Policies,
     /// Fires left before the schedule completes; `None` for no limit.
     pub remaining_runs: Option<u32>,
+    pub labels: Labels,
 }
 
 impl ScheduleSpec {
@@ -178,79 +184,6 @@ impl ScheduleSpec {
     }
 }
 
-/// A problem with one field of a declaration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-/// The problems of one entry of a declaration file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EntryError {
-    /// Position in the `schedules` list, from 0.
-    pub index: usize,
-    /// The entry's number as people count, from 1 (`schedule #1` is the first entry).
-    pub entry: usize,
-    /// Where the entry starts in the document (line and column from 1), when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub column: Option<u64>,
-    /// The entry's `schedule_type`, when it has a readable one.
-    pub schedule_type: Option<String>,
-    pub errors: Vec<FieldError>,
-}
-
-impl EntryError {
-    fn new(index: usize, location: Option<Position>, schedule_type: Option<String>) -> Self {
-        EntryError {
-            index,
-            entry: index + 1,
-            line: location.map(|p| p.line),
-            column: location.map(|p| p.column),
-            schedule_type,
-            errors: Vec::new(),
-        }
-    }
-}
-
-/// A place in a declaration document: line and column, both from 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Position {
-    pub line: u64,
-    pub column: u64,
-}
-
-impl fmt::Display for EntryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "schedule #{}", self.entry)?;
-        if let Some(schedule_type) = &self.schedule_type {
-            write!(f, " ({schedule_type})")?;
-        }
-        for (position, error) in self.errors.iter().enumerate() {
-            f.write_str(if position == 0 { ": " } else { "; " })?;
-            write!(f, "{error}")?;
-        }
-        Ok(())
-    }
-}
-
 /// The syntax of a declaration file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeclFormat {
@@ -271,52 +204,6 @@ impl DeclFormat {
             Some("yaml" | "yml") => DeclFormat::Yaml,
             _ if text.trim_start().starts_with('{') => DeclFormat::Json,
             _ => DeclFormat::Yaml,
-        }
-    }
-}
-
-/// Why a declaration file could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeclError {
-    #[error("invalid JSON at line {line}, column {column}: {message}")]
-    Json {
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("invalid YAML: {message}")]
-    Yaml {
-        line: Option<u64>,
-        column: Option<u64>,
-        message: String,
-    },
-    #[error("the top level must be an object with a \"schedules\" list")]
-    NotAnObject,
-    #[error("missing top-level key \"schedules\"")]
-    MissingSchedules,
-    #[error("unknown top-level key {0:?} (expected \"schedules\")")]
-    UnknownTopLevelKey(String),
-    #[error("\"schedules\" must be a list")]
-    SchedulesNotAList,
-    #[error("{} invalid schedule {}", .0.len(), if .0.len() == 1 { "entry" } else { "entries" })]
-    Entries(Vec<EntryError>),
-}
-
-impl DeclError {
-    /// Where in the document the problem is, when the parser said.
-    pub fn position(&self) -> Option<Position> {
-        match self {
-            DeclError::Json { line, column, .. } => Some(Position {
-                line: u64::try_from(*line).ok()?,
-                column: u64::try_from(*column).ok()?,
-            })
-            .filter(|p| p.line > 0),
-            DeclError::Yaml { line, column, .. } => Some(Position {
-                line: (*line)?,
-                column: (*column)?,
-            })
-            .filter(|p| p.line > 0),
-            _ => None,
         }
     }
 }
@@ -420,6 +307,12 @@ impl ScheduleDecl {
             None => Some(Map::new()),
             Some(value) => validate_payload(value).map_err(|e| errors.push(e)).ok(),
         };
+        let labels = match &self.labels {
+            None => Some(Labels::default()),
+            Some(map) => Labels::validate("labels", map.clone())
+                .map_err(|mut problems| errors.append(&mut problems))
+                .ok(),
+        };
         let max_retries = self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
         if let Err(e) = validate_max_retries(max_retries) {
             errors.push(e);
@@ -436,8 +329,8 @@ impl ScheduleDecl {
                 .ok()
         });
 
-        match (timing, payload, policies) {
-            (Some(timing), Some(payload), Some((policies, remaining_runs)))
+        match (timing, payload, policies, labels) {
+            (Some(timing), Some(payload), Some((policies, remaining_runs)), Some(labels))
                 if errors.is_empty() =>
             {
                 Ok(ScheduleSpec {
@@ -447,6 +340,7 @@ impl ScheduleDecl {
                     max_retries,
                     policies,
                     remaining_runs,
+                    labels,
                 })
             }
             _ => Err(errors),
@@ -588,6 +482,7 @@ fn validate_entries(
     (specs, failures)
 }
 
+mod errors;
 mod parse;
 mod policy;
 mod timing;

@@ -377,7 +377,14 @@ pub fn changed_fields(current: &Schedule, updated: &Schedule) -> Vec<&'static st
         micros(current.policies.start_at) != micros(updated.policies.start_at),
         micros(current.policies.end_at) != micros(updated.policies.end_at),
         current.policies.pause_on_failure != updated.policies.pause_on_failure,
+        current.labels != updated.labels,
     ];
+    // A declared field without its comparison here would never be reported (nor applied).
+    debug_assert_eq!(
+        differs.len(),
+        FIELDS.len(),
+        "a declared field is not compared"
+    );
     FIELDS
         .iter()
         .zip(differs)
@@ -527,6 +534,7 @@ async fn live_schedules(tx: &mut dyn TenantTx, domain: &str) -> Result<Vec<Sched
                 status: None,
                 include_deleted: false,
                 type_contains: None,
+                labels: None,
                 after,
                 limit: LIST_PAGE,
             })

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::core::labels::Labels;
 use crate::core::model::{DlqEntry, Job, Schedule};
 use crate::core::store::NewEvent;
 
@@ -114,6 +115,8 @@ pub struct EventPayload {
     /// `schedule:{schedule_id}:{job_id}` when the event concerns a job.
     pub idempotency_key: Option<String>,
     pub actor: Option<String>,
+    /// The schedule's labels, for consumers to route and filter on.
+    pub labels: Labels,
     /// Why the engine changed the schedule by itself (a pause on failure); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -218,6 +221,7 @@ impl EventPayload {
             correlation_id: schedule.id.to_string(),
             idempotency_key: None,
             actor: None,
+            labels: schedule.labels.clone(),
             reason: None,
             changes: None,
             at,
@@ -339,6 +343,7 @@ mod tests {
             max_retries: 3,
             policies: crate::core::policies::Policies::default(),
             remaining_runs: None,
+            labels: Default::default(),
             created_at: at,
             updated_at: at,
             created_by: "test".into(),

@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod engine;
 pub mod enroll;
 pub mod events;
+pub mod labels;
 pub mod metrics;
 pub mod model;
 pub mod ops;

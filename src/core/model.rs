@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
+use crate::core::labels::Labels;
 use crate::core::policies::{Occurrences, Policies, format_duration};
 use crate::core::target::Target;
 use crate::core::timing::Timing;
@@ -226,6 +227,8 @@ pub struct Schedule {
     pub policies: Policies,
     /// Fires left before the schedule completes; `None` for no limit.
     pub remaining_runs: Option<i32>,
+    /// What people and tools select it by; never changes when or how it runs.
+    pub labels: Labels,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -305,6 +308,7 @@ impl Serialize for Schedule {
             end_at: Option<DateTime<Utc>>,
             pause_on_failure: bool,
             remaining_runs: Option<i32>,
+            labels: &'a Labels,
             created_at: DateTime<Utc>,
             updated_at: DateTime<Utc>,
             created_by: &'a str,
@@ -336,6 +340,7 @@ impl Serialize for Schedule {
             end_at: self.policies.end_at,
             pause_on_failure: self.policies.pause_on_failure,
             remaining_runs: self.remaining_runs,
+            labels: &self.labels,
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: &self.created_by,

@@ -24,6 +24,7 @@ use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
+pub mod bulk;
 pub mod describe;
 pub mod lifecycle;
 pub(crate) mod requests;
@@ -96,6 +97,7 @@ pub async fn create_schedule(
         end_at: body.end_at,
         pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
         remaining_runs: body.remaining_runs,
+        labels: lenient(body.labels, "labels", &mut errors),
     };
     let spec = decl
         .validate(now)
@@ -135,6 +137,7 @@ pub async fn list_schedules(
     let env = caller.env(query.target_env_id, Access::Read)?;
     let limit = page_limit(query.limit)?;
     let status: Option<ScheduleStatus> = parse_status("status", query.status.as_deref())?;
+    let labels = parse_status("label_selector", query.label_selector.as_deref())?;
     let items = state
         .ops
         .schedule_list(
@@ -145,6 +148,7 @@ pub async fn list_schedules(
                 include_deleted: status == Some(ScheduleStatus::Deleted)
                     || query.include_deleted.unwrap_or(false),
                 type_contains: query.type_contains.filter(|text| !text.is_empty()),
+                labels,
                 after: cursor(query.cursor.as_deref())?.map(ScheduleId),
                 limit,
             },
@@ -225,6 +229,7 @@ pub async fn patch_schedule(
             pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
             remaining_runs: body.remaining_runs,
         },
+        labels: lenient(body.labels, "labels", &mut errors),
     };
     if !errors.is_empty() {
         return Err(ApiError::fields(errors));

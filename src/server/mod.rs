@@ -158,6 +158,7 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
             api::delete_schedule
         ))
         .routes(routes!(api::delete_schedule_post))
+        .routes(routes!(api::bulk::bulk_schedules))
         .routes(routes!(api::pause_schedule))
         .routes(routes!(api::resume_schedule))
         .routes(routes!(api::trigger_schedule))

@@ -133,6 +133,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "stable_plans",
         sql: include_str!("../../migrations/postgres/0021_stable_plans.sql"),
     },
+    Migration {
+        version: 22,
+        name: "labels",
+        sql: include_str!("../../migrations/postgres/0022_labels.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -241,6 +246,11 @@ pub const SQLITE: &[Migration] = &[
         version: 21,
         name: "stable_plans",
         sql: include_str!("../../migrations/sqlite/0021_stable_plans.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "labels",
+        sql: include_str!("../../migrations/sqlite/0022_labels.sql"),
     },
 ];
 

@@ -28,6 +28,7 @@ mod access;
 mod describe;
 mod generated_client;
 mod jobs;
+mod labels;
 mod oncall;
 mod pause_note;
 mod schedules;
@@ -38,6 +39,7 @@ pub use access::*;
 pub use describe::*;
 pub use generated_client::*;
 pub use jobs::*;
+pub use labels::*;
 pub use oncall::*;
 pub use pause_note::*;
 pub use schedules::*;
@@ -347,6 +349,7 @@ macro_rules! api_suite {
             $crate::api_suite!(@tests $make;
                 schedule_lifecycle,
                 a_pause_says_who_when_and_why_until_the_resume,
+                labels_are_declared_selected_and_acted_on_in_bulk,
                 a_schedule_is_described_with_its_next_calls_jobs_and_counts,
                 a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,

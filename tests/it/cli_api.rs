@@ -13,6 +13,7 @@ mod apply;
 mod describe;
 mod dlq;
 mod flags;
+mod labels;
 mod lifecycle_endpoints;
 mod next_fires;
 mod paging;
@@ -22,6 +23,7 @@ pub use apply::*;
 pub use describe::*;
 pub use dlq::*;
 pub use flags::*;
+pub use labels::*;
 pub use lifecycle_endpoints::*;
 pub use next_fires::*;
 pub use paging::*;
@@ -126,6 +128,7 @@ macro_rules! cli_api_suite {
             $crate::cli_api_suite!(@tests $make;
                 schedules_are_managed_from_the_command_line,
                 describe_shows_a_schedule_at_a_glance,
+                labels_and_bulk_actions_from_the_command_line,
                 policies_and_backfill_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,

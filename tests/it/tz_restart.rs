@@ -159,6 +159,7 @@ fn stored(schedule_type: &str, zone: &str, next_run_at: DateTime<Utc>) -> NewSch
         max_retries: 0,
         policies: Default::default(),
         remaining_runs: None,
+        labels: Default::default(),
         actor: "tester".into(),
         now: t0(),
     }

@@ -399,6 +399,17 @@ async fn apply_step(
             if changed_fields.contains(&"target_config") {
                 body.insert("target_config".into(), target.config().clone());
             }
+            if changed_fields.contains(&"labels") {
+                // A patch merges labels: the ones no longer declared are sent as null.
+                let mut labels = Map::new();
+                for (key, _) in current.labels.iter() {
+                    labels.insert(key.to_owned(), Value::Null);
+                }
+                for (key, value) in spec.labels.iter() {
+                    labels.insert(key.to_owned(), value.into());
+                }
+                body.insert("labels".into(), Value::Object(labels));
+            }
             client
                 .call(
                     Method::PATCH,
@@ -443,6 +454,7 @@ fn spec_of(schedule: &Schedule) -> ScheduleSpec {
         max_retries: u32::try_from(schedule.max_retries).unwrap_or(0),
         policies: schedule.policies,
         remaining_runs: schedule.remaining_runs.and_then(|n| u32::try_from(n).ok()),
+        labels: schedule.labels.clone(),
     }
 }
 
@@ -477,6 +489,9 @@ fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
     }
     if fields.contains(&"max_retries") {
         body.insert("max_retries".into(), spec.max_retries.into());
+    }
+    if fields.contains(&"labels") {
+        body.insert("labels".into(), spec.labels.to_json());
     }
     let policies = &spec.policies;
     let policy_fields = [

@@ -196,6 +196,7 @@ fn parse_entry(value: &Value) -> ParsedEntry {
                     format!("must be an integer, got {}", json_kind(other)),
                 )),
             },
+            "labels" => decl.labels = labels(key, value, errors),
             _ => errors.push(FieldError::new(key, "unknown field")),
         }
     }
@@ -203,6 +204,39 @@ fn parse_entry(value: &Value) -> ParsedEntry {
         errors.push(FieldError::new("schedule_type", "is required"));
     }
     entry
+}
+
+/// An object of strings; a number or a boolean is refused by its label (YAML reads `tier: 1`
+/// as a number: quote it).
+fn labels(
+    key: &str,
+    value: &Value,
+    errors: &mut Vec<FieldError>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let map = match value {
+        Value::Null => return None,
+        Value::Object(map) => map,
+        other => {
+            errors.push(FieldError::new(
+                key,
+                format!("must be an object of key: value, got {}", json_kind(other)),
+            ));
+            return None;
+        }
+    };
+    let mut labels = std::collections::BTreeMap::new();
+    for (name, value) in map {
+        match value {
+            Value::String(text) => {
+                labels.insert(name.clone(), text.clone());
+            }
+            other => errors.push(FieldError::new(
+                format!("{key}.{name}"),
+                format!("must be a string (quote it), got {}", json_kind(other)),
+            )),
+        }
+    }
+    Some(labels)
 }
 
 fn optional_string(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Option<String> {

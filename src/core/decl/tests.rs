@@ -426,3 +426,37 @@ fn policies_default_and_a_jitter_up_to_the_interval_is_accepted() {
         crate::core::policies::Policies::default()
     );
 }
+
+#[test]
+fn labels_are_declared_as_strings_under_the_label_rules() {
+    let billing = load_declarations(BILLING, DeclFormat::Yaml, now()).unwrap();
+    assert_eq!(billing[0].labels.to_string(), "team=billing,tier=gold");
+    assert!(billing[1].labels.is_empty());
+    let text = r#"
+schedules:
+  - schedule_type: a
+    cron: "0 * * * *"
+    labels: { tier: 1, ok: "x", "bad key": "y" }
+  - schedule_type: b
+    cron: "0 * * * *"
+    labels: [team]
+"#;
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    // Every problem at once: the value's type, and the key's rule.
+    assert_eq!(
+        messages(&errors[0]),
+        [
+            "labels.tier: must be a string (quote it), got a number",
+            "labels.bad key: key name \"bad key\" may hold only ASCII letters, digits, '-', '_' \
+             and '.'"
+        ]
+    );
+    assert_eq!(
+        messages(&errors[1]),
+        ["labels: must be an object of key: value, got a list"]
+    );
+    let text =
+        "schedules:\n  - schedule_type: a\n    cron: '0 * * * *'\n    labels: {\"bad key\": y}\n";
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    assert_eq!(errors[0].errors[0].field, "labels.bad key");
+}

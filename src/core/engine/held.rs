@@ -345,6 +345,7 @@ mod tests {
             max_retries: 0,
             policies: Default::default(),
             remaining_runs: None,
+            labels: Default::default(),
             created_at: at,
             updated_at: at,
             created_by: "test".into(),

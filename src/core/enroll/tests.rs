@@ -46,6 +46,7 @@ fn stored(decl: &ScheduleDecl, url: &str) -> Schedule {
         max_retries: 3,
         policies: Default::default(),
         remaining_runs: None,
+        labels: Default::default(),
         created_at: created,
         updated_at: created,
         created_by: "tester".to_owned(),
@@ -172,6 +173,42 @@ fn payload_retries_and_target_changes_keep_the_next_fire() {
         updated.target.config(),
         &json!({"baseUrl": "https://elsewhere.example.com"})
     );
+}
+
+#[test]
+fn a_label_change_is_an_update_that_keeps_the_next_fire() {
+    let labelled = |pairs: &[(&str, &str)]| ScheduleDecl {
+        labels: Some(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..cron("a.job", "0 6 * * *")
+    };
+    let current = stored(&labelled(&[("team", "billing")]), URL);
+    let after = labelled(&[("team", "ops"), ("tier", "gold")]);
+    let steps = plan(
+        std::slice::from_ref(&current),
+        &[spec(&after)],
+        &target(URL),
+        false,
+        now(),
+    )
+    .unwrap();
+    let [
+        Step::Update {
+            updated,
+            changed_fields,
+            ..
+        },
+    ] = steps.as_slice()
+    else {
+        panic!("{steps:?}")
+    };
+    assert_eq!(changed_fields, &["labels"]);
+    assert_eq!(updated.labels.to_string(), "team=ops,tier=gold");
+    assert_eq!(updated.next_run_at, current.next_run_at);
 }
 
 #[test]

@@ -189,6 +189,12 @@ pub fn schema(event_type: &str) -> Option<Value> {
                 "description": "Who caused the event: a token's subject, or `engine`.",
                 "type": "string",
             },
+            "labels": {
+                "description": "The schedule's labels (absent from events written before \
+                                schema 22).",
+                "type": "object",
+                "additionalProperties": { "type": "string", "maxLength": 63 },
+            },
             "reason": {
                 "description": "Why: a pause's note, what paused a schedule on failure, what \
                                 completed a schedule.",

@@ -4,7 +4,8 @@
 //! change).
 //!
 //! By concern: `validate` (request checks beyond the declaration format), `schedule`
-//! (create, patch, pause, resume, delete, trigger), `backfill` (a past range of occurrences), `patch` (applying a partial update to the
+//! (create, patch, pause, resume, delete, trigger), `bulk` (one of those on every schedule a
+//! label selector matches), `backfill` (a past range of occurrences), `patch` (applying a partial update to the
 //! typed record), `job` (job retry, DLQ republish), `read` (gets, lists, the overview) and
 //! `audit` (the actor and its audit entries).
 
@@ -17,6 +18,7 @@ use crate::core::target::{AnyTarget, Target, TargetPolicy};
 
 mod audit;
 mod backfill;
+mod bulk;
 mod describe;
 mod job;
 mod patch;
@@ -26,6 +28,9 @@ mod validate;
 
 pub use audit::Actor;
 pub use backfill::Backfilled;
+pub use bulk::{
+    BULK_CONFIRM_ABOVE, BULK_MAX, BulkAction, BulkItem, BulkOutcome, BulkReport, BulkRequest,
+};
 pub use describe::{
     DESCRIBE_RECENT, DESCRIBE_UPCOMING, DESCRIBE_WINDOW, ScheduleDescription, UpcomingCall,
 };

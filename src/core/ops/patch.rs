@@ -3,6 +3,8 @@
 //! (or target) no longer parses. Timing fields are validated together, because they only make
 //! sense together (an expression with its zone and DST policies).
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::schedule::stored_max_retries;
@@ -32,6 +34,8 @@ pub struct SchedulePatch {
     /// The policy fields (overlap, catch-up window, jitter, bounds, pause on failure, runs
     /// left).
     pub policies: PolicyDecl,
+    /// Labels merged in: a value sets its key, `None` removes it.
+    pub labels: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl SchedulePatch {
@@ -120,6 +124,12 @@ pub(super) fn apply(
         match validate_max_retries(max_retries) {
             Ok(n) => updated.max_retries = stored_max_retries(n),
             Err(problem) => errors.push(problem),
+        }
+    }
+    if let Some(changes) = &patch.labels {
+        match current.labels.merged("labels", changes) {
+            Ok(labels) => updated.labels = labels,
+            Err(mut problems) => errors.append(&mut problems),
         }
     }
     if let Some(config) = &patch.target_config {
@@ -283,6 +293,7 @@ mod tests {
             max_retries: 3,
             policies: Default::default(),
             remaining_runs: None,
+            labels: Default::default(),
             created_at: now() - Duration::days(1),
             updated_at: now() - Duration::days(1),
             created_by: "tester".into(),

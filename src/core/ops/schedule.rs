@@ -67,55 +67,72 @@ impl Ops {
         }
         let mut tx = self.store.tenant_begin(env).await?;
         let current = live_for_update(&mut *tx, id).await?;
-        // Whether a resumed one-shot may finish an open job is `patch::apply`'s rule; the open
-        // job is looked up only when that rule can use it.
-        let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
-            && current.status == ScheduleStatus::Paused
-            && current.kind() == ScheduleKind::Once
-            && current.next_run_at.is_none();
-        let open_job = resuming_one_shot && tx.job_get_open(id).await?.is_some();
-        let (updated, event) = patch::apply(&current, patch, actor, open_job)?;
-        if updated == current {
-            return Ok(current);
-        }
-        let saved = tx
-            .schedule_set_definition(&ScheduleSetDefinition::to_match(
-                &updated,
-                &actor.name,
-                actor.now,
-            ))
-            .await?;
-        if let Some(event_type) = event {
-            let mut payload = EventPayload::for_schedule(event_type, &saved, actor.now)
-                .with_changes(&current, &saved)
-                .by(&actor.name);
-            if let Some(note) = note {
-                payload = payload.with_reason(note);
-            }
-            tx.outbox_insert(&payload.into_event(&saved)).await?;
-        }
-        let saved = withdraw_held_fire(&mut *tx, &current, saved, actor).await?;
-        if saved.status == ScheduleStatus::Active && current.status != ScheduleStatus::Active {
-            // A buffered or backfilled occurrence whose turn came while it was paused.
-            release_buffered(&mut *tx, &saved, actor.now).await?;
-        }
-        let mut after = snapshot(&saved);
-        if let (Some(note), Some(Value::Object(fields))) = (note, after.as_mut()) {
-            fields.insert("reason".to_owned(), Value::from(note));
-        }
-        tx.audit_insert(&actor.audit(
-            audit_action(event),
-            "schedule",
-            id.to_string(),
-            snapshot(&current),
-            after,
-        ))
-        .await?;
-        tx.notify_on_commit(Channel::Schedules);
+        let saved = patch_schedule(&mut *tx, current, patch, actor, note).await?;
         tx.commit().await?;
         Ok(saved)
     }
+}
 
+/// [`Ops::schedule_patch`] in the caller's transaction, on `current` (read and locked in it):
+/// the change written with its event and audit entry, the held fire it withdraws, the
+/// occurrences a resume releases. `note` is why, when said.
+pub(super) async fn patch_schedule(
+    tx: &mut dyn TenantTx,
+    current: Schedule,
+    patch: SchedulePatch,
+    actor: &Actor,
+    note: Option<&str>,
+) -> OpsResult<Schedule> {
+    let id = current.id;
+    // Whether a resumed one-shot may finish an open job is `patch::apply`'s rule; the open
+    // job is looked up only when that rule can use it.
+    let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
+        && current.status == ScheduleStatus::Paused
+        && current.kind() == ScheduleKind::Once
+        && current.next_run_at.is_none();
+    let open_job = resuming_one_shot && tx.job_get_open(id).await?.is_some();
+    let (updated, event) = patch::apply(&current, patch, actor, open_job)?;
+    if updated == current {
+        return Ok(current);
+    }
+    let saved = tx
+        .schedule_set_definition(&ScheduleSetDefinition::to_match(
+            &updated,
+            &actor.name,
+            actor.now,
+        ))
+        .await?;
+    if let Some(event_type) = event {
+        let mut payload = EventPayload::for_schedule(event_type, &saved, actor.now)
+            .with_changes(&current, &saved)
+            .by(&actor.name);
+        if let Some(note) = note {
+            payload = payload.with_reason(note);
+        }
+        tx.outbox_insert(&payload.into_event(&saved)).await?;
+    }
+    let saved = withdraw_held_fire(&mut *tx, &current, saved, actor).await?;
+    if saved.status == ScheduleStatus::Active && current.status != ScheduleStatus::Active {
+        // A buffered or backfilled occurrence whose turn came while it was paused.
+        release_buffered(&mut *tx, &saved, actor.now).await?;
+    }
+    let mut after = snapshot(&saved);
+    if let (Some(note), Some(Value::Object(fields))) = (note, after.as_mut()) {
+        fields.insert("reason".to_owned(), Value::from(note));
+    }
+    tx.audit_insert(&actor.audit(
+        audit_action(event),
+        "schedule",
+        id.to_string(),
+        snapshot(&current),
+        after,
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(saved)
+}
+
+impl Ops {
     /// Pauses a schedule (idempotent), with why (`note`, recorded as the pause's reason).
     pub async fn schedule_pause(
         &self,
@@ -200,29 +217,41 @@ impl Ops {
     ) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
-        if schedule.status == ScheduleStatus::Paused {
-            return Err(OpsError::Conflict(paused_trigger_detail(id)));
-        }
-        ensure_no_open_job(&mut *tx, id).await?;
-        let job = tx
-            .job_insert(&pending_now(schedule.id, actor.now, actor.now))
-            .await?;
-        let event = EventPayload::for_schedule(events::SCHEDULE_TRIGGERED, &schedule, actor.now)
-            .with_job(&job)
-            .by(&actor.name);
-        tx.outbox_insert(&event.into_event(&schedule)).await?;
-        tx.audit_insert(&actor.audit(
-            "schedule.trigger",
-            "schedule",
-            id.to_string(),
-            None,
-            snapshot(&job),
-        ))
-        .await?;
-        tx.notify_on_commit(Channel::Schedules);
+        let job = trigger_schedule(&mut *tx, &schedule, actor).await?;
         tx.commit().await?;
         Ok(job)
     }
+}
+
+/// [`Ops::schedule_trigger`] in the caller's transaction, on `schedule` (read and locked in
+/// it).
+pub(super) async fn trigger_schedule(
+    tx: &mut dyn TenantTx,
+    schedule: &Schedule,
+    actor: &Actor,
+) -> OpsResult<Job> {
+    let id = schedule.id;
+    if schedule.status == ScheduleStatus::Paused {
+        return Err(OpsError::Conflict(paused_trigger_detail(id)));
+    }
+    ensure_no_open_job(&mut *tx, id).await?;
+    let job = tx
+        .job_insert(&pending_now(schedule.id, actor.now, actor.now))
+        .await?;
+    let event = EventPayload::for_schedule(events::SCHEDULE_TRIGGERED, schedule, actor.now)
+        .with_job(&job)
+        .by(&actor.name);
+    tx.outbox_insert(&event.into_event(schedule)).await?;
+    tx.audit_insert(&actor.audit(
+        "schedule.trigger",
+        "schedule",
+        id.to_string(),
+        None,
+        snapshot(&job),
+    ))
+    .await?;
+    tx.notify_on_commit(Channel::Schedules);
+    Ok(job)
 }
 
 /// Why a trigger of a paused schedule is refused, and how to resume it.
@@ -285,7 +314,7 @@ pub struct PauseRecord {
     pub reason: Option<String>,
 }
 
-fn check_note(note: &str) -> OpsResult<()> {
+pub(super) fn check_note(note: &str) -> OpsResult<()> {
     crate::core::storable::check_text("note", note).map_err(|e| OpsError::Invalid(vec![e]))?;
     if note.chars().count() > MAX_NOTE_CHARS {
         return Err(OpsError::Invalid(vec![FieldError::new(
@@ -315,8 +344,8 @@ pub(super) async fn live_for_update(tx: &mut dyn TenantTx, id: ScheduleId) -> Op
         .ok_or(OpsError::NotFound("schedule"))
 }
 
-/// `schedule` with its definition (type, timing, payload, max_retries, policies) replaced by
-/// `spec`'s. Status, `next_run_at`, target, bookkeeping and the runs left (a declaration's
+/// `schedule` with its definition (type, timing, payload, max_retries, policies, labels)
+/// replaced by `spec`'s. Status, `next_run_at`, target, bookkeeping and the runs left (a declaration's
 /// `remaining_runs` is where a new schedule starts, not a reset) are left to the caller.
 pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
     Schedule {
@@ -325,6 +354,7 @@ pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
         payload: Value::Object(spec.payload.clone()),
         max_retries: stored_max_retries(spec.max_retries),
         policies: spec.policies,
+        labels: spec.labels.clone(),
         ..schedule.clone()
     }
 }
@@ -380,6 +410,7 @@ pub async fn insert_schedules(
             max_retries: stored_max_retries(create.spec.max_retries),
             policies: create.spec.policies,
             remaining_runs: create.spec.remaining_runs.map(stored_max_retries),
+            labels: create.spec.labels.clone(),
             actor: actor.name.clone(),
             now: actor.now,
         });

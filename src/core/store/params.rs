@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::core::labels::{LabelSelector, Labels};
 use crate::core::model::{
     AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, MissedOccurrences, Schedule,
     ScheduleId, ScheduleStatus,
@@ -75,6 +76,7 @@ pub struct NewSchedule {
     pub max_retries: i32,
     pub policies: Policies,
     pub remaining_runs: Option<i32>,
+    pub labels: Labels,
     pub actor: String,
     pub now: DateTime<Utc>,
 }
@@ -88,6 +90,8 @@ pub struct ScheduleQuery {
     pub include_deleted: bool,
     /// Only schedules whose type contains this text (ASCII case-insensitively).
     pub type_contains: Option<String>,
+    /// Only schedules whose labels the selector matches.
+    pub labels: Option<LabelSelector>,
     /// Only ids greater than this one (the previous page's last id).
     pub after: Option<ScheduleId>,
     pub limit: u32,
@@ -118,6 +122,7 @@ pub struct ScheduleDefinition {
     pub max_retries: i32,
     pub policies: Policies,
     pub remaining_runs: Option<i32>,
+    pub labels: Labels,
 }
 
 impl ScheduleDefinition {
@@ -131,6 +136,7 @@ impl ScheduleDefinition {
             max_retries: schedule.max_retries,
             policies: schedule.policies,
             remaining_runs: schedule.remaining_runs,
+            labels: schedule.labels.clone(),
         }
     }
 }

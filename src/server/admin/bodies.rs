@@ -98,6 +98,7 @@ pub(super) fn schedules_body() -> String {
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status">{status}</select></div>
 <div class="field"><label for="f-domain">Domain</label><input id="f-domain" name="domain" autocomplete="off" spellcheck="false"></div>
 <div class="field"><label for="f-search">Type contains</label><input id="f-search" name="search" type="search" autocomplete="off" spellcheck="false"></div>
+<div class="field"><label for="f-labels">Labels</label><input id="f-labels" name="labels" placeholder="team=billing,tier in (gold)" autocomplete="off" spellcheck="false"></div>
 <button type="submit">Apply</button>
 </form>
 {table}

@@ -431,6 +431,8 @@ pub struct AdminScheduleQuery {
     pub status: Option<String>,
     /// Only schedules whose type contains this text (ASCII case-insensitively).
     pub type_contains: Option<String>,
+    /// Only schedules whose labels match (`team=billing,tier in (gold,silver)`).
+    pub label_selector: Option<String>,
     /// A page's `next_cursor`.
     #[param(format = Uuid)]
     pub cursor: Option<String>,
@@ -471,6 +473,7 @@ pub async fn schedules(
         domain: query.domain,
         status: query.status,
         type_contains: query.type_contains,
+        label_selector: query.label_selector,
         include_deleted: None,
         cursor: query.cursor,
         limit: query.limit,

@@ -1,6 +1,8 @@
 //! The `/v1` requests' bodies and queries as they arrive: what each field accepts (the API
 //! document is generated from them), before the handlers turn them into declarations.
 
+use std::collections::BTreeMap;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -108,6 +110,11 @@ pub struct CreateScheduleRequest {
     /// does not count.
     #[schema(minimum = 1, maximum = 1_000_000)]
     pub remaining_runs: Option<u32>,
+    /// Labels to select it by: at most 64 `key: value` pairs. A key is a name of at most 63
+    /// ASCII letters, digits, `-`, `_` and `.` (beginning and ending with a letter or a
+    /// digit), optionally after a DNS subdomain and `/`; a value is empty or such a name.
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub labels: Option<Lenient<BTreeMap<String, String>>>,
     /// Whom to call: `{"baseUrl": "https://..."}`; credentials are not allowed.
     #[schema(value_type = TargetConfigValue)]
     pub target_config: Value,
@@ -175,6 +182,10 @@ pub struct PatchScheduleRequest {
     pub remaining_runs: Option<Option<u32>>,
     #[schema(value_type = Option<TargetConfigValue>)]
     pub target_config: Option<Value>,
+    /// Labels merged into the schedule's: a string sets a label, null removes it, and a label
+    /// not named is kept (a JSON merge patch of the map).
+    #[schema(value_type = Option<BTreeMap<String, Option<String>>>)]
+    pub labels: Option<Lenient<BTreeMap<String, Option<String>>>>,
 }
 
 /// A field that may be given as null (to clear it), told apart from one left out.
@@ -232,6 +243,10 @@ pub struct ScheduleListQuery {
     pub type_contains: Option<String>,
     /// Also list deleted schedules (default false), as `GET /v1/schedules/{id}` reads one.
     pub include_deleted: Option<bool>,
+    /// Only schedules whose labels match, in Kubernetes' syntax: `team=billing`,
+    /// `tier in (gold,silver)`, `tier notin (bronze)`, `team!=ops`, `canary`, `!canary`,
+    /// joined by commas.
+    pub label_selector: Option<String>,
     /// A page's `next_cursor`.
     #[param(format = Uuid)]
     pub cursor: Option<String>,

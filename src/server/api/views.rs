@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::core::cron::{CronExpr, OnDstGap, OnDstRepeat, describe_zoned};
+use crate::core::labels::Labels;
 use crate::core::model::*;
 use crate::core::policies::{describe_policies, format_duration};
 use crate::core::timing::Timing;
@@ -63,6 +64,9 @@ pub struct ScheduleView {
     pub pause_on_failure: bool,
     /// Fires left before the schedule completes (absent: no limit).
     pub remaining_runs: Option<i32>,
+    /// Labels to select it by (`{}` for none).
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub labels: Labels,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -136,6 +140,7 @@ impl From<Schedule> for ScheduleView {
             end_at: s.policies.end_at,
             pause_on_failure: s.policies.pause_on_failure,
             remaining_runs: s.remaining_runs,
+            labels: s.labels,
             created_at: s.created_at,
             updated_at: s.updated_at,
             created_by: s.created_by,

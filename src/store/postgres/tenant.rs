@@ -143,6 +143,8 @@ rows::tenant_rows!(PgTenantTx<'_>, PgRow, {
     const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String = |column, needle| {
         format!("strpos(lower({column} COLLATE \"C\"), lower({needle}::text COLLATE \"C\")) > 0")
     };
+    const LABEL_VALUE: fn(&mut rows::Sql, &str) -> String =
+        |sql, key| format!("(labels ->> {}::text)", sql.val(rows::Val::text(key)));
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const FOR_UPDATE_SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const HOURS: HoursDialect = HoursDialect {

@@ -11,6 +11,7 @@
 mod cross;
 pub(crate) mod hours;
 mod insert;
+mod labels;
 mod leases;
 mod shared;
 mod sql;
@@ -19,6 +20,7 @@ mod write;
 
 pub(crate) use cross::*;
 pub(crate) use insert::*;
+pub(crate) use labels::*;
 pub(crate) use leases::*;
 pub(crate) use shared::*;
 pub(crate) use sql::*;
@@ -31,6 +33,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::core::labels::Labels;
 use crate::core::model::*;
 use crate::core::policies::Policies;
 use crate::core::store::*;
@@ -59,7 +62,8 @@ pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
     last_run_at, retry_count, max_retries, overlap, catchup_window_ms, max_jitter_ms, start_at, \
-    end_at, pause_on_failure, remaining_runs, created_at, updated_at, created_by, updated_by";
+    end_at, pause_on_failure, remaining_runs, labels, created_at, updated_at, created_by, \
+    updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
     updated_at, superseded_by, missed_first, missed_last, missed_count, concurrent, backfill, \
@@ -260,11 +264,21 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
             pause_on_failure: c.bool("pause_on_failure")?,
         },
         remaining_runs: c.opt_i32("remaining_runs")?,
+        labels: stored_labels(c)?,
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
         created_by: c.text("created_by")?,
         updated_by: c.text("updated_by")?,
     })
+}
+
+/// Labels as stored: a JSON object of strings that keeps the label rules.
+fn stored_labels(c: &impl Cells) -> StoreResult<Labels> {
+    let value = c.json("labels")?;
+    serde_json::from_value(value)
+        .ok()
+        .and_then(Labels::from_stored)
+        .ok_or_else(|| c.corrupt("labels", "not an object of valid labels".to_owned()))
 }
 
 /// A policy duration stored in whole milliseconds.

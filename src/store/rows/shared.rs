@@ -433,13 +433,14 @@ pub(crate) async fn schedules_page<T: TenantRows>(
         let limit = sql.val(Val::I64(i64::from(query.limit)));
         let needle = sql.val(Val::Text(query.type_contains.clone()));
         let contains = (T::CONTAINS_IGNORING_CASE)("schedule_type", &needle);
+        let labels = super::selector_conditions::<T>(sql, query.labels.as_ref());
         format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE env_id = {env} \
                AND ({domain} IS NULL OR domain = {domain}) \
                AND ({status} IS NULL OR status = {status}) \
                AND ({deleted} OR status <> 'deleted') \
                AND ({after} IS NULL OR id > {after}) \
-               AND ({needle} IS NULL OR {contains}) \
+               AND ({needle} IS NULL OR {contains}){labels} \
              ORDER BY id LIMIT {limit}"
         )
     });

@@ -25,6 +25,7 @@ pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static st
         max_retries: new.max_retries,
         policies: new.policies,
         remaining_runs: new.remaining_runs,
+        labels: new.labels.clone(),
     }));
     columns.extend([
         ("status", Val::text(new.status.as_str())),
@@ -63,6 +64,7 @@ pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, 
         ("end_at", Val::Ts(d.policies.end_at)),
         ("pause_on_failure", Val::Bool(d.policies.pause_on_failure)),
         ("remaining_runs", Val::Opt32(d.remaining_runs)),
+        ("labels", Val::json(&d.labels.to_json())),
     ]
 }
 
@@ -392,6 +394,9 @@ pub(crate) trait TenantRows: Send {
     /// SQL testing whether `column` contains the text of `needle` (a placeholder), ignoring
     /// ASCII case.
     const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String;
+    /// SQL reading the value of the schedule label `key` (NULL when it has none), binding
+    /// what it needs to `sql`.
+    const LABEL_VALUE: fn(&mut Sql, &str) -> String;
     /// The clause that ends a read whose rows the transaction locks until it ends (empty
     /// where a plain read is already exclusive).
     const FOR_UPDATE: &'static str;

@@ -70,6 +70,11 @@ impl SqliteTenantTx {
 rows::tenant_rows!(SqliteTenantTx, SqliteRow, {
     const CONTAINS_IGNORING_CASE: fn(&str, &str) -> String =
         |column, needle| format!("instr(lower({column}), lower({needle})) > 0");
+    // A label key holds no '"' (the label rules), so it can be quoted into a JSON path.
+    const LABEL_VALUE: fn(&mut Sql, &str) -> String = |sql, key| {
+        let path = sql.val(Val::text(format!("$.\"{key}\"")));
+        format!("json_extract(labels, {path})")
+    };
     // One connection serialises every transaction: plain reads are already exclusive.
     const FOR_UPDATE: &'static str = "";
     const FOR_UPDATE_SKIP_LOCKED: &'static str = "";

@@ -128,6 +128,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("POST", "/v1/dlq/{id}/republish"),
         ("POST", "/v1/jobs/{id}/retry"),
         ("POST", "/v1/schedules"),
+        ("POST", "/v1/schedules/bulk"),
         ("POST", "/v1/schedules/{id}/backfill"),
         ("POST", "/v1/schedules/{id}/delete"),
         ("POST", "/v1/schedules/{id}/pause"),

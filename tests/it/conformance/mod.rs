@@ -19,6 +19,7 @@ mod engine;
 mod instances;
 mod job_transitions;
 mod jobs;
+mod labels;
 mod leases;
 mod outbox;
 mod scheduled;
@@ -31,6 +32,7 @@ pub use engine::*;
 pub use instances::*;
 pub use job_transitions::*;
 pub use jobs::*;
+pub use labels::*;
 pub use leases::*;
 pub use outbox::*;
 pub use scheduled::*;
@@ -55,6 +57,7 @@ pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
         max_retries: 4,
         policies: Default::default(),
         remaining_runs: None,
+        labels: Default::default(),
         actor: "tester".to_owned(),
         now: t0(),
     }
@@ -189,6 +192,7 @@ macro_rules! conformance_suite {
                 job_hours_take_a_retried_jobs_first_attempt,
                 envs_with_data_list_ids_and_live_counts,
                 schedule_type_search_is_case_insensitive_and_pages,
+                labels_round_trip_and_selectors_list_what_the_rule_matches,
             );
         }
     };

@@ -39,6 +39,7 @@ fn schedule(expr: &str, next: DateTime<Utc>) -> Schedule {
         max_retries: 3,
         policies: Policies::default(),
         remaining_runs: None,
+        labels: Default::default(),
         created_at: t0(),
         updated_at: t0(),
         created_by: "test".into(),

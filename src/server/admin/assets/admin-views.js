@@ -247,6 +247,8 @@ const sentin8AdminViews = (() => {
       ...fact('Payload', h('pre', { class: 'json', id: 's-payload' }, JSON.stringify(s.payload, null, 2))),
       ...fact('Retries', `${s.max_retries} before the dead-letter queue` + (s.retry_count ? `; ${s.retry_count} in a row so far` : '')),
       ...policyFacts(s),
+      ...(Object.keys(s.labels || {}).length ? fact('Labels', h('span', { id: 's-labels' },
+        ...Object.entries(s.labels).map(([key, value]) => h('code', { class: 'label-chip' }, `${key}=${value}`)))) : []),
       // next_run_at is the stored call instant, its jitter included.
       ...fact('Next run', h('span', { id: 's-next-run' }, timeEl(s.next_run_at),
         s.next_run_at && s.max_jitter && s.max_jitter !== '0s' ? h('span', { class: 'muted' }, ' (the call, jitter included)') : null)),

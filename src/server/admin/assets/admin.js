@@ -199,6 +199,7 @@
       if (params.get('status')) $('f-status').value = params.get('status');
       if (params.get('domain')) $('f-domain').value = params.get('domain');
       if (params.get('type')) $('f-search').value = params.get('type');
+      if (params.get('labels')) $('f-labels').value = params.get('labels');
       $('filters').addEventListener('submit', (event) => {
         event.preventDefault();
         loadSchedules(false).catch(report);
@@ -213,6 +214,7 @@
       status: $('f-status').value,
       domain: $('f-domain').value.trim(),
       type_contains: $('f-search').value.trim(),
+      label_selector: $('f-labels').value.trim(),
       fires: 3,
       limit: 50,
     };
@@ -250,12 +252,21 @@
     actions.append(h('a', { href: `${UI}/jobs?schedule_id=${encodeURIComponent(s.id)}` }, 'Jobs'));
     return h('tr', { 'data-schedule': s.id, 'data-type': s.schedule_type },
       cell('Schedule', h('a', { href: `${UI}/schedules/view?id=${encodeURIComponent(s.id)}` }, label(s.domain, s.schedule_type)),
-        h('div', { class: 'muted mono', title: s.id }, short(s.id))),
+        h('div', { class: 'muted mono', title: s.id }, short(s.id)),
+        labelsEl(s.labels)),
       cell('Timing', ...timing),
       cell('Status', badge(s.status)),
       cell('Next fires', s.status === 'paused' && s.upcoming.length
         ? h('div', { class: 'muted' }, 'if resumed now:') : null, fires),
       cell('Actions', actions));
+  }
+
+  // A schedule's labels as `key=value` chips; nothing when it has none.
+  function labelsEl(labels) {
+    const pairs = Object.entries(labels || {});
+    if (!pairs.length) return null;
+    return h('div', { class: 'labels small' },
+      ...pairs.map(([key, value]) => h('code', { class: 'label-chip' }, `${key}=${value}`)));
   }
 
   async function scheduleAction(s, action, done) {

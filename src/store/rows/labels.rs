@@ -1,0 +1,46 @@
+//! A label selector as SQL: one condition per requirement on the `labels` object of
+//! `schedules`, through the backend's way of reading one label's value.
+
+use super::{Sql, TenantRows, Val};
+use crate::core::labels::{LabelSelector, SelectorOp};
+
+/// ` AND (...)` for each requirement of `selector` (nothing for none); the values are bound.
+pub(crate) fn selector_conditions<T: TenantRows>(
+    sql: &mut Sql,
+    selector: Option<&LabelSelector>,
+) -> String {
+    let Some(selector) = selector else {
+        return String::new();
+    };
+    let mut conditions = String::new();
+    for requirement in selector.requirements() {
+        let value = (T::LABEL_VALUE)(sql, &requirement.key);
+        let mut set = |values: &std::collections::BTreeSet<String>| {
+            values
+                .iter()
+                .map(|v| sql.val(Val::text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let condition = match &requirement.op {
+            SelectorOp::Exists => format!("{value} IS NOT NULL"),
+            SelectorOp::NotExists => format!("{value} IS NULL"),
+            SelectorOp::Equals(wanted) => {
+                let wanted = set(&[wanted.clone()].into());
+                format!("{value} = {wanted}")
+            }
+            SelectorOp::NotEquals(unwanted) => {
+                let unwanted = set(&[unwanted.clone()].into());
+                format!("({value} IS NULL OR {value} <> {unwanted})")
+            }
+            SelectorOp::In(values) => format!("{value} IN ({})", set(values)),
+            SelectorOp::NotIn(values) => {
+                format!("({value} IS NULL OR {value} NOT IN ({}))", set(values))
+            }
+        };
+        conditions.push_str(" AND (");
+        conditions.push_str(&condition);
+        conditions.push(')');
+    }
+    conditions
+}
