@@ -12,6 +12,7 @@ use super::jobs::Source;
 use super::remote::{self, Kind, Paging, env_query, follow_ids, text};
 use super::{StoreUse, UsageError, cli_actor, open_store};
 use crate::client::ListPage;
+use crate::core::labels::LabelSelector;
 use crate::core::model::{DlqId, EnvId};
 use crate::core::ops::Ops;
 use crate::core::store::DlqQuery;
@@ -53,6 +54,9 @@ pub enum DlqCommand {
         /// Only this domain.
         #[arg(long)]
         domain: Option<String>,
+        /// Only entries of schedules whose labels match (`team=billing`, `tier in (a,b)`, ...).
+        #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = super::remote::label_selector)]
+        selector: Option<LabelSelector>,
         /// At most this many entries per environment.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
@@ -76,6 +80,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         DlqCommand::List {
             env,
             domain,
+            selector,
             limit,
             paging,
             source,
@@ -91,6 +96,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     };
                     let mut query = env_query(env);
                     query.extend(domain.map(|d| ("domain", d)));
+                    query.extend(selector.map(|s| ("label_selector", s.to_string())));
                     client
                         .list("/v1/dlq", &query, wanted, paging.cursor)
                         .await?
@@ -114,12 +120,14 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let mut next_cursor = None;
                     for env in envs {
                         let domain = &domain;
+                        let selector = &selector;
                         let page = follow_ids(
                             wanted,
                             paging.cursor.clone(),
                             |before: Option<DlqId>, limit| async move {
                                 let query = DlqQuery {
                                     domain: domain.clone(),
+                                    schedule_labels: selector.clone(),
                                     before,
                                     limit,
                                     ..DlqQuery::default()

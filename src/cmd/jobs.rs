@@ -9,6 +9,7 @@ use clap::Subcommand;
 use super::output::OutputArgs;
 use super::remote::{self, Kind, Paging, ServerArgs, env_query, follow_ids};
 use super::{DatabaseArgs, StoreUse, open_store};
+use crate::core::labels::LabelSelector;
 use crate::core::model::{EnvId, JobId, JobStatus, ScheduleId};
 use crate::core::ops::Ops;
 use crate::core::store::JobQuery;
@@ -49,6 +50,9 @@ pub enum JobsCommand {
         /// Only jobs in this status.
         #[arg(long, value_parser = job_status())]
         status: Option<JobStatus>,
+        /// Only jobs of schedules whose labels match (`team=billing`, `tier in (a,b)`, ...).
+        #[arg(short = 'l', long, value_name = "SELECTOR", value_parser = super::remote::label_selector)]
+        selector: Option<LabelSelector>,
         /// At most this many jobs.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
@@ -76,6 +80,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             env,
             schedule,
             status,
+            selector,
             limit,
             paging,
             source,
@@ -86,6 +91,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let mut query = env_query(env);
                     query.extend(schedule.map(|id| ("schedule_id", id.to_string())));
                     query.extend(status.map(|s| ("status", s.to_string())));
+                    query.extend(selector.map(|s| ("label_selector", s.to_string())));
                     client
                         .list("/v1/jobs", &query, wanted, paging.cursor)
                         .await?
@@ -94,6 +100,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let store = open_store(&source.database, StoreUse::read_only()).await?;
                     let ops = Ops::new(store);
                     let ops = &ops;
+                    let selector = &selector;
                     follow_ids(
                         wanted,
                         paging.cursor,
@@ -101,6 +108,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             let query = JobQuery {
                                 schedule_id: schedule,
                                 status,
+                                schedule_labels: selector.clone(),
                                 before,
                                 limit,
                             };

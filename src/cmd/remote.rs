@@ -11,6 +11,7 @@ use url::Url;
 use super::output::{self, OutputArgs, OutputFormat, cell, opt_time_text};
 use crate::callback::Secret;
 use crate::client::{ApiClient, ClientError, ListPage, follow, parse_server_url};
+use crate::core::labels::LabelSelector;
 use crate::core::model::EnvId;
 
 /// The running service the command talks to.
@@ -388,6 +389,12 @@ impl Kind {
             Kind::Audit => "audit entries",
         }
     }
+}
+
+/// A label selector given on the command line, checked before anything is sent.
+pub fn label_selector(text: &str) -> Result<LabelSelector, String> {
+    text.parse()
+        .map_err(|e: crate::core::labels::SelectorError| e.to_string())
 }
 
 #[cfg(test)]

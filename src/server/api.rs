@@ -433,6 +433,7 @@ pub async fn list_jobs(
             &JobQuery {
                 schedule_id: query.schedule_id.map(ScheduleId),
                 status: parse_status("status", query.status.as_deref())?,
+                schedule_labels: parse_status("label_selector", query.label_selector.as_deref())?,
                 before: cursor(query.cursor.as_deref())?.map(JobId),
                 limit,
             },
@@ -517,6 +518,7 @@ pub async fn list_dlq(
                 domain: query.domain,
                 schedule_id: query.schedule_id.map(ScheduleId),
                 job_id: query.job_id.map(JobId),
+                schedule_labels: parse_status("label_selector", query.label_selector.as_deref())?,
                 before: cursor(query.cursor.as_deref())?.map(DlqId),
                 limit,
             },

@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use super::super::UsageError;
 use super::super::output::{self, OutputArgs};
-use super::super::remote::{ServerArgs, env_query, text};
-use crate::core::model::EnvId;
+use super::super::remote::{env_query, text};
 use crate::core::ops::BULK_CONFIRM_ABOVE;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -56,16 +55,12 @@ pub struct Args {
     /// Why (recorded with each pause).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
-    #[arg(long, env = crate::cmd::remote::ENV_VAR, value_name = "ENV_ID")]
-    pub env: EnvId,
     #[command(flatten)]
-    pub server: ServerArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
+    pub target: super::Target,
 }
 
 pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
-    let client = args.server.require()?;
+    let client = args.target.server.require()?;
     let call = |dry_run: bool, confirm: Option<u64>| {
         let mut body = json!({
             "action": args.action.word(),
@@ -79,7 +74,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             body["note"] = json!(note);
         }
         let client = &client;
-        let query = env_query(args.env);
+        let query = env_query(args.target.env);
         async move {
             client
                 .call(Method::POST, "/v1/schedules/bulk", &query, Some(&body))
@@ -107,7 +102,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         };
         call(false, confirm).await?
     };
-    print(out, &args.output, &report)?;
+    print(out, &args.target.output, &report)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -458,6 +458,8 @@ impl NewJob {
 pub struct JobQuery {
     pub schedule_id: Option<ScheduleId>,
     pub status: Option<JobStatus>,
+    /// Only jobs of schedules whose labels the selector matches.
+    pub schedule_labels: Option<LabelSelector>,
     /// Only ids smaller than this one (the previous page's last id).
     pub before: Option<JobId>,
     pub limit: u32,
@@ -496,6 +498,8 @@ pub struct DlqQuery {
     pub schedule_id: Option<ScheduleId>,
     /// Only the entry of this job (a job lands in the DLQ at most once between retries).
     pub job_id: Option<JobId>,
+    /// Only entries of schedules whose labels the selector matches.
+    pub schedule_labels: Option<LabelSelector>,
     pub before: Option<DlqId>,
     pub limit: u32,
 }

@@ -277,6 +277,9 @@ pub struct JobListQuery {
     pub schedule_id: Option<Uuid>,
     #[param(value_type = Option<JobStatusValue>)]
     pub status: Option<String>,
+    /// Only jobs of schedules whose labels match (`team=billing`; the syntax of
+    /// `GET /v1/schedules`).
+    pub label_selector: Option<String>,
     /// A page's `next_cursor`.
     #[param(format = Uuid)]
     pub cursor: Option<String>,
@@ -297,6 +300,9 @@ pub struct DlqListQuery {
     pub schedule_id: Option<Uuid>,
     /// Only the entry of this job (a job lands at most once).
     pub job_id: Option<Uuid>,
+    /// Only entries of schedules whose labels match (`team=billing`; the syntax of
+    /// `GET /v1/schedules`).
+    pub label_selector: Option<String>,
     /// A page's `next_cursor`.
     #[param(format = Uuid)]
     pub cursor: Option<String>,

@@ -44,3 +44,17 @@ pub(crate) fn selector_conditions<T: TenantRows>(
     }
     conditions
 }
+
+/// ` AND schedule_id IN (...)`: only rows of the environment's schedules (`env`, a bound
+/// placeholder) whose labels `selector` matches; nothing without a selector.
+pub(crate) fn of_selected_schedules<T: TenantRows>(
+    sql: &mut Sql,
+    env: &str,
+    selector: Option<&LabelSelector>,
+) -> String {
+    if selector.is_none() {
+        return String::new();
+    }
+    let conditions = selector_conditions::<T>(sql, selector);
+    format!(" AND schedule_id IN (SELECT id FROM schedules WHERE env_id = {env}{conditions})")
+}

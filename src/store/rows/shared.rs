@@ -250,10 +250,11 @@ pub(crate) async fn jobs_page<T: TenantRows>(
         let status = sql.val(Val::Text(query.status.map(|s| s.as_str().to_owned())));
         let before = sql.val(Val::Uuid(query.before.map(|id| id.0)));
         let limit = sql.val(Val::I64(i64::from(query.limit)));
+        let labelled = super::of_selected_schedules::<T>(sql, env, query.schedule_labels.as_ref());
         format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE env_id = {env} \
                AND ({schedule} IS NULL OR schedule_id = {schedule}) \
-               AND ({status} IS NULL OR status = {status}) \
+               AND ({status} IS NULL OR status = {status}){labelled} \
                AND ({before} IS NULL OR id < {before}) \
              ORDER BY id DESC LIMIT {limit}"
         )
@@ -273,11 +274,12 @@ pub(crate) async fn dlq_page<T: TenantRows>(
         let job = sql.val(Val::Uuid(query.job_id.map(|id| id.0)));
         let before = sql.val(Val::Uuid(query.before.map(|id| id.0)));
         let limit = sql.val(Val::I64(i64::from(query.limit)));
+        let labelled = super::of_selected_schedules::<T>(sql, env, query.schedule_labels.as_ref());
         format!(
             "SELECT {DLQ_COLUMNS} FROM dlq WHERE env_id = {env} \
                AND ({domain} IS NULL OR domain = {domain}) \
                AND ({schedule} IS NULL OR schedule_id = {schedule}) \
-               AND ({job} IS NULL OR job_id = {job}) \
+               AND ({job} IS NULL OR job_id = {job}){labelled} \
                AND ({before} IS NULL OR id < {before}) \
              ORDER BY id DESC LIMIT {limit}"
         )

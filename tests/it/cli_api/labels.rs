@@ -146,6 +146,45 @@ pub async fn labels_and_bulk_actions_from_the_command_line(store: Arc<dyn Store>
         refused.stderr
     );
 
+    // Jobs are listed by their schedules' labels; a selector that does not parse is refused
+    // before anything is sent.
+    cli(
+        &api,
+        &token,
+        &["schedules", "trigger", &ids[0], "--env", &env],
+        None,
+    )
+    .await
+    .ok();
+    let jobs = cli(
+        &api,
+        &token,
+        &["jobs", "list", "--env", &env, "-l", "canary", "-o", "json"],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(jobs["items"].as_array().map(Vec::len), Some(1), "{jobs}");
+    assert_eq!(jobs["items"][0]["schedule_id"], json!(ids[0]));
+    let none = cli(
+        &api,
+        &token,
+        &["jobs", "list", "--env", &env, "-l", "!canary", "-o", "json"],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(none["items"].as_array().map(Vec::len), Some(0), "{none}");
+    let bad = cli(
+        &api,
+        &token,
+        &["dlq", "list", "--env", &env, "-l", "a in"],
+        None,
+    )
+    .await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("'('"), "{}", bad.stderr);
+
     // Twelve match: a dry run lists them and changes nothing; without --yes (and no
     // terminal to ask) nothing is changed; with it, all are paused.
     let plan = cli(

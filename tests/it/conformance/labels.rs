@@ -120,3 +120,97 @@ pub async fn labels_round_trip_and_selectors_list_what_the_rule_matches(store: A
         .unwrap();
     assert_eq!(first.len() + rest.len(), 4);
 }
+
+pub async fn jobs_and_dead_letters_are_listed_by_their_schedules_labels(store: Arc<dyn Store>) {
+    use chrono::Duration;
+
+    use super::new_job;
+    use crate::support::t0;
+
+    let env = EnvId::new();
+    let mut billing = new_schedule("a", "billing");
+    billing.labels = labels(&[("team", "billing")]);
+    let billing = insert_schedule(&store, env, billing).await;
+    let mut ops = new_schedule("b", "billing");
+    ops.labels = labels(&[("team", "ops")]);
+    let ops = insert_schedule(&store, env, ops).await;
+    // Another tenant's job of a schedule with the same labels is never listed.
+    let mut foreign = new_schedule("a", "billing");
+    foreign.labels = labels(&[("team", "billing")]);
+    let foreign = insert_schedule(&store, EnvId::new(), foreign).await;
+    let mut other = store.tenant_begin(foreign.env_id).await.unwrap();
+    other
+        .job_insert(&new_job(foreign.id, JobStatus::Failed))
+        .await
+        .unwrap();
+    other.commit().await.unwrap();
+
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let mut entries = Vec::new();
+    for s in [&billing, &ops, &billing] {
+        let mut job = new_job(s.id, JobStatus::Failed);
+        job.finished_at = Some(t0());
+        let job = tx.job_insert(&job).await.unwrap();
+        let entry = tx
+            .dlq_insert(&NewDlqEntry {
+                id: DlqId::new(),
+                schedule_id: s.id,
+                job_id: job.id,
+                domain: s.domain.clone(),
+                schedule_type: s.schedule_type.clone(),
+                payload: s.payload.clone(),
+                attempts: 1,
+                last_error: "refused".into(),
+                scheduled_for: t0(),
+                backfill: false,
+                now: t0() + Duration::minutes(1),
+            })
+            .await
+            .unwrap();
+        entries.push((job, entry));
+    }
+    let selector = |text: &str| Some(text.parse::<LabelSelector>().unwrap());
+    let jobs = tx
+        .job_list(&JobQuery {
+            schedule_labels: selector("team=billing"),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut expected = vec![entries[2].0.id, entries[0].0.id];
+    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), expected);
+    let dead = tx
+        .dlq_list(&DlqQuery {
+            schedule_labels: selector("team!=billing"),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        dead.iter().map(|e| e.id).collect::<Vec<_>>(),
+        [entries[1].1.id]
+    );
+    let none = tx
+        .job_list(&JobQuery {
+            schedule_labels: selector("tier"),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+    // Combined with the other filters.
+    expected.truncate(1);
+    let page = tx
+        .job_list(&JobQuery {
+            schedule_labels: selector("team in (billing, ops)"),
+            schedule_id: Some(billing.id),
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(|j| j.id).collect::<Vec<_>>(), expected);
+}

@@ -193,6 +193,7 @@ macro_rules! conformance_suite {
                 envs_with_data_list_ids_and_live_counts,
                 schedule_type_search_is_case_insensitive_and_pages,
                 labels_round_trip_and_selectors_list_what_the_rule_matches,
+                jobs_and_dead_letters_are_listed_by_their_schedules_labels,
             );
         }
     };
