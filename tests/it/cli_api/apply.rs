@@ -134,10 +134,12 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
         "{again}"
     );
 
-    // A changed document from standard input: one update (naming its field), one pruned.
+    // A changed document from standard input: one update (naming its fields; a label no
+    // longer declared is removed), one pruned.
     let changed = std::fs::read_to_string(&file)
         .unwrap()
-        .replace("\"0 6 1 * *\"", "\"0 7 1 * *\"");
+        .replace("\"0 6 1 * *\"", "\"0 7 1 * *\"")
+        .replace("      tier: gold\n", "      owner: ann\n");
     let trimmed = changed
         .split("  # One-shot: retire the legacy payment gateway.")
         .next()
@@ -149,7 +151,7 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
     let changes = report["changes"].as_array().unwrap();
     assert_eq!(changes[0]["schedule_type"], "billing.invoice-run");
     assert_eq!(changes[0]["action"], "updated");
-    assert_eq!(changes[0]["changed_fields"], json!(["cron"]));
+    assert_eq!(changes[0]["changed_fields"], json!(["cron", "labels"]));
     assert_eq!(changes[0]["schedule_id"], invoice["id"]);
     assert_eq!(
         changes[4]["schedule_type"],
@@ -178,6 +180,10 @@ pub async fn apply_shows_the_enroll_plan_and_converges(store: Arc<dyn Store>) {
         .unwrap()
         .clone();
     assert_eq!(invoice["cron"], "0 7 1 * *");
+    assert_eq!(
+        invoice["labels"],
+        json!({"owner": "ann", "team": "billing"})
+    );
 
     // An invalid document is refused before the server is asked: 3, nothing written.
     let invalid = run(
