@@ -19,7 +19,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 use super::policy::Access;
 use crate::core::decl::{FieldError, PolicyDecl, ScheduleDecl};
 use crate::core::model::*;
-use crate::core::ops::{self, Actor, CreateSchedule, SchedulePatch};
+use crate::core::ops::{self, Actor, CreateSchedule, LabelsPatch, SchedulePatch};
 use crate::core::storable;
 use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
@@ -229,7 +229,11 @@ pub async fn patch_schedule(
             pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
             remaining_runs: body.remaining_runs,
         },
-        labels: lenient(body.labels, "labels", &mut errors),
+        labels: match body.labels {
+            None => None,
+            Some(None) => Some(LabelsPatch::Clear),
+            Some(changes) => lenient(changes, "labels", &mut errors).map(LabelsPatch::Merge),
+        },
     };
     if !errors.is_empty() {
         return Err(ApiError::fields(errors));

@@ -490,7 +490,8 @@ fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
     if fields.contains(&"max_retries") {
         body.insert("max_retries".into(), spec.max_retries.into());
     }
-    if fields.contains(&"labels") {
+    // Left out when empty, so a server without labels still takes the rest.
+    if fields.contains(&"labels") && !spec.labels.is_empty() {
         body.insert("labels".into(), spec.labels.to_json());
     }
     let policies = &spec.policies;

@@ -87,8 +87,11 @@ impl FromStr for LabelSelector {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         if text.len() > MAX_SELECTOR_LEN {
             return Err(SelectorError {
-                position: MAX_SELECTOR_LEN + 1,
-                message: format!("a selector is at most {MAX_SELECTOR_LEN} bytes"),
+                position: 1,
+                message: format!(
+                    "a selector is at most {MAX_SELECTOR_LEN} bytes (this one has {})",
+                    text.len()
+                ),
             });
         }
         let mut parser = Parser {

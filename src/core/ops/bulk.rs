@@ -1,17 +1,19 @@
 //! Acting on every live schedule a label selector matches: pause, resume, trigger or delete,
 //! all in one transaction, each schedule with its own event and audit entry as if it had been
 //! acted on alone. A schedule the action does not apply to (already paused, an open job in the
-//! way of a trigger) is reported, not an error, and the others go on. A dry run does the same
-//! work in a transaction it then rolls back, so what it reports is exactly what would happen.
+//! way of a trigger) is reported, not an error, and the others go on: that is decided, for
+//! each schedule, before anything of it is written, and any failure of a write fails the whole
+//! request (nothing is kept). A dry run does the same work in a transaction it then rolls back,
+//! so what it reports is exactly what would happen.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::patch::SchedulePatch;
-use super::schedule::{delete_schedule, patch_schedule, trigger_schedule};
-use super::{Actor, Ops, OpsError, OpsResult};
+use super::patch::{self, SchedulePatch};
+use super::schedule::{delete_schedule, patch_schedule, resumes_with_open_job, trigger_schedule};
+use super::{Actor, Ops, OpsError, OpsResult, display_fields};
 use crate::core::decl::FieldError;
 use crate::core::labels::LabelSelector;
 use crate::core::model::*;
@@ -89,7 +91,7 @@ pub enum BulkOutcome {
     Resumed,
     Triggered,
     Deleted,
-    /// Already as asked (a pause of a paused schedule).
+    /// Already as asked (a pause of a paused schedule), or nothing to pause (a completed one).
     Unchanged,
     /// The action does not apply to it now; `detail` says why.
     Refused,
@@ -141,23 +143,34 @@ impl Ops {
             super::schedule::check_note(note)?;
         }
         let mut tx = self.store.tenant_begin(env).await?;
-        let matched = tx
+        let listed = tx
             .schedule_list(&ScheduleQuery {
                 labels: Some(request.selector.clone()),
                 limit: u32::try_from(BULK_MAX + 1).unwrap_or(u32::MAX),
                 ..ScheduleQuery::default()
             })
             .await?;
-        check_scope(request, matched.len())?;
-        let ids: Vec<ScheduleId> = matched.iter().map(|s| s.id).collect();
-        // Locked in id order, then read again: a schedule changed or deleted since the list
-        // is acted on as it is now.
-        let locked = tx.schedule_get_many(&ids, true).await?;
-        let mut items = Vec::with_capacity(locked.len());
-        for schedule in locked {
-            if schedule.status == ScheduleStatus::Deleted {
-                continue;
-            }
+        if listed.len() > BULK_MAX {
+            return Err(invalid(
+                "label_selector",
+                format!(
+                    "matches more than {BULK_MAX} schedules; narrow it (a bulk action takes at \
+                     most {BULK_MAX})"
+                ),
+            ));
+        }
+        let ids: Vec<ScheduleId> = listed.iter().map(|s| s.id).collect();
+        // Locked in id order and read again: one deleted or relabelled since the list is left
+        // out, and the rest are acted on as they are now.
+        let selected: Vec<Schedule> = tx
+            .schedule_get_many(&ids, true)
+            .await?
+            .into_iter()
+            .filter(|s| s.status != ScheduleStatus::Deleted && request.selector.matches(&s.labels))
+            .collect();
+        check_confirmed(request, selected.len())?;
+        let mut items = Vec::with_capacity(selected.len());
+        for schedule in selected {
             items.push(act(&mut *tx, request, schedule, actor).await?);
         }
         if !request.dry_run {
@@ -179,18 +192,9 @@ impl Ops {
     }
 }
 
-/// Refuses a selector that matches too many, and an action on more than a few schedules
-/// without the caller's count.
-fn check_scope(request: &BulkRequest, matched: usize) -> OpsResult<()> {
-    if matched > BULK_MAX {
-        return Err(invalid(
-            "label_selector",
-            format!(
-                "matches more than {BULK_MAX} schedules; narrow it (a bulk action takes at most \
-                 {BULK_MAX})"
-            ),
-        ));
-    }
+/// Refuses an action on more than a few schedules without the caller's count of them, and
+/// one whose count is not theirs.
+fn check_confirmed(request: &BulkRequest, matched: usize) -> OpsResult<()> {
     let confirmed = request.confirm == u64::try_from(matched).ok();
     if !request.dry_run && matched > BULK_CONFIRM_ABOVE && !confirmed {
         return Err(invalid(
@@ -214,9 +218,9 @@ fn check_scope(request: &BulkRequest, matched: usize) -> OpsResult<()> {
     Ok(())
 }
 
-/// The action on one locked, live schedule, in the bulk's transaction. A refusal of the
-/// action itself (a conflict, a resume with no future fire) is checked before anything is
-/// written, so it is reported and the transaction goes on.
+/// The action on one locked, live schedule, in the bulk's transaction. Whether it applies is
+/// decided first, from the schedule (and its open job) alone; once it is being written, any
+/// error is the whole request's.
 async fn act(
     tx: &mut dyn TenantTx,
     request: &BulkRequest,
@@ -236,53 +240,67 @@ async fn act(
         status: Some(status),
         ..SchedulePatch::default()
     };
-    let done = match (request.action, schedule.status) {
-        (BulkAction::Pause, ScheduleStatus::Active) => {
-            let note = request.note.as_deref();
-            patch_schedule(
-                tx,
-                schedule,
-                status_patch(ScheduleStatus::Paused),
-                actor,
-                note,
-            )
-            .await
-            .map(|_| BulkOutcome::Paused)
-        }
-        (BulkAction::Resume, ScheduleStatus::Paused) => patch_schedule(
-            tx,
-            schedule,
-            status_patch(ScheduleStatus::Active),
-            actor,
-            None,
-        )
-        .await
-        .map(|_| BulkOutcome::Resumed),
-        (BulkAction::Pause | BulkAction::Resume, status) => {
-            item.detail = Some(format!("it is {status}"));
-            Ok(BulkOutcome::Unchanged)
-        }
-        (BulkAction::Trigger, _) => trigger_schedule(tx, &schedule, actor).await.map(|job| {
-            item.job_id = Some(job.id);
-            BulkOutcome::Triggered
-        }),
-        (BulkAction::Delete, _) => delete_schedule(tx, &schedule, actor)
-            .await
-            .map(|_| BulkOutcome::Deleted),
+    let wanted = match request.action {
+        BulkAction::Pause => Some(ScheduleStatus::Paused),
+        BulkAction::Resume => Some(ScheduleStatus::Active),
+        BulkAction::Trigger | BulkAction::Delete => None,
     };
-    item.outcome = match done {
-        Ok(outcome) => outcome,
-        Err(OpsError::Conflict(why)) => {
-            item.detail = Some(why);
-            BulkOutcome::Refused
+    match (request.action, schedule.status) {
+        (BulkAction::Pause | BulkAction::Resume, status) if Some(status) == wanted => {
+            item.detail = Some(format!("it is already {status}"));
         }
-        Err(OpsError::Invalid(problems)) => {
-            item.detail = Some(super::display_fields(&problems));
-            BulkOutcome::Refused
+        (BulkAction::Pause, status @ ScheduleStatus::Completed) => {
+            item.detail = Some(format!("it is {status}: nothing is left to pause"));
         }
-        Err(other) => return Err(other),
-    };
+        (BulkAction::Pause | BulkAction::Resume, _) => {
+            let status = wanted.unwrap_or(ScheduleStatus::Active);
+            // The single pause's and resume's own rule, applied without writing.
+            let open_job = resumes_with_open_job(tx, &schedule, Some(status)).await?;
+            match patch::apply(&schedule, status_patch(status), actor, open_job) {
+                Err(OpsError::Invalid(problems)) => refuse(&mut item, display_fields(&problems)),
+                Err(other) => return Err(other),
+                Ok(_) => {
+                    let note = request
+                        .note
+                        .as_deref()
+                        .filter(|_| status == ScheduleStatus::Paused);
+                    patch_schedule(tx, schedule, status_patch(status), actor, note).await?;
+                    item.outcome = if status == ScheduleStatus::Paused {
+                        BulkOutcome::Paused
+                    } else {
+                        BulkOutcome::Resumed
+                    };
+                }
+            }
+        }
+        (BulkAction::Trigger, ScheduleStatus::Paused) => {
+            refuse(
+                &mut item,
+                "it is paused, and a paused schedule runs nothing".to_owned(),
+            );
+        }
+        (BulkAction::Trigger, _) => match tx.job_get_open(schedule.id).await? {
+            Some(open) => refuse(
+                &mut item,
+                format!("it already has an open job ({}, {})", open.id, open.status),
+            ),
+            None => {
+                let job = trigger_schedule(tx, &schedule, actor).await?;
+                item.job_id = Some(job.id);
+                item.outcome = BulkOutcome::Triggered;
+            }
+        },
+        (BulkAction::Delete, _) => {
+            delete_schedule(tx, &schedule, actor).await?;
+            item.outcome = BulkOutcome::Deleted;
+        }
+    }
     Ok(item)
+}
+
+fn refuse(item: &mut BulkItem, why: String) {
+    item.outcome = BulkOutcome::Refused;
+    item.detail = Some(why);
 }
 
 fn invalid(field: &str, message: impl Into<String>) -> OpsError {

@@ -34,7 +34,7 @@ pub use bulk::{
 pub use describe::{
     DESCRIBE_RECENT, DESCRIBE_UPCOMING, DESCRIBE_WINDOW, ScheduleDescription, UpcomingCall,
 };
-pub use patch::SchedulePatch;
+pub use patch::{LabelsPatch, SchedulePatch};
 pub use read::EnvOverview;
 pub use schedule::{
     MAX_NOTE_CHARS, PauseRecord, delete_schedule, insert_schedule, insert_schedules,

@@ -14,6 +14,7 @@ use crate::core::decl::{
     FieldError, PolicyDecl, TimingDecl, validate_max_retries, validate_payload,
 };
 use crate::core::events;
+use crate::core::labels::Labels;
 use crate::core::model::{Schedule, ScheduleKind, ScheduleStatus};
 use crate::core::policies::IntervalMemo;
 use crate::core::target::Target;
@@ -34,8 +35,16 @@ pub struct SchedulePatch {
     /// The policy fields (overlap, catch-up window, jitter, bounds, pause on failure, runs
     /// left).
     pub policies: PolicyDecl,
-    /// Labels merged in: a value sets its key, `None` removes it.
-    pub labels: Option<BTreeMap<String, Option<String>>>,
+    pub labels: Option<LabelsPatch>,
+}
+
+/// How a patch changes a schedule's labels (a JSON merge patch of the map).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabelsPatch {
+    /// Each named label set to its value, or removed for `None`; the others kept.
+    Merge(BTreeMap<String, Option<String>>),
+    /// Every label removed (`"labels": null`).
+    Clear,
 }
 
 impl SchedulePatch {
@@ -126,11 +135,13 @@ pub(super) fn apply(
             Err(problem) => errors.push(problem),
         }
     }
-    if let Some(changes) = &patch.labels {
-        match current.labels.merged("labels", changes) {
+    match &patch.labels {
+        None => {}
+        Some(LabelsPatch::Clear) => updated.labels = Labels::default(),
+        Some(LabelsPatch::Merge(changes)) => match current.labels.merged("labels", changes) {
             Ok(labels) => updated.labels = labels,
             Err(mut problems) => errors.append(&mut problems),
-        }
+        },
     }
     if let Some(config) = &patch.target_config {
         match Target::validate(config) {

@@ -84,13 +84,7 @@ pub(super) async fn patch_schedule(
     note: Option<&str>,
 ) -> OpsResult<Schedule> {
     let id = current.id;
-    // Whether a resumed one-shot may finish an open job is `patch::apply`'s rule; the open
-    // job is looked up only when that rule can use it.
-    let resuming_one_shot = patch.status == Some(ScheduleStatus::Active)
-        && current.status == ScheduleStatus::Paused
-        && current.kind() == ScheduleKind::Once
-        && current.next_run_at.is_none();
-    let open_job = resuming_one_shot && tx.job_get_open(id).await?.is_some();
+    let open_job = resumes_with_open_job(&mut *tx, &current, patch.status).await?;
     let (updated, event) = patch::apply(&current, patch, actor, open_job)?;
     if updated == current {
         return Ok(current);
@@ -221,6 +215,20 @@ impl Ops {
         tx.commit().await?;
         Ok(job)
     }
+}
+
+/// Whether setting `status` on `schedule` resumes a one-shot that has an open job to finish:
+/// `patch::apply`'s rule takes it, and the job is looked up only when that rule can use it.
+pub(super) async fn resumes_with_open_job(
+    tx: &mut dyn TenantTx,
+    schedule: &Schedule,
+    status: Option<ScheduleStatus>,
+) -> OpsResult<bool> {
+    let resuming_one_shot = status == Some(ScheduleStatus::Active)
+        && schedule.status == ScheduleStatus::Paused
+        && schedule.kind() == ScheduleKind::Once
+        && schedule.next_run_at.is_none();
+    Ok(resuming_one_shot && tx.job_get_open(schedule.id).await?.is_some())
 }
 
 /// [`Ops::schedule_trigger`] in the caller's transaction, on `schedule` (read and locked in

@@ -120,6 +120,9 @@ pub struct CreateScheduleRequest {
     pub target_config: Value,
 }
 
+/// Labels to set (a string) or remove (null), by key.
+pub type LabelChanges = BTreeMap<String, Option<String>>;
+
 /// Whom a schedule calls.
 // Documentation only: the server reads `target_config` as JSON and checks it itself.
 #[derive(ToSchema)]
@@ -183,9 +186,10 @@ pub struct PatchScheduleRequest {
     #[schema(value_type = Option<TargetConfigValue>)]
     pub target_config: Option<Value>,
     /// Labels merged into the schedule's: a string sets a label, null removes it, and a label
-    /// not named is kept (a JSON merge patch of the map).
+    /// not named is kept (a JSON merge patch of the map); `"labels": null` removes them all.
+    #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<BTreeMap<String, Option<String>>>)]
-    pub labels: Option<Lenient<BTreeMap<String, Option<String>>>>,
+    pub labels: Option<Option<Lenient<LabelChanges>>>,
 }
 
 /// A field that may be given as null (to clear it), told apart from one left out.

@@ -272,13 +272,11 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
     })
 }
 
-/// Labels as stored: a JSON object of strings that keeps the label rules.
+/// Labels as stored: a JSON object of strings.
 fn stored_labels(c: &impl Cells) -> StoreResult<Labels> {
-    let value = c.json("labels")?;
-    serde_json::from_value(value)
-        .ok()
-        .and_then(Labels::from_stored)
-        .ok_or_else(|| c.corrupt("labels", "not an object of valid labels".to_owned()))
+    serde_json::from_value(c.json("labels")?)
+        .map(Labels::from_stored)
+        .map_err(|e| c.corrupt("labels", format!("not an object of strings: {e}")))
 }
 
 /// A policy duration stored in whole milliseconds.

@@ -242,6 +242,20 @@ pub async fn labels_are_declared_selected_and_acted_on_in_bulk(store: Arc<dyn St
     .await;
     assert_eq!(done["changed"], 11, "{done}");
 
+    // `"labels": null` removes them all (a merge patch of the whole member).
+    let (status, cleared, _) = api
+        .call(
+            Method::PATCH,
+            &format!("/v1/schedules/{}?target_env_id={env}", billing[0]),
+            Some(&token),
+            Some(json!({"labels": null})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    assert_eq!(cleared["labels"], json!({}));
+    let (_, page, _) = list("team").await;
+    assert_eq!(ids(&page), billing[1..]);
+
     // Another environment's token sees none of them.
     let (_, page, _) = api
         .call(
