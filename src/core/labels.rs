@@ -52,27 +52,6 @@ impl Labels {
         }
     }
 
-    /// Labels from `key=value` words, as the CLI's `--label` takes them.
-    pub fn parse_pairs<'a>(
-        field: &str,
-        pairs: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Labels, Vec<FieldError>> {
-        let mut map = BTreeMap::new();
-        let mut errors = Vec::new();
-        for pair in pairs {
-            match pair.split_once('=') {
-                Some((key, value)) => {
-                    map.insert(key.trim().to_owned(), value.trim().to_owned());
-                }
-                None => errors.push(FieldError::new(field, format!("{pair:?} is not key=value"))),
-            }
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Labels::validate(field, map)
-    }
-
     /// Labels as the store holds them, taken as they are: a row edited by hand against the
     /// rules still loads (and its schedule still runs); only writes are checked.
     pub fn from_stored(map: BTreeMap<String, String>) -> Labels {
@@ -87,16 +66,8 @@ impl Labels {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-
-    pub fn as_map(&self) -> &BTreeMap<String, String> {
-        &self.0
     }
 
     /// The labels as a JSON object (as stored and as events carry them).

@@ -68,11 +68,9 @@ fn a_refusal_names_the_label_and_the_reason() {
 }
 
 #[test]
-fn pairs_and_merges() {
-    let parsed = Labels::parse_pairs("label", ["team=billing", "tier=", " env = prod "]).unwrap();
+fn merges_set_remove_and_keep() {
+    let parsed = labels(&[("team", "billing"), ("tier", ""), ("env", "prod")]);
     assert_eq!(parsed.to_string(), "env=prod,team=billing,tier=");
-    let errors = Labels::parse_pairs("label", ["team"]).unwrap_err();
-    assert_eq!(errors[0].field, "label");
     let merged = parsed
         .merged(
             "labels",

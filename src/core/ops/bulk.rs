@@ -7,12 +7,13 @@
 //! so what it reports is exactly what would happen.
 
 use std::fmt;
-use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::patch::{self, SchedulePatch};
-use super::schedule::{delete_schedule, patch_schedule, resumes_with_open_job, trigger_schedule};
+use super::schedule::{
+    check_trigger, delete_schedule, patch_schedule, resumes_with_open_job, trigger_schedule,
+};
 use super::{Actor, Ops, OpsError, OpsResult, display_fields};
 use crate::core::decl::FieldError;
 use crate::core::labels::LabelSelector;
@@ -25,7 +26,7 @@ pub const BULK_MAX: usize = 1000;
 pub const BULK_CONFIRM_ABOVE: usize = 10;
 
 /// What a bulk request does to each schedule it selects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BulkAction {
     Pause,
@@ -35,13 +36,6 @@ pub enum BulkAction {
 }
 
 impl BulkAction {
-    pub const ALL: [BulkAction; 4] = [
-        BulkAction::Pause,
-        BulkAction::Resume,
-        BulkAction::Trigger,
-        BulkAction::Delete,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             BulkAction::Pause => "pause",
@@ -55,17 +49,6 @@ impl BulkAction {
 impl fmt::Display for BulkAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for BulkAction {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        BulkAction::ALL
-            .into_iter()
-            .find(|a| a.as_str() == text)
-            .ok_or_else(|| format!("{text:?} is not pause, resume, trigger or delete"))
     }
 }
 
@@ -195,8 +178,10 @@ impl Ops {
 /// Refuses an action on more than a few schedules without the caller's count of them, and
 /// one whose count is not theirs.
 fn check_confirmed(request: &BulkRequest, matched: usize) -> OpsResult<()> {
-    let confirmed = request.confirm == u64::try_from(matched).ok();
-    if !request.dry_run && matched > BULK_CONFIRM_ABOVE && !confirmed {
+    if request.dry_run || request.confirm == u64::try_from(matched).ok() {
+        return Ok(());
+    }
+    if matched > BULK_CONFIRM_ABOVE {
         return Err(invalid(
             "confirm",
             format!(
@@ -206,16 +191,13 @@ fn check_confirmed(request: &BulkRequest, matched: usize) -> OpsResult<()> {
             ),
         ));
     }
-    if let Some(confirm) = request.confirm
-        && !request.dry_run
-        && !confirmed
-    {
-        return Err(invalid(
+    match request.confirm {
+        Some(confirm) => Err(invalid(
             "confirm",
             format!("is {confirm}, but the selector matches {matched} schedules"),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The action on one locked, live schedule, in the bulk's transaction. Whether it applies is
@@ -240,20 +222,20 @@ async fn act(
         status: Some(status),
         ..SchedulePatch::default()
     };
-    let wanted = match request.action {
-        BulkAction::Pause => Some(ScheduleStatus::Paused),
-        BulkAction::Resume => Some(ScheduleStatus::Active),
-        BulkAction::Trigger | BulkAction::Delete => None,
-    };
     match (request.action, schedule.status) {
-        (BulkAction::Pause | BulkAction::Resume, status) if Some(status) == wanted => {
-            item.detail = Some(format!("it is already {status}"));
+        (BulkAction::Pause, ScheduleStatus::Paused)
+        | (BulkAction::Resume, ScheduleStatus::Active) => {
+            item.detail = Some(format!("it is already {}", schedule.status));
         }
         (BulkAction::Pause, status @ ScheduleStatus::Completed) => {
             item.detail = Some(format!("it is {status}: nothing is left to pause"));
         }
-        (BulkAction::Pause | BulkAction::Resume, _) => {
-            let status = wanted.unwrap_or(ScheduleStatus::Active);
+        (action @ (BulkAction::Pause | BulkAction::Resume), _) => {
+            let status = if action == BulkAction::Pause {
+                ScheduleStatus::Paused
+            } else {
+                ScheduleStatus::Active
+            };
             // The single pause's and resume's own rule, applied without writing.
             let open_job = resumes_with_open_job(tx, &schedule, Some(status)).await?;
             match patch::apply(&schedule, status_patch(status), actor, open_job) {
@@ -273,18 +255,10 @@ async fn act(
                 }
             }
         }
-        (BulkAction::Trigger, ScheduleStatus::Paused) => {
-            refuse(
-                &mut item,
-                "it is paused, and a paused schedule runs nothing".to_owned(),
-            );
-        }
-        (BulkAction::Trigger, _) => match tx.job_get_open(schedule.id).await? {
-            Some(open) => refuse(
-                &mut item,
-                format!("it already has an open job ({}, {})", open.id, open.status),
-            ),
-            None => {
+        (BulkAction::Trigger, _) => match check_trigger(tx, &schedule).await {
+            Err(OpsError::Conflict(why)) => refuse(&mut item, why),
+            Err(other) => return Err(other),
+            Ok(()) => {
                 let job = trigger_schedule(tx, &schedule, actor).await?;
                 item.job_id = Some(job.id);
                 item.outcome = BulkOutcome::Triggered;

@@ -211,6 +211,7 @@ impl Ops {
     ) -> OpsResult<Job> {
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
+        check_trigger(&mut *tx, &schedule).await?;
         let job = trigger_schedule(&mut *tx, &schedule, actor).await?;
         tx.commit().await?;
         Ok(job)
@@ -231,18 +232,24 @@ pub(super) async fn resumes_with_open_job(
     Ok(resuming_one_shot && tx.job_get_open(schedule.id).await?.is_some())
 }
 
-/// [`Ops::schedule_trigger`] in the caller's transaction, on `schedule` (read and locked in
-/// it).
+/// Whether `schedule` (read and locked in the caller's transaction) may be triggered: a
+/// conflict that says why not (paused, or an open job). Reads only, so a refusal leaves the
+/// transaction as it was.
+pub(super) async fn check_trigger(tx: &mut dyn TenantTx, schedule: &Schedule) -> OpsResult<()> {
+    if schedule.status == ScheduleStatus::Paused {
+        return Err(OpsError::Conflict(paused_trigger_detail(schedule.id)));
+    }
+    ensure_no_open_job(tx, schedule.id).await
+}
+
+/// [`Ops::schedule_trigger`]'s writes in the caller's transaction, on `schedule` (read and
+/// locked in it, and let through by [`check_trigger`]).
 pub(super) async fn trigger_schedule(
     tx: &mut dyn TenantTx,
     schedule: &Schedule,
     actor: &Actor,
 ) -> OpsResult<Job> {
     let id = schedule.id;
-    if schedule.status == ScheduleStatus::Paused {
-        return Err(OpsError::Conflict(paused_trigger_detail(id)));
-    }
-    ensure_no_open_job(&mut *tx, id).await?;
     let job = tx
         .job_insert(&pending_now(schedule.id, actor.now, actor.now))
         .await?;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::requests::{EnvQuery, Lenient, lenient};
 use super::{AppState, actor};
 use crate::core::labels::LabelSelector;
-use crate::core::ops::{BulkAction, BulkItem, BulkReport, BulkRequest};
+use crate::core::ops::{BulkAction, BulkItem, BulkOutcome, BulkReport, BulkRequest};
 use crate::server::error::{ApiError, ApiResult, Problem};
 use crate::server::extract::{ApiJson, ApiQuery, Caller};
 use crate::server::policy::Access;
@@ -27,7 +27,7 @@ pub struct BulkActionRequest {
     pub target_env_id: Option<Uuid>,
     /// `pause`, `resume`, `trigger` or `delete`.
     #[schema(value_type = BulkActionValue)]
-    pub action: Lenient<BulkActionWord>,
+    pub action: Lenient<BulkAction>,
     /// Which schedules, in Kubernetes' syntax (`team=billing,tier in (gold,silver)`); at least
     /// one requirement.
     pub label_selector: String,
@@ -41,19 +41,6 @@ pub struct BulkActionRequest {
     /// Why (recorded with each pause; at most 500 characters).
     #[schema(max_length = 500)]
     pub note: Option<String>,
-}
-
-/// The action word as sent; checked into a [`BulkAction`].
-#[derive(Debug)]
-pub struct BulkActionWord(BulkAction);
-
-impl<'de> Deserialize<'de> for BulkActionWord {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let word = String::deserialize(deserializer)?;
-        word.parse()
-            .map(BulkActionWord)
-            .map_err(serde::de::Error::custom)
-    }
 }
 
 /// A bulk action.
@@ -92,7 +79,8 @@ pub struct BulkItemView {
     pub status: String,
     /// `paused`, `resumed`, `triggered`, `deleted`, `unchanged` (already as asked) or
     /// `refused` (the action does not apply now; `detail` says why).
-    pub outcome: String,
+    #[schema(value_type = String)]
+    pub outcome: BulkOutcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// The job a trigger created.
@@ -102,16 +90,12 @@ pub struct BulkItemView {
 
 impl From<BulkItem> for BulkItemView {
     fn from(item: BulkItem) -> Self {
-        let outcome = serde_json::to_value(item.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
         BulkItemView {
             schedule_id: item.schedule_id.0,
             domain: item.domain,
             schedule_type: item.schedule_type,
             status: item.status.to_string(),
-            outcome,
+            outcome: item.outcome,
             detail: item.detail,
             job_id: item.job_id.map(|id| id.0),
         }
@@ -165,9 +149,7 @@ pub async fn bulk_schedules(
             ))
         })
         .ok();
-    let (Some(BulkActionWord(action)), Some(selector), true) =
-        (action, selector, errors.is_empty())
-    else {
+    let (Some(action), Some(selector), true) = (action, selector, errors.is_empty()) else {
         return Err(ApiError::fields(errors));
     };
     let request = BulkRequest {

@@ -1,6 +1,8 @@
 //! A label selector as SQL: one condition per requirement on the `labels` object of
 //! `schedules`, through the backend's way of reading one label's value.
 
+use std::collections::BTreeSet;
+
 use super::{Sql, TenantRows, Val};
 use crate::core::labels::{LabelSelector, SelectorOp};
 
@@ -15,27 +17,18 @@ pub(crate) fn selector_conditions<T: TenantRows>(
     let mut conditions = String::new();
     for requirement in selector.requirements() {
         let value = (T::LABEL_VALUE)(sql, &requirement.key);
-        let mut set = |values: &std::collections::BTreeSet<String>| {
-            values
-                .iter()
-                .map(|v| sql.val(Val::text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         let condition = match &requirement.op {
             SelectorOp::Exists => format!("{value} IS NOT NULL"),
             SelectorOp::NotExists => format!("{value} IS NULL"),
-            SelectorOp::Equals(wanted) => {
-                let wanted = set(&[wanted.clone()].into());
-                format!("{value} = {wanted}")
-            }
+            SelectorOp::Equals(wanted) => format!("{value} = {}", sql.val(Val::text(wanted))),
             SelectorOp::NotEquals(unwanted) => {
-                let unwanted = set(&[unwanted.clone()].into());
+                let unwanted = sql.val(Val::text(unwanted));
                 format!("({value} IS NULL OR {value} <> {unwanted})")
             }
-            SelectorOp::In(values) => format!("{value} IN ({})", set(values)),
+            SelectorOp::In(values) => format!("{value} IN ({})", bind_all(sql, values)),
             SelectorOp::NotIn(values) => {
-                format!("({value} IS NULL OR {value} NOT IN ({}))", set(values))
+                let values = bind_all(sql, values);
+                format!("({value} IS NULL OR {value} NOT IN ({values}))")
             }
         };
         conditions.push_str(" AND (");
@@ -43,6 +36,15 @@ pub(crate) fn selector_conditions<T: TenantRows>(
         conditions.push(')');
     }
     conditions
+}
+
+/// `values` bound, their placeholders joined by commas.
+fn bind_all(sql: &mut Sql, values: &BTreeSet<String>) -> String {
+    values
+        .iter()
+        .map(|v| sql.val(Val::text(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// ` AND schedule_id IN (...)`: only rows of the environment's schedules (`env`, a bound
