@@ -185,7 +185,9 @@ CREATE INDEX sentin8_cron_outbox_unrelayed ON cron.outbox USING btree (seq) WHER
 --   pause_on_failure boolean NOT NULL DEFAULT false
 --   remaining_runs integer
 --   labels jsonb NOT NULL DEFAULT '{}'::jsonb
+--   after_completion text NOT NULL DEFAULT 'keep'::text
 --   CONSTRAINT schedules_active_has_next_run CHECK (((status <> 'active'::text) OR (next_run_at IS NOT NULL) OR (kind = 'once'::text)))
+--   CONSTRAINT schedules_after_completion_check CHECK ((after_completion = ANY (ARRAY['keep'::text, 'delete'::text])))
 --   CONSTRAINT schedules_bounds_in_order CHECK (((start_at IS NULL) OR (end_at IS NULL) OR (end_at > start_at)))
 --   CONSTRAINT schedules_catchup_window_check CHECK ((catchup_window_ms > 0))
 --   CONSTRAINT schedules_domain_check CHECK (((length(domain) >= 1) AND (length(domain) <= 128)))

@@ -216,7 +216,8 @@ CREATE TABLE schedules (
     CHECK (catchup_window_ms > 0), max_jitter_ms INTEGER NOT NULL DEFAULT 0
     CHECK (max_jitter_ms >= 0), start_at INTEGER, end_at INTEGER
     CHECK (start_at IS NULL OR end_at IS NULL OR end_at > start_at), pause_on_failure INTEGER NOT NULL DEFAULT 0
-    CHECK (pause_on_failure IN (0, 1)), remaining_runs INTEGER CHECK (remaining_runs >= 0), labels TEXT NOT NULL DEFAULT '{}',
+    CHECK (pause_on_failure IN (0, 1)), remaining_runs INTEGER CHECK (remaining_runs >= 0), labels TEXT NOT NULL DEFAULT '{}', after_completion TEXT NOT NULL DEFAULT 'keep'
+    CHECK (after_completion IN ('keep', 'delete')),
     CONSTRAINT schedules_kind_timing CHECK (
         (kind = 'cron' AND cron_expr IS NOT NULL AND run_at IS NULL)
         OR (kind = 'once' AND run_at IS NOT NULL AND cron_expr IS NULL)),

@@ -48,6 +48,9 @@ pub struct ScheduleRecord {
     pub pause_on_failure: bool,
     #[serde(default)]
     pub remaining_runs: Option<i32>,
+    /// `keep` or `delete` (absent from a server older than schema 23).
+    #[serde(default)]
+    pub after_completion: Option<String>,
     /// Labels (absent from a server older than schema 22).
     #[serde(default)]
     pub labels: crate::core::labels::Labels,
@@ -94,6 +97,10 @@ impl ScheduleRecord {
             start_at: self.start_at,
             end_at: self.end_at,
             pause_on_failure: self.pause_on_failure,
+            after_completion: match self.after_completion.as_deref() {
+                None => defaults.after_completion,
+                Some(text) => text.parse().map_err(|e| format!("after_completion: {e}"))?,
+            },
         };
         Ok(Schedule {
             id: ScheduleId(self.id),

@@ -112,6 +112,10 @@ pub struct Fields {
     /// Fires left before the schedule completes; `none` for no limit.
     #[arg(long, value_name = "N|none", help_heading = "Policies", value_parser = count_or_none)]
     pub remaining_runs: Option<Value>,
+    /// Once the schedule has completed and its last job has ended: keep it (default) or
+    /// delete it (a one-shot, or a schedule with an end or a run limit).
+    #[arg(long, value_name = "keep|delete", help_heading = "Policies", value_parser = ["keep", "delete"])]
+    pub after_completion: Option<String>,
     /// A label, KEY=VALUE (repeat for more); on patch, KEY- removes one and labels not named
     /// are kept.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_change)]
@@ -201,6 +205,10 @@ impl Fields {
         put("end_at", self.end_at.clone());
         put("pause_on_failure", self.pause_on_failure.map(Value::from));
         put("remaining_runs", self.remaining_runs.clone());
+        put(
+            "after_completion",
+            self.after_completion.clone().map(Value::from),
+        );
         if !self.labels.is_empty() {
             body.insert(
                 "labels".to_owned(),

@@ -17,6 +17,7 @@
 //!     end_at: 2032-01-01T00:00:00Z           # none after; then completed, cron only
 //!     pause_on_failure: false                # a dead-lettered job pauses it, cron only
 //!     remaining_runs: 12                     # fires left, then completed, cron only
+//!     after_completion: keep                 # keep | delete, once completed and done
 //!     labels: { team: billing, tier: gold }  # key=value pairs to select it by
 //!   - schedule_type: migration.cutover
 //!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
@@ -38,7 +39,7 @@ use serde_json::{Map, Value};
 use super::cron::{OnDstGap, OnDstRepeat};
 use super::labels::Labels;
 use super::model::ScheduleId;
-use super::policies::{IntervalMemo, Occurrences, Overlap, Policies};
+use super::policies::{AfterCompletion, IntervalMemo, Occurrences, Overlap, Policies};
 
 /// Largest accepted payload, serialized as compact JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -91,6 +92,8 @@ pub struct ScheduleDecl {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remaining_runs: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_completion: Option<AfterCompletion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
 }
 
@@ -111,6 +114,7 @@ pub const DECLARED_FIELDS: &[&str] = &[
     "start_at",
     "end_at",
     "pause_on_failure",
+    "after_completion",
     "labels",
 ];
 
@@ -357,6 +361,7 @@ impl ScheduleDecl {
             end_at: self.end_at.clone().map(Some),
             pause_on_failure: self.pause_on_failure,
             remaining_runs: self.remaining_runs.map(Some),
+            after_completion: self.after_completion,
         }
     }
 

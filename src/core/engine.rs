@@ -47,6 +47,7 @@ use crate::core::policies::Overlap;
 use crate::core::store::*;
 use crate::core::trace::{NoSpans, SpanSink};
 
+mod after_completion;
 mod claim;
 mod fire;
 mod held;

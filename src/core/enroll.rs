@@ -377,6 +377,7 @@ pub fn changed_fields(current: &Schedule, updated: &Schedule) -> Vec<&'static st
         micros(current.policies.start_at) != micros(updated.policies.start_at),
         micros(current.policies.end_at) != micros(updated.policies.end_at),
         current.policies.pause_on_failure != updated.policies.pause_on_failure,
+        current.policies.after_completion != updated.policies.after_completion,
         current.labels != updated.labels,
     ];
     // A declared field without its comparison here would never be reported (nor applied).

@@ -31,6 +31,7 @@ pub const FIELDS: &[&str] = &[
     "end_at",
     "pause_on_failure",
     "remaining_runs",
+    "after_completion",
 ];
 
 /// `catchup_window` when a schedule leaves it out.
@@ -94,6 +95,48 @@ impl FromStr for Overlap {
     }
 }
 
+/// What becomes of a schedule once it has completed and its last job has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterCompletion {
+    /// It stays, `completed`, with its jobs and history.
+    #[default]
+    Keep,
+    /// It is soft-deleted by the engine (audited, with its `schedule.deleted` event), so a
+    /// fleet of one-shots does not pile up in lists.
+    Delete,
+}
+
+impl AfterCompletion {
+    /// Every value, in declaration order.
+    pub const ALL: &'static [AfterCompletion] = &[AfterCompletion::Keep, AfterCompletion::Delete];
+
+    /// The stored and serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AfterCompletion::Keep => "keep",
+            AfterCompletion::Delete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for AfterCompletion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AfterCompletion {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AfterCompletion::ALL
+            .iter()
+            .copied()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownValue::new(s, "keep delete"))
+    }
+}
+
 /// A schedule's policies (see the module documentation). The default is what a schedule
 /// declared without any gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +153,8 @@ pub struct Policies {
     pub end_at: Option<DateTime<Utc>>,
     /// A job of the schedule that dead-letters pauses the schedule.
     pub pause_on_failure: bool,
+    /// Whether the schedule is kept or deleted once it has completed.
+    pub after_completion: AfterCompletion,
 }
 
 impl Default for Policies {
@@ -121,6 +166,7 @@ impl Default for Policies {
             start_at: None,
             end_at: None,
             pause_on_failure: false,
+            after_completion: AfterCompletion::Keep,
         }
     }
 }
@@ -412,6 +458,9 @@ pub fn describe_policies(policies: &Policies, remaining_runs: Option<i32>) -> Op
     }
     if policies.pause_on_failure {
         parts.push("pauses when a job lands in the dead-letter queue".to_owned());
+    }
+    if policies.after_completion == AfterCompletion::Delete {
+        parts.push("deleted once completed and its last job has ended".to_owned());
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

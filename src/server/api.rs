@@ -97,6 +97,7 @@ pub async fn create_schedule(
         end_at: body.end_at,
         pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
         remaining_runs: body.remaining_runs,
+        after_completion: lenient(body.after_completion, "after_completion", &mut errors),
         labels: lenient(body.labels, "labels", &mut errors),
     };
     let spec = decl
@@ -228,6 +229,7 @@ pub async fn patch_schedule(
             end_at: body.end_at,
             pause_on_failure: lenient(body.pause_on_failure, "pause_on_failure", &mut errors),
             remaining_runs: body.remaining_runs,
+            after_completion: lenient(body.after_completion, "after_completion", &mut errors),
         },
         labels: match body.labels {
             None => None,

@@ -138,6 +138,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "labels",
         sql: include_str!("../../migrations/postgres/0022_labels.sql"),
     },
+    Migration {
+        version: 23,
+        name: "after_completion",
+        sql: include_str!("../../migrations/postgres/0023_after_completion.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -251,6 +256,11 @@ pub const SQLITE: &[Migration] = &[
         version: 22,
         name: "labels",
         sql: include_str!("../../migrations/sqlite/0022_labels.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "after_completion",
+        sql: include_str!("../../migrations/sqlite/0023_after_completion.sql"),
     },
 ];
 

@@ -382,6 +382,7 @@ macro_rules! engine_suite {
                 a_last_run_withdrawn_by_a_pause_is_given_back,
                 a_last_occurrence_claimed_ahead_completes_its_schedule_when_called,
                 a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
+                after_completion_delete_removes_a_schedule_once_its_last_job_has_ended,
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
                 allow_all_runs_occurrences_side_by_side,

@@ -505,6 +505,7 @@ fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
         ("start_at", json!(policies.start_at)),
         ("end_at", json!(policies.end_at)),
         ("pause_on_failure", json!(policies.pause_on_failure)),
+        ("after_completion", json!(policies.after_completion)),
     ];
     for (field, value) in policy_fields {
         // A bound the declaration no longer has is sent as null, which clears it.

@@ -168,6 +168,13 @@ fn parse_entry(value: &Value) -> ParsedEntry {
                         .ok()
                 })
             }
+            "after_completion" => {
+                decl.after_completion = optional_string(key, value, errors).and_then(|text| {
+                    text.parse()
+                        .map_err(|err| errors.push(FieldError::new(key, format!("{err}"))))
+                        .ok()
+                })
+            }
             "catchup_window" => decl.catchup_window = optional_string(key, value, errors),
             "max_jitter" => decl.max_jitter = optional_string(key, value, errors),
             "start_at" => decl.start_at = optional_string(key, value, errors),

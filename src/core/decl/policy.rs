@@ -1,6 +1,6 @@
 //! The policy fields of a declaration or a patch (`overlap`, `catchup_window`, `max_jitter`,
-//! `start_at`, `end_at`, `pause_on_failure`, `remaining_runs`) and their validation against
-//! the schedule's timing.
+//! `start_at`, `end_at`, `pause_on_failure`, `remaining_runs`, `after_completion`) and their
+//! validation against the schedule's timing.
 
 use std::time::Duration;
 
@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use super::{FieldError, parse_instant};
 use crate::core::policies::{
-    IntervalMemo, MAX_CATCHUP_WINDOW, MAX_ONE_SHOT_JITTER, MAX_REMAINING_RUNS, MIN_CATCHUP_WINDOW,
-    Overlap, Policies, format_duration, shortest_interval,
+    AfterCompletion, IntervalMemo, MAX_CATCHUP_WINDOW, MAX_ONE_SHOT_JITTER, MAX_REMAINING_RUNS,
+    MIN_CATCHUP_WINDOW, Overlap, Policies, format_duration, shortest_interval,
 };
 use crate::core::timing::Timing;
 use crate::util::duration::parse_duration;
@@ -26,6 +26,7 @@ pub struct PolicyDecl {
     pub end_at: Option<Option<String>>,
     pub pause_on_failure: Option<bool>,
     pub remaining_runs: Option<Option<u32>>,
+    pub after_completion: Option<AfterCompletion>,
 }
 
 impl PolicyDecl {
@@ -52,6 +53,9 @@ impl PolicyDecl {
         }
         if let Some(pause) = self.pause_on_failure {
             policies.pause_on_failure = pause;
+        }
+        if let Some(after) = self.after_completion {
+            policies.after_completion = after;
         }
         if let Some(text) = &self.catchup_window {
             match parse_duration(text) {
@@ -146,6 +150,18 @@ fn check(
                 end.to_rfc3339(),
                 start.to_rfc3339()
             ),
+        ));
+    }
+    // Deleting once completed needs a schedule that completes.
+    if policies.after_completion == AfterCompletion::Delete
+        && matches!(timing, Timing::Cron(_))
+        && policies.end_at.is_none()
+        && remaining.is_none()
+    {
+        errors.push(FieldError::new(
+            "after_completion",
+            "delete applies to a schedule that completes: a one-shot (run_at), or a cron \
+             schedule with end_at or remaining_runs",
         ));
     }
     match timing {

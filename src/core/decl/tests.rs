@@ -460,3 +460,64 @@ schedules:
     let errors = entry_errors(text, DeclFormat::Yaml);
     assert_eq!(errors[0].errors[0].field, "labels.bad key");
 }
+
+#[test]
+fn after_completion_delete_needs_a_schedule_that_completes() {
+    let text = r#"
+schedules:
+  - schedule_type: forever
+    cron: "0 * * * *"
+    after_completion: delete
+  - schedule_type: later
+    cron: "0 * * * *"
+    after_completion: eventually
+  - schedule_type: counted
+    cron: "0 * * * *"
+    remaining_runs: 3
+    after_completion: delete
+  - schedule_type: bounded
+    cron: "0 * * * *"
+    end_at: 2031-01-01T00:00:00Z
+    after_completion: delete
+  - schedule_type: once
+    run_at: 2031-01-01T00:00:00Z
+    after_completion: delete
+"#;
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    let by_type: Vec<(usize, Vec<String>)> =
+        errors.iter().map(|e| (e.index, messages(e))).collect();
+    assert_eq!(
+        by_type,
+        [
+            (
+                0,
+                vec![
+                    "after_completion: delete applies to a schedule that completes: a one-shot \
+                     (run_at), or a cron schedule with end_at or remaining_runs"
+                        .to_owned()
+                ]
+            ),
+            (
+                1,
+                vec![
+                    "after_completion: unknown value \"eventually\" (expected one of: keep delete)"
+                        .to_owned()
+                ]
+            ),
+        ]
+    );
+    let valid = text.split("  - schedule_type: counted").nth(1).unwrap();
+    let specs = load_declarations(
+        &format!("schedules:\n  - schedule_type: counted{valid}"),
+        DeclFormat::Yaml,
+        now(),
+    )
+    .unwrap();
+    assert!(
+        specs
+            .iter()
+            .all(|s| s.policies.after_completion == AfterCompletion::Delete),
+        "{specs:?}"
+    );
+    assert_eq!(specs.len(), 3);
+}

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
+use super::after_completion::{delete_when_done, wants_deleting};
 use super::parts::{ENGINE_ACTOR, Parts};
 use super::plan::{self, Admit};
 use crate::core::events::{self, EventPayload};
@@ -148,7 +149,7 @@ impl Parts {
             .into_iter()
             .map(|d| (d.claim.id, d))
             .collect();
-        let completions = complete(tx, &mut claimed, &decisions, now).await?;
+        let (completions, to_delete) = complete(tx, &mut claimed, &decisions, now).await?;
         let new_jobs: Vec<NewJob> = claimed
             .iter()
             .filter_map(|s| {
@@ -207,6 +208,7 @@ impl Parts {
         }
         self.record_overlaps(tx, overlapping, now, &mut group, &mut events)
             .await?;
+        events.extend(delete_completed(tx, to_delete, now).await?);
         tx.outbox_insert_many(&events).await?;
         Ok(group)
     }
@@ -468,13 +470,16 @@ fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
 }
 
 /// Completes the claimed schedules the plan found done, each with its event (its reason).
+/// Returns those events and the completed schedules that ask to be deleted, to be looked at
+/// once the claim's jobs are written ([`delete_completed`]).
 async fn complete(
     tx: &mut dyn TenantTx,
     claimed: &mut [Schedule],
     decisions: &HashMap<ScheduleId, plan::Decision>,
     now: DateTime<Utc>,
-) -> StoreResult<Vec<NewEvent>> {
+) -> StoreResult<(Vec<NewEvent>, Vec<Schedule>)> {
     let mut completions = Vec::new();
+    let mut to_delete = Vec::new();
     for schedule in claimed.iter_mut() {
         if !decisions.get(&schedule.id).is_some_and(|d| d.completes) {
             continue;
@@ -493,8 +498,26 @@ async fn complete(
                 .by(ENGINE_ACTOR)
                 .into_event(schedule),
         );
+        if wants_deleting(schedule) {
+            to_delete.push(schedule.clone());
+        }
     }
-    Ok(completions)
+    Ok((completions, to_delete))
+}
+
+/// Deletes the completed schedules that ask for it and have nothing left to run (their last
+/// fire skipped, or ended before); one whose last job is still open is asked again by that
+/// job's outcome.
+async fn delete_completed(
+    tx: &mut dyn TenantTx,
+    completed: Vec<Schedule>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<NewEvent>> {
+    let mut events = Vec::new();
+    for mut schedule in completed {
+        events.extend(delete_when_done(tx, &mut schedule, now).await?);
+    }
+    Ok(events)
 }
 
 fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent {

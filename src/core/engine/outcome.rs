@@ -16,6 +16,7 @@ mod attempt;
 use attempt::attempt_detail;
 pub(super) use attempt::{Attempt, Failure, answered};
 
+use super::after_completion::delete_when_done;
 use super::parts::{AttemptResult, ENGINE_ACTOR, Outcome, Parts, chrono_duration};
 use crate::core::breaker::CallHealth;
 use crate::core::buffered::release_buffered;
@@ -243,6 +244,7 @@ impl Parts {
             results.push(result);
         }
         retry_pending |= release_after_ended(&mut *tx, &ended, &schedules, now).await?;
+        outbox.extend(delete_after_ended(&mut *tx, ended, &mut schedules, now).await?);
         tx.outbox_insert_many(&outbox).await?;
         if !written_ahead.is_empty() {
             tx.job_answers_forget(&written_ahead).await?;
@@ -521,6 +523,25 @@ async fn release_after_ended(
         }
     }
     Ok(released_any)
+}
+
+/// Deletes the completed schedules among those whose job just ended that ask for it
+/// (`after_completion: delete`); their events.
+async fn delete_after_ended(
+    tx: &mut dyn TenantTx,
+    mut ended: Vec<ScheduleId>,
+    schedules: &mut HashMap<ScheduleId, Schedule>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<NewEvent>> {
+    ended.sort();
+    ended.dedup();
+    let mut events = Vec::new();
+    for id in ended {
+        if let Some(schedule) = schedules.get_mut(&id) {
+            events.extend(delete_when_done(tx, schedule, now).await?);
+        }
+    }
+    Ok(events)
 }
 
 /// The events of what an outcome did to its schedule, around the outcome's own event: a pause

@@ -191,6 +191,8 @@ pub(super) fn new_schedule_body() -> String {
 <select id="overlap" name="overlap" aria-describedby="overlap-error"><option value="skip">Skip it, on the record</option><option value="buffer_one">Keep one to run when the job ends</option><option value="allow_all">Run it beside the open job</option></select><p class="error" id="overlap-error" hidden></p></div>
 <div class="field"><label><input type="checkbox" id="pause_on_failure" name="pause_on_failure" aria-describedby="pause_on_failure-error"> Pause the schedule when a job lands in the dead-letter queue</label><p class="error" id="pause_on_failure-error" hidden></p></div>
 </div>
+<div class="field"><label><input type="checkbox" id="after_completion" name="after_completion" aria-describedby="after_completion-hint after_completion-error"> Delete the schedule once it has completed</label>
+<p class="hint" id="after_completion-hint">When its last job has ended; a one-shot, or a schedule with an end or a number of runs.</p><p class="error" id="after_completion-error" hidden></p></div>
 </fieldset>
 <fieldset>
 <legend>Call</legend>

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::FieldError;
-use crate::core::policies::Overlap;
+use crate::core::policies::{AfterCompletion, Overlap};
 use crate::server::error::ApiError;
 use crate::server::extract::ApiJson;
 
@@ -110,6 +110,10 @@ pub struct CreateScheduleRequest {
     /// does not count.
     #[schema(minimum = 1, maximum = 1_000_000)]
     pub remaining_runs: Option<u32>,
+    /// `keep` (default) or `delete`: once the schedule has completed and its last job has
+    /// ended, delete it (a one-shot, or a cron schedule with `end_at` or `remaining_runs`).
+    #[schema(value_type = Option<AfterCompletionValue>)]
+    pub after_completion: Option<Lenient<AfterCompletion>>,
     /// Labels to select it by: at most 64 `key: value` pairs. A key is a name of at most 63
     /// ASCII letters, digits, `-`, `_` and `.` (beginning and ending with a letter or a
     /// digit), optionally after a DNS subdomain and `/`; a value is empty or such a name.
@@ -183,6 +187,10 @@ pub struct PatchScheduleRequest {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>)]
     pub remaining_runs: Option<Option<u32>>,
+    /// `keep` or `delete`: once the schedule has completed and its last job has ended, delete
+    /// it (a one-shot, or a cron schedule with `end_at` or `remaining_runs`).
+    #[schema(value_type = Option<AfterCompletionValue>)]
+    pub after_completion: Option<Lenient<AfterCompletion>>,
     #[schema(value_type = Option<TargetConfigValue>)]
     pub target_config: Option<Value>,
     /// Labels merged into the schedule's: a string sets a label, null removes it, and a label
@@ -388,4 +396,14 @@ pub enum OverlapValue {
     Skip,
     BufferOne,
     AllowAll,
+}
+
+/// `after_completion`: what becomes of a schedule once it has completed and its last job has
+/// ended.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum AfterCompletionValue {
+    Keep,
+    Delete,
 }

@@ -6,6 +6,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::requests::AfterCompletionValue;
 use crate::core::cron::{CronExpr, OnDstGap, OnDstRepeat, describe_zoned};
 use crate::core::labels::Labels;
 use crate::core::model::*;
@@ -62,6 +63,10 @@ pub struct ScheduleView {
     pub end_at: Option<DateTime<Utc>>,
     /// A dead-lettered job pauses the schedule.
     pub pause_on_failure: bool,
+    /// `keep` or `delete`: whether the schedule is deleted once it has completed and its last
+    /// job has ended.
+    #[schema(value_type = AfterCompletionValue)]
+    pub after_completion: String,
     /// Fires left before the schedule completes (absent: no limit).
     pub remaining_runs: Option<i32>,
     /// Labels to select it by (`{}` for none).
@@ -139,6 +144,7 @@ impl From<Schedule> for ScheduleView {
             start_at: s.policies.start_at,
             end_at: s.policies.end_at,
             pause_on_failure: s.policies.pause_on_failure,
+            after_completion: s.policies.after_completion.to_string(),
             remaining_runs: s.remaining_runs,
             labels: s.labels,
             created_at: s.created_at,

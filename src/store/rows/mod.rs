@@ -62,7 +62,7 @@ pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
     last_run_at, retry_count, max_retries, overlap, catchup_window_ms, max_jitter_ms, start_at, \
-    end_at, pause_on_failure, remaining_runs, labels, created_at, updated_at, created_by, \
+    end_at, pause_on_failure, after_completion, remaining_runs, labels, created_at, updated_at, created_by, \
     updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
@@ -262,6 +262,7 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
             start_at: c.opt_ts("start_at")?,
             end_at: c.opt_ts("end_at")?,
             pause_on_failure: c.bool("pause_on_failure")?,
+            after_completion: c.parse("after_completion")?,
         },
         remaining_runs: c.opt_i32("remaining_runs")?,
         labels: stored_labels(c)?,

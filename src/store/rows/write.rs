@@ -63,6 +63,10 @@ pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, 
         ("start_at", Val::Ts(d.policies.start_at)),
         ("end_at", Val::Ts(d.policies.end_at)),
         ("pause_on_failure", Val::Bool(d.policies.pause_on_failure)),
+        (
+            "after_completion",
+            Val::text(d.policies.after_completion.as_str()),
+        ),
         ("remaining_runs", Val::Opt32(d.remaining_runs)),
         ("labels", Val::json(&d.labels.to_json())),
     ]

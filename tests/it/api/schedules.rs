@@ -444,4 +444,54 @@ pub async fn policy_fields_are_validated_by_field(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::OK, "{patched}");
     assert_eq!(patched["end_at"], Value::Null);
     assert_eq!(patched["overlap"], "skip");
+    assert_eq!(patched["after_completion"], "keep", "the default");
+
+    // Deleted once completed: only for a schedule that completes, and kept so by a patch.
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["after_completion"] = json!("delete");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(
+        field_of(&problem, "after_completion").contains("a schedule that completes"),
+        "{problem}"
+    );
+    let mut body = api.new_schedule(api.env_a, "x");
+    body["after_completion"] = json!("later");
+    let (status, problem, _) = post(body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(
+        field_of(&problem, "after_completion").contains("later"),
+        "{problem}"
+    );
+    let mut body = api.new_schedule(api.env_a, "counted");
+    body["after_completion"] = json!("delete");
+    body["remaining_runs"] = json!(3);
+    let (status, created, _) = post(body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["after_completion"], "delete");
+    let id = created["id"].as_str().unwrap();
+    let path = format!("/v1/schedules/{id}?target_env_id={}", api.env_a);
+    let (status, problem, _) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&token),
+            Some(json!({"remaining_runs": null})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    field_of(&problem, "after_completion");
+    let (status, patched, _) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&token),
+            Some(json!({"remaining_runs": null, "after_completion": "keep"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(
+        (&patched["after_completion"], &patched["remaining_runs"]),
+        (&json!("keep"), &Value::Null)
+    );
 }

@@ -42,12 +42,15 @@ pub async fn bounds_clear_with_none_switches_stand_alone_and_durations_need_unit
         "--remaining-runs",
         "5",
         "--pause-on-failure",
+        "--after-completion",
+        "delete",
         "-o",
         "json",
     ])
     .await
     .json();
     assert_eq!(created["end_at"], "2031-01-01T00:00:00Z", "{created}");
+    assert_eq!(created["after_completion"], "delete", "{created}");
     assert_eq!(created["remaining_runs"], 5, "{created}");
     assert_eq!(
         created["pause_on_failure"], true,
@@ -67,6 +70,8 @@ pub async fn bounds_clear_with_none_switches_stand_alone_and_durations_need_unit
         "none",
         "--pause-on-failure",
         "false",
+        "--after-completion",
+        "keep",
         "-o",
         "json",
     ])
@@ -75,6 +80,7 @@ pub async fn bounds_clear_with_none_switches_stand_alone_and_durations_need_unit
     assert_eq!(patched["end_at"], Value::Null, "{patched}");
     assert_eq!(patched["remaining_runs"], Value::Null, "{patched}");
     assert_eq!(patched["pause_on_failure"], false, "{patched}");
+    assert_eq!(patched["after_completion"], "keep", "{patched}");
 
     let bare = run(vec![
         "schedules",

@@ -311,3 +311,85 @@ pub async fn a_dead_letter_pauses_a_schedule_that_pauses_on_failure(store: Arc<d
         .collect();
     assert_eq!(calls_after, [serde_json::json!(other.id)]);
 }
+
+pub async fn after_completion_delete_removes_a_schedule_once_its_last_job_has_ended(
+    store: Arc<dyn Store>,
+) {
+    use sentin8_cron::core::policies::AfterCompletion;
+    let h = Harness::new(store).await;
+    let once = h
+        .create(ScheduleDecl {
+            schedule_type: "once-then-gone".into(),
+            run_at: Some(minute(1).to_rfc3339()),
+            after_completion: Some(AfterCompletion::Delete),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    let bounded = h
+        .create(ScheduleDecl {
+            remaining_runs: Some(2),
+            after_completion: Some(AfterCompletion::Delete),
+            ..cron("* * * * *", 3)
+        })
+        .await;
+    // The one-shot's call succeeds: completed, then deleted in the same record.
+    h.reply([Reply::status(200), Reply::status(200)]);
+    assert_eq!(h.tick_at(minute(1)).await.fired, 2);
+    assert_eq!(h.schedule(once.id).await.status, ScheduleStatus::Deleted);
+    assert_eq!(h.schedule(bounded.id).await.status, ScheduleStatus::Active);
+    // The bounded schedule's last run fails: it completed as that run was called, and is kept
+    // while the run's retry is open.
+    h.reply([Reply::status(500)]);
+    assert_eq!(h.tick_at(minute(2)).await.fired, 1);
+    let completed = h.schedule(bounded.id).await;
+    assert_eq!(
+        (completed.status, completed.remaining_runs),
+        (ScheduleStatus::Completed, Some(0))
+    );
+    let retry_at = h
+        .jobs(bounded.id)
+        .await
+        .iter()
+        .find_map(|j| j.next_attempt_at)
+        .expect("a retry is pending");
+    h.reply([Reply::status(200)]);
+    h.tick_at(retry_at).await;
+    assert_eq!(h.schedule(bounded.id).await.status, ScheduleStatus::Deleted);
+    assert_eq!(h.target.requests().len(), 4, "no call was withdrawn");
+    // Each deletion went out after the completion, by the engine, with why; and is audited.
+    let types = h.event_types().await;
+    let deleted = types
+        .iter()
+        .filter(|t| *t == "io.sentin8.cron.schedule.deleted.v1")
+        .count();
+    assert_eq!(deleted, 2, "{types:?}");
+    let last_completed = types
+        .iter()
+        .rposition(|t| t == "io.sentin8.cron.schedule.completed.v1")
+        .unwrap();
+    let last_deleted = types
+        .iter()
+        .rposition(|t| t == "io.sentin8.cron.schedule.deleted.v1")
+        .unwrap();
+    assert!(last_completed < last_deleted, "{types:?}");
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    for id in [once.id, bounded.id] {
+        let audit = tx
+            .audit_query(&AuditQuery {
+                schedule_id: Some(id),
+                actor: None,
+                since: None,
+                before: None,
+                limit: 100,
+            })
+            .await
+            .unwrap();
+        let delete = audit
+            .iter()
+            .find(|a| a.action == "schedule.delete")
+            .expect("the deletion is in the audit journal");
+        assert_eq!(delete.actor, "sentin8-cron:engine");
+        let reason = delete.after.as_ref().unwrap()["reason"].as_str().unwrap();
+        assert!(reason.contains("after_completion"), "{reason}");
+    }
+}

@@ -206,6 +206,8 @@ const sentin8AdminViews = (() => {
         ? 'yes: a job that lands in the dead-letter queue pauses the schedule' : 'no')) : []),
       ...(cron ? fact('Remaining runs', h('span', { id: 's-remaining' }, s.remaining_runs === null || s.remaining_runs === undefined
         ? none('no limit') : `${s.remaining_runs} (then completed)`)) : []),
+      ...fact('After completion', h('span', { id: 's-after-completion' }, s.after_completion === 'delete'
+        ? 'deleted once completed and its last job has ended' : 'kept')),
     ];
   }
 

@@ -281,7 +281,7 @@
 
   const FORM_FIELDS = ['domain', 'schedule_type', 'base_url', 'cron', 'timezone', 'on_dst_gap',
     'on_dst_repeat', 'run_at', 'start_at', 'end_at', 'remaining_runs', 'max_jitter', 'catchup_window',
-    'overlap', 'pause_on_failure', 'payload', 'max_retries'];
+    'overlap', 'pause_on_failure', 'after_completion', 'payload', 'max_retries'];
   // What the preview checks and lists by: the timing, its bounds, its runs and its jitter.
   const TIMING_FIELDS = ['cron', 'timezone', 'on_dst_gap', 'on_dst_repeat', 'run_at', 'start_at',
     'end_at', 'remaining_runs', 'max_jitter'];
@@ -448,6 +448,7 @@
     };
     optional('max_jitter');
     optional('catchup_window');
+    if ($('after_completion').checked) body.after_completion = 'delete';
     if (kind() === 'once') {
       body.run_at = $('run_at').value.trim();
     } else {
