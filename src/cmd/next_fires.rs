@@ -43,7 +43,7 @@ pub enum NextFiresOutput {
   sentin8-cron next-fires '*/15 * * * *' -n 100 -o text | head -3
   sentin8-cron next-fires '*/15 * * * *' --jitter 30s --schedule-id <id> --end 2031-01-01T00:00:00Z")]
 pub struct Args {
-    /// The cron expression, e.g. "*/15 * * * *" or "@daily" (quote it).
+    /// The cron expression, e.g. "*/15 * * * *", "@daily" or "@every 90s" (quote it).
     #[arg(value_name = "EXPR")]
     pub expr: String,
     #[command(flatten)]

@@ -64,9 +64,16 @@ pub struct One {
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Schedule")]
 pub struct Fields {
-    /// A 5-field cron expression, e.g. "0 2 * * *" (quote it).
-    #[arg(long, value_name = "EXPR", conflicts_with = "run_at")]
+    /// A 5-field cron expression, e.g. "0 2 * * *" (quote it), or an interval "@every 90s".
+    #[arg(long, value_name = "EXPR", conflicts_with_all = ["run_at", "every"])]
     pub cron: Option<String>,
+    /// Repeat on an interval of whole seconds, at least 1s (90s, 15m, 1h), anchored to the
+    /// Unix epoch: sent as the expression "@every 90s".
+    #[arg(long, value_name = "DURATION", conflicts_with = "run_at")]
+    pub every: Option<String>,
+    /// With --every: how far past each multiple of the interval it fires (15s).
+    #[arg(long, value_name = "DURATION", requires = "every")]
+    pub phase: Option<String>,
     /// The RFC 3339 instant of a one-shot schedule.
     #[arg(long, value_name = "RFC3339")]
     pub run_at: Option<String>,
@@ -185,6 +192,13 @@ impl Fields {
             }
         };
         put("cron", self.cron.clone().map(Value::from));
+        if let Some(every) = &self.every {
+            let expression = match &self.phase {
+                Some(phase) => format!("@every {every} phase {phase}"),
+                None => format!("@every {every}"),
+            };
+            put("cron", Some(Value::from(expression)));
+        }
         put("run_at", self.run_at.clone().map(Value::from));
         put("timezone", self.tz.clone().map(Value::from));
         put("payload", self.payload.clone());

@@ -27,7 +27,7 @@ Examples:
   sentin8-cron validate-expr --file schedules.yaml --base-url https://billing.internal
   cat schedules.yaml | sentin8-cron validate-expr --file -")]
 pub struct Args {
-    /// The cron expression, e.g. "30 2 * * MON-FRI" or "@daily" (quote it).
+    /// The cron expression, e.g. "30 2 * * MON-FRI", "@daily" or "@every 90s" (quote it).
     #[arg(value_name = "EXPR")]
     pub expr: Option<String>,
     /// Check every entry of a declaration file (YAML or JSON) instead; - reads standard input.

@@ -4,7 +4,7 @@
 //! ```yaml
 //! schedules:
 //!   - schedule_type: invoice.monthly-run     # 1-128 of A-Z a-z 0-9 _ - . :
-//!     cron: "0 6 1 * *"                      # or run_at, exactly one of the two
+//!     cron: "0 6 1 * *"                      # or every, or run_at: exactly one
 //!     timezone: Europe/Berlin                # IANA name, default UTC, cron only
 //!     on_dst_gap: shift                      # shift | skip, cron only
 //!     on_dst_repeat: once                    # once | twice, cron only
@@ -19,6 +19,9 @@
 //!     remaining_runs: 12                     # fires left, then completed, cron only
 //!     after_completion: keep                 # keep | delete, once completed and done
 //!     labels: { team: billing, tier: gold }  # key=value pairs to select it by
+//!   - schedule_type: cache.refresh
+//!     every: 90s                             # >= 1s, whole seconds, from the Unix epoch
+//!     phase: 15s                             # shorter than every, default 0s
 //!   - schedule_type: migration.cutover
 //!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
 //! ```
@@ -65,6 +68,12 @@ pub struct ScheduleDecl {
     pub schedule_type: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
+    /// An interval (`90s`), instead of `cron` or `run_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// How far past each multiple of `every` since the epoch (`15s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -369,6 +378,8 @@ impl ScheduleDecl {
     pub fn timing_decl(&self) -> TimingDecl {
         TimingDecl {
             cron: self.cron.clone(),
+            every: self.every.clone(),
+            phase: self.phase.clone(),
             run_at: self.run_at.clone(),
             timezone: self.timezone.clone(),
             on_dst_gap: self.on_dst_gap,

@@ -84,6 +84,8 @@ pub async fn create_schedule(
     let decl = ScheduleDecl {
         schedule_type: body.schedule_type,
         cron: body.cron,
+        every: body.every,
+        phase: body.phase,
         run_at: body.run_at,
         timezone: body.timezone,
         payload: body.payload,

@@ -357,6 +357,7 @@ macro_rules! api_suite {
                 one_shot_schedules_are_created_and_validated,
                 invalid_requests_are_400_naming_every_field,
                 policy_fields_are_validated_by_field,
+                intervals_are_created_shown_and_patched_through_the_api,
                 bad_credentials_are_401_with_a_challenge,
                 the_policy_decides_scopes_and_environments,
                 other_tenants_resources_are_404,

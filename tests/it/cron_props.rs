@@ -12,6 +12,8 @@ use sentin8_cron::core::cron::{
     CronExpr, DstAdjustment, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone,
 };
 
+mod intervals;
+
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Minute,

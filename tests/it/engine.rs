@@ -28,6 +28,7 @@ mod events;
 mod faulty;
 mod fenced;
 mod firing;
+mod intervals;
 mod last_run;
 mod observed;
 mod overlap;
@@ -45,6 +46,7 @@ pub use events::*;
 pub use faulty::FaultyStore;
 pub use fenced::*;
 pub use firing::*;
+pub use intervals::*;
 pub use last_run::*;
 pub use observed::*;
 pub use overlap::*;
@@ -383,6 +385,8 @@ macro_rules! engine_suite {
                 a_last_occurrence_claimed_ahead_completes_its_schedule_when_called,
                 a_dead_letter_pauses_a_schedule_that_pauses_on_failure,
                 after_completion_delete_removes_a_schedule_once_its_last_job_has_ended,
+                an_interval_fires_at_its_phase_past_each_period_across_a_clock_change,
+                an_intervals_jittered_calls_stay_inside_their_periods,
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
                 allow_all_runs_occurrences_side_by_side,

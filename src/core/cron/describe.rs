@@ -39,6 +39,9 @@ const MAX_LISTED_TIMES: usize = 6;
 impl CronExpr {
     /// The schedule in English, e.g. `At 02:30, Monday through Friday`.
     pub fn describe(&self) -> String {
+        if let Some(every) = self.every {
+            return every.describe();
+        }
         let mut text = self.describe_time();
         for part in [self.describe_days(), self.describe_months()]
             .into_iter()

@@ -72,6 +72,9 @@ pub enum CronError {
         field: CronField,
         problem: FieldProblem,
     },
+    /// An `@every` interval that does not parse or is out of range.
+    #[error("{0}")]
+    Interval(String),
     #[error("timezone: unknown time zone {0:?}")]
     UnknownTimeZone(String),
     #[error("no future fire")]

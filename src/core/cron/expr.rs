@@ -14,6 +14,7 @@ use super::civil::{
     DAYS_PER_CYCLE, MINUTES_PER_DAY, civil_from_days, days_from_civil, days_in_month, weekday,
 };
 use super::error::CronError;
+use super::every::Every;
 
 pub(crate) const MINUTE_STAR: u8 = 1;
 pub(crate) const HOUR_STAR: u8 = 1 << 1;
@@ -56,25 +57,35 @@ pub struct CronExpr {
     pub(crate) flags: u8,
     /// Per weekday (0 = Sunday): which occurrences in the month match, see `NTH_LAST`.
     pub(crate) nth: [u8; 7],
+    /// An `@every` interval: its instants replace the fields' (which are all `*`).
+    pub(crate) every: Option<Every>,
 }
 
 impl CronExpr {
-    /// Parses a five-field expression or an `@alias`.
+    /// Parses a five-field expression, an `@alias` or an `@every` interval.
     pub fn parse(text: &str) -> Result<CronExpr, CronError> {
         super::parse::parse(text)
     }
 
     /// The first minute strictly after `t` whose UTC wall time matches, if there is one.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if let Some(every) = self.every {
+            return DateTime::from_timestamp(every.next_after_seconds(t.timestamp())?, 0);
+        }
         let from = t.timestamp().div_euclid(60).checked_add(1)?;
         let minute = self.next_match(from, from.saturating_add(SEARCH_HORIZON_MINUTES))?;
         DateTime::from_timestamp(minute.checked_mul(60)?, 0)
     }
 
+    /// The `@every` interval, when this is one.
+    pub fn every(&self) -> Option<Every> {
+        self.every
+    }
+
     /// Whether this is a fixed-time schedule: neither the minute nor the hour field starts with
     /// `*`. Fixed-time schedules follow the DST policies; the others follow elapsed time.
     pub fn is_fixed_time(&self) -> bool {
-        self.flags & (MINUTE_STAR | HOUR_STAR) == 0
+        self.every.is_none() && self.flags & (MINUTE_STAR | HOUR_STAR) == 0
     }
 
     /// Whether the wall time `wall` (seconds ignored) matches all five fields.

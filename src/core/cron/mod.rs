@@ -60,6 +60,7 @@
 mod civil;
 mod describe;
 mod error;
+mod every;
 mod expr;
 mod parse;
 mod transitions;
@@ -75,6 +76,7 @@ mod zone_tests;
 
 pub use describe::describe_zoned;
 pub use error::{CronError, CronField, FieldProblem};
+pub use every::Every;
 pub use expr::CronExpr;
 pub use tzdb::{TzDatabase, TzDatabaseError, Zone};
 pub use zone::{DstAdjustment, Fire, ZonedCron, parse_timezone};

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::error::{CronError, CronField, FieldProblem};
+use super::every::Every;
 use super::expr::{
     CronExpr, DOM_LAST, DOM_STAR, DOW_STAR, HAS_NTH, HOUR_STAR, MINUTE_STAR, MONTH_STAR, NTH_LAST,
 };
@@ -130,12 +131,21 @@ pub(super) fn parse(text: &str) -> Result<CronExpr, CronError> {
         weekdays: weekdays as u8,
         flags,
         nth: dow.nth,
+        every: None,
     })
 }
 
 fn parse_alias(alias: &str) -> Result<CronExpr, CronError> {
     let mut words = alias.split_whitespace();
     let name = words.next().unwrap_or(alias);
+    if name.eq_ignore_ascii_case("@every") {
+        // The fields stay all `*`, so anything that reads them sees a schedule of elapsed
+        // time; the interval decides the instants.
+        return Ok(CronExpr {
+            every: Some(Every::parse(&alias[name.len()..])?),
+            ..parse("* * * * *")?
+        });
+    }
     let expansion = match name.to_ascii_lowercase().as_str() {
         "@yearly" | "@annually" => "0 0 1 1 *",
         "@monthly" => "0 0 1 * *",
@@ -308,6 +318,9 @@ fn parse_value(spec: &FieldSpec, text: &str) -> Result<u32, FieldProblem> {
 
 impl fmt::Display for CronExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(every) = self.every {
+            return every.fmt(f);
+        }
         let mut list = ListWriter::new(f);
         write_bits(
             &mut list,

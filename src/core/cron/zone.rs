@@ -150,6 +150,16 @@ impl ZonedCron {
 
     /// The first fire strictly after `t` (seconds since the epoch).
     fn next_instant(&self, t: i64) -> Option<FoundFire> {
+        if let Some(every) = self.expr.every {
+            // Elapsed time alone: the zone only says what the wall clock shows then.
+            let at = every.next_after_seconds(t)?;
+            let table = self.tz.table();
+            return Some(FoundFire::new(
+                at,
+                table.segment_offset(table.segment_index(at)),
+                None,
+            ));
+        }
         let fixed_time = self.expr.is_fixed_time();
         let table = self.tz.table();
         let mut search = MemoSearch::new(&self.expr);

@@ -175,6 +175,8 @@ fn parse_entry(value: &Value) -> ParsedEntry {
                         .ok()
                 })
             }
+            "every" => decl.every = optional_string(key, value, errors),
+            "phase" => decl.phase = optional_string(key, value, errors),
             "catchup_window" => decl.catchup_window = optional_string(key, value, errors),
             "max_jitter" => decl.max_jitter = optional_string(key, value, errors),
             "start_at" => decl.start_at = optional_string(key, value, errors),

@@ -191,6 +191,20 @@ fn check(
                 ));
             }
         }
+        // An interval's occurrences are its period apart, exactly.
+        Timing::Cron(cron) if let Some(every) = cron.zoned().ok().and_then(|z| z.expr.every()) => {
+            if policies.max_jitter > every.period() {
+                errors.push(FieldError::new(
+                    "max_jitter",
+                    format!(
+                        "{} is longer than the schedule's interval ({}): a call must come \
+                         before the next occurrence",
+                        format_duration(policies.max_jitter),
+                        format_duration(every.period())
+                    ),
+                ));
+            }
+        }
         // Occurrences fall on whole minutes (zone offsets are whole minutes), so any two are at
         // least a minute apart: a jitter up to a minute always fits without a scan.
         Timing::Cron(_) if policies.max_jitter > Duration::from_secs(60) => {

@@ -150,7 +150,8 @@ schedules:
                 Some("bad.both"),
                 vec![
                     "payload: must be a JSON object, got a list".to_owned(),
-                    "run_at: cannot be combined with cron: give exactly one of cron or run_at".to_owned(),
+                    "run_at: cannot be combined with cron: give exactly one of cron, every or run_at"
+                        .to_owned(),
                 ]
             ),
             (
@@ -177,7 +178,7 @@ schedules:
                     // Keys are checked in alphabetical order.
                     "max_retries: -1 is out of range 0-100".to_owned(),
                     r#"on_dst_gap: unknown value "sideways", expected one of: shift, skip"#.to_owned(),
-                    "cron: one of cron or run_at is required".to_owned(),
+                    "cron: one of cron, every or run_at is required".to_owned(),
                 ]
             ),
         ]
@@ -520,4 +521,80 @@ schedules:
         "{specs:?}"
     );
     assert_eq!(specs.len(), 3);
+}
+
+#[test]
+fn intervals_are_declared_with_every_and_phase_and_checked_by_field() {
+    let text = r#"
+schedules:
+  - schedule_type: both
+    cron: "* * * * *"
+    every: 90s
+  - schedule_type: phase-alone
+    cron: "* * * * *"
+    phase: 15s
+  - schedule_type: long-phase
+    every: 1m
+    phase: 1m
+  - schedule_type: fraction
+    every: 1500ms
+  - schedule_type: jitter
+    every: 20s
+    max_jitter: 30s
+  - schedule_type: ok
+    every: 90s
+    phase: 15s
+    max_jitter: 90s
+  - schedule_type: as-expression
+    cron: "@every 1h phase 15m"
+"#;
+    let errors = entry_errors(text, DeclFormat::Yaml);
+    let by_index: Vec<(usize, Vec<String>)> =
+        errors.iter().map(|e| (e.index, messages(e))).collect();
+    assert_eq!(
+        by_index,
+        [
+            (
+                0,
+                vec![
+                    "cron: cannot be combined with every: give exactly one of cron, every or \
+                     run_at"
+                        .to_owned()
+                ]
+            ),
+            (1, vec!["phase: only applies with every".to_owned()]),
+            (
+                2,
+                vec!["phase: the phase 1m is not shorter than the period 1m".to_owned()]
+            ),
+            (
+                3,
+                vec!["every: the period \"1500ms\" is not a whole number of seconds".to_owned()]
+            ),
+            (
+                4,
+                vec![
+                    "max_jitter: 30s is longer than the schedule's interval (20s): a call must \
+                     come before the next occurrence"
+                        .to_owned()
+                ]
+            ),
+        ]
+    );
+    let valid: String = text
+        .split("  - schedule_type: ok")
+        .nth(1)
+        .map(|rest| format!("schedules:\n  - schedule_type: ok{rest}"))
+        .unwrap();
+    let specs = load_declarations(&valid, DeclFormat::Yaml, now()).unwrap();
+    let expressions: Vec<Option<&str>> = specs.iter().map(|s| s.timing.cron_expression()).collect();
+    assert_eq!(
+        expressions,
+        [Some("@every 1m30s phase 15s"), Some("@every 1h phase 15m")]
+    );
+    // 2025-06-01T12:00:00Z is a multiple of 90 s; the next instant is 15 s past it.
+    assert_eq!(
+        specs[0].timing.next_after(now()).unwrap().unwrap(),
+        now() + chrono::Duration::seconds(15)
+    );
 }

@@ -1,16 +1,22 @@
-//! The timing fields of a declaration (`cron` or `run_at`, `timezone`, the DST policies) and
-//! their validation: what a schedule's instants will be, checked before anything is stored.
+//! The timing fields of a declaration (`cron`, `every` with `phase`, or `run_at`; `timezone`,
+//! the DST policies) and their validation: what a schedule's instants will be, checked before
+//! anything is stored. An interval (`every: 90s`) is kept as its `@every` expression, which
+//! `cron` also takes, so the rest of the system sees one repeating kind.
 
 use chrono::{DateTime, Utc};
 
 use super::{FieldError, parse_instant};
-use crate::core::cron::{CronExpr, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
+use crate::core::cron::{CronExpr, Every, OnDstGap, OnDstRepeat, ZonedCron, parse_timezone};
 use crate::core::timing::{CronTiming, Timing};
 
 /// The timing fields of a declaration (or of a patch's merged timing), before validation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TimingDecl {
     pub cron: Option<String>,
+    /// An interval (`90s`), instead of `cron`.
+    pub every: Option<String>,
+    /// How far past each multiple of `every` since the epoch it fires (`15s`; default 0s).
+    pub phase: Option<String>,
     pub run_at: Option<String>,
     pub timezone: Option<String>,
     pub on_dst_gap: Option<OnDstGap>,
@@ -18,20 +24,49 @@ pub struct TimingDecl {
 }
 
 impl TimingDecl {
-    /// Checks the timing: exactly one of `cron` and `run_at`, a known zone, policies only for
-    /// cron, a run time in the future, an expression that fires after `now`.
+    /// Checks the timing: exactly one of `cron`, `every` and `run_at`, a known zone, policies
+    /// only for cron, a run time in the future, an expression that fires after `now`.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<Timing, Vec<FieldError>> {
         let mut errors = Vec::new();
+        if self.phase.is_some() && self.every.is_none() {
+            errors.push(FieldError::new("phase", "only applies with every"));
+        }
+        if let Some(every) = &self.every {
+            let other = [
+                ("cron", self.cron.is_some()),
+                ("run_at", self.run_at.is_some()),
+            ];
+            for (field, _) in other.iter().filter(|(_, set)| *set) {
+                errors.push(FieldError::new(
+                    *field,
+                    "cannot be combined with every: give exactly one of cron, every or run_at",
+                ));
+            }
+            let expression = match Every::from_parts(every, self.phase.as_deref()) {
+                Ok(interval) => interval.to_string(),
+                Err((field, err)) => {
+                    errors.push(FieldError::new(field, err.to_string()));
+                    return Err(errors);
+                }
+            };
+            return match self.validate_cron(&expression, now, &mut errors) {
+                Some(timing) if errors.is_empty() => Ok(timing),
+                _ => Err(errors),
+            };
+        }
         let timing = match (&self.cron, &self.run_at) {
             (Some(_), Some(_)) => {
                 errors.push(FieldError::new(
                     "run_at",
-                    "cannot be combined with cron: give exactly one of cron or run_at",
+                    "cannot be combined with cron: give exactly one of cron, every or run_at",
                 ));
                 None
             }
             (None, None) => {
-                errors.push(FieldError::new("cron", "one of cron or run_at is required"));
+                errors.push(FieldError::new(
+                    "cron",
+                    "one of cron, every or run_at is required",
+                ));
                 None
             }
             (Some(cron), None) => self.validate_cron(cron, now, &mut errors),

@@ -57,7 +57,10 @@ pub(super) async fn delete_when_done(
             now,
         })
         .await?;
-    tracing::info!(schedule_id = %schedule.id, "completed schedule deleted (after_completion: delete)");
+    tracing::info!(
+        schedule_id = %schedule.id,
+        "completed schedule deleted (after_completion: delete)"
+    );
     let engine = Actor {
         name: ENGINE_ACTOR.to_owned(),
         correlation_id: Some(schedule.id.to_string()),

@@ -228,6 +228,8 @@ fn patched_timing(current: &Timing, patch: &SchedulePatch) -> Result<TimingDecl,
         // are checked (and refused alongside run_at).
         return Ok(TimingDecl {
             cron: patch.cron.clone(),
+            every: None,
+            phase: None,
             run_at: patch.run_at.clone(),
             timezone: patch.timezone.clone(),
             on_dst_gap: patch.on_dst_gap,
@@ -255,6 +257,8 @@ fn patched_timing(current: &Timing, patch: &SchedulePatch) -> Result<TimingDecl,
     };
     Ok(TimingDecl {
         cron: Some(cron),
+        every: None,
+        phase: None,
         run_at: None,
         timezone: patch
             .timezone

@@ -146,7 +146,7 @@ pub(super) fn new_schedule_body() -> String {
 <div id="cron-fields">
 <div class="field"><label for="cron">Cron expression</label>
 <input id="cron" name="cron" value="0 2 * * *" autocomplete="off" spellcheck="false" class="mono" aria-describedby="cron-hint cron-error">
-<p class="hint" id="cron-hint">Five fields: minute hour day-of-month month day-of-week, e.g. <code>*/15 * * * *</code>, <code>30 6 * * MON-FRI</code>, <code>0 0 L * *</code>, or <code>@daily</code>.</p><p class="error" id="cron-error" hidden></p></div>
+<p class="hint" id="cron-hint">Five fields: minute hour day-of-month month day-of-week, e.g. <code>*/15 * * * *</code>, <code>30 6 * * MON-FRI</code>, <code>0 0 L * *</code>, or <code>@daily</code>; or an interval of whole seconds from the Unix epoch, <code>@every 90s</code> or <code>@every 1h phase 15m</code>.</p><p class="error" id="cron-error" hidden></p></div>
 <div class="field"><label for="timezone">Time zone</label>
 <input id="timezone" name="timezone" value="UTC" list="zones" autocomplete="off" spellcheck="false" aria-describedby="timezone-error">
 <datalist id="zones">{zones}</datalist><p class="error" id="timezone-error" hidden></p></div>

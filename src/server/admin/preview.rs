@@ -28,8 +28,13 @@ use crate::server::extract::{ApiQuery, Caller};
 pub struct PreviewQuery {
     #[param(required = true)]
     pub target_env_id: Option<Uuid>,
-    /// A cron expression; exactly one of `cron` and `run_at`.
+    /// A cron expression or an interval `@every 90s`; exactly one of `cron`, `every` and
+    /// `run_at`.
     pub cron: Option<String>,
+    /// An interval of whole seconds (`90s`).
+    pub every: Option<String>,
+    /// With `every`: how far past each multiple of it (`15s`).
+    pub phase: Option<String>,
     /// An RFC 3339 instant.
     pub run_at: Option<String>,
     /// IANA zone of a cron expression (default UTC).
@@ -170,6 +175,8 @@ pub async fn preview(
     let decl = ScheduleDecl {
         schedule_type: "preview".to_owned(),
         cron: given(query.cron),
+        every: given(query.every),
+        phase: given(query.phase),
         run_at: given(query.run_at),
         timezone: given(query.timezone),
         on_dst_gap,

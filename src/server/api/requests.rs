@@ -75,8 +75,16 @@ pub struct CreateScheduleRequest {
         max_length = 128
     )]
     pub schedule_type: String,
-    /// A 5-field cron expression; exactly one of `cron` and `run_at`.
+    /// A 5-field cron expression, an `@alias`, or an interval `@every 90s [phase 15s]`;
+    /// exactly one of `cron`, `every` and `run_at`.
     pub cron: Option<String>,
+    /// An interval of whole seconds, at least `1s` (`90s`, `15m`, `1h`): fires at the Unix
+    /// epoch plus `phase` plus every multiple of it, whatever the time zone's clock does.
+    /// Stored, and shown in `cron`, as `@every 1m30s`.
+    pub every: Option<String>,
+    /// With `every`: how far past each multiple it fires (`15s`, shorter than `every`;
+    /// default `0s`).
+    pub phase: Option<String>,
     /// RFC 3339 instant of a one-shot schedule.
     pub run_at: Option<String>,
     /// IANA time zone of a cron schedule (default UTC).
@@ -149,6 +157,7 @@ pub struct PatchScheduleRequest {
     #[schema(ignore)]
     pub target_env_id: Option<Uuid>,
     pub status: Option<String>,
+    /// A new timing: a cron expression, an `@alias` or an interval `@every 90s [phase 15s]`.
     pub cron: Option<String>,
     pub run_at: Option<String>,
     pub timezone: Option<String>,

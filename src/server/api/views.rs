@@ -25,10 +25,15 @@ pub struct ScheduleView {
     pub env_id: Uuid,
     pub domain: String,
     pub schedule_type: String,
-    /// `cron` or `once`.
+    /// `cron` (a repeating schedule: a cron expression or an interval) or `once`.
     pub kind: String,
-    /// The cron expression (cron schedules).
+    /// The cron expression, or the interval as `@every 1m30s phase 15s` (repeating
+    /// schedules).
     pub cron: Option<String>,
+    /// The interval's period (`1m30s`), for a schedule that repeats on one.
+    pub every: Option<String>,
+    /// The interval's phase past each multiple of the period since the epoch (`15s`).
+    pub phase: Option<String>,
     /// When it runs, in words: `At 02:30, Monday through Friday (America/New_York); ...`
     /// with what the DST policies do (absent for a stored expression that no longer parses).
     pub description: Option<String>,
@@ -104,6 +109,11 @@ impl From<crate::core::ops::PauseRecord> for PausedView {
 impl From<Schedule> for ScheduleView {
     fn from(s: Schedule) -> Self {
         let timing = s.timing.columns();
+        let interval = s
+            .timing
+            .cron()
+            .and_then(|cron| cron.zoned().ok())
+            .and_then(|zoned| zoned.expr.every());
         let description = match &s.timing {
             Timing::Cron(cron) => CronExpr::parse(&cron.expression).ok().map(|expr| {
                 describe_zoned(&expr, &cron.timezone, cron.on_dst_gap, cron.on_dst_repeat)
@@ -126,6 +136,8 @@ impl From<Schedule> for ScheduleView {
             schedule_type: s.schedule_type,
             kind: timing.kind.to_string(),
             cron: timing.cron_expr,
+            every: interval.map(|i| format_duration(i.period())),
+            phase: interval.map(|i| format_duration(i.phase())),
             description,
             run_at: timing.run_at,
             timezone: timing.timezone,

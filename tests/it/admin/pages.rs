@@ -80,14 +80,14 @@ pub async fn preview_validates_like_creation_and_names_the_field(store: Arc<dyn 
         status,
         &problem,
         "cron",
-        "one of cron or run_at is required",
+        "one of cron, every or run_at is required",
     );
     let (status, problem, _) = preview(String::from("cron=&run_at=")).await;
     assert_field(
         status,
         &problem,
         "cron",
-        "one of cron or run_at is required",
+        "one of cron, every or run_at is required",
     );
     let (status, problem, _) = preview(format!(
         "cron={}&timezone={}",

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use chrono::Duration;
+use chrono::{DateTime, Duration};
 use reqwest::{Method, StatusCode};
 use sentin8_cron::core::store::Store;
 use serde_json::{Value, json};
@@ -494,4 +494,86 @@ pub async fn policy_fields_are_validated_by_field(store: Arc<dyn Store>) {
         (&patched["after_completion"], &patched["remaining_runs"]),
         (&json!("keep"), &Value::Null)
     );
+}
+
+pub async fn intervals_are_created_shown_and_patched_through_the_api(store: Arc<dyn Store>) {
+    let api = Api::start(store).await;
+    let token = api.writer();
+    let mut body = api.new_schedule(api.env_a, "interval");
+    body.as_object_mut().unwrap().remove("cron");
+    body["every"] = json!("90s");
+    body["phase"] = json!("15s");
+    let (status, created, _) = api
+        .call(Method::POST, "/v1/schedules", Some(&token), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        (
+            &created["kind"],
+            &created["cron"],
+            &created["every"],
+            &created["phase"]
+        ),
+        (
+            &json!("cron"),
+            &json!("@every 1m30s phase 15s"),
+            &json!("1m30s"),
+            &json!("15s")
+        ),
+        "{created}"
+    );
+    let description = created["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("every 90 seconds, from 00:00:15 UTC"),
+        "{description}"
+    );
+    let next = DateTime::parse_from_rfc3339(created["next_run_at"].as_str().unwrap()).unwrap();
+    assert_eq!((next.timestamp() - 15).rem_euclid(90), 0, "{next}");
+    // A patch gives it another interval through the expression.
+    let path = format!(
+        "/v1/schedules/{}?target_env_id={}",
+        created["id"].as_str().unwrap(),
+        api.env_a
+    );
+    let (status, patched, _) = api
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&token),
+            Some(json!({"cron": "@every 2m"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(
+        (&patched["every"], &patched["phase"]),
+        (&json!("2m"), &json!("0s"))
+    );
+    // A cron schedule shows neither.
+    let (_, cron, _) = api
+        .call(
+            Method::POST,
+            "/v1/schedules",
+            Some(&token),
+            Some(api.new_schedule(api.env_a, "plain")),
+        )
+        .await;
+    assert_eq!(
+        (&cron["every"], &cron["phase"]),
+        (&Value::Null, &Value::Null)
+    );
+    // Refused by field: a phase not shorter than the interval, both every and cron.
+    let mut body = api.new_schedule(api.env_a, "bad-interval");
+    body["every"] = json!("1m");
+    body["phase"] = json!("2m");
+    let (status, problem, _) = api
+        .call(Method::POST, "/v1/schedules", Some(&token), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let fields: Vec<&str> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["cron", "phase"], "{problem}");
 }

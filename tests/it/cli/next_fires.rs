@@ -394,3 +394,44 @@ fn next_fires_refuses_a_jitter_longer_than_the_interval_and_bounds_out_of_order(
         assert!(stderr(&bad).contains(named), "{flag}: {}", stderr(&bad));
     }
 }
+
+#[test]
+fn next_fires_of_an_interval_keep_to_elapsed_time_across_a_clock_change() {
+    // New York springs forward at 2025-03-09T07:00Z: the local times jump an hour, the
+    // instants stay 45 minutes apart, 10 minutes past each multiple since the epoch.
+    let output = run(&[
+        "next-fires",
+        "@every 45m phase 10m",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2025-03-09T06:00:00Z",
+        "-n",
+        "3",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        json_out(&output),
+        json!({
+            "expression": "@every 45m phase 10m",
+            "timezone": "America/New_York",
+            "description": "every 45 minutes, from 00:10:00 UTC (America/New_York); across clock \
+                changes it keeps to elapsed time",
+            "after": "2025-03-09T06:00:00Z",
+            "fires": [
+                {"utc": "2025-03-09T06:10:00Z", "local": "2025-03-09T01:10:00-05:00", "dst": null},
+                {"utc": "2025-03-09T06:55:00Z", "local": "2025-03-09T01:55:00-05:00", "dst": null},
+                {"utc": "2025-03-09T07:40:00Z", "local": "2025-03-09T03:40:00-04:00", "dst": null}
+            ]
+        })
+    );
+    let bad = run(&["next-fires", "@every 45m phase 1h"]);
+    assert_eq!(bad.status.code(), Some(3), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("the phase 1h is not shorter than the period 45m"),
+        "{}",
+        stderr(&bad)
+    );
+}

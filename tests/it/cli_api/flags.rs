@@ -82,6 +82,29 @@ pub async fn bounds_clear_with_none_switches_stand_alone_and_durations_need_unit
     assert_eq!(patched["pause_on_failure"], false, "{patched}");
     assert_eq!(patched["after_completion"], "keep", "{patched}");
 
+    let interval = run(vec![
+        "schedules",
+        "create",
+        "--env",
+        &env,
+        "--domain",
+        "billing",
+        "--type",
+        "flags.interval",
+        "--every",
+        "90s",
+        "--phase",
+        "15s",
+        "--base-url",
+        &base,
+        "-o",
+        "json",
+    ])
+    .await
+    .json();
+    assert_eq!(interval["cron"], "@every 90s phase 15s", "{interval}");
+    assert_eq!(interval["every"], "1m30s", "{interval}");
+
     let bare = run(vec![
         "schedules",
         "patch",

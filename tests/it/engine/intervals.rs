@@ -1,0 +1,127 @@
+//! Interval schedules (`every` with `phase`) in the engine: their instants are the epoch plus
+//! the phase plus whole periods, computed here independently, whatever the zone's clock does;
+//! jitter stays within the period; an outage is caught up as for cron.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use sentin8_cron::core::decl::ScheduleDecl;
+use sentin8_cron::core::model::*;
+use sentin8_cron::core::store::*;
+
+use super::Harness;
+
+/// The interval's instants strictly after `after`, by arithmetic on Unix seconds.
+fn instants_after(
+    after: DateTime<Utc>,
+    period: i64,
+    phase: i64,
+) -> impl Iterator<Item = DateTime<Utc>> {
+    let first = (after.timestamp() - phase).div_euclid(period) + 1;
+    (first..).map(move |k| DateTime::from_timestamp(k * period + phase, 0).unwrap())
+}
+
+pub async fn an_interval_fires_at_its_phase_past_each_period_across_a_clock_change(
+    store: Arc<dyn Store>,
+) {
+    let h = Harness::new(store).await;
+    // Europe/Berlin springs forward at 01:00 UTC on 2030-03-31: the wall clock jumps an hour,
+    // the interval does not.
+    let start = Utc.with_ymd_and_hms(2030, 3, 31, 0, 58, 30).unwrap();
+    h.clock.set(start);
+    let s = h
+        .create(ScheduleDecl {
+            schedule_type: "interval.across-dst".into(),
+            every: Some("40s".into()),
+            phase: Some("10s".into()),
+            timezone: Some("Europe/Berlin".into()),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    assert_eq!(s.timing.cron_expression(), Some("@every 40s phase 10s"));
+    let expected: Vec<DateTime<Utc>> = instants_after(start, 40, 10).take(6).collect();
+    assert!(expected[0] < Utc.with_ymd_and_hms(2030, 3, 31, 1, 0, 0).unwrap());
+    assert!(expected[5] > Utc.with_ymd_and_hms(2030, 3, 31, 1, 0, 0).unwrap());
+    assert_eq!(s.next_run_at, Some(expected[0]));
+    for at in &expected {
+        assert_eq!(h.tick_at(*at).await.fired, 1, "at {at}");
+    }
+    let called: Vec<DateTime<Utc>> = h.jobs(s.id).await.iter().map(|j| j.scheduled_for).collect();
+    assert_eq!(called, expected, "each instant called once, in order");
+    assert_eq!(h.target.requests().len(), 6);
+
+    // Ten periods without a tick (an outage): the latest occurrence runs, late, and the ones
+    // before it are one record of missed occurrences.
+    let late = expected[5] + Duration::seconds(10 * 40 + 5);
+    let summary = h.tick_at(late).await;
+    assert_eq!((summary.fired, summary.skipped), (1, 1), "{summary:?}");
+    let latest = instants_after(expected[5], 40, 10)
+        .take_while(|at| *at <= late)
+        .last()
+        .unwrap();
+    let jobs = h.jobs(s.id).await;
+    let ran = jobs
+        .iter()
+        .find(|j| j.scheduled_for == latest && j.status != JobStatus::Skipped)
+        .expect("the latest missed occurrence ran");
+    assert_eq!(ran.status, JobStatus::Succeeded);
+    let missed = jobs
+        .iter()
+        .find(|j| j.status == JobStatus::Skipped)
+        .and_then(|j| j.missed)
+        .expect("the others are recorded as missed");
+    assert_eq!(missed.count, 9, "{missed:?}");
+    assert_eq!(
+        h.schedule(s.id).await.next_run_at,
+        instants_after(late, 40, 10).next()
+    );
+}
+
+pub async fn an_intervals_jittered_calls_stay_inside_their_periods(store: Arc<dyn Store>) {
+    let h = Harness::new(store).await;
+    let s = h
+        .create(ScheduleDecl {
+            schedule_type: "interval.jittered".into(),
+            every: Some("30s".into()),
+            max_jitter: Some("30s".into()),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    let occurrences = s.occurrences();
+    // The first call is the first occurrence strictly after the creation's.
+    let first = s.next_run_at.expect("a first call");
+    assert_eq!(occurrences.occurrence_of(first).timestamp() % 30, 0);
+    let mut calls = vec![first];
+    let mut at = first;
+    for _ in 1..8 {
+        let (occurrence, call) = occurrences
+            .next_with_occurrence(at)
+            .unwrap()
+            .expect("a next call");
+        assert_eq!(occurrence.timestamp() % 30, 0, "{occurrence}");
+        assert!(call >= occurrence && call < occurrence + Duration::seconds(30));
+        calls.push(call);
+        at = call;
+    }
+    // Ticks at each call instant (a fire close to the next may be claimed ahead by the tick
+    // before it, and called at its own instant by the next).
+    for call in &calls {
+        h.tick_at(*call).await;
+    }
+    let jobs = h.jobs(s.id).await;
+    let called: Vec<DateTime<Utc>> = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Succeeded)
+        .map(|j| j.scheduled_for)
+        .collect();
+    assert_eq!(called, calls, "{jobs:?}");
+    let started: Vec<DateTime<Utc>> = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Succeeded)
+        .filter_map(|j| j.started_at)
+        .collect();
+    assert_eq!(
+        started, calls,
+        "each called at its jittered instant, not before"
+    );
+}
