@@ -513,6 +513,12 @@ pub trait TenantTx: Send {
     /// claim starts the same attempt again under a new epoch), no lease. `None` unless the job
     /// is still running under `change.epoch`, with no call marked and its lease lapsed.
     async fn job_release_uncalled(&mut self, change: &UncalledRelease) -> StoreResult<Option<Job>>;
+    /// Of `ids`, the schedules with a fire claimed ahead and not handed off yet (a
+    /// `scheduled` job).
+    async fn schedules_with_held_fire(
+        &mut self,
+        ids: &[ScheduleId],
+    ) -> StoreResult<Vec<ScheduleId>>;
     /// Of `ids`, the schedules with a buffered regular occurrence (not a backfilled one).
     async fn schedules_with_buffered_occurrence(
         &mut self,

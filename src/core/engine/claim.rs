@@ -34,6 +34,8 @@ pub(super) struct ClaimedGroup {
     pub lost: usize,
     /// Due schedules left for later: no slot was free for them (in-flight caps).
     pub deferred: usize,
+    /// Schedules due ahead left for their instant: their previous job was open.
+    pub busy: usize,
 }
 
 impl ClaimedGroup {
@@ -48,6 +50,7 @@ impl ClaimedGroup {
             missed: 0,
             lost: 0,
             deferred: 0,
+            busy: 0,
         }
     }
 }
@@ -117,7 +120,7 @@ impl Parts {
         let now = self.clock.now();
         let seen = read_seen(&mut *tx, &due, &schedules, now).await?;
         let plan = plan::plan(&due, &schedules, &seen, now, admit);
-        let deferred = plan.deferred;
+        let (deferred, busy) = (plan.deferred, plan.busy);
         let mut group = self.write_plan(&mut *tx, plan, now).await?;
         tx.commit().await?;
         self.trace_claims(&group.runs, began);
@@ -125,6 +128,7 @@ impl Parts {
             inc(&self.metrics.skipped);
         }
         group.deferred = deferred;
+        group.busy = busy;
         Ok(group)
     }
 
@@ -534,7 +538,12 @@ async fn read_seen(
     schedules: &HashMap<ScheduleId, Schedule>,
     now: DateTime<Utc>,
 ) -> StoreResult<plan::Seen> {
-    let (ahead, limited, at_last) = plan::to_look_at(due, schedules, now);
+    let plan::LookAt {
+        ahead,
+        ahead_side_by_side,
+        limited,
+        at_last,
+    } = plan::to_look_at(due, schedules, now);
     let mut seen = plan::Seen::default();
     if !ahead.is_empty() {
         seen.busy = tx
@@ -542,6 +551,10 @@ async fn read_seen(
             .await?
             .into_iter()
             .collect();
+    }
+    if !ahead_side_by_side.is_empty() {
+        seen.busy
+            .extend(tx.schedules_with_held_fire(&ahead_side_by_side).await?);
     }
     if !limited.is_empty() {
         seen.open_now = tx

@@ -6,7 +6,9 @@
 //!
 //! The rules:
 //! - an occurrence still to come whose schedule has an open job is not claimed ahead (the job
-//!   may end before the instant), unless its jobs run side by side (`allow_all`);
+//!   may end before the instant); when its jobs run side by side (`allow_all`), only one
+//!   whose schedule already holds a fire claimed ahead is not (a schedule that repeats within
+//!   the lead would otherwise be claimed again, and the fire it held withdrawn as moved);
 //! - after missed occurrences the latest fires, late, if it is inside the catch-up window, and
 //!   the ones before it are one skipped run (`catch_up`); older than the window, it joins the
 //!   run and nothing fires;
@@ -75,8 +77,8 @@ pub(super) fn recovery_of(job: &Job, answer: Option<&JobAnswer>) -> Recovery {
 /// What a claim read of its schedules' jobs, for the plan.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Seen {
-    /// Among the schedules due ahead (not `allow_all`): those with an open job, claimed at
-    /// their instant instead.
+    /// Among the schedules due ahead: those with an open job (under `allow_all`, with a fire
+    /// held ahead), claimed at their instant instead.
     pub busy: HashSet<ScheduleId>,
     /// Among the schedules with a run limit due now: those with an open job ...
     pub open_now: HashSet<ScheduleId>,
@@ -89,24 +91,21 @@ pub(super) struct Seen {
 }
 
 /// The due schedules whose jobs the plan must know about, as the claim reads them: due ahead
-/// (for `Seen::busy`), with a run limit due now (for `Seen::open_now` and
+/// (for `Seen::busy`, by open job or, under `allow_all`, by fire held ahead), with a run limit due now (for `Seen::open_now` and
 /// `Seen::buffered_now`), and cron schedules due at their last occurrence (for
 /// `Seen::last_claimed`).
 pub(super) fn to_look_at(
     due: &[DueSchedule],
     schedules: &HashMap<ScheduleId, Schedule>,
     now: DateTime<Utc>,
-) -> (Vec<ScheduleId>, Vec<ScheduleId>, Vec<ScheduleId>) {
-    let ahead = due
+) -> LookAt {
+    let (side_by_side, ahead): (Vec<&DueSchedule>, Vec<&DueSchedule>) = due
         .iter()
         .filter(|d| d.next_run_at > now)
-        .filter(|d| {
-            schedules
-                .get(&d.id)
-                .is_some_and(|s| s.policies.overlap != Overlap::AllowAll)
-        })
-        .map(|d| d.id)
-        .collect();
+        .filter(|d| schedules.contains_key(&d.id))
+        .partition(|d| schedules[&d.id].policies.overlap == Overlap::AllowAll);
+    let ahead = ahead.into_iter().map(|d| d.id).collect();
+    let ahead_side_by_side = side_by_side.into_iter().map(|d| d.id).collect();
     let limited = due
         .iter()
         .filter(|d| d.next_run_at <= now)
@@ -133,7 +132,25 @@ pub(super) fn to_look_at(
         })
         .map(|d| d.id)
         .collect();
-    (ahead, limited, at_last)
+    LookAt {
+        ahead,
+        ahead_side_by_side,
+        limited,
+        at_last,
+    }
+}
+
+/// The due schedules whose jobs a claim reads, by what it asks of them (see [`to_look_at`]).
+#[derive(Debug, Default)]
+pub(super) struct LookAt {
+    /// Due ahead, not `allow_all`: has it an open job?
+    pub ahead: Vec<ScheduleId>,
+    /// Due ahead, `allow_all`: has it a fire held ahead?
+    pub ahead_side_by_side: Vec<ScheduleId>,
+    /// With a run limit, due now: has it an open job, a buffered occurrence?
+    pub limited: Vec<ScheduleId>,
+    /// Cron schedules due at their last occurrence: is it claimed already?
+    pub at_last: Vec<ScheduleId>,
 }
 
 /// The occurrence a claim fires, and whether it is held for its instant.
@@ -162,6 +179,9 @@ pub(super) struct Plan {
     pub decisions: Vec<Decision>,
     /// Due schedules left for later: no slot or room for them (`admit` refused).
     pub deferred: usize,
+    /// Schedules due ahead left for their instant because their previous job is open (it
+    /// may end before then, and they can be claimed ahead after all).
+    pub busy: usize,
 }
 
 /// Decides the claim of `due` (rows whose locks the claim holds) at `now`. `admit` is asked
@@ -180,6 +200,7 @@ pub(super) fn plan(
         };
         // Its open job may end before the instant: claimed at the instant instead.
         if seen.busy.contains(&d.id) {
+            plan.busy += 1;
             continue;
         }
         // Its last run counted (claimed ahead or called): it completes at that run's instant,

@@ -206,6 +206,7 @@ impl Parts {
             round.progress |=
                 !claimed.runs.is_empty() || claimed.skipped + claimed.missed + claimed.buffered > 0;
             round.deferred |= claimed.deferred > 0;
+            round.busy_ahead |= claimed.busy > 0;
             for _ in 0..claimed.lost {
                 inc(&self.metrics.lost_claims);
             }
@@ -284,6 +285,7 @@ impl Parts {
             progress,
             full,
             deferred,
+            busy_ahead: false,
         })
     }
 

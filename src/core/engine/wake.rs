@@ -20,6 +20,9 @@ pub(super) struct Round {
     pub full: bool,
     /// Due work left for later because no slot was free for it.
     pub deferred: bool,
+    /// Fires due ahead left for their instants because their schedules' previous jobs were
+    /// open.
+    pub busy_ahead: bool,
 }
 
 impl Round {
@@ -28,6 +31,7 @@ impl Round {
             progress: self.progress || other.progress,
             full: self.full || other.full,
             deferred: self.deferred || other.deferred,
+            busy_ahead: self.busy_ahead || other.busy_ahead,
         }
     }
 }
@@ -58,14 +62,21 @@ pub(super) fn wait_after(
             // after a round is looked at again within a step: a fire that came within the lead
             // while the round ran (or that the round could not take) is claimed ahead then,
             // not at its instant; a retry or a lease sooner than that is waited for at its own
-            // instant. (A schedule left for its instant because its previous job is open costs
-            // a round per step until then.)
+            // instant. A schedule left for its instant because its previous job is open is
+            // looked at again sooner, once that job's outcome is likely recorded: a schedule
+            // that repeats every few seconds is then claimed ahead and called at its instant,
+            // rather than claimed at it (late) or skipped for a job whose answer is in.
+            let step = if round.busy_ahead {
+                claim_ahead_step(lead).min(BUSY_RECHECK)
+            } else {
+                claim_ahead_step(lead)
+            };
             let until = if lead.is_zero() {
                 until
             } else if until > lead {
-                (until - lead).max(claim_ahead_step(lead))
+                (until - lead).max(step)
             } else {
-                until.min(claim_ahead_step(lead))
+                until.min(step)
             };
             // Work that is already due but could not be taken (another instance holds it, or
             // it waits for a slot) must not spin the loop.
@@ -93,6 +104,11 @@ pub(super) fn wait_after(
         }
     }
 }
+
+/// How soon schedules left for their instants behind an open job are looked at again: about
+/// the time an answered job's outcome takes to be recorded (outcomes are grouped for at most a
+/// quarter of a second).
+pub(super) const BUSY_RECHECK: Duration = Duration::from_millis(250);
 
 /// The longest lead the loop claims with, however large the coming burst.
 pub const LEAD_MAX: Duration = Duration::from_secs(60);
@@ -276,6 +292,22 @@ mod tests {
                 wait: Duration::from_millis(100),
                 pause: true
             }
+        );
+        // Due within the lead behind an open job: looked at again once its outcome is likely
+        // recorded, not a whole step later.
+        let behind = Round {
+            progress: true,
+            busy_ahead: true,
+            ..Round::default()
+        };
+        assert_eq!(
+            wait_after(&behind, at(5), now, lead, s(60)).wait,
+            BUSY_RECHECK
+        );
+        assert_eq!(
+            wait_after(&behind, at(60), now, lead, s(60)).wait,
+            s(50),
+            "a lead before what is due later"
         );
         // Claiming at the instant: until the instant itself.
         let wait = wait_after(&worked, at(30), now, Duration::ZERO, s(60));

@@ -64,6 +64,13 @@ macro_rules! tenant_tx {
                 .await
         }
 
+        async fn schedules_with_held_fire(
+            &mut self,
+            ids: &[ScheduleId],
+        ) -> StoreResult<Vec<ScheduleId>> {
+            self.schedules_with_job(ids, "status = 'scheduled'").await
+        }
+
         async fn schedules_with_buffered_occurrence(
             &mut self,
             ids: &[ScheduleId],

@@ -125,3 +125,69 @@ pub async fn an_intervals_jittered_calls_stay_inside_their_periods(store: Arc<dy
         "each called at its jittered instant, not before"
     );
 }
+
+/// A serving engine, claiming ahead, moved through 30 seconds of its clock a quarter second at a
+/// time: every occurrence of a two-second interval is called once, at its instant, whatever the
+/// overlap policy (the calls are quick: no job is open when the next occurrence comes).
+pub async fn a_served_interval_calls_every_occurrence_once_under_each_overlap(
+    store: Arc<dyn Store>,
+) {
+    use super::ahead::{ahead_config, serving};
+    let h = Harness::with_config(store, ahead_config()).await;
+    // Two phases a second apart, so that rounds run every second and find each schedule due
+    // within the lead more than once before its instant.
+    let mut ids = Vec::new();
+    for overlap in ["skip", "allow_all", "buffer_one"] {
+        for phase in [0, 1] {
+            let s = h
+                .create(ScheduleDecl {
+                    schedule_type: format!("interval.{overlap}.{phase}"),
+                    every: Some("2s".into()),
+                    phase: Some(format!("{phase}s")),
+                    overlap: Some(overlap.parse().unwrap()),
+                    ..ScheduleDecl::default()
+                })
+                .await;
+            ids.push((overlap, phase, s.id));
+        }
+    }
+    let start = h.now();
+    let end = start + Duration::seconds(30);
+    serving(&h, async {
+        let mut at = start;
+        while at < end {
+            at += Duration::milliseconds(250);
+            h.clock.set(at);
+            h.engine.settled().await;
+        }
+    })
+    .await;
+    for (overlap, phase, id) in ids {
+        let expected: Vec<DateTime<Utc>> = instants_after(start, 2, phase)
+            .take_while(|at| *at <= end - Duration::seconds(1))
+            .collect();
+        let jobs = h.jobs(id).await;
+        let called: Vec<DateTime<Utc>> = jobs
+            .iter()
+            .filter(|j| j.status == JobStatus::Succeeded)
+            .map(|j| j.scheduled_for)
+            .collect();
+        assert_eq!(
+            called[..expected.len()],
+            expected[..],
+            "{overlap}: {jobs:#?}"
+        );
+        let late: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.started_at.is_some_and(|s| s != j.scheduled_for))
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{overlap}: called off their instants: {late:#?}"
+        );
+        assert!(
+            jobs.iter().all(|j| j.status != JobStatus::Skipped),
+            "{overlap}: {jobs:#?}"
+        );
+    }
+}

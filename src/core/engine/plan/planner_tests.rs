@@ -106,11 +106,15 @@ fn a_schedule_with_an_open_job_is_not_claimed_ahead_unless_it_allows_all() {
         ..Seen::default()
     };
     assert!(plan_one(&s, &seen, at, Admit::Hold).decisions.is_empty());
-    // The claim reads `busy` only for schedules that are not `allow_all`.
+    // Under `allow_all` the claim asks instead whether it holds a fire ahead already (a
+    // schedule that repeats within the lead is held one occurrence at a time).
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let look = to_look_at(&[due_of(&s)], &schedules, at);
+    assert_eq!((look.ahead, look.ahead_side_by_side), (vec![s.id], vec![]));
     s.policies.overlap = Overlap::AllowAll;
     let schedules = HashMap::from([(s.id, s.clone())]);
-    let (ahead, _, _) = to_look_at(&[due_of(&s)], &schedules, at);
-    assert!(ahead.is_empty());
+    let look = to_look_at(&[due_of(&s)], &schedules, at);
+    assert_eq!((look.ahead, look.ahead_side_by_side), (vec![], vec![s.id]));
 }
 
 #[test]
@@ -261,8 +265,8 @@ fn a_last_occurrence_claimed_ahead_completes_its_schedule_at_its_instant() {
     assert_eq!(d.claim.next_run_at, Some(t0()), "due again at the instant");
     // The claim found it at its last occurrence, and that occurrence's job there: left alone
     // until the instant (whatever its overlap), completed at it, firing nothing more.
-    let (_, _, at_last) = to_look_at(&[due_of(&s)], &HashMap::from([(s.id, s.clone())]), ahead);
-    assert_eq!(at_last, [s.id]);
+    let look = to_look_at(&[due_of(&s)], &HashMap::from([(s.id, s.clone())]), ahead);
+    assert_eq!(look.at_last, [s.id]);
     let claimed = Seen {
         last_claimed: HashSet::from([s.id]),
         ..Seen::default()
