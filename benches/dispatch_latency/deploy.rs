@@ -310,6 +310,9 @@ impl Deployment {
                             "schedule_type": format!("{}-{i:06}", group.name.to_lowercase()),
                             "payload": {"i": i},
                         });
+                        if let Some(overlap) = scenario.overlap {
+                            entry["overlap"] = overlap.into();
+                        }
                         if let Some(jitter) = scenario.max_jitter {
                             entry["max_jitter"] = format!("{}s", jitter.as_secs()).into();
                         }
@@ -318,6 +321,7 @@ impl Deployment {
                                 entry["cron"] = crate::scale::quiet_cron(i, now_minute).into();
                             }
                             Due::EveryMinute => entry["cron"] = "* * * * *".into(),
+                            Due::EverySecond => entry["every"] = "1s".into(),
                             Due::SpreadOverMinute => {
                                 let at = first_due_us + (index as i64 * 60_000_000) / total as i64;
                                 index += 1;

@@ -297,6 +297,7 @@ async fn drill(
         instances: scenario.instances,
         sampler: &ctx.sampler,
         max_jitter: scenario.max_jitter,
+        per_minute: scenario.due.per_minute(),
     };
     let analysis = report::analyse(&plan, &records, &arrivals);
     let group_of_schedule: HashMap<String, String> = records

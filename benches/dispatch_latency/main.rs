@@ -10,7 +10,8 @@
 //!
 //! Run: `cargo bench --bench dispatch_latency` (the default set, about 15 minutes), or name
 //! what to run: `cargo bench --bench dispatch_latency -- pg-5k noisy` (or `BENCH_SCENARIOS`).
-//! Names: `pgbench`, `pgcron`, the scenarios of `scenarios.rs`, `failover` (both failover
+//! Names: `pgbench`, `pgcron`, `pgcron-1s` (pg_cron's seconds schedules, `BENCH_PGCRON_SECONDS_N`
+//! jobs, default 1,000), the scenarios of `scenarios.rs`, `failover` (both failover
 //! drills), `default`, `all`.
 //! Settings: `SENTIN8_CRON_BENCH_BIN` (the binary under test; default the release build of this
 //! tree), `SENTIN8_CRON_BENCH_DATABASE_URL` (the shared cluster, default
@@ -197,8 +198,10 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
     let known: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     for name in &names {
         anyhow::ensure!(
-            name == "pgbench" || name == "pgcron" || known.contains(&name.as_str()),
-            "unknown scenario {name:?}; known: pgbench, pgcron, {}, failover, default, all",
+            ["pgbench", "pgcron", "pgcron-1s"].contains(&name.as_str())
+                || known.contains(&name.as_str()),
+            "unknown scenario {name:?}; known: pgbench, pgcron, pgcron-1s, {}, failover, default, \
+             all",
             known.join(", ")
         );
     }
@@ -281,9 +284,13 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(pg5k_n);
+    let pgcron_seconds_n = std::env::var("BENCH_PGCRON_SECONDS_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000);
 
     let mut tps = None;
-    let mut pgcron_run = None;
+    let mut pgcron_runs = Vec::new();
     let mut outcomes = Vec::new();
     for name in &names {
         match name.as_str() {
@@ -298,13 +305,19 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
                 }
                 Err(err) => println!("## pgbench\n\nfailed: {err:#}\n"),
             },
-            "pgcron" => {
-                println!("## pg_cron reference: {pgcron_n} jobs `* * * * *`\n");
+            "pgcron" | "pgcron-1s" => {
+                let (schedule, n) = if name == "pgcron" {
+                    (pgcron::EVERY_MINUTE, pgcron_n)
+                } else {
+                    (pgcron::EVERY_SECOND, pgcron_seconds_n)
+                };
+                println!("## pg_cron reference: {n} jobs `{}`\n", schedule.text);
                 println!("{}\n", pgcron::describe());
-                match pgcron::burst(pgcron_n, ctx.minutes.unwrap_or(1), &ctx.sampler).await {
+                let minutes = ctx.minutes.unwrap_or(1);
+                match pgcron::burst(n, minutes, schedule, &ctx.sampler).await {
                     Ok(run) => {
                         print_pgcron(&run);
-                        pgcron_run = Some(run);
+                        pgcron_runs.push(run);
                     }
                     Err(err) => println!("failed: {err:#}\n"),
                 }
@@ -323,7 +336,7 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
             }
         }
     }
-    print_summary(&outcomes, pgcron_run.as_ref(), tps);
+    print_summary(&outcomes, &pgcron_runs, tps);
     Ok(())
 }
 
@@ -380,7 +393,7 @@ async fn measure(
         start_instances(ctx, scenario, deployment).await?;
     }
     let first = match scenario.due {
-        Due::EveryMinute => next_boundary(now_micros() + 3_000_000),
+        Due::EveryMinute | Due::EverySecond => next_boundary(now_micros() + 3_000_000),
         Due::SpreadOverMinute => {
             anyhow::ensure!(
                 now_micros() < spread_from - 1_000_000,
@@ -457,6 +470,7 @@ async fn measure(
         instances: scenario.instances,
         sampler: &ctx.sampler,
         max_jitter: scenario.max_jitter,
+        per_minute: scenario.due.per_minute(),
     };
     let analysis = report::analyse(&plan, &records, &arrivals);
     let windows: Vec<_> = loads

@@ -4,8 +4,9 @@
 //! pg_cron is Debian's `postgresql-15-cron`, installed with apt-get when missing. Its cluster is
 //! initialised in a temporary directory as the `postgres` user, listens on its own port (5499
 //! unless `BENCH_PGCRON_PORT` says otherwise) and is stopped and removed at the end, so the
-//! shared cluster on 5432 is untouched. N jobs `* * * * *` each insert `clock_timestamp()`;
-//! lateness = the insert's time minus the minute boundary.
+//! shared cluster on 5432 is untouched. N jobs `* * * * *` (or `1 seconds`, pg_cron's seconds
+//! schedules) each insert `clock_timestamp()`; lateness = the insert's time minus the minute
+//! (or second) boundary it falls after.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -165,12 +166,35 @@ impl Drop for Cluster {
 
 pub struct PgCronRun {
     pub n: usize,
+    /// What its jobs were scheduled on.
+    pub schedule: &'static str,
     pub version: String,
     pub minutes: Vec<(i64, Stats, CpuWindow, String)>,
     pub failed_runs: i64,
 }
 
-pub async fn burst(n: usize, minutes: u32, sampler: &Sampler) -> anyhow::Result<PgCronRun> {
+/// What pg_cron's jobs are scheduled on: `* * * * *`, or `1 seconds` (per_minute 60).
+#[derive(Debug, Clone, Copy)]
+pub struct PgCronSchedule {
+    pub text: &'static str,
+    pub per_minute: i64,
+}
+
+pub const EVERY_MINUTE: PgCronSchedule = PgCronSchedule {
+    text: "* * * * *",
+    per_minute: 1,
+};
+pub const EVERY_SECOND: PgCronSchedule = PgCronSchedule {
+    text: "1 seconds",
+    per_minute: 60,
+};
+
+pub async fn burst(
+    n: usize,
+    minutes: u32,
+    schedule: PgCronSchedule,
+    sampler: &Sampler,
+) -> anyhow::Result<PgCronRun> {
     ensure_installed()?;
     let port = std::env::var("BENCH_PGCRON_PORT")
         .ok()
@@ -188,11 +212,12 @@ pub async fn burst(n: usize, minutes: u32, sampler: &Sampler) -> anyhow::Result<
     )
     .await?;
     sqlx::query(
-        "SELECT cron.schedule('bench-' || g, '* * * * *', \
+        "SELECT cron.schedule('bench-' || g, $2, \
                 format('INSERT INTO bench_hits (job) VALUES (%s)', g)) \
            FROM generate_series(1, $1) g",
     )
     .bind(n as i32)
+    .bind(schedule.text)
     .execute(&mut conn)
     .await?;
     let first = crate::next_boundary(crate::now_micros() + 5_000_000);
@@ -222,15 +247,18 @@ pub async fn burst(n: usize, minutes: u32, sampler: &Sampler) -> anyhow::Result<
 
     let mut result = PgCronRun {
         n,
+        schedule: schedule.text,
         version,
         minutes: Vec::new(),
         failed_runs,
     };
+    let period = MINUTE_US / schedule.per_minute;
     for (minute, load) in windows {
-        // An insert belongs to the minute it falls in: lateness is assumed under a minute.
+        // An insert belongs to the period (minute or second) it falls in: lateness is assumed
+        // under a period.
         let mut seen = std::collections::HashSet::new();
         let mut stats = Stats {
-            expected: n,
+            expected: n * schedule.per_minute as usize,
             ..Stats::default()
         };
         for r in &rows {
@@ -238,9 +266,10 @@ pub async fn burst(n: usize, minutes: u32, sampler: &Sampler) -> anyhow::Result<
             if at - at.rem_euclid(MINUTE_US) != minute {
                 continue;
             }
-            if seen.insert(job) {
+            let occurrence = at - at.rem_euclid(period);
+            if seen.insert((job, occurrence)) {
                 stats.fired += 1;
-                stats.late_us.push(at - minute);
+                stats.late_us.push(at - occurrence);
             } else {
                 stats.dup_same_key += 1;
             }

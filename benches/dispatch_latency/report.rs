@@ -97,6 +97,9 @@ pub struct Plan<'a> {
     pub sampler: &'a Sampler,
     /// The schedules' `max_jitter`, when they were declared with one.
     pub max_jitter: Option<Duration>,
+    /// Occurrences of each repeating schedule in a minute, evenly spaced from its boundary (1
+    /// for `* * * * *`, 60 for `every: 1s`).
+    pub per_minute: i64,
 }
 
 /// The instant `schedule`'s call for the occurrence at `occurrence_us` is due: the occurrence
@@ -142,10 +145,10 @@ pub fn analyse(plan: &Plan, records: &Records, arrivals: &[Arrival]) -> Analysis
         };
         let occurrences: Vec<i64> = match schedule.run_at_us {
             Some(at) => vec![at],
-            None => (0..plan.minutes as i64)
-                .map(|m| {
-                    let boundary = plan.first_minute_us + m * MINUTE_US;
-                    call_instant(&schedule.id, boundary, plan.max_jitter)
+            None => (0..plan.minutes as i64 * plan.per_minute)
+                .map(|i| {
+                    let instant = plan.first_minute_us + i * MINUTE_US / plan.per_minute;
+                    call_instant(&schedule.id, instant, plan.max_jitter)
                 })
                 .collect(),
         };

@@ -19,6 +19,18 @@ pub enum Due {
     EveryMinute,
     /// One-shots (`run_at`) spread evenly over the first measured minute.
     SpreadOverMinute,
+    /// `every: 1s`: every schedule at every second.
+    EverySecond,
+}
+
+impl Due {
+    /// How many occurrences each schedule has in a measured minute.
+    pub fn per_minute(self) -> i64 {
+        match self {
+            Due::EverySecond => 60,
+            Due::EveryMinute | Due::SpreadOverMinute => 1,
+        }
+    }
 }
 
 /// How the failover drill's standby is fed.
@@ -70,6 +82,8 @@ pub struct Scenario {
     /// Every schedule is declared with this `max_jitter`: its calls are due at their own
     /// jittered instants, and the report adds how the burst spread (see `spread.rs`).
     pub max_jitter: Option<Duration>,
+    /// Every schedule is declared with this `overlap` (the default, `skip`, when `None`).
+    pub overlap: Option<&'static str>,
 }
 
 fn group(name: &'static str, envs: usize, schedules: usize, target: Kind) -> Group {
@@ -111,6 +125,7 @@ fn scenario(
         fault: None,
         failover: None,
         max_jitter: None,
+        overlap: None,
     }
 }
 
@@ -354,6 +369,46 @@ pub fn all() -> Vec<Scenario> {
                 Postgres,
                 1,
                 vec![group("all", 10, 30_000, Fast)],
+            )
+        },
+        Scenario {
+            due: Due::EverySecond,
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "pg-1k-every-1s",
+                "1,000 schedules `every: 1s` over 10 environments (1,000 calls a second), one \
+                 serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 1_000, Fast)],
+            )
+        },
+        Scenario {
+            due: Due::EverySecond,
+            default: false,
+            minutes: 3,
+            overlap: Some("allow_all"),
+            ..scenario(
+                "pg-1k-every-1s-allow-all",
+                "1,000 schedules `every: 1s` with `overlap: allow_all` over 10 environments \
+                 (1,000 calls a second), one serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 1_000, Fast)],
+            )
+        },
+        Scenario {
+            due: Due::EverySecond,
+            default: false,
+            minutes: 3,
+            ..scenario(
+                "pg-5k-every-1s",
+                "5,000 schedules `every: 1s` over 10 environments (5,000 calls a second), one \
+                 serve on PostgreSQL",
+                Postgres,
+                1,
+                vec![group("all", 10, 5_000, Fast)],
             )
         },
     ]

@@ -8,7 +8,7 @@ pub(crate) fn print_pgcron(run: &pgcron::PgCronRun) {
         run.version, run.failed_runs
     );
     println!(
-        "| minute (UTC) | fired/N | p50 | p99 | max | twice in the minute | CPU of the pg_cron cluster | machine busy | load avg |\n|---|---|---|---|---|---|---|---|---|"
+        "| minute (UTC) | fired/N | p50 | p99 | max | twice in one period (minute or second) | CPU of the pg_cron cluster | machine busy | load avg |\n|---|---|---|---|---|---|---|---|---|"
     );
     for (minute, s, cpu, load) in &run.minutes {
         println!(
@@ -30,7 +30,7 @@ pub(crate) fn print_pgcron(run: &pgcron::PgCronRun) {
 
 pub(crate) fn print_summary(
     outcomes: &[Outcome],
-    pgcron_run: Option<&pgcron::PgCronRun>,
+    pgcron_runs: &[pgcron::PgCronRun],
     tps: Option<f64>,
 ) {
     println!("## Summary\n");
@@ -70,7 +70,7 @@ pub(crate) fn print_summary(
             o.seed_seconds,
         );
     }
-    if let Some(run) = pgcron_run {
+    for run in pgcron_runs {
         let mut all = Stats::default();
         for (_, s, _, _) in &run.minutes {
             all.expected += s.expected;
@@ -87,8 +87,9 @@ pub(crate) fn print_summary(
         let per_call_ms = 1000.0 * cluster / (all.fired as f64).max(1.0);
         let per_minute = cluster / run.minutes.len().max(1) as f64;
         println!(
-            "| pg_cron {} (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | {per_minute:.1} s (its cluster) | {per_call_ms:.2} ms | – |",
+            "| pg_cron {} `{}` (reference) | PostgreSQL, private cluster | – | {} | {}/{} | {} | {} | {} | – | – | – | – | {per_minute:.1} s (its cluster) | {per_call_ms:.2} ms | – |",
             run.version,
+            run.schedule,
             run.n,
             all.fired,
             all.expected,
