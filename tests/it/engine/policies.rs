@@ -271,25 +271,8 @@ pub async fn a_dead_letter_pauses_a_schedule_that_pauses_on_failure(store: Arc<d
             .await
             .contains(&"io.sentin8.cron.schedule.paused.v1".to_owned())
     );
-    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
-    let audit = tx
-        .audit_query(&AuditQuery {
-            schedule_id: Some(s.id),
-            actor: None,
-            since: None,
-            before: None,
-            limit: 100,
-        })
-        .await
-        .unwrap();
-    let pause = audit
-        .iter()
-        .find(|a| a.action == "schedule.pause")
-        .expect("the pause is in the audit journal");
-    assert_eq!(pause.actor, "sentin8-cron:engine");
-    let reason = pause.after.as_ref().unwrap()["reason"].as_str().unwrap();
+    let reason = engine_audit_reason(&h, s.id, "schedule.pause").await;
     assert!(reason.contains("dead-letter queue"), "{reason}");
-    drop(tx);
     // The schedule says so itself: who paused it, and why.
     let record = h
         .ops
@@ -298,7 +281,7 @@ pub async fn a_dead_letter_pauses_a_schedule_that_pauses_on_failure(store: Arc<d
         .unwrap()
         .expect("paused, with its record");
     assert_eq!(record.by, "sentin8-cron:engine");
-    assert_eq!(record.reason.as_deref(), Some(reason));
+    assert_eq!(record.reason.as_deref(), Some(reason.as_str()));
     // Paused, it fires no more.
     let calls = h.target.requests().len();
     h.tick_at(minute(10)).await;
@@ -372,24 +355,33 @@ pub async fn after_completion_delete_removes_a_schedule_once_its_last_job_has_en
         .rposition(|t| t == "io.sentin8.cron.schedule.deleted.v1")
         .unwrap();
     assert!(last_completed < last_deleted, "{types:?}");
-    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
     for id in [once.id, bounded.id] {
-        let audit = tx
-            .audit_query(&AuditQuery {
-                schedule_id: Some(id),
-                actor: None,
-                since: None,
-                before: None,
-                limit: 100,
-            })
-            .await
-            .unwrap();
-        let delete = audit
-            .iter()
-            .find(|a| a.action == "schedule.delete")
-            .expect("the deletion is in the audit journal");
-        assert_eq!(delete.actor, "sentin8-cron:engine");
-        let reason = delete.after.as_ref().unwrap()["reason"].as_str().unwrap();
+        let reason = engine_audit_reason(&h, id, "schedule.delete").await;
         assert!(reason.contains("after_completion"), "{reason}");
     }
+}
+
+/// The reason the engine gave in the audit journal for its `action` on schedule `id` (the
+/// entry must be there, by the engine).
+async fn engine_audit_reason(h: &Harness, id: ScheduleId, action: &str) -> String {
+    let mut tx = h.store.tenant_begin(h.env).await.unwrap();
+    let audit = tx
+        .audit_query(&AuditQuery {
+            schedule_id: Some(id),
+            actor: None,
+            since: None,
+            before: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let entry = audit
+        .iter()
+        .find(|a| a.action == action)
+        .unwrap_or_else(|| panic!("{action} is not in the audit journal: {audit:?}"));
+    assert_eq!(entry.actor, "sentin8-cron:engine");
+    entry.after.as_ref().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
