@@ -91,9 +91,9 @@ pub(super) struct Seen {
 }
 
 /// The due schedules whose jobs the plan must know about, as the claim reads them: due ahead
-/// (for `Seen::busy`, by open job or, under `allow_all`, by fire held ahead), with a run limit due now (for `Seen::open_now` and
-/// `Seen::buffered_now`), and cron schedules due at their last occurrence (for
-/// `Seen::last_claimed`).
+/// (for `Seen::busy`, by open job or, under `allow_all`, by fire held ahead), with a run
+/// limit due now (for `Seen::open_now` and `Seen::buffered_now`), and cron schedules due at
+/// their last occurrence (for `Seen::last_claimed`).
 pub(super) fn to_look_at(
     due: &[DueSchedule],
     schedules: &HashMap<ScheduleId, Schedule>,
