@@ -1,7 +1,8 @@
 //! A deterministic simulator that hunts for broken promises. A seed fixes everything the world
 //! does: two or three engine instances over one store (SQLite or PostgreSQL), each on a clock
-//! of its own moved in virtual time; a user's operations (create, patch, pause, resume, delete,
-//! trigger, backfill); and faults (a kill at whatever await point each task is, a freeze longer
+//! of its own moved in virtual time; schedules on cron expressions and on intervals of seconds
+//! (which repeat within the claim lead), under every overlap policy; a user's operations
+//! (create, patch, pause, resume, delete, trigger, backfill); and faults (a kill at whatever await point each task is, a freeze longer
 //! than any lease, store refusals, a slow, failing or hanging service, steps of a wall clock).
 //! After every step the store is held against a reference model (`model.rs`), and every call
 //! against the promises about calls as it is made (`target.rs`):

@@ -23,6 +23,14 @@ use super::target::{Ledger, Service, SimClock, SimTarget};
 use super::{Plant, Rng, SimConfig};
 use crate::engine::FaultyStore;
 
+/// The timings schedules are created with and re-timed to: cron expressions, and intervals of
+/// seconds (which fall due between whole minutes and within the claim lead of each other).
+const TIMINGS: [&str; 4] = [
+    "* * * * *",
+    "*/2 * * * *",
+    "@every 20s",
+    "@every 30s phase 10s",
+];
 /// The longest step of virtual time between two looks: well inside a lease, so an instance
 /// that runs keeps its leases (a longer step would stall every instance at once).
 const MAX_STEP_MS: u64 = 1_500;
@@ -281,7 +289,7 @@ impl World {
             4 => self.ops.schedule_resume(env, id, &actor).await.map(drop),
             5 => {
                 let patch = SchedulePatch {
-                    cron: Some(["* * * * *", "*/2 * * * *"][self.rng.below(2) as usize].into()),
+                    cron: Some(TIMINGS[self.rng.below(TIMINGS.len() as u64) as usize].into()),
                     ..SchedulePatch::default()
                 };
                 self.ops
@@ -307,7 +315,7 @@ impl World {
         let runs = self.rng.chance(300).then(|| 1 + self.rng.below(3) as u32);
         let decl = ScheduleDecl {
             schedule_type: format!("sim-{}", self.schedules.len()),
-            cron: Some(["* * * * *", "*/2 * * * *"][self.rng.below(2) as usize].into()),
+            cron: Some(TIMINGS[self.rng.below(TIMINGS.len() as u64) as usize].into()),
             max_retries: Some(self.rng.below(3) as u32),
             overlap: Some(overlap),
             catchup_window: Some(["20s", "1m", "5m"][self.rng.below(3) as usize].into()),
