@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::cron::CronError;
 use crate::core::model::{ScheduleId, UnknownValue};
 use crate::core::timing::Timing;
+pub use crate::util::duration::format_duration;
 
 /// The policy fields, by the names a declaration, the API and the pages use.
 pub const FIELDS: &[&str] = &[
@@ -388,30 +389,6 @@ impl IntervalMemo {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// A duration as text, in the largest units that say it exactly (`90s` is `1m30s`).
-pub fn format_duration(d: Duration) -> String {
-    if d.is_zero() {
-        return "0s".to_owned();
-    }
-    let mut ms = d.as_millis();
-    let mut text = String::new();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms >= size {
-            text.push_str(&format!("{}{unit}", ms / size));
-            ms %= size;
-        }
-    }
-    if ms > 0 {
-        text.push_str(&format!("{ms}ms"));
-    }
-    text
 }
 
 /// The policies that differ from the defaults, in words (`None` when none do): what a

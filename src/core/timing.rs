@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::core::cron::{
-    CronError, CronExpr, OnDstGap, OnDstRepeat, Zone, ZonedCron, parse_timezone,
+    CronError, CronExpr, Every, OnDstGap, OnDstRepeat, Zone, ZonedCron, parse_timezone,
 };
 use crate::core::model::ScheduleKind;
 
@@ -124,6 +124,11 @@ impl Timing {
             Timing::Cron(cron) => Some(cron),
             Timing::Once { .. } => None,
         }
+    }
+
+    /// The interval, for a schedule that repeats on one (`@every`).
+    pub fn interval(&self) -> Option<Every> {
+        self.cron()?.zoned().ok()?.expr.every()
     }
 
     /// The cron expression, for cron schedules.

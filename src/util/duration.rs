@@ -40,6 +40,30 @@ pub fn parse_duration(input: &str) -> Option<Duration> {
     Some(total)
 }
 
+/// A duration as text, in the largest units that say it exactly (`90s` is `1m30s`).
+pub fn format_duration(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".to_owned();
+    }
+    let mut ms = d.as_millis();
+    let mut text = String::new();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms >= size {
+            text.push_str(&format!("{}{unit}", ms / size));
+            ms %= size;
+        }
+    }
+    if ms > 0 {
+        text.push_str(&format!("{ms}ms"));
+    }
+    text
+}
+
 /// A clap value parser: a duration, zero included.
 pub fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text)

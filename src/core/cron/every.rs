@@ -9,6 +9,12 @@
 use std::fmt;
 
 use super::error::CronError;
+use crate::util::duration::format_duration;
+
+/// Whole seconds as a duration is written (`1m30s`).
+fn secs_text(seconds: u64) -> String {
+    format_duration(std::time::Duration::from_secs(seconds))
+}
 
 /// The shortest period: a second.
 pub const MIN_PERIOD_SECONDS: u32 = 1;
@@ -32,7 +38,7 @@ impl Every {
             .ok_or_else(|| {
                 CronError::Interval(format!(
                     "the period {} is out of range 1s-366d",
-                    seconds_text(period)
+                    secs_text(period)
                 ))
             })?;
         let phase = u32::try_from(phase)
@@ -41,8 +47,8 @@ impl Every {
             .ok_or_else(|| {
                 CronError::Interval(format!(
                     "the phase {} is not shorter than the period {}",
-                    seconds_text(phase),
-                    seconds_text(u64::from(period))
+                    secs_text(phase),
+                    secs_text(u64::from(period))
                 ))
             })?;
         Ok(Every { period, phase })
@@ -130,7 +136,7 @@ impl Every {
         } else {
             text.push_str(&format!(
                 ", {} past each multiple of the period since 1970-01-01 00:00 UTC",
-                seconds_text(u64::from(self.phase))
+                secs_text(u64::from(self.phase))
             ));
         }
         text
@@ -139,9 +145,9 @@ impl Every {
 
 impl fmt::Display for Every {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "@every {}", seconds_text(u64::from(self.period)))?;
+        write!(f, "@every {}", secs_text(u64::from(self.period)))?;
         if self.phase != 0 {
-            write!(f, " phase {}", seconds_text(u64::from(self.phase)))?;
+            write!(f, " phase {}", secs_text(u64::from(self.phase)))?;
         }
         Ok(())
     }
@@ -160,22 +166,6 @@ fn whole_seconds(what: &str, text: &str) -> Result<u64, CronError> {
         )));
     }
     Ok(duration.as_secs())
-}
-
-/// `1d2h`, `1m30s`, `45s`: the largest units first, as durations are written elsewhere.
-fn seconds_text(seconds: u64) -> String {
-    if seconds == 0 {
-        return "0s".to_owned();
-    }
-    let mut left = seconds;
-    let mut text = String::new();
-    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
-        if left >= size {
-            text.push_str(&format!("{}{unit}", left / size));
-            left %= size;
-        }
-    }
-    text
 }
 
 /// `second`, `90 seconds`, `15 minutes`, `2 hours`, `day`, `1h30m`.

@@ -192,7 +192,7 @@ fn check(
             }
         }
         // An interval's occurrences are its period apart, exactly.
-        Timing::Cron(cron) if let Some(every) = cron.zoned().ok().and_then(|z| z.expr.every()) => {
+        Timing::Cron(_) if let Some(every) = timing.interval() => {
             if policies.max_jitter > every.period() {
                 errors.push(FieldError::new(
                     "max_jitter",

@@ -8,10 +8,10 @@
 
 use chrono::{DateTime, Utc};
 
+use super::outcome::engine_audit;
 use super::parts::ENGINE_ACTOR;
 use crate::core::events::{self, EventPayload};
 use crate::core::model::{JobStatus, Schedule, ScheduleStatus};
-use crate::core::ops::Actor;
 use crate::core::policies::AfterCompletion;
 use crate::core::store::{NewEvent, ScheduleSetDeleted, StoreResult, TenantTx};
 
@@ -61,21 +61,12 @@ pub(super) async fn delete_when_done(
         schedule_id = %schedule.id,
         "completed schedule deleted (after_completion: delete)"
     );
-    let engine = Actor {
-        name: ENGINE_ACTOR.to_owned(),
-        correlation_id: Some(schedule.id.to_string()),
-        now,
-    };
-    let mut after = serde_json::to_value(&*schedule).ok();
-    if let Some(serde_json::Value::Object(fields)) = &mut after {
-        fields.insert("reason".to_owned(), REASON.into());
-    }
-    tx.audit_insert(&engine.audit(
+    tx.audit_insert(&engine_audit(
         "schedule.delete",
-        "schedule",
-        schedule.id.to_string(),
-        serde_json::to_value(&before).ok(),
-        after,
+        &before,
+        schedule,
+        REASON,
+        now,
     ))
     .await?;
     Ok(Some(

@@ -321,7 +321,8 @@ impl Parts {
             job.error.as_deref().unwrap_or("failed")
         );
         tracing::warn!(schedule_id = %schedule.id, job_id = %job.id, "schedule paused on failure");
-        tx.audit_insert(&paused_on_failure_audit(
+        tx.audit_insert(&engine_audit(
+            "schedule.pause",
             &before_change,
             schedule,
             &reason,
@@ -456,9 +457,10 @@ impl Parts {
     }
 }
 
-/// The audit entry of a schedule the engine paused on failure: the row before and after, the
-/// reason beside the after snapshot.
-fn paused_on_failure_audit(
+/// The engine's audit entry for its own change of a schedule (`action`, from `before` to
+/// `after`), with why in the snapshot after it.
+pub(super) fn engine_audit(
+    action: &str,
     before: &Schedule,
     after: &Schedule,
     reason: &str,
@@ -474,7 +476,7 @@ fn paused_on_failure_audit(
         now,
     };
     engine.audit(
-        "schedule.pause",
+        action,
         "schedule",
         after.id.to_string(),
         serde_json::to_value(before).ok(),

@@ -109,11 +109,7 @@ impl From<crate::core::ops::PauseRecord> for PausedView {
 impl From<Schedule> for ScheduleView {
     fn from(s: Schedule) -> Self {
         let timing = s.timing.columns();
-        let interval = s
-            .timing
-            .cron()
-            .and_then(|cron| cron.zoned().ok())
-            .and_then(|zoned| zoned.expr.every());
+        let interval = s.timing.interval();
         let description = match &s.timing {
             Timing::Cron(cron) => CronExpr::parse(&cron.expression).ok().map(|expr| {
                 describe_zoned(&expr, &cron.timezone, cron.on_dst_gap, cron.on_dst_repeat)
