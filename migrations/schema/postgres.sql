@@ -115,7 +115,7 @@ CREATE INDEX sentin8_cron_job_attempts_by_env ON cron.job_attempts USING btree (
 --   CONSTRAINT jobs_pkey PRIMARY KEY (id)
 --   CONSTRAINT jobs_schedule FOREIGN KEY (schedule_id, env_id) REFERENCES cron.schedules(id, env_id)
 --   CONSTRAINT jobs_scheduled_not_started CHECK (((status <> 'scheduled'::text) OR ((attempt = 1) AND (started_at IS NULL) AND (lease_until IS NOT NULL))))
---   CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'buffered'::text]))) NOT VALID
+--   CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'buffered'::text, 'cancelled'::text]))) NOT VALID
 --   row level security: true, forced: true
 CREATE UNIQUE INDEX jobs_pkey ON cron.jobs USING btree (id);
 CREATE INDEX sentin8_cron_jobs_buffered ON cron.jobs USING btree (schedule_id, backfill, scheduled_for) WHERE (status = 'buffered'::text);
@@ -123,7 +123,7 @@ CREATE INDEX sentin8_cron_jobs_by_env ON cron.jobs USING btree (env_id, id);
 CREATE INDEX sentin8_cron_jobs_by_env_schedule_scheduled ON cron.jobs USING btree (env_id, schedule_id, scheduled_for);
 CREATE INDEX sentin8_cron_jobs_by_env_scheduled ON cron.jobs USING btree (env_id, scheduled_for);
 CREATE INDEX sentin8_cron_jobs_by_schedule ON cron.jobs USING btree (schedule_id, id);
-CREATE INDEX sentin8_cron_jobs_finished ON cron.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text]));
+CREATE INDEX sentin8_cron_jobs_finished ON cron.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'cancelled'::text]));
 CREATE INDEX sentin8_cron_jobs_leases ON cron.jobs USING btree (lease_until) WHERE (status = ANY (ARRAY['scheduled'::text, 'running'::text]));
 CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule ON cron.jobs USING btree (schedule_id) WHERE ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text])) AND (NOT concurrent));
 CREATE INDEX sentin8_cron_jobs_retryable ON cron.jobs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
@@ -198,7 +198,7 @@ CREATE INDEX sentin8_cron_outbox_unrelayed ON cron.outbox USING btree (seq) WHER
 --   CONSTRAINT schedules_max_retries_check CHECK (((max_retries >= 0) AND (max_retries <= 100)))
 --   CONSTRAINT schedules_on_dst_gap_check CHECK ((on_dst_gap = ANY (ARRAY['shift'::text, 'skip'::text])))
 --   CONSTRAINT schedules_on_dst_repeat_check CHECK ((on_dst_repeat = ANY (ARRAY['once'::text, 'twice'::text])))
---   CONSTRAINT schedules_overlap_check CHECK ((overlap = ANY (ARRAY['skip'::text, 'buffer_one'::text, 'allow_all'::text])))
+--   CONSTRAINT schedules_overlap_check CHECK ((overlap = ANY (ARRAY['skip'::text, 'buffer_one'::text, 'allow_all'::text, 'buffer_all'::text, 'cancel_other'::text]))) NOT VALID
 --   CONSTRAINT schedules_payload_check CHECK ((jsonb_typeof(payload) = 'object'::text))
 --   CONSTRAINT schedules_pkey PRIMARY KEY (id)
 --   CONSTRAINT schedules_remaining_runs_check CHECK ((remaining_runs >= 0))
@@ -614,7 +614,7 @@ BEGIN
     EXECUTE format(
         'WITH doomed AS (
              SELECT j.id FROM cron.jobs j
-              WHERE j.status IN (''succeeded'', ''failed'', ''skipped'', ''superseded'')
+              WHERE j.status IN (''succeeded'', ''failed'', ''skipped'', ''superseded'', ''cancelled'')
                 AND j.updated_at < $1
                 AND NOT EXISTS (SELECT 1 FROM cron.dlq d WHERE d.job_id = j.id)
               ORDER BY j.updated_at

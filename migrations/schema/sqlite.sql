@@ -96,7 +96,7 @@ CREATE TABLE "jobs" (
     env_id          TEXT NOT NULL,
     status          TEXT NOT NULL
                     CHECK (status IN ('scheduled', 'pending', 'running', 'succeeded', 'failed',
-                                      'skipped', 'superseded', 'buffered')),
+                                      'skipped', 'superseded', 'buffered', 'cancelled')),
     attempt         INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
     scheduled_for   INTEGER NOT NULL,
     next_attempt_at INTEGER,
@@ -113,7 +113,9 @@ CREATE TABLE "jobs" (
     lease_until     INTEGER,
     superseded_by   TEXT,
     concurrent      INTEGER NOT NULL DEFAULT 0 CHECK (concurrent IN (0, 1)),
-    backfill        INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)), lease_epoch INTEGER NOT NULL DEFAULT 0, called_at INTEGER,
+    backfill        INTEGER NOT NULL DEFAULT 0 CHECK (backfill IN (0, 1)),
+    lease_epoch     INTEGER NOT NULL DEFAULT 0,
+    called_at       INTEGER,
     CONSTRAINT jobs_pending_has_next_attempt CHECK (status <> 'pending' OR next_attempt_at IS NOT NULL),
     CONSTRAINT jobs_missed_has_instants
         CHECK (missed_count = 0 OR (missed_first IS NOT NULL AND missed_last IS NOT NULL)),
@@ -141,7 +143,7 @@ CREATE INDEX sentin8_cron_jobs_by_schedule ON jobs (schedule_id, id);
 
 -- index sentin8_cron_jobs_finished
 CREATE INDEX sentin8_cron_jobs_finished ON jobs (updated_at)
-    WHERE status IN ('succeeded', 'failed', 'skipped', 'superseded');
+    WHERE status IN ('succeeded', 'failed', 'skipped', 'superseded', 'cancelled');
 
 -- index sentin8_cron_jobs_leases
 CREATE INDEX sentin8_cron_jobs_leases ON jobs (lease_until) WHERE status IN ('scheduled', 'running');
@@ -187,37 +189,42 @@ CREATE INDEX sentin8_cron_outbox_relayed ON outbox (relayed_at) WHERE relayed_at
 CREATE INDEX sentin8_cron_outbox_unrelayed ON outbox (seq) WHERE relayed_at IS NULL;
 
 -- table schedules
-CREATE TABLE schedules (
-    id            TEXT PRIMARY KEY,
-    env_id        TEXT NOT NULL,
-    domain        TEXT NOT NULL CHECK (length(domain) BETWEEN 1 AND 128),
-    schedule_type TEXT NOT NULL CHECK (length(schedule_type) BETWEEN 1 AND 128),
-    kind          TEXT NOT NULL CHECK (kind IN ('cron', 'once')),
-    cron_expr     TEXT,
-    timezone      TEXT NOT NULL DEFAULT 'UTC',
-    run_at        INTEGER,
-    on_dst_gap    TEXT NOT NULL DEFAULT 'shift' CHECK (on_dst_gap IN ('shift', 'skip')),
-    on_dst_repeat TEXT NOT NULL DEFAULT 'once' CHECK (on_dst_repeat IN ('once', 'twice')),
-    target_config TEXT NOT NULL DEFAULT '{}'
-                  CHECK (json_valid(target_config) AND json_type(target_config) = 'object'),
-    payload       TEXT NOT NULL DEFAULT '{}'
-                  CHECK (json_valid(payload) AND json_type(payload) = 'object'),
-    status        TEXT NOT NULL DEFAULT 'active'
-                  CHECK (status IN ('active', 'paused', 'completed', 'deleted')),
-    next_run_at   INTEGER,
-    last_run_at   INTEGER,
-    retry_count   INTEGER NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
-    max_retries   INTEGER NOT NULL DEFAULT 3 CHECK (max_retries BETWEEN 0 AND 100),
-    created_at    INTEGER NOT NULL,
-    updated_at    INTEGER NOT NULL,
-    created_by    TEXT NOT NULL,
-    updated_by    TEXT NOT NULL, overlap TEXT NOT NULL DEFAULT 'skip'
-    CHECK (overlap IN ('skip', 'buffer_one', 'allow_all')), catchup_window_ms INTEGER NOT NULL DEFAULT 3600000
-    CHECK (catchup_window_ms > 0), max_jitter_ms INTEGER NOT NULL DEFAULT 0
-    CHECK (max_jitter_ms >= 0), start_at INTEGER, end_at INTEGER
-    CHECK (start_at IS NULL OR end_at IS NULL OR end_at > start_at), pause_on_failure INTEGER NOT NULL DEFAULT 0
-    CHECK (pause_on_failure IN (0, 1)), remaining_runs INTEGER CHECK (remaining_runs >= 0), labels TEXT NOT NULL DEFAULT '{}', after_completion TEXT NOT NULL DEFAULT 'keep'
-    CHECK (after_completion IN ('keep', 'delete')),
+CREATE TABLE "schedules" (
+    id               TEXT PRIMARY KEY,
+    env_id           TEXT NOT NULL,
+    domain           TEXT NOT NULL CHECK (length(domain) BETWEEN 1 AND 128),
+    schedule_type    TEXT NOT NULL CHECK (length(schedule_type) BETWEEN 1 AND 128),
+    kind             TEXT NOT NULL CHECK (kind IN ('cron', 'once')),
+    cron_expr        TEXT,
+    timezone         TEXT NOT NULL DEFAULT 'UTC',
+    run_at           INTEGER,
+    on_dst_gap       TEXT NOT NULL DEFAULT 'shift' CHECK (on_dst_gap IN ('shift', 'skip')),
+    on_dst_repeat    TEXT NOT NULL DEFAULT 'once' CHECK (on_dst_repeat IN ('once', 'twice')),
+    target_config    TEXT NOT NULL DEFAULT '{}'
+                     CHECK (json_valid(target_config) AND json_type(target_config) = 'object'),
+    payload          TEXT NOT NULL DEFAULT '{}'
+                     CHECK (json_valid(payload) AND json_type(payload) = 'object'),
+    status           TEXT NOT NULL DEFAULT 'active'
+                     CHECK (status IN ('active', 'paused', 'completed', 'deleted')),
+    next_run_at      INTEGER,
+    last_run_at      INTEGER,
+    retry_count      INTEGER NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
+    max_retries      INTEGER NOT NULL DEFAULT 3 CHECK (max_retries BETWEEN 0 AND 100),
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    created_by       TEXT NOT NULL,
+    updated_by       TEXT NOT NULL,
+    overlap          TEXT NOT NULL DEFAULT 'skip'
+                     CHECK (overlap IN ('skip', 'buffer_one', 'allow_all', 'buffer_all',
+                                        'cancel_other')),
+    catchup_window_ms INTEGER NOT NULL DEFAULT 3600000 CHECK (catchup_window_ms > 0),
+    max_jitter_ms    INTEGER NOT NULL DEFAULT 0 CHECK (max_jitter_ms >= 0),
+    start_at         INTEGER,
+    end_at           INTEGER CHECK (start_at IS NULL OR end_at IS NULL OR end_at > start_at),
+    pause_on_failure INTEGER NOT NULL DEFAULT 0 CHECK (pause_on_failure IN (0, 1)),
+    remaining_runs   INTEGER CHECK (remaining_runs >= 0),
+    labels           TEXT NOT NULL DEFAULT '{}',
+    after_completion TEXT NOT NULL DEFAULT 'keep' CHECK (after_completion IN ('keep', 'delete')),
     CONSTRAINT schedules_kind_timing CHECK (
         (kind = 'cron' AND cron_expr IS NOT NULL AND run_at IS NULL)
         OR (kind = 'once' AND run_at IS NOT NULL AND cron_expr IS NULL)),

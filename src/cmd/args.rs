@@ -99,6 +99,10 @@ pub struct EngineArgs {
     /// Longest backoff between retries.
     #[arg(long, env = "SENTIN8_CRON_RETRY_CAP", value_name = "DURATION", default_value = "3600s", value_parser = positive_duration)]
     pub retry_cap: Duration,
+    /// Occurrences of one `buffer_all` schedule that may wait behind its open job; a further
+    /// one is skipped, on the record.
+    #[arg(long, env = "SENTIN8_CRON_MAX_BUFFERED", value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_buffered: u32,
 }
 
 impl EngineArgs {
@@ -121,6 +125,7 @@ impl EngineArgs {
             },
             tick_interval: self.tick_interval,
             claim_ahead: self.claim_ahead,
+            max_buffered: self.max_buffered,
             ..EngineConfig::default()
         }
     }

@@ -95,7 +95,8 @@ pub struct Fields {
     /// The owning service's base URL (target_config.baseUrl).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// What an occurrence due while a job is open does: skip, buffer_one or allow_all.
+    /// What an occurrence due while a job is open does: skip, buffer_one, buffer_all,
+    /// allow_all or cancel_other.
     #[arg(long, value_name = "POLICY", help_heading = "Policies")]
     pub overlap: Option<String>,
     /// How late the latest missed occurrence may still run, with its unit, e.g. 15m [server
@@ -340,11 +341,11 @@ pub enum SchedulesCommand {
     #[command(after_help = "Example:\n  sentin8-cron schedules delete $ID --env $ENV")]
     Delete(One),
     /// Run a past range of a cron schedule's occurrences (at most 1,000), each as a job of its
-    /// own recorded as a backfill, under the schedule's overlap policy: one at a time, or up
-    /// to 5 at once beside its other jobs under allow_all.
+    /// own recorded as a backfill: one at a time, or up to 5 at once beside its other jobs for
+    /// an allow_all schedule, unless --overlap names another policy.
     #[command(after_help = "Example:
   sentin8-cron schedules backfill $ID --env $ENV \\
-    --from 2030-01-01T00:00:00Z --to 2030-01-01T06:00:00Z")]
+    --from 2030-01-01T00:00:00Z --to 2030-01-01T06:00:00Z --overlap buffer_all")]
     Backfill {
         /// The schedule's id.
         #[arg(value_name = "ID")]
@@ -355,6 +356,12 @@ pub enum SchedulesCommand {
         /// The last instant of the range (RFC 3339, inclusive), not after now.
         #[arg(long, value_name = "RFC3339")]
         to: String,
+        /// What the backfilled occurrences run under: buffer_all (one after another), allow_all
+        /// (up to 5 at once), skip (the first runs, the rest are skipped) or buffer_one (the
+        /// first runs, one more waits) [default: allow_all for an allow_all schedule, else
+        /// buffer_all].
+        #[arg(long, value_name = "POLICY")]
+        overlap: Option<String>,
         #[command(flatten)]
         target: Target,
     },
@@ -497,22 +504,29 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             id,
             from,
             to,
+            overlap,
             target,
         } => {
             let client = target.server.require()?;
+            let mut body = json!({ "from": from, "to": to });
+            if let Some(overlap) = overlap {
+                body["overlap"] = json!(overlap);
+            }
             let answer = client
                 .call(
                     Method::POST,
                     &path(id, "/backfill"),
                     &env_query(target.env),
-                    Some(&json!({ "from": from, "to": to })),
+                    Some(&body),
                 )
                 .await?;
             let count = answer["occurrences"].as_u64().unwrap_or(0);
             let started = answer["started"].as_u64().unwrap_or(0);
+            let skipped = answer["skipped"].as_u64().unwrap_or(0);
+            let overlap = answer["overlap"].as_str().unwrap_or("");
             let message = format!(
-                "backfilled schedule {id}: {count} occurrence(s) from {from} to {to}; \
-                 {started} started, the rest wait their turn"
+                "backfilled schedule {id}: {count} occurrence(s) from {from} to {to} under \
+                 {overlap}; {started} started, {skipped} skipped, the rest wait their turn"
             );
             remote::print_action(out, &target.output, &answer, &message)?;
         }

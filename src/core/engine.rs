@@ -53,6 +53,7 @@ mod fire;
 mod held;
 mod lease;
 mod outcome;
+mod overlap;
 mod parts;
 mod plan;
 mod producer;
@@ -66,7 +67,8 @@ mod wake;
 pub use lease::{ATTEMPT_LEASE, CALL_MARGIN};
 pub use outcome::run_request;
 pub use parts::{
-    CLAIM_LEASE_PAST_INSTANT, ENGINE_ACTOR, EngineConfig, EngineError, RECORD_MARGIN, TickSummary,
+    CLAIM_LEASE_PAST_INSTANT, DEFAULT_MAX_BUFFERED, ENGINE_ACTOR, EngineConfig, EngineError,
+    RECORD_MARGIN, TickSummary,
 };
 use parts::{Parts, Task};
 pub use plan::MISSED_COUNT_CAP;
@@ -108,18 +110,28 @@ pub enum PlannedAction {
     Buffer,
     /// Call it beside the open job (`allow_all`).
     Concurrent,
+    /// Cancel the open job (its call aborted) and call this one instead (`cancel_other`).
+    Replace,
 }
 
 impl PlannedAction {
     /// The rule of the claim's overlap decision, for a due schedule with `overlap`, given
-    /// whether it has an open job and whether a regular occurrence is already buffered.
-    pub fn of(overlap: Overlap, open: bool, buffered: bool) -> Self {
+    /// whether it has an open job and how many of its regular occurrences already wait
+    /// (`buffered`), of the `max_buffered` a `buffer_all` schedule may have waiting.
+    pub fn of(overlap: Overlap, open: bool, waiting: u32, max_buffered: u32) -> Self {
         match (overlap, open) {
             (_, false) => PlannedAction::Fire,
             (Overlap::AllowAll, true) => PlannedAction::Concurrent,
-            (Overlap::BufferOne, true) if !buffered => PlannedAction::Buffer,
-            (Overlap::BufferOne | Overlap::Skip, true) => PlannedAction::Skip,
+            (Overlap::CancelOther, true) => PlannedAction::Replace,
+            (Overlap::BufferOne, true) if waiting == 0 => PlannedAction::Buffer,
+            (Overlap::BufferAll, true) if waiting < max_buffered => PlannedAction::Buffer,
+            (Overlap::Skip | Overlap::BufferOne | Overlap::BufferAll, true) => PlannedAction::Skip,
         }
+    }
+
+    /// Whether the occurrence runs, now or after waiting (it is not skipped).
+    pub fn runs(self) -> bool {
+        self != PlannedAction::Skip
     }
 
     /// How `tick --dry-run` names it.
@@ -129,6 +141,7 @@ impl PlannedAction {
             PlannedAction::Skip => "skip (job open)",
             PlannedAction::Buffer => "buffer (job open)",
             PlannedAction::Concurrent => "fire beside the open job",
+            PlannedAction::Replace => "cancel the open job and fire",
         }
     }
 }
@@ -323,14 +336,17 @@ impl Engine {
                 continue;
             };
             let open = tx.job_get_open(d.id).await?.is_some();
-            let buffered = open
-                && schedule.policies.overlap == Overlap::BufferOne
-                && tx
-                    .jobs_of_schedule(d.id, &[JobStatus::Buffered])
-                    .await?
-                    .iter()
-                    .any(|j| !j.backfill);
-            let action = PlannedAction::of(schedule.policies.overlap, open, buffered);
+            let waiting = tx
+                .buffered_occurrence_counts(&[d.id])
+                .await?
+                .first()
+                .map_or(0, |(_, count)| *count);
+            let action = PlannedAction::of(
+                schedule.policies.overlap,
+                open,
+                waiting,
+                config.max_buffered,
+            );
             planned.push(PlannedFire {
                 schedule_id: d.id,
                 env_id: d.env_id,
@@ -352,12 +368,19 @@ mod tests {
     #[test]
     fn a_dry_run_names_what_each_overlap_policy_does_with_an_open_job() {
         use PlannedAction::*;
-        for overlap in [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll] {
-            assert_eq!(PlannedAction::of(overlap, false, false), Fire);
+        for overlap in Overlap::ALL {
+            assert_eq!(PlannedAction::of(*overlap, false, 3, 3), Fire);
         }
-        assert_eq!(PlannedAction::of(Overlap::Skip, true, false), Skip);
-        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, false), Buffer);
-        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, true), Skip);
-        assert_eq!(PlannedAction::of(Overlap::AllowAll, true, true), Concurrent);
+        assert_eq!(PlannedAction::of(Overlap::Skip, true, 0, 3), Skip);
+        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, 0, 3), Buffer);
+        assert_eq!(PlannedAction::of(Overlap::BufferOne, true, 1, 3), Skip);
+        assert_eq!(PlannedAction::of(Overlap::AllowAll, true, 1, 3), Concurrent);
+        // `buffer_all` keeps every occurrence up to the bound, then skips.
+        assert_eq!(PlannedAction::of(Overlap::BufferAll, true, 0, 3), Buffer);
+        assert_eq!(PlannedAction::of(Overlap::BufferAll, true, 2, 3), Buffer);
+        assert_eq!(PlannedAction::of(Overlap::BufferAll, true, 3, 3), Skip);
+        // `cancel_other` always runs the new one.
+        assert_eq!(PlannedAction::of(Overlap::CancelOther, true, 5, 3), Replace);
+        assert!(!Skip.runs() && Buffer.runs() && Replace.runs() && Concurrent.runs());
     }
 }

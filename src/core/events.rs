@@ -44,8 +44,12 @@ pub const JOB_RETRIED: &str = "io.sentin8.cron.job.retried.v1";
 /// An occurrence was not run: the schedule's previous job was still open, or it was missed
 /// (an outage) beyond the catch-up window.
 pub const JOB_SKIPPED: &str = "io.sentin8.cron.job.skipped.v1";
-/// A regular fire waits for the schedule's open job to end (overlap `buffer_one`).
+/// A regular fire waits for the schedule's open job to end (overlap `buffer_one` or
+/// `buffer_all`).
 pub const JOB_BUFFERED: &str = "io.sentin8.cron.job.buffered.v1";
+/// An open job was cancelled for a newer occurrence of its schedule (overlap `cancel_other`):
+/// its call in flight, if any, was aborted, and it is not retried.
+pub const JOB_CANCELLED: &str = "io.sentin8.cron.job.cancelled.v1";
 /// A dead-letter entry was republished as a fresh job (the original job is superseded).
 pub const DLQ_REPUBLISHED: &str = "io.sentin8.cron.dlq.republished.v1";
 /// A dead-letter entry was discarded by an operator: its occurrence will not run.
@@ -66,6 +70,7 @@ pub const ALL: &[&str] = &[
     JOB_RETRIED,
     JOB_SKIPPED,
     JOB_BUFFERED,
+    JOB_CANCELLED,
     DLQ_REPUBLISHED,
     DLQ_DISCARDED,
 ];
@@ -306,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn every_former_type_has_one_new_name_and_every_new_name_but_completion_a_former_one() {
+    fn every_former_type_has_one_new_name_and_every_new_name_but_those_since_a_former_one() {
         let former: std::collections::HashSet<_> = RENAMED.iter().map(|(old, _)| old).collect();
         assert_eq!(former.len(), RENAMED.len());
         for (_, new) in RENAMED {
@@ -314,7 +319,7 @@ mod tests {
         }
         let renamed: std::collections::HashSet<_> = RENAMED.iter().map(|(_, new)| *new).collect();
         let fresh: Vec<_> = ALL.iter().filter(|t| !renamed.contains(*t)).collect();
-        assert_eq!(fresh, [&SCHEDULE_COMPLETED]);
+        assert_eq!(fresh, [&SCHEDULE_COMPLETED, &JOB_CANCELLED]);
     }
 
     fn a_schedule() -> Schedule {

@@ -189,6 +189,9 @@ text_enum!(
         /// a backfilled occurrence waiting its turn: not open; released to `pending` in the
         /// transaction that records the open job's end.
         Buffered => "buffered",
+        /// An open job cancelled for a newer occurrence of its schedule (overlap
+        /// `cancel_other`): its call, if one was in flight, was aborted; it is not retried.
+        Cancelled => "cancelled",
     }
 );
 

@@ -63,11 +63,24 @@ pub enum Overlap {
     BufferOne,
     /// It runs beside the open job, with a job and idempotency key of its own.
     AllowAll,
+    /// Every occurrence waits (a `buffered` job each, up to the engine's bound per schedule,
+    /// `--max-buffered`; beyond it, skipped on the record) and they run one after another, in
+    /// order, as each open job ends.
+    BufferAll,
+    /// The open job is cancelled (recorded `cancelled`, its call in flight aborted) and the
+    /// new occurrence runs in its place.
+    CancelOther,
 }
 
 impl Overlap {
     /// Every value, in declaration order.
-    pub const ALL: &'static [Overlap] = &[Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll];
+    pub const ALL: &'static [Overlap] = &[
+        Overlap::Skip,
+        Overlap::BufferOne,
+        Overlap::AllowAll,
+        Overlap::BufferAll,
+        Overlap::CancelOther,
+    ];
 
     /// The stored and serialized name.
     pub fn as_str(self) -> &'static str {
@@ -75,6 +88,8 @@ impl Overlap {
             Overlap::Skip => "skip",
             Overlap::BufferOne => "buffer_one",
             Overlap::AllowAll => "allow_all",
+            Overlap::BufferAll => "buffer_all",
+            Overlap::CancelOther => "cancel_other",
         }
     }
 }
@@ -92,7 +107,9 @@ impl FromStr for Overlap {
             .iter()
             .copied()
             .find(|o| o.as_str() == s)
-            .ok_or_else(|| UnknownValue::new(s, "skip buffer_one allow_all"))
+            .ok_or_else(|| {
+                UnknownValue::new(s, "skip buffer_one allow_all buffer_all cancel_other")
+            })
     }
 }
 
@@ -407,6 +424,11 @@ pub fn describe_policies(policies: &Policies, remaining_runs: Option<i32>) -> Op
             parts.push("a fire due while a job runs waits for it (one at most)".to_owned())
         }
         Overlap::AllowAll => parts.push("fires run side by side with open jobs".to_owned()),
+        Overlap::BufferAll => parts
+            .push("fires due while a job runs wait for it and run one after another".to_owned()),
+        Overlap::CancelOther => {
+            parts.push("a fire due while a job runs cancels that job and runs instead".to_owned())
+        }
     }
     if policies.catchup_window != DEFAULT_CATCHUP_WINDOW {
         parts.push(format!(

@@ -478,6 +478,9 @@ pub trait TenantTx: Send {
     /// is not `scheduled` (or, with `handed_off`, not running its first attempt), or does not
     /// exist.
     async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>>;
+    /// Cancels an open job (not one running beside others) for a newer occurrence, unless its
+    /// answer is durable already; `None` when it is not open any more, or answered.
+    async fn job_replace(&mut self, change: &JobReplace) -> StoreResult<Option<Job>>;
     /// Releases a fire claimed ahead and never handed off (`scheduled`): status `pending`,
     /// attempt 0, due now, no lease. `None` when it is no longer `scheduled` (it was handed off,
     /// withdrawn or released meanwhile).
@@ -519,11 +522,12 @@ pub trait TenantTx: Send {
         &mut self,
         ids: &[ScheduleId],
     ) -> StoreResult<Vec<ScheduleId>>;
-    /// Of `ids`, the schedules with a buffered regular occurrence (not a backfilled one).
-    async fn schedules_with_buffered_occurrence(
+    /// Of `ids`, the schedules with buffered regular occurrences (not backfilled ones), with
+    /// how many wait.
+    async fn buffered_occurrence_counts(
         &mut self,
         ids: &[ScheduleId],
-    ) -> StoreResult<Vec<ScheduleId>>;
+    ) -> StoreResult<Vec<(ScheduleId, u32)>>;
     /// The open jobs of the schedules `ids`, in one read.
     async fn jobs_open_of(&mut self, ids: &[ScheduleId]) -> StoreResult<Vec<Job>>;
 

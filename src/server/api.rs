@@ -375,11 +375,19 @@ pub struct BackfillRequest {
     pub from: DateTime<Utc>,
     /// RFC 3339: the last instant of the range (inclusive), not after now.
     pub to: DateTime<Utc>,
+    /// The overlap policy the backfilled occurrences run under: `buffer_all` (one after
+    /// another), `allow_all` (up to 5 at once, beside the schedule's other jobs), `skip` (the
+    /// first runs unless a job is open or waiting; the rest are skipped) or `buffer_one` (the
+    /// first runs, one more waits, the rest are skipped). By default `allow_all` for an
+    /// `allow_all` schedule and `buffer_all` for any other; `cancel_other` is refused.
+    #[schema(value_type = Option<OverlapValue>)]
+    pub overlap: Option<requests::Lenient<crate::core::policies::Overlap>>,
 }
 
 /// Backfills a past range of a cron schedule's occurrences (at most 1,000): one job each,
-/// recorded as a backfill and run under the schedule's overlap policy (one at a time unless it
-/// is `allow_all`, then up to 5 at once). 409 while the schedule is paused, as a trigger is.
+/// recorded as a backfill and run under the overlap policy the request names (by default one
+/// at a time, or up to 5 at once for an `allow_all` schedule); occurrences that policy skips
+/// are recorded as skipped. 409 while the schedule is paused, as a trigger is.
 #[utoipa::path(
     post, path = "/v1/schedules/{id}/backfill", tag = "schedules",
     params(("id" = Uuid, Path), EnvQuery),
@@ -395,13 +403,18 @@ pub async fn backfill_schedule(
     ApiJson(body): ApiJson<BackfillRequest>,
 ) -> ApiResult<(StatusCode, Json<BackfillView>)> {
     let env = caller.env(body.target_env_id.or(query.target_env_id), Access::Write)?;
+    let mut errors = Vec::new();
+    let overlap = lenient(body.overlap, "overlap", &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::fields(errors));
+    }
     let done = state
         .ops
         .schedule_backfill(
             env,
             ScheduleId(id),
-            body.from,
-            body.to,
+            (body.from, body.to),
+            overlap,
             &actor(&state, &caller)?,
         )
         .await?;
@@ -415,6 +428,8 @@ pub async fn backfill_schedule(
         Json(BackfillView {
             occurrences: done.jobs.len(),
             started: done.started,
+            skipped: done.skipped,
+            overlap: done.overlap.to_string(),
             jobs: done.jobs.into_iter().map(JobView::from).collect(),
         }),
     ))

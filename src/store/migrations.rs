@@ -143,6 +143,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "after_completion",
         sql: include_str!("../../migrations/postgres/0023_after_completion.sql"),
     },
+    Migration {
+        version: 24,
+        name: "overlap_modes",
+        sql: include_str!("../../migrations/postgres/0024_overlap_modes.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -261,6 +266,11 @@ pub const SQLITE: &[Migration] = &[
         version: 23,
         name: "after_completion",
         sql: include_str!("../../migrations/sqlite/0023_after_completion.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "overlap_modes",
+        sql: include_str!("../../migrations/sqlite/0024_overlap_modes.sql"),
     },
 ];
 

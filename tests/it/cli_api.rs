@@ -16,6 +16,7 @@ mod flags;
 mod labels;
 mod lifecycle_endpoints;
 mod next_fires;
+mod overlap_modes;
 mod paging;
 mod schedules;
 
@@ -26,6 +27,7 @@ pub use flags::*;
 pub use labels::*;
 pub use lifecycle_endpoints::*;
 pub use next_fires::*;
+pub use overlap_modes::*;
 pub use paging::*;
 pub use schedules::*;
 
@@ -130,6 +132,7 @@ macro_rules! cli_api_suite {
                 describe_shows_a_schedule_at_a_glance,
                 labels_and_bulk_actions_from_the_command_line,
                 policies_and_backfill_from_the_command_line,
+                overlap_modes_and_a_backfills_own_policy_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,
                 apply_dry_run_agrees_with_the_server,

@@ -32,6 +32,7 @@ mod intervals;
 mod last_run;
 mod observed;
 mod overlap;
+mod overlap_modes;
 mod paused;
 mod pipeline;
 mod policies;
@@ -50,6 +51,7 @@ pub use intervals::*;
 pub use last_run::*;
 pub use observed::*;
 pub use overlap::*;
+pub use overlap_modes::*;
 pub use paused::*;
 pub use pipeline::*;
 pub use policies::*;
@@ -395,6 +397,11 @@ macro_rules! engine_suite {
                 a_backfill_under_skip_runs_one_occurrence_at_a_time,
                 a_backfill_beyond_the_environments_waiting_cap_is_refused,
                 a_backfill_waiting_behind_a_withdrawn_fire_is_released,
+                buffer_all_runs_every_waiting_occurrence_in_order_up_to_its_bound,
+                cancel_other_cancels_a_waiting_retry_and_runs_the_new_occurrence,
+                cancel_other_aborts_the_open_jobs_call_on_the_instance_that_holds_it,
+                cancel_other_aborts_its_own_call_at_once_in_the_serve_loop,
+                a_backfill_runs_under_the_overlap_policy_it_names,
             );
         }
     };

@@ -30,6 +30,7 @@ mod pg_only;
 mod pg_purge_floor;
 mod rate_limits;
 mod raw_http;
+mod readme_examples;
 mod readme_install;
 mod readme_tour;
 mod registration;

@@ -7,9 +7,7 @@ const BILLING: &str = include_str!("../../../examples/billing.schedules.yaml");
 const REPORTS: &str = include_str!("../../../examples/reports.schedules.json");
 
 fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2025-06-01T12:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
+    "2025-06-01T12:00:00Z".parse().unwrap()
 }
 
 fn entry_errors(text: &str, format: DeclFormat) -> Vec<EntryError> {
@@ -364,10 +362,9 @@ schedules:
 "#;
     let errors = entry_errors(text, DeclFormat::Yaml);
     let by_entry: Vec<Vec<String>> = errors.iter().map(messages).collect();
-    assert_eq!(
-        by_entry[0],
-        ["overlap: unknown value \"queue\" (expected one of: skip buffer_one allow_all)"]
-    );
+    let expected = "skip buffer_one allow_all buffer_all cancel_other)";
+    let queue = format!("overlap: unknown value \"queue\" (expected one of: {expected}");
+    assert_eq!(by_entry[0], [queue]);
     assert_eq!(by_entry[1].len(), 2, "{:?}", by_entry[1]);
     assert_eq!(by_entry[1][0], "catchup_window: 0s is out of range 1s-366d");
     assert!(

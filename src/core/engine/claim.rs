@@ -4,7 +4,7 @@
 //! A claim records every due occurrence: the one it fires, and the ones it cannot fire, as a
 //! skipped job (the previous job is still open, or occurrences were missed while nobody could
 //! fire them: one record per run of missed occurrences, with the first, the last and the
-//! count).
+//! count). A fire whose schedule has an open job goes by its overlap policy (`overlap.rs`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,8 +23,11 @@ use crate::core::store::*;
 pub(super) struct ClaimedGroup {
     /// Jobs opened, each held for its instant (`true`) or to call now.
     pub runs: Vec<(Schedule, Job, bool)>,
-    /// Fires waiting for the open job of their schedule (overlap `buffer_one`).
+    /// Fires waiting for the open job of their schedule (overlap `buffer_one`, `buffer_all`).
     pub buffered: usize,
+    /// Open jobs cancelled for a newer occurrence (overlap `cancel_other`): their calls in
+    /// flight are aborted.
+    pub cancelled: Vec<JobId>,
     /// Fires recorded as skipped (the previous job was still open).
     pub skipped: usize,
     /// Skipped records of missed occurrences written.
@@ -46,6 +49,7 @@ impl ClaimedGroup {
         Self {
             runs: Vec::new(),
             buffered: 0,
+            cancelled: Vec::new(),
             skipped: 0,
             missed: 0,
             lost: 0,
@@ -118,7 +122,7 @@ impl Parts {
             .map(|s| (s.id, s))
             .collect();
         let now = self.clock.now();
-        let seen = read_seen(&mut *tx, &due, &schedules, now).await?;
+        let seen = read_seen(&mut *tx, &due, &schedules, now, self.config.max_buffered).await?;
         let plan = plan::plan(&due, &schedules, &seen, now, admit);
         let (deferred, busy) = (plan.deferred, plan.busy);
         let mut group = self.write_plan(&mut *tx, plan, now).await?;
@@ -238,73 +242,6 @@ impl Parts {
             concurrent: schedule.policies.overlap == Overlap::AllowAll,
             ..job
         }
-    }
-
-    /// Fires whose schedule still has an open job: under `buffer_one` the occurrence waits for
-    /// it as the one `buffered` job, unless one already does; otherwise it is skipped, on the
-    /// record. What they need is read in two batched reads.
-    async fn record_overlaps(
-        &self,
-        tx: &mut dyn TenantTx,
-        overlapping: Vec<(Schedule, NewJob)>,
-        now: DateTime<Utc>,
-        group: &mut ClaimedGroup,
-        events: &mut Vec<NewEvent>,
-    ) -> StoreResult<()> {
-        if overlapping.is_empty() {
-            return Ok(());
-        }
-        let buffer_one: Vec<ScheduleId> = overlapping
-            .iter()
-            .filter(|(s, _)| s.policies.overlap == Overlap::BufferOne)
-            .map(|(s, _)| s.id)
-            .collect();
-        let already_buffered: HashSet<ScheduleId> = if buffer_one.is_empty() {
-            HashSet::new()
-        } else {
-            tx.schedules_with_buffered_occurrence(&buffer_one)
-                .await?
-                .into_iter()
-                .collect()
-        };
-        let ids: Vec<ScheduleId> = overlapping.iter().map(|(s, _)| s.id).collect();
-        let open = open_job_by_schedule(tx.jobs_open_of(&ids).await?);
-        for (schedule, new) in overlapping {
-            if schedule.policies.overlap == Overlap::BufferOne
-                && !already_buffered.contains(&schedule.id)
-            {
-                let record = tx
-                    .job_insert(&NewJob {
-                        status: JobStatus::Buffered,
-                        attempt: 0,
-                        started_at: None,
-                        lease_until: None,
-                        ..new
-                    })
-                    .await?;
-                tracing::info!(schedule_id = %schedule.id, job_id = %record.id, "fire buffered behind the open job");
-                events.push(
-                    EventPayload::for_schedule(events::JOB_BUFFERED, &schedule, now)
-                        .with_job(&record)
-                        .by(ENGINE_ACTOR)
-                        .into_event(&schedule),
-                );
-                group.buffered += 1;
-                continue;
-            }
-            let reason = match open.get(&schedule.id) {
-                Some(open) => format!(
-                    "skipped: job {} of this schedule is still {}",
-                    open.id, open.status
-                ),
-                None => "skipped: another job of this schedule was open".to_owned(),
-            };
-            let record = tx.job_insert(&skipped_job(&new, reason, now)).await?;
-            tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
-            events.push(skip_event(&schedule, &record, now));
-            group.skipped += 1;
-        }
-        Ok(())
     }
 
     /// Claims a due retry under its schedule's lock.
@@ -460,7 +397,7 @@ impl Parts {
 }
 
 /// A skipped record shaped after the job a claim would open.
-fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
+pub(super) fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
     NewJob {
         status: JobStatus::Skipped,
         attempt: 0,
@@ -524,7 +461,7 @@ async fn delete_completed(
     Ok(events)
 }
 
-fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent {
+pub(super) fn skip_event(schedule: &Schedule, record: &Job, now: DateTime<Utc>) -> NewEvent {
     EventPayload::for_schedule(events::JOB_SKIPPED, schedule, now)
         .with_job(record)
         .by(ENGINE_ACTOR)
@@ -537,6 +474,7 @@ async fn read_seen(
     due: &[DueSchedule],
     schedules: &HashMap<ScheduleId, Schedule>,
     now: DateTime<Utc>,
+    max_buffered: u32,
 ) -> StoreResult<plan::Seen> {
     let plan::LookAt {
         ahead,
@@ -544,7 +482,10 @@ async fn read_seen(
         limited,
         at_last,
     } = plan::to_look_at(due, schedules, now);
-    let mut seen = plan::Seen::default();
+    let mut seen = plan::Seen {
+        max_buffered,
+        ..plan::Seen::default()
+    };
     if !ahead.is_empty() {
         seen.busy = tx
             .schedules_with_open_job(&ahead)
@@ -563,7 +504,7 @@ async fn read_seen(
             .into_iter()
             .collect();
         seen.buffered_now = tx
-            .schedules_with_buffered(&limited)
+            .buffered_occurrence_counts(&limited)
             .await?
             .into_iter()
             .collect();
@@ -576,23 +517,4 @@ async fn read_seen(
             .collect();
     }
     Ok(seen)
-}
-
-/// The open job a skipped record names per schedule: its fire claimed ahead if it has one,
-/// else its oldest.
-fn open_job_by_schedule(jobs: Vec<Job>) -> HashMap<ScheduleId, Job> {
-    let mut by_schedule: HashMap<ScheduleId, Job> = HashMap::new();
-    for job in jobs {
-        let keep = match by_schedule.get(&job.schedule_id) {
-            None => true,
-            Some(kept) => {
-                let rank = |j: &Job| (j.status != JobStatus::Scheduled, j.created_at);
-                rank(&job) < rank(kept)
-            }
-        };
-        if keep {
-            by_schedule.insert(job.schedule_id, job);
-        }
-    }
-    by_schedule
 }

@@ -55,7 +55,13 @@ pub struct EngineConfig {
     pub tick_interval: Duration,
     /// Upper bound on claim rounds per tick, so one tick cannot run forever under a flood.
     pub max_batches_per_tick: u32,
+    /// How many regular occurrences of one `buffer_all` schedule may wait behind its open job;
+    /// a further one is skipped, on the record.
+    pub max_buffered: u32,
 }
+
+/// The default of [`EngineConfig::max_buffered`].
+pub const DEFAULT_MAX_BUFFERED: u32 = 100;
 
 /// How long past the job timeout shutdown waits for a call's outcome to be recorded.
 pub const RECORD_MARGIN: Duration = Duration::from_secs(5);
@@ -85,6 +91,7 @@ impl Default for EngineConfig {
             claim_ahead: Duration::from_secs(10),
             tick_interval: Duration::from_secs(60),
             max_batches_per_tick: 200,
+            max_buffered: DEFAULT_MAX_BUFFERED,
         }
     }
 }
@@ -111,8 +118,10 @@ pub struct TickSummary {
     pub retried: u64,
     pub dead_lettered: u64,
     pub skipped: u64,
-    /// Fires that wait for their schedule's open job (overlap `buffer_one`).
+    /// Fires that wait for their schedule's open job (overlap `buffer_one`, `buffer_all`).
     pub buffered: u64,
+    /// Open jobs cancelled for a newer occurrence (overlap `cancel_other`).
+    pub cancelled: u64,
     /// Due work another ticker took first.
     pub lost: u64,
     /// Per-schedule errors (logged; the batch went on).
@@ -131,6 +140,7 @@ impl TickSummary {
         self.dead_lettered += other.dead_lettered;
         self.skipped += other.skipped;
         self.buffered += other.buffered;
+        self.cancelled += other.cancelled;
         self.lost += other.lost;
         self.errors += other.errors;
     }

@@ -234,6 +234,8 @@ pub(super) struct Producer {
     /// The call tasks: aborted with the producer, so an engine whose future is dropped (a
     /// process dying, as the simulator models it) leaves no call behind.
     call_tasks: tokio::task::JoinSet<()>,
+    /// How to abort each call in flight, for a job this instance no longer holds.
+    call_aborts: HashMap<JobId, tokio::sync::oneshot::Sender<()>>,
     to_recorder: Option<mpsc::UnboundedSender<Attempt>>,
     recorded: mpsc::UnboundedReceiver<Durable>,
     /// True while claimed attempts wait for a slot (the recorder gives way to their calls).
@@ -308,6 +310,7 @@ impl Producer {
             calls_tx,
             calls_rx,
             call_tasks: tokio::task::JoinSet::new(),
+            call_aborts: HashMap::new(),
             to_recorder: Some(to_recorder),
             recorded,
             pressing,

@@ -83,6 +83,9 @@ pub(super) struct Claimed {
     /// Running attempts whose lease ran out (their instance stopped), to record as failed.
     /// With the answer its instance wrote ahead of the record, if the call was answered.
     pub abandoned: Vec<(Schedule, Job, Option<JobAnswer>)>,
+    /// Open jobs cancelled for a newer occurrence (overlap `cancel_other`): their calls, if
+    /// this instance has them in flight, are aborted.
+    pub cancelled: Vec<JobId>,
     pub summary: TickSummary,
     /// The earliest instant anything is due (`None`: nothing is), or why it is unknown.
     pub next_due: Option<StoreResult<Option<DateTime<Utc>>>>,
@@ -213,6 +216,8 @@ impl Parts {
             out.summary.fired += claimed.runs.len() as u64;
             out.summary.skipped += (claimed.skipped + claimed.missed) as u64;
             out.summary.buffered += claimed.buffered as u64;
+            out.summary.cancelled += claimed.cancelled.len() as u64;
+            out.cancelled.extend(claimed.cancelled);
             out.summary.lost += claimed.lost as u64;
             out.fires.extend(claimed.runs);
         }

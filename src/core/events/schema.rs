@@ -61,7 +61,7 @@ fn carries(event_type: &str) -> Option<Carries> {
             ..Carries::default()
         },
         SCHEDULE_TRIGGERED | JOB_SUCCEEDED | JOB_FAILED | JOB_RETRIED | JOB_SKIPPED
-        | JOB_BUFFERED => job,
+        | JOB_BUFFERED | JOB_CANCELLED => job,
         DLQ_REPUBLISHED => Carries { dlq: true, ..job },
         DLQ_DISCARDED => Carries {
             dlq: true,
@@ -104,7 +104,13 @@ fn about(event_type: &str) -> &'static str {
             "An occurrence was not run: the schedule's previous job was still open, or it was \
              missed beyond the catch-up window."
         }
-        JOB_BUFFERED => "A regular fire waits for the schedule's open job to end (buffer_one).",
+        JOB_BUFFERED => {
+            "A regular fire waits for the schedule's open job to end (buffer_one, buffer_all)."
+        }
+        JOB_CANCELLED => {
+            "An open job was cancelled for a newer occurrence of its schedule (cancel_other): \
+             its call in flight, if any, was aborted; `error` says which occurrence replaced it."
+        }
         DLQ_REPUBLISHED => "A dead-letter entry was republished as a fresh job.",
         DLQ_DISCARDED => "A dead-letter entry was discarded: its occurrence will not run.",
         _ => "",

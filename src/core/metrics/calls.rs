@@ -88,6 +88,8 @@ pub struct CallMetrics {
     pub breakers_open: AtomicI64,
     pub breaker_openings: AtomicU64,
     pub breaker_rejections: AtomicU64,
+    /// Calls in flight aborted by their instance: the job was no longer its own.
+    pub aborted: AtomicU64,
 }
 
 impl Default for CallMetrics {
@@ -100,6 +102,7 @@ impl Default for CallMetrics {
             breakers_open: AtomicI64::new(0),
             breaker_openings: AtomicU64::new(0),
             breaker_rejections: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
         }
     }
 }
@@ -134,10 +137,14 @@ impl CallMetrics {
              sentin8_cron_breaker_openings_total {}\n\
              # HELP sentin8_cron_breaker_rejections_total Calls failed fast because their origin's circuit was open.\n\
              # TYPE sentin8_cron_breaker_rejections_total counter\n\
-             sentin8_cron_breaker_rejections_total {}",
+             sentin8_cron_breaker_rejections_total {}\n\
+             # HELP sentin8_cron_calls_aborted_total Calls in flight aborted because their job was no longer the instance's (cancelled for a newer occurrence, or taken over).\n\
+             # TYPE sentin8_cron_calls_aborted_total counter\n\
+             sentin8_cron_calls_aborted_total {}",
             self.breakers_open.load(Ordering::Relaxed),
             self.breaker_openings.load(Ordering::Relaxed),
             self.breaker_rejections.load(Ordering::Relaxed),
+            self.aborted.load(Ordering::Relaxed),
         );
     }
 }

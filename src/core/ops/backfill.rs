@@ -1,9 +1,12 @@
 //! Backfill: an operator asks for a past range of a cron schedule's occurrences. Each becomes
 //! a job of its own (`backfill`, a fresh idempotency key), waiting its turn as a `buffered`
-//! job and run under the schedule's overlap policy: never beside another job of a schedule
-//! whose jobs exclude each other (`skip`, `buffer_one`: one after another, none skipped, since
-//! the operator asked for each), and up to `BACKFILL_AT_ONCE` at a time beside the others
-//! under `allow_all`.
+//! job, under an overlap policy the request may name ([`BackfillOverlap`]; the schedule's own
+//! by default): one after another (`buffer_all`, and the default of every schedule whose
+//! jobs exclude each other: the operator asked for each), up to `BACKFILL_AT_ONCE` at a time
+//! beside the schedule's other jobs (`allow_all`), or as the occurrences of a burst would
+//! under `skip` and `buffer_one` (the first runs, one more waits under `buffer_one`, the rest
+//! are skipped, on the record). `cancel_other` is refused: each occurrence would cancel the
+//! one before it.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -23,21 +26,59 @@ use crate::core::store::*;
 pub struct Backfilled {
     /// One job per occurrence, oldest first.
     pub jobs: Vec<Job>,
-    /// Those released to run at once (the rest wait their turn).
+    /// Those released to run at once (the rest wait their turn, or were skipped).
     pub started: usize,
+    /// Those skipped by the backfill's overlap policy (`skip`, `buffer_one`).
+    pub skipped: usize,
+    /// The overlap policy the backfill ran under.
+    pub overlap: Overlap,
+}
+
+/// How many of a backfill's occurrences run (the oldest), by its overlap policy, given
+/// whether the schedule has an open job that excludes others and whether one already waits
+/// its turn; the rest are skipped. Every occurrence runs under `buffer_all` and `allow_all`.
+pub fn backfill_keeps(overlap: Overlap, open: bool, waiting: bool, occurrences: usize) -> usize {
+    let keep = match overlap {
+        Overlap::BufferAll | Overlap::AllowAll | Overlap::CancelOther => occurrences,
+        // The first runs, unless something runs or waits already.
+        Overlap::Skip => usize::from(!open && !waiting),
+        // The first runs (or waits, behind an open job) and one more waits.
+        Overlap::BufferOne if waiting => 0,
+        Overlap::BufferOne if open => 1,
+        Overlap::BufferOne => 2,
+    };
+    keep.min(occurrences)
+}
+
+/// The overlap policy a backfill runs under: the one it names, or by default `allow_all` for a
+/// schedule whose jobs run side by side and `buffer_all` for any other. `cancel_other` cannot
+/// be named.
+pub fn backfill_overlap(schedule: &Schedule, named: Option<Overlap>) -> OpsResult<Overlap> {
+    match named {
+        Some(Overlap::CancelOther) => Err(OpsError::Invalid(vec![FieldError::new(
+            "overlap",
+            "a backfill cannot run under cancel_other (each occurrence would cancel the one \
+             before it); name skip, buffer_one, buffer_all or allow_all",
+        )])),
+        Some(overlap) => Ok(overlap),
+        None if schedule.policies.overlap == Overlap::AllowAll => Ok(Overlap::AllowAll),
+        None => Ok(Overlap::BufferAll),
+    }
 }
 
 impl Ops {
     /// Backfills the occurrences of schedule `id` in `[from, to]` (`to` not after now, at most
-    /// [`MAX_BACKFILL`] of them), in one transaction with its event and audit entry.
+    /// [`MAX_BACKFILL`] of them) under `overlap` ([`backfill_overlap`]), in one transaction with
+    /// its events and audit entry.
     pub async fn schedule_backfill(
         &self,
         env: EnvId,
         id: ScheduleId,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
+        range: (DateTime<Utc>, DateTime<Utc>),
+        overlap: Option<Overlap>,
         actor: &Actor,
     ) -> OpsResult<Backfilled> {
+        let (from, to) = range;
         let mut tx = self.store.tenant_begin(env).await?;
         let schedule = live_for_update(&mut *tx, id).await?;
         // As a trigger is: its jobs would only wait for the resume, and "started" would not be
@@ -50,8 +91,27 @@ impl Ops {
             )));
         }
         let occurrences = occurrences_between(&schedule, from, to, actor.now)?;
+        let overlap = backfill_overlap(&schedule, overlap)?;
+        let concurrent = overlap == Overlap::AllowAll;
+        let keep = if concurrent {
+            occurrences.len()
+        } else {
+            let open = tx
+                .jobs_of_schedule(
+                    schedule.id,
+                    &[JobStatus::Scheduled, JobStatus::Pending, JobStatus::Running],
+                )
+                .await?
+                .iter()
+                .any(|j| !j.concurrent);
+            let waiting = !tx
+                .jobs_buffered_first(schedule.id, false, 1)
+                .await?
+                .is_empty();
+            backfill_keeps(overlap, open, waiting, occurrences.len())
+        };
         let waiting = tx.jobs_waiting_count().await?;
-        let adding = occurrences.len() as u64;
+        let adding = keep as u64;
         if waiting + adding > self.waiting_cap {
             return Err(OpsError::Conflict(format!(
                 "this environment has {waiting} jobs waiting their turn and the backfill would add \
@@ -60,19 +120,45 @@ impl Ops {
                 self.waiting_cap
             )));
         }
-        let concurrent = schedule.policies.overlap == Overlap::AllowAll;
+        let skip_reason = format!(
+            "skipped: the backfill ran under overlap {overlap}, which keeps {keep} of its {} \
+             occurrence(s) (the oldest)",
+            occurrences.len()
+        );
         let news: Vec<NewJob> = occurrences
             .iter()
-            .map(|occurrence| NewJob {
-                status: JobStatus::Buffered,
-                attempt: 0,
-                started_at: None,
-                concurrent,
-                backfill: true,
-                ..NewJob::running(schedule.id, *occurrence, actor.now)
+            .enumerate()
+            .map(|(i, occurrence)| {
+                let job = NewJob {
+                    status: JobStatus::Buffered,
+                    attempt: 0,
+                    started_at: None,
+                    concurrent,
+                    backfill: true,
+                    ..NewJob::running(schedule.id, *occurrence, actor.now)
+                };
+                if i < keep {
+                    return job;
+                }
+                NewJob {
+                    status: JobStatus::Skipped,
+                    finished_at: Some(actor.now),
+                    error: Some(skip_reason.clone()),
+                    ..job
+                }
             })
             .collect();
         let mut jobs = tx.job_insert_many(&news).await?;
+        let skipped: Vec<NewEvent> = jobs
+            .iter()
+            .filter(|j| j.status == JobStatus::Skipped)
+            .map(|j| {
+                EventPayload::for_schedule(events::JOB_SKIPPED, &schedule, actor.now)
+                    .with_job(j)
+                    .by(&actor.name)
+                    .into_event(&schedule)
+            })
+            .collect();
         // Those whose turn is now show as released.
         let released = release_buffered(&mut *tx, &schedule, actor.now).await?;
         let started = released.len();
@@ -83,7 +169,10 @@ impl Ops {
         }
         let event = EventPayload::for_schedule(events::SCHEDULE_BACKFILLED, &schedule, actor.now)
             .by(&actor.name);
-        tx.outbox_insert(&event.into_event(&schedule)).await?;
+        let skipped_count = skipped.len();
+        let mut events = vec![event.into_event(&schedule)];
+        events.extend(skipped);
+        tx.outbox_insert_many(&events).await?;
         tx.audit_insert(&actor.audit(
             "schedule.backfill",
             "schedule",
@@ -93,6 +182,8 @@ impl Ops {
                 "from": from,
                 "to": to,
                 "occurrences": jobs.len(),
+                "overlap": overlap,
+                "skipped": skipped_count,
                 "first": occurrences.first(),
                 "last": occurrences.last(),
                 "job_ids": jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
@@ -101,7 +192,12 @@ impl Ops {
         .await?;
         tx.notify_on_commit(Channel::Schedules);
         tx.commit().await?;
-        Ok(Backfilled { jobs, started })
+        Ok(Backfilled {
+            jobs,
+            started,
+            skipped: skipped_count,
+            overlap,
+        })
     }
 }
 
@@ -170,4 +266,33 @@ fn occurrences_between(
         )]));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backfill_keeps_what_its_overlap_policy_would_of_a_burst() {
+        use Overlap::*;
+        // (policy, open job, one waiting already) -> kept of ten.
+        let cases = [
+            (BufferAll, true, true, 10),
+            (AllowAll, true, true, 10),
+            (Skip, false, false, 1),
+            (Skip, true, false, 0),
+            (Skip, false, true, 0),
+            (BufferOne, false, false, 2),
+            (BufferOne, true, false, 1),
+            (BufferOne, false, true, 0),
+        ];
+        for (overlap, open, waiting, kept) in cases {
+            assert_eq!(
+                backfill_keeps(overlap, open, waiting, 10),
+                kept,
+                "{overlap} open={open} waiting={waiting}"
+            );
+        }
+        assert_eq!(backfill_keeps(BufferOne, false, false, 1), 1);
+    }
 }

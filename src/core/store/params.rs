@@ -367,6 +367,16 @@ pub struct JobCancel {
     pub now: DateTime<Utc>,
 }
 
+/// The cancellation of a schedule's open job for a newer occurrence (overlap `cancel_other`).
+/// A job whose service's answer is already durable (written ahead of its record) is not
+/// cancelled: it has run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobReplace {
+    pub id: JobId,
+    pub reason: String,
+    pub now: DateTime<Utc>,
+}
+
 /// The withdrawal of a fire claimed ahead of its instant and never called: the schedule was
 /// paused, deleted or re-timed before the instant came.
 #[derive(Debug, Clone, PartialEq, Eq)]

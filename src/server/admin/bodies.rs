@@ -188,7 +188,7 @@ pub(super) fn new_schedule_body() -> String {
 <p class="hint" id="catchup_window-hint">After an outage the latest missed fire still runs if it is at most this late (<code>1h</code> when empty, <code>1s</code> to <code>366d</code>); older ones are recorded as skipped.</p><p class="error" id="catchup_window-error" hidden></p></div>
 <div id="cron-policy-fields">
 <div class="field"><label for="overlap">When a fire is due while a job is still open</label>
-<select id="overlap" name="overlap" aria-describedby="overlap-error"><option value="skip">Skip it, on the record</option><option value="buffer_one">Keep one to run when the job ends</option><option value="allow_all">Run it beside the open job</option></select><p class="error" id="overlap-error" hidden></p></div>
+<select id="overlap" name="overlap" aria-describedby="overlap-error"><option value="skip">Skip it, on the record</option><option value="buffer_one">Keep one to run when the job ends</option><option value="allow_all">Run it beside the open job</option><option value="buffer_all">Keep every one, to run one after another</option><option value="cancel_other">Cancel the open job and run it</option></select><p class="error" id="overlap-error" hidden></p></div>
 <div class="field"><label><input type="checkbox" id="pause_on_failure" name="pause_on_failure" aria-describedby="pause_on_failure-error"> Pause the schedule when a job lands in the dead-letter queue</label><p class="error" id="pause_on_failure-error" hidden></p></div>
 </div>
 <div class="field"><label><input type="checkbox" id="after_completion" name="after_completion" aria-describedby="after_completion-hint after_completion-error"> Delete the schedule once it has completed</label>
@@ -226,6 +226,8 @@ pub(super) fn jobs_body() -> String {
             ("failed", "Failed"),
             ("skipped", "Skipped"),
             ("superseded", "Superseded"),
+            ("buffered", "Buffered"),
+            ("cancelled", "Cancelled"),
         ]),
         table = table(
             "jobs-table",

@@ -97,8 +97,8 @@ pub struct CreateScheduleRequest {
     pub on_dst_gap: Option<Lenient<OnDstGap>>,
     #[schema(value_type = Option<DstRepeatValue>)]
     pub on_dst_repeat: Option<Lenient<OnDstRepeat>>,
-    /// `skip` (default), `buffer_one` or `allow_all`: what an occurrence due while a job of the
-    /// schedule is open does (cron only).
+    /// `skip` (default), `buffer_one`, `buffer_all`, `allow_all` or `cancel_other`: what an
+    /// occurrence due while a job of the schedule is open does (cron only).
     #[schema(value_type = Option<OverlapValue>)]
     pub overlap: Option<Lenient<Overlap>>,
     /// How late the latest missed occurrence may still run (`1h` by default, `1s`-`366d`);
@@ -169,8 +169,8 @@ pub struct PatchScheduleRequest {
     pub on_dst_gap: Option<Lenient<OnDstGap>>,
     #[schema(value_type = Option<DstRepeatValue>)]
     pub on_dst_repeat: Option<Lenient<OnDstRepeat>>,
-    /// `skip`, `buffer_one` or `allow_all`: what an occurrence due while a job of the schedule
-    /// is open does (cron only).
+    /// `skip`, `buffer_one`, `buffer_all`, `allow_all` or `cancel_other`: what an occurrence
+    /// due while a job of the schedule is open does (cron only).
     #[schema(value_type = Option<OverlapValue>)]
     pub overlap: Option<Lenient<Overlap>>,
     /// How late the latest missed occurrence may still run (`1s`-`366d`); older ones are
@@ -395,6 +395,7 @@ pub enum JobStatusValue {
     Skipped,
     Superseded,
     Buffered,
+    Cancelled,
 }
 
 /// `overlap`: what an occurrence due while a job of the schedule is open does.
@@ -405,6 +406,8 @@ pub enum OverlapValue {
     Skip,
     BufferOne,
     AllowAll,
+    BufferAll,
+    CancelOther,
 }
 
 /// `after_completion`: what becomes of a schedule once it has completed and its last job has

@@ -56,7 +56,8 @@ pub struct ScheduleView {
     pub last_run_at: Option<DateTime<Utc>>,
     pub retry_count: i32,
     pub max_retries: i32,
-    /// `skip`, `buffer_one` or `allow_all`: what an occurrence does while a job is open.
+    /// `skip`, `buffer_one`, `buffer_all`, `allow_all` or `cancel_other`: what an occurrence
+    /// does while a job is open.
     pub overlap: String,
     /// How late the latest missed occurrence may still run (`1h`).
     pub catchup_window: String,
@@ -170,8 +171,9 @@ pub struct JobView {
     pub id: Uuid,
     pub schedule_id: Uuid,
     pub env_id: Uuid,
-    /// `scheduled`, `pending`, `running`, `succeeded`, `failed`, `skipped`, `superseded` or
-    /// `buffered` (waiting for the schedule's open job to end, or its turn in a backfill).
+    /// `scheduled`, `pending`, `running`, `succeeded`, `failed`, `skipped`, `superseded`,
+    /// `buffered` (waiting for the schedule's open job to end, or its turn in a backfill) or
+    /// `cancelled` (replaced by a newer occurrence under overlap `cancel_other`).
     pub status: String,
     pub attempt: i32,
     pub scheduled_for: DateTime<Utc>,
@@ -206,8 +208,13 @@ pub struct JobView {
 pub struct BackfillView {
     /// How many occurrences the range holds (one job each).
     pub occurrences: usize,
-    /// How many started at once; the others wait their turn (`buffered`).
+    /// How many started at once; the others wait their turn (`buffered`) or were skipped.
     pub started: usize,
+    /// How many the backfill's overlap policy skipped (`skip`, `buffer_one`), on the record.
+    pub skipped: usize,
+    /// The overlap policy the backfill ran under: the one it named, or the schedule's
+    /// (`allow_all`, else `buffer_all`).
+    pub overlap: String,
     /// The jobs, oldest occurrence first.
     pub jobs: Vec<JobView>,
 }

@@ -137,6 +137,31 @@ impl<'c> PgTenantTx<'c> {
             .map_err(db_err)?;
         Ok(found.into_iter().map(ScheduleId).collect())
     }
+
+    /// Those of the schedules `ids` with jobs that match `predicate` (plain SQL), with how
+    /// many.
+    async fn jobs_per_schedule(
+        &mut self,
+        ids: &[ScheduleId],
+        predicate: &str,
+    ) -> StoreResult<Vec<(ScheduleId, u32)>> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let sql = format!(
+            "SELECT schedule_id, count(*) FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
+             AND {predicate} GROUP BY schedule_id"
+        );
+        let found: Vec<(Uuid, i64)> = sqlx::query_as(&sql)
+            .bind(self.env_id.0)
+            .bind(&ids)
+            .persistent(false)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(found
+            .into_iter()
+            .map(|(id, n)| (ScheduleId(id), u32::try_from(n).unwrap_or(u32::MAX)))
+            .collect())
+    }
 }
 
 rows::tenant_rows!(PgTenantTx<'_>, PgRow, {

@@ -71,11 +71,11 @@ macro_rules! tenant_tx {
             self.schedules_with_job(ids, "status = 'scheduled'").await
         }
 
-        async fn schedules_with_buffered_occurrence(
+        async fn buffered_occurrence_counts(
             &mut self,
             ids: &[ScheduleId],
-        ) -> StoreResult<Vec<ScheduleId>> {
-            self.schedules_with_job(ids, "status = 'buffered' AND NOT backfill")
+        ) -> StoreResult<Vec<(ScheduleId, u32)>> {
+            self.jobs_per_schedule(ids, "status = 'buffered' AND NOT backfill")
                 .await
         }
 
@@ -254,6 +254,11 @@ macro_rules! tenant_tx {
 
         async fn job_withdraw(&mut self, change: &JobWithdraw) -> StoreResult<Option<Job>> {
             $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_withdraw(change))
+                .await
+        }
+
+        async fn job_replace(&mut self, change: &JobReplace) -> StoreResult<Option<Job>> {
+            $crate::store::rows::set_job(self, change.id, $crate::store::rows::job_replace(change))
                 .await
         }
 

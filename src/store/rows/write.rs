@@ -312,6 +312,23 @@ pub(crate) fn job_withdraw(c: &JobWithdraw) -> Transition {
     }
 }
 
+pub(crate) fn job_replace(c: &JobReplace) -> Transition {
+    Transition {
+        assignments: vec![
+            ("status", Val::text(JobStatus::Cancelled.as_str())),
+            ("lease_until", Val::Ts(None)),
+            ("finished_at", Val::ts(c.now)),
+            ("error", Val::text(&c.reason)),
+            ("updated_at", Val::ts(c.now)),
+        ],
+        // The answer's attempt is the job's: an older attempt's answer was recorded already.
+        guard: Some(
+            "status IN ('scheduled', 'pending', 'running') AND NOT concurrent AND NOT EXISTS (\
+             SELECT 1 FROM job_answers a WHERE a.job_id = jobs.id AND a.attempt = jobs.attempt)",
+        ),
+    }
+}
+
 pub(crate) fn job_release(c: &JobRelease) -> Transition {
     Transition {
         assignments: vec![

@@ -46,7 +46,7 @@ pub(super) async fn jobs_purge(pool: &SqlitePool, purge: &RetentionPurge) -> Sto
         pool,
         "DELETE FROM jobs WHERE id IN ( \
              SELECT j.id FROM jobs j \
-              WHERE j.status IN ('succeeded', 'failed', 'skipped', 'superseded') \
+              WHERE j.status IN ('succeeded', 'failed', 'skipped', 'superseded', 'cancelled') \
                 AND j.updated_at < ?1 \
                 AND NOT EXISTS (SELECT 1 FROM dlq d WHERE d.job_id = j.id) \
               ORDER BY j.updated_at LIMIT ?2)",

@@ -65,6 +65,36 @@ impl SqliteTenantTx {
         }
         Ok(found)
     }
+
+    /// Those of the schedules `ids` with jobs that match `predicate` (plain SQL), with how
+    /// many, in one statement per 500 ids.
+    async fn jobs_per_schedule(
+        &mut self,
+        ids: &[ScheduleId],
+        predicate: &str,
+    ) -> StoreResult<Vec<(ScheduleId, u32)>> {
+        let mut found = Vec::new();
+        for chunk in ids.chunks(500) {
+            let mut sql = Sql::new(placeholder);
+            let env = sql.val(Val::uuid(self.env_id.0));
+            let list: Vec<String> = chunk.iter().map(|id| sql.val(Val::uuid(id.0))).collect();
+            sql.text = format!(
+                "SELECT schedule_id, count(*) AS n FROM jobs WHERE env_id = {env} \
+                 AND schedule_id IN ({}) AND {predicate} GROUP BY schedule_id",
+                list.join(", ")
+            );
+            for row in self.fetch_all(&sql).await? {
+                let id: String = row.try_get("schedule_id").map_err(db_err)?;
+                let n: i64 = row.try_get("n").map_err(db_err)?;
+                let id = id.parse().map_err(|_| StoreError::Corrupt {
+                    table: "jobs",
+                    detail: format!("schedule_id {id:?} is not a uuid"),
+                })?;
+                found.push((ScheduleId(id), u32::try_from(n).unwrap_or(u32::MAX)));
+            }
+        }
+        Ok(found)
+    }
 }
 
 rows::tenant_rows!(SqliteTenantTx, SqliteRow, {

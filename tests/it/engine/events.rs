@@ -95,7 +95,7 @@ pub async fn every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts(
         .await
         .unwrap();
     h.engine.tick().await.unwrap();
-    ops.schedule_backfill(env, a.id, minute(1), minute(1), &h.actor())
+    ops.schedule_backfill(env, a.id, (minute(1), minute(1)), None, &h.actor())
         .await
         .unwrap();
     for _ in 0..3 {

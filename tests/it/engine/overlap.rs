@@ -229,7 +229,13 @@ pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn 
     h.clock.set(minute(5));
     let done = h
         .ops
-        .schedule_backfill(h.env, s.id, t0() - Duration::minutes(30), t0(), &h.actor())
+        .schedule_backfill(
+            h.env,
+            s.id,
+            (t0() - Duration::minutes(30), t0()),
+            None,
+            &h.actor(),
+        )
         .await
         .unwrap();
     let occurrences: Vec<_> = done.jobs.iter().map(|j| j.scheduled_for).collect();
@@ -281,13 +287,19 @@ pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn 
     // A range with too many occurrences, or in the future, is refused by field.
     let err = h
         .ops
-        .schedule_backfill(h.env, s.id, t0(), minute(60), &h.actor())
+        .schedule_backfill(h.env, s.id, (t0(), minute(60)), None, &h.actor())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("to: "), "{err}");
     let err = h
         .ops
-        .schedule_backfill(h.env, s.id, t0() - Duration::days(30), t0(), &h.actor())
+        .schedule_backfill(
+            h.env,
+            s.id,
+            (t0() - Duration::days(30), t0()),
+            None,
+            &h.actor(),
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("more than 1000"), "{err}");
@@ -312,8 +324,8 @@ pub async fn a_backfill_waiting_behind_a_withdrawn_fire_is_released(store: Arc<d
             .schedule_backfill(
                 h.env,
                 s.id,
-                t0() - Duration::minutes(10),
-                t0() - Duration::minutes(5),
+                (t0() - Duration::minutes(10), t0() - Duration::minutes(5)),
+                None,
                 &h.actor(),
             )
             .await
@@ -367,7 +379,7 @@ pub async fn a_backfill_beyond_the_environments_waiting_cap_is_refused(store: Ar
     // Four occurrences: one starts, three wait.
     let (from, to) = range(30);
     let first = ops
-        .schedule_backfill(h.env, s.id, from, to, &h.actor())
+        .schedule_backfill(h.env, s.id, (from, to), None, &h.actor())
         .await
         .unwrap();
     assert_eq!((first.jobs.len(), first.started), (4, 1));
@@ -375,7 +387,7 @@ pub async fn a_backfill_beyond_the_environments_waiting_cap_is_refused(store: Ar
     // Three more would leave six waiting: refused, and nothing of it written.
     let (from, to) = range(20);
     let refused = ops
-        .schedule_backfill(h.env, s.id, from, to, &h.actor())
+        .schedule_backfill(h.env, s.id, (from, to), None, &h.actor())
         .await
         .unwrap_err();
     match &refused {
@@ -391,7 +403,7 @@ pub async fn a_backfill_beyond_the_environments_waiting_cap_is_refused(store: Ar
     assert_eq!(h.jobs(s.id).await.len(), before);
     // Two fit.
     let (from, to) = range(10);
-    ops.schedule_backfill(h.env, s.id, from, to, &h.actor())
+    ops.schedule_backfill(h.env, s.id, (from, to), None, &h.actor())
         .await
         .unwrap();
     // Another environment has a cap of its own.
@@ -401,7 +413,7 @@ pub async fn a_backfill_beyond_the_environments_waiting_cap_is_refused(store: Ar
         .await;
     let (from, to) = range(30);
     let theirs = ops
-        .schedule_backfill(other_env, other.id, from, to, &h.actor())
+        .schedule_backfill(other_env, other.id, (from, to), None, &h.actor())
         .await
         .unwrap();
     assert_eq!(theirs.jobs.len(), 4);

@@ -274,7 +274,13 @@ pub async fn a_paused_schedule_refuses_a_trigger(store: Arc<dyn Store>) {
     h.clock.set(t0() + Duration::days(3));
     match h
         .ops
-        .schedule_backfill(h.env, cron.id, t0(), t0() + Duration::days(2), &h.actor())
+        .schedule_backfill(
+            h.env,
+            cron.id,
+            (t0(), t0() + Duration::days(2)),
+            None,
+            &h.actor(),
+        )
         .await
     {
         Err(sentin8_cron::core::ops::OpsError::Conflict(detail)) => {

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::core::engine::DEFAULT_MAX_BUFFERED;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::policies::Overlap;
 use sentin8_cron::core::store::JobQuery;
@@ -85,17 +86,20 @@ pub fn check_step(world: &World, seen: &Seen) -> Vec<String> {
                 ));
             }
         }
-        if schedule.policies.overlap == Overlap::BufferOne {
-            let buffered = jobs
-                .iter()
-                .filter(|j| j.status == JobStatus::Buffered && !j.backfill)
-                .count();
-            if buffered > 1 {
-                violations.push(format!(
-                    "schedule {} keeps {buffered} buffered occurrences under buffer_one",
-                    tracked.id
-                ));
-            }
+        let bound = match schedule.policies.overlap {
+            Overlap::BufferOne => 1,
+            Overlap::BufferAll => DEFAULT_MAX_BUFFERED as usize,
+            _ => 0,
+        };
+        let buffered = jobs
+            .iter()
+            .filter(|j| j.status == JobStatus::Buffered && !j.backfill)
+            .count();
+        if buffered > bound {
+            violations.push(format!(
+                "schedule {} keeps {buffered} buffered occurrences under {}",
+                tracked.id, schedule.policies.overlap
+            ));
         }
         if !tracked.observed || seen.moving.contains(&tracked.id) {
             continue;

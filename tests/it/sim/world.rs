@@ -302,7 +302,7 @@ impl World {
             _ => {
                 let from = self.now - Duration::minutes(1 + self.rng.below(4) as i64);
                 self.ops
-                    .schedule_backfill(env, id, from, self.now, &actor)
+                    .schedule_backfill(env, id, (from, self.now), None, &actor)
                     .await
                     .map(drop)
             }
@@ -310,8 +310,7 @@ impl World {
     }
 
     pub async fn create(&mut self) {
-        let overlap =
-            [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll][self.rng.below(3) as usize];
+        let overlap = Overlap::ALL[self.rng.below(Overlap::ALL.len() as u64) as usize];
         let runs = self.rng.chance(300).then(|| 1 + self.rng.below(3) as u32);
         let decl = ScheduleDecl {
             schedule_type: format!("sim-{}", self.schedules.len()),

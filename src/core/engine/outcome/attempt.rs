@@ -105,6 +105,20 @@ impl Failure {
         }
     }
 
+    /// A call aborted by its instance, which no longer holds the job: cancelled for a newer
+    /// occurrence (overlap `cancel_other`) or taken over elsewhere. Its record is refused by
+    /// the job's fence; nothing is retried because of it.
+    pub(in crate::core::engine) fn aborted() -> Failure {
+        Failure {
+            class: FailureClass::Retryable,
+            message: "the call was aborted: this instance no longer holds the job".to_owned(),
+            retry_now: false,
+            kind: Self::ABORTED,
+            http_status: None,
+            excerpt: None,
+        }
+    }
+
     /// A call that panicked (a defect, not the target's doing): retried after the backoff.
     pub(in crate::core::engine) fn panicked() -> Failure {
         Failure {
@@ -121,6 +135,8 @@ impl Failure {
     pub(in crate::core::engine) const INTERNAL: &'static str = "internal";
     /// The ledger's error class of an abandoned attempt.
     pub(in crate::core::engine) const ABANDONED: &'static str = "abandoned";
+    /// The ledger's error class of a call its instance aborted.
+    pub(in crate::core::engine) const ABORTED: &'static str = "aborted";
     /// The ledger's error class of a call the open circuit refused.
     pub(in crate::core::engine) const CIRCUIT_OPEN: &'static str = "circuit_open";
     /// The ledger's error class of an error status (see [`DispatchError::kind`]).

@@ -183,11 +183,26 @@ fn runs_count_down_only_for_an_occurrence_that_will_run_and_the_last_completes()
     let p = plan_one(&s, &open, t0(), Admit::Now);
     assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
     let waiting = Seen {
-        buffered_now: HashSet::from([s.id]),
+        buffered_now: HashMap::from([(s.id, 1)]),
+        max_buffered: 2,
         ..open.clone()
     };
     let p = plan_one(&s, &waiting, t0(), Admit::Now);
     assert_eq!(p.decisions[0].claim.remaining_runs, Some(2));
+    // Under `buffer_all` it counts while the bound leaves room for it to wait.
+    s.policies.overlap = Overlap::BufferAll;
+    let p = plan_one(&s, &waiting, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
+    let full = Seen {
+        buffered_now: HashMap::from([(s.id, 2)]),
+        ..waiting.clone()
+    };
+    let p = plan_one(&s, &full, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(2));
+    // Under `cancel_other` it always runs (the open job is cancelled for it).
+    s.policies.overlap = Overlap::CancelOther;
+    let p = plan_one(&s, &full, t0(), Admit::Now);
+    assert_eq!(p.decisions[0].claim.remaining_runs, Some(1));
     // Under `allow_all` it always runs.
     s.policies.overlap = Overlap::AllowAll;
     let p = plan_one(&s, &waiting, t0(), Admit::Now);
@@ -324,17 +339,18 @@ proptest! {
         seconds in 0i64..60,
         runs in proptest::option::of(0i32..4),
         open in any::<bool>(),
-        buffered in any::<bool>(),
-        overlap in 0u8..3,
+        buffered in 0u32..3,
+        overlap in 0usize..5,
         refuse in any::<bool>(),
     ) {
         let mut s = schedule("*/5 * * * *", t0());
         s.remaining_runs = runs;
-        s.policies.overlap = [Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll][overlap as usize];
+        s.policies.overlap = Overlap::ALL[overlap];
         let now = t0() + Duration::minutes(minutes_late) + Duration::seconds(seconds);
         let seen = Seen {
             open_now: if open { HashSet::from([s.id]) } else { HashSet::new() },
-            buffered_now: if buffered { HashSet::from([s.id]) } else { HashSet::new() },
+            buffered_now: HashMap::from([(s.id, buffered)]),
+            max_buffered: 2,
             ..Seen::default()
         };
         let admit = if refuse {

@@ -154,12 +154,14 @@ impl Producer {
         let spans = engine.spans.clone();
         let timeout = engine.config.job_timeout;
         let done = self.calls_tx.clone();
+        let (abort, aborted) = tokio::sync::oneshot::channel::<()>();
+        self.call_aborts.insert(job.id, abort);
         self.call_tasks.spawn(async move {
             // A call that panics still ends in an outcome: otherwise its job would stay
             // running (its lease renewed) for the life of the process and every later fire
             // of its schedule be skipped.
             let began = clock.now();
-            let called = AssertUnwindSafe(call_alone(
+            let call = AssertUnwindSafe(call_alone(
                 &*dispatcher,
                 &*clock,
                 &metrics,
@@ -168,9 +170,25 @@ impl Producer {
                 &job,
                 Some(fence),
             ))
-            .catch_unwind()
-            .await;
+            .catch_unwind();
+            // Aborted when the job is no longer this instance's (a dropped sender is not an
+            // abort: the call goes on).
+            let abort = async {
+                if aborted.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let called = tokio::select! {
+                called = call => Some(called),
+                () = abort => None,
+            };
             let (result, health, unsent) = match called {
+                None => {
+                    inc(&metrics.calls.aborted);
+                    tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "call aborted: the job is no longer this instance's");
+                    (Err(Failure::aborted()), None, None)
+                }
+                Some(called) => match called {
                 Ok(Some((result, health))) => (result, Some(health), None),
                 // Not sent: nothing reached the target and nothing says anything of it.
                 Ok(None) => (Ok(serde_json::Value::Null), None, Some(start)),
@@ -179,6 +197,7 @@ impl Producer {
                     tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
                     (Err(Failure::panicked()), Some(CallHealth::Neutral), None)
                 }
+                },
             };
             let ended = clock.now();
             if unsent.is_none() && spans.enabled() {
@@ -202,6 +221,7 @@ impl Producer {
     pub(super) fn call_done(&mut self, called: Called) {
         // Finished tasks leave the set (their ends came through the channel).
         while self.call_tasks.try_join_next().is_some() {}
+        self.call_aborts.remove(&called.attempt.job.id);
         if let Some(start) = called.unsent {
             self.slots.give_back(called.slot);
             let Attempt { schedule, job, .. } = called.attempt;
@@ -235,6 +255,25 @@ impl Producer {
         self.fires.step(called.attempt.job.id, FireEvent::CallEnded);
         self.record(called.attempt);
         self.freed();
+    }
+
+    /// Aborts the call in flight of a job this instance no longer holds (cancelled for a newer
+    /// occurrence, or taken over): its outcome comes back as a failure the fence refuses.
+    pub(super) fn abort_call(&mut self, job: JobId) {
+        if let Some(abort) = self.call_aborts.remove(&job) {
+            let _ = abort.send(());
+        }
+    }
+
+    /// Jobs cancelled for a newer occurrence: those this instance holds are its no longer
+    /// (an attempt not called yet is dropped at its launch; a call in flight is aborted).
+    pub(super) fn cancelled(&mut self, jobs: Vec<JobId>) {
+        for job in jobs {
+            if let Some(lease) = self.running.get_mut(&job) {
+                lease.lost = true;
+            }
+            self.abort_call(job);
+        }
     }
 
     pub(super) fn record(&mut self, attempt: Attempt) {

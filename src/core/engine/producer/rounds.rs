@@ -137,6 +137,7 @@ impl Producer {
             claimed.due_soon.take(),
         );
         self.summary.merge(&claimed.summary);
+        self.cancelled(std::mem::take(&mut claimed.cancelled));
         for (schedule, job, held) in claimed.fires {
             if held {
                 self.fires.step(job.id, FireEvent::ClaimedAhead);
@@ -309,8 +310,9 @@ impl Producer {
     }
 
     /// A renewal was answered: the leases it extended are known to hold from when it was sent;
-    /// one it did not find under its epoch was taken over elsewhere and is this instance's no
-    /// longer (an attempt not called yet is dropped; a call in flight cannot be taken back, and
+    /// one it did not find under its epoch was taken over elsewhere (or cancelled for a newer
+    /// occurrence) and is this instance's no longer (an attempt not called yet is dropped; a
+    /// call in flight is aborted, though what reached the service cannot be taken back, and
     /// its outcome is refused by the record's fence). Attempts that waited for it are called
     /// or dropped.
     pub(super) fn renewed(
@@ -324,6 +326,7 @@ impl Producer {
         let now = self.parts.clock.now();
         let lease = self.parts.config.lease;
         let until = at + super::super::parts::chrono_duration(lease);
+        let mut aborts = Vec::new();
         let after = match result {
             Ok(renewed) => {
                 let renewed: HashSet<JobId> = renewed.into_iter().collect();
@@ -338,6 +341,7 @@ impl Producer {
                         known.renewed(until, at, mono, held.called);
                     } else if !known.lost {
                         known.lost = true;
+                        aborts.push(held.id);
                         // A call that ended meanwhile may have been recorded before the
                         // renewal reached its row: its record decides, nothing was taken over.
                         if self.fires.state(held.id) != Some(FireState::Recording) {
@@ -353,6 +357,9 @@ impl Producer {
             }
         };
         self.next_renewal = now + super::super::parts::chrono_duration(after);
+        for job in aborts {
+            self.abort_call(job);
+        }
         self.retry_unsure();
     }
 

@@ -182,6 +182,8 @@ const sentin8AdminViews = (() => {
     skip: 'an occurrence due while a job of the schedule is open is skipped, on the record',
     buffer_one: 'an occurrence due while a job is open waits for it (one at most)',
     allow_all: 'an occurrence due while a job is open runs beside it',
+    buffer_all: 'occurrences due while a job is open wait for it and run one after another, in order',
+    cancel_other: 'an occurrence due while a job is open cancels that job (its call aborted) and runs instead',
   };
 
   /**
