@@ -64,7 +64,8 @@ pub struct One {
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Schedule")]
 pub struct Fields {
-    /// A 5-field cron expression, e.g. "0 2 * * *" (quote it), or an interval "@every 90s".
+    /// A cron expression of 5 fields (or 6, a second first), e.g. "0 2 * * *" (quote it), or
+    /// an interval "@every 90s".
     #[arg(long, value_name = "EXPR", conflicts_with_all = ["run_at", "every"])]
     pub cron: Option<String>,
     /// Repeat on an interval of whole seconds, at least 1s (90s, 15m, 1h), anchored to the

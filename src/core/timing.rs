@@ -131,6 +131,14 @@ impl Timing {
         self.cron()?.zoned().ok()?.expr.every()
     }
 
+    /// Whether two fires may come less than a minute apart: a seconds field with more than
+    /// one second (an interval is not counted here; [`Timing::interval`] says it).
+    pub fn fires_within_a_minute(&self) -> bool {
+        self.cron()
+            .and_then(|cron| cron.zoned().ok())
+            .is_some_and(|zoned| zoned.expr.seconds_per_minute() > 1)
+    }
+
     /// The cron expression, for cron schedules.
     pub fn cron_expression(&self) -> Option<&str> {
         self.cron().map(|cron| cron.expression.as_str())

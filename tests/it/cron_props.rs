@@ -13,9 +13,11 @@ use sentin8_cron::core::cron::{
 };
 
 mod intervals;
+mod seconds;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
+    Second,
     Minute,
     Hour,
     Dom,
@@ -26,7 +28,7 @@ enum Kind {
 impl Kind {
     fn range(self) -> (u32, u32) {
         match self {
-            Kind::Minute => (0, 59),
+            Kind::Second | Kind::Minute => (0, 59),
             Kind::Hour => (0, 23),
             Kind::Dom => (1, 31),
             Kind::Month => (1, 12),

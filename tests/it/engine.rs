@@ -390,6 +390,7 @@ macro_rules! engine_suite {
                 an_interval_fires_at_its_phase_past_each_period_across_a_clock_change,
                 an_intervals_jittered_calls_stay_inside_their_periods,
                 a_served_interval_calls_every_occurrence_once_under_each_overlap,
+                a_seconds_field_is_called_at_each_of_its_seconds,
                 buffer_one_keeps_one_occurrence_for_when_the_open_job_ends,
                 a_buffered_occurrence_outlives_the_instance_that_held_the_open_job,
                 allow_all_runs_occurrences_side_by_side,

@@ -56,16 +56,59 @@ impl CronExpr {
     fn describe_time(&self) -> String {
         let minutes = values(self.minutes, 0, 59);
         let hours = values(u64::from(self.hours), 0, 23);
+        let seconds = values(self.seconds, 0, 59);
         let minute_star = self.flags & MINUTE_STAR != 0;
         let hour_star = self.flags & HOUR_STAR != 0;
-        if !minute_star && !hour_star && minutes.len() * hours.len() <= MAX_LISTED_TIMES {
+        if !minute_star
+            && !hour_star
+            && seconds.len() * minutes.len() * hours.len() <= MAX_LISTED_TIMES
+        {
+            let seconds = &seconds;
             let times: Vec<String> = hours
                 .iter()
                 .flat_map(|h| minutes.iter().map(move |m| format!("{h:02}:{m:02}")))
+                .flat_map(|hm| {
+                    seconds.iter().map(move |s| match s {
+                        0 if seconds.len() == 1 => hm.clone(),
+                        s => format!("{hm}:{s:02}"),
+                    })
+                })
                 .collect();
             return format!("At {}", join(&times, "and"));
         }
-        let minute_part = match (Shape::of(&minutes, 60), whole_cycle_step(&minutes, 60)) {
+        let minutes_text = self.describe_minutes(&minutes, &hours);
+        let second_part = match (Shape::of(&seconds, 60), whole_cycle_step(&seconds, 60)) {
+            _ if seconds == [0] => return minutes_text,
+            (Shape::All, _) => "Every second".to_owned(),
+            (_, Some(step)) => format!("Every {step} seconds"),
+            (Shape::Step { step, first, last }, None) => {
+                format!("Every {step} seconds from second {first} through {last} past the minute")
+            }
+            (Shape::List(runs), None) => {
+                let noun = if seconds.len() == 1 {
+                    "second"
+                } else {
+                    "seconds"
+                };
+                let listed = list_runs(&runs, 60, 3, |s| s.to_string(), "through");
+                format!("At {noun} {listed} past the minute")
+            }
+        };
+        // "Every minute" adds nothing to a phrase of seconds.
+        let rest = minutes_text
+            .strip_prefix("Every minute")
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                let mut chars = minutes_text.chars();
+                let first = chars.next().map(|c| c.to_ascii_lowercase());
+                format!(", {}{}", first.unwrap_or_default(), chars.as_str())
+            });
+        format!("{second_part}{rest}")
+    }
+
+    /// The minute and hour fields in words, e.g. `Every 15 minutes, every 2 hours`.
+    fn describe_minutes(&self, minutes: &[u32], hours: &[u32]) -> String {
+        let minute_part = match (Shape::of(minutes, 60), whole_cycle_step(minutes, 60)) {
             (Shape::All, _) => "Every minute".to_owned(),
             (_, Some(step)) => format!("Every {step} minutes"),
             (Shape::Step { step, first, last }, None) => {
@@ -81,14 +124,14 @@ impl CronExpr {
                 format!("At {noun} {listed} past the hour")
             }
         };
-        let hour_part = match (Shape::of(&hours, 24), whole_cycle_step(&hours, 24)) {
+        let hour_part = match (Shape::of(hours, 24), whole_cycle_step(hours, 24)) {
             (Shape::All, _) => None,
             (_, Some(step)) => Some(format!("every {step} hours")),
             (Shape::Step { step, first, last }, None) => Some(format!(
                 "every {step} hours from {first:02}:00 through {last:02}:00"
             )),
             (Shape::List(_), None) => {
-                let parts: Vec<String> = runs_around(&hours, 0, 23)
+                let parts: Vec<String> = runs_around(hours, 0, 23)
                     .iter()
                     .map(|&(from, to)| {
                         if from == to {

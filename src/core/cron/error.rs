@@ -2,9 +2,10 @@
 
 use std::fmt;
 
-/// One of the five fields of a cron expression.
+/// One of the fields of a cron expression (the second only in a six-field one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CronField {
+    Second,
     Minute,
     Hour,
     DayOfMonth,
@@ -16,6 +17,7 @@ impl CronField {
     /// The name used in error messages.
     pub fn as_str(self) -> &'static str {
         match self {
+            CronField::Second => "second",
             CronField::Minute => "minute",
             CronField::Hour => "hour",
             CronField::DayOfMonth => "day-of-month",
@@ -61,7 +63,10 @@ pub enum FieldProblem {
 /// Why a cron expression or time zone was rejected, or why a schedule cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CronError {
-    #[error("expected 5 fields (minute hour day-of-month month day-of-week), got {0}")]
+    #[error(
+        "expected 5 fields (minute hour day-of-month month day-of-week), or 6 with a second \
+         first, got {0}"
+    )]
     FieldCount(usize),
     #[error("unknown alias {0:?}")]
     UnknownAlias(String),

@@ -26,6 +26,8 @@ pub(crate) const DOM_LAST: u8 = 1 << 4;
 pub(crate) const HAS_NTH: u8 = 1 << 5;
 /// Month field starts with `*`; kept only so that `Display` prints it back as written.
 pub(crate) const MONTH_STAR: u8 = 1 << 6;
+/// Written with six fields, a second first: `Display` prints the seconds too.
+pub(crate) const SECOND_FIELD: u8 = 1 << 7;
 
 /// In `CronExpr::nth`, the bit for "last such weekday of the month" (`DOWL`); bits 0..=4 are
 /// the first to fifth occurrence (`DOW#1`..`DOW#5`).
@@ -37,12 +39,16 @@ pub(crate) const ALL_WEEKDAYS: u8 = 0x7f;
 /// calendar, weekdays included, repeats every 146,097 days. Searching that far is complete.
 pub(crate) const SEARCH_HORIZON_MINUTES: i64 = (DAYS_PER_CYCLE + 1) * MINUTES_PER_DAY;
 
-/// A compiled five-field cron expression.
+/// A compiled cron expression: five fields, or six with a second first.
 ///
 /// It is `Copy` and small: each field is a bitset. [`Display`](fmt::Display) prints a
-/// normalised expression that parses back to an equal value.
+/// normalised expression that parses back to an equal value. Matching minutes are found on the
+/// wall clock as for five fields; the seconds are offsets inside each matching minute (zone
+/// offsets change only at whole minutes), so a five-field expression is second 0 alone.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CronExpr {
+    /// Bit n: second n (0..=59); bit 0 alone for a five-field expression.
+    pub(crate) seconds: u64,
     /// Bit n: minute n (0..=59).
     pub(crate) minutes: u64,
     /// Bit n: hour n (0..=23).
@@ -53,7 +59,8 @@ pub struct CronExpr {
     pub(crate) months: u16,
     /// Bit n: weekday n, 0 = Sunday.
     pub(crate) weekdays: u8,
-    /// `MINUTE_STAR`, `HOUR_STAR`, `DOM_STAR`, `DOW_STAR`, `DOM_LAST`, `HAS_NTH`, `MONTH_STAR`.
+    /// `MINUTE_STAR`, `HOUR_STAR`, `DOM_STAR`, `DOW_STAR`, `DOM_LAST`, `HAS_NTH`, `MONTH_STAR`,
+    /// `SECOND_FIELD`.
     pub(crate) flags: u8,
     /// Per weekday (0 = Sunday): which occurrences in the month match, see `NTH_LAST`.
     pub(crate) nth: [u8; 7],
@@ -67,14 +74,43 @@ impl CronExpr {
         super::parse::parse(text)
     }
 
-    /// The first minute strictly after `t` whose UTC wall time matches, if there is one.
+    /// The first instant strictly after `t` whose UTC wall time matches, if there is one.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if let Some(every) = self.every {
             return DateTime::from_timestamp(every.next_after_seconds(t.timestamp())?, 0);
         }
-        let from = t.timestamp().div_euclid(60).checked_add(1)?;
+        let seconds = t.timestamp();
+        let minute = seconds.div_euclid(60);
+        // A later second of the minute `t` is in, if that minute matches.
+        if let Some(second) = self.second_after(seconds.rem_euclid(60) as u32)
+            && self.next_match(minute, minute) == Some(minute)
+        {
+            return DateTime::from_timestamp(minute * 60 + i64::from(second), 0);
+        }
+        let from = minute.checked_add(1)?;
         let minute = self.next_match(from, from.saturating_add(SEARCH_HORIZON_MINUTES))?;
-        DateTime::from_timestamp(minute.checked_mul(60)?, 0)
+        DateTime::from_timestamp(minute.checked_mul(60)? + i64::from(self.first_second()), 0)
+    }
+
+    /// The first allowed second of a matching minute.
+    pub(crate) fn first_second(&self) -> u32 {
+        self.seconds.trailing_zeros()
+    }
+
+    /// The first allowed second of a minute strictly after `second` (0..=59), if any.
+    pub(crate) fn second_after(&self, second: u32) -> Option<u32> {
+        let later = bits_from_u64(self.seconds, second + 1);
+        (later != 0).then(|| later.trailing_zeros())
+    }
+
+    /// How many of a matching minute's seconds fire (1 for a five-field expression).
+    pub fn seconds_per_minute(&self) -> u32 {
+        self.seconds.count_ones()
+    }
+
+    /// Whether it was written with a seconds field.
+    pub fn has_seconds_field(&self) -> bool {
+        self.flags & SECOND_FIELD != 0
     }
 
     /// The `@every` interval, when this is one.

@@ -6,6 +6,7 @@ use super::error::{CronError, CronField, FieldProblem};
 use super::every::Every;
 use super::expr::{
     CronExpr, DOM_LAST, DOM_STAR, DOW_STAR, HAS_NTH, HOUR_STAR, MINUTE_STAR, MONTH_STAR, NTH_LAST,
+    SECOND_FIELD,
 };
 
 const MONTH_NAMES: [&str; 12] = [
@@ -27,6 +28,14 @@ struct FieldSpec {
     wraps: bool,
 }
 
+const SECOND: FieldSpec = FieldSpec {
+    field: CronField::Second,
+    min: 0,
+    max: 59,
+    max_written: 59,
+    names: &[],
+    wraps: false,
+};
 const MINUTE: FieldSpec = FieldSpec {
     field: CronField::Minute,
     min: 0,
@@ -84,22 +93,20 @@ pub(super) fn parse(text: &str) -> Result<CronExpr, CronError> {
     if trimmed.starts_with('@') {
         return parse_alias(trimmed);
     }
-    let mut fields = trimmed.split([' ', '\t']).filter(|part| !part.is_empty());
-    let (Some(minute), Some(hour), Some(dom), Some(month), Some(dow), None) = (
-        fields.next(),
-        fields.next(),
-        fields.next(),
-        fields.next(),
-        fields.next(),
-        fields.next(),
-    ) else {
-        let count = trimmed
-            .split([' ', '\t'])
-            .filter(|part| !part.is_empty())
-            .count();
-        return Err(CronError::FieldCount(count));
+    let fields: Vec<&str> = trimmed
+        .split([' ', '\t'])
+        .filter(|part| !part.is_empty())
+        .collect();
+    // Six fields: a second first (as Quartz and Spring write it).
+    let (second, [minute, hour, dom, month, dow]) = match fields.as_slice() {
+        [minute, hour, dom, month, dow] => (None, [*minute, *hour, *dom, *month, *dow]),
+        [second, minute, hour, dom, month, dow] => {
+            (Some(*second), [*minute, *hour, *dom, *month, *dow])
+        }
+        _ => return Err(CronError::FieldCount(fields.len())),
     };
 
+    let second = second.map(|s| parse_field(&SECOND, s)).transpose()?;
     let minute = parse_field(&MINUTE, minute)?;
     let hour = parse_field(&HOUR, hour)?;
     let dom = parse_field(&DAY_OF_MONTH, dom)?;
@@ -115,6 +122,7 @@ pub(super) fn parse(text: &str) -> Result<CronExpr, CronError> {
         (dow.starts_with_star, DOW_STAR),
         (dom.last_day, DOM_LAST),
         (dow.nth.iter().any(|&n| n != 0), HAS_NTH),
+        (second.is_some(), SECOND_FIELD),
     ] {
         if is_set {
             flags |= flag;
@@ -124,6 +132,7 @@ pub(super) fn parse(text: &str) -> Result<CronExpr, CronError> {
     let weekdays = (dow.bits | (dow.bits >> 7)) & 0x7f;
     // Every field value was range-checked, so the narrowing casts keep all bits.
     Ok(CronExpr {
+        seconds: second.map_or(1, |s| s.bits),
         minutes: minute.bits,
         hours: hour.bits as u32,
         days: dom.bits as u32,
@@ -322,6 +331,16 @@ impl fmt::Display for CronExpr {
             return every.fmt(f);
         }
         let mut list = ListWriter::new(f);
+        if self.flags & SECOND_FIELD != 0 {
+            // A `*` decides nothing in the seconds field: it prints as `*` or `*/n` only when
+            // that reads best.
+            let star = (1..=30).any(|step| {
+                let covered = step_bits(&SECOND, step);
+                covered & self.seconds == covered
+            });
+            write_bits(&mut list, self.seconds, &SECOND, star)?;
+            list.next_field()?;
+        }
         write_bits(
             &mut list,
             self.minutes,

@@ -367,18 +367,12 @@ fn field_errors_name_the_field_and_the_problem() {
     assert_eq!(error("0 0 * JANUARY *"), r#"month: unknown name "JANUARY""#);
     assert_eq!(error("x * * * *"), r#"minute: invalid value "x""#);
     assert_eq!(error("0 MON * * *"), r#"hour: invalid value "MON""#);
-    assert_eq!(
-        error("0 0 *"),
-        "expected 5 fields (minute hour day-of-month month day-of-week), got 3"
-    );
-    assert_eq!(
-        error(""),
-        "expected 5 fields (minute hour day-of-month month day-of-week), got 0"
-    );
-    assert_eq!(
-        error("0 0 * * * *"),
-        "expected 5 fields (minute hour day-of-month month day-of-week), got 6"
-    );
+    let count = "expected 5 fields (minute hour day-of-month month day-of-week), or 6 with a \
+                 second first, got";
+    assert_eq!(error("0 0 *"), format!("{count} 3"));
+    assert_eq!(error(""), format!("{count} 0"));
+    assert_eq!(error("0 0 * * * * *"), format!("{count} 7"));
+    assert_eq!(error("60 0 0 * * *"), "second: 60 is out of range 0-59");
     assert_eq!(error("0 */0 * * *"), "hour: step must be at least 1");
     assert_eq!(
         error("*/61 * * * *"),

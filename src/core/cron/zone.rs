@@ -148,8 +148,40 @@ impl ZonedCron {
         self.tz.local_time(at)
     }
 
-    /// The first fire strictly after `t` (seconds since the epoch).
+    /// The first fire strictly after `t` (seconds since the epoch): a later second of a
+    /// matching minute that `t` lies in, or the first second of the next matching minute. A
+    /// minute's seconds share its offset and DST mark (offsets change at whole minutes; a
+    /// minute shifted out of a spring-forward gap keeps its seconds after the transition).
     fn next_instant(&self, t: i64) -> Option<FoundFire> {
+        // Fires at the start of each matching minute: one search.
+        if self.expr.every.is_some() || self.expr.seconds == 1 {
+            return self.next_minute_instant(t);
+        }
+        let first = i64::from(self.expr.first_second());
+        // The first matching minute that starts after `t - 60`: the one `t` lies in, if any.
+        let minute = self.next_minute_instant(t.checked_sub(60)?)?;
+        if minute.at > t {
+            return Some(FoundFire {
+                at: minute.at + first,
+                ..minute
+            });
+        }
+        let into = u32::try_from(t - minute.at).unwrap_or(59);
+        if let Some(second) = self.expr.second_after(into) {
+            return Some(FoundFire {
+                at: minute.at + i64::from(second),
+                ..minute
+            });
+        }
+        let next = self.next_minute_instant(minute.at)?;
+        Some(FoundFire {
+            at: next.at + first,
+            ..next
+        })
+    }
+
+    /// The first matching minute (or `@every` instant) strictly after `t`, at its start.
+    fn next_minute_instant(&self, t: i64) -> Option<FoundFire> {
         if let Some(every) = self.expr.every {
             // Elapsed time alone: the zone only says what the wall clock shows then.
             let at = every.next_after_seconds(t)?;

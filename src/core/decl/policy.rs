@@ -205,9 +205,13 @@ fn check(
                 ));
             }
         }
-        // Occurrences fall on whole minutes (zone offsets are whole minutes), so any two are at
-        // least a minute apart: a jitter up to a minute always fits without a scan.
-        Timing::Cron(_) if policies.max_jitter > Duration::from_secs(60) => {
+        // Occurrences fall on one second of whole minutes (zone offsets are whole minutes),
+        // so any two are at least a minute apart: a jitter up to a minute always fits without
+        // a scan. Several seconds a minute are scanned whatever the jitter.
+        Timing::Cron(_)
+            if policies.max_jitter > Duration::from_secs(60)
+                || (!policies.max_jitter.is_zero() && timing.fires_within_a_minute()) =>
+        {
             let from = policies.start_at.map_or(now, |start| start.max(now));
             if let Some(interval) = shortest_interval(timing, from, policies.max_jitter, intervals)
                 && interval.to_std().is_ok_and(|i| policies.max_jitter > i)

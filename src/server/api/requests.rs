@@ -75,7 +75,8 @@ pub struct CreateScheduleRequest {
         max_length = 128
     )]
     pub schedule_type: String,
-    /// A 5-field cron expression, an `@alias`, or an interval `@every 90s [phase 15s]`;
+    /// A cron expression of 5 fields (or 6, a second first), an `@alias`, or an interval
+    /// `@every 90s [phase 15s]`;
     /// exactly one of `cron`, `every` and `run_at`.
     pub cron: Option<String>,
     /// An interval of whole seconds, at least `1s` (`90s`, `15m`, `1h`): fires at the Unix

@@ -141,7 +141,7 @@ fn next_fires_errors() {
     assert_eq!(
         json_out(&output),
         json!({"valid": false, "errors": [{"field": "cron", "message":
-            "expected 5 fields (minute hour day-of-month month day-of-week), got 3"}]})
+            "expected 5 fields (minute hour day-of-month month day-of-week), or 6 with a second first, got 3"}]})
     );
     let too_many = run(&["next-fires", "* * * * *", "-n", "10001"]);
     assert_eq!(too_many.status.code(), Some(2));
@@ -434,4 +434,40 @@ fn next_fires_of_an_interval_keep_to_elapsed_time_across_a_clock_change() {
         "{}",
         stderr(&bad)
     );
+}
+
+#[test]
+fn next_fires_of_a_seconds_field_shift_with_their_minute_across_a_gap() {
+    // New York springs forward at 2025-03-09T07:00Z (02:00 local does not happen): 02:30:10
+    // and 02:30:40 are shifted, with their seconds, to after the gap; the next day has them
+    // at their wall time.
+    let output = run(&[
+        "next-fires",
+        "10,40 30 2 * * *",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2025-03-09T06:00:00Z",
+        "-n",
+        "3",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json = json_out(&output);
+    assert_eq!(
+        json["description"],
+        "At 02:30:10 and 02:30:40 (America/New_York); a time skipped when clocks go forward runs when the gap ends, and a time that repeats when clocks go back runs once"
+    );
+    assert_eq!(
+        json["fires"],
+        json!([
+            {"utc": "2025-03-09T07:00:10Z", "local": "2025-03-09T03:00:10-04:00", "dst": "shifted"},
+            {"utc": "2025-03-09T07:00:40Z", "local": "2025-03-09T03:00:40-04:00", "dst": "shifted"},
+            {"utc": "2025-03-10T06:30:10Z", "local": "2025-03-10T02:30:10-04:00", "dst": null}
+        ])
+    );
+    let valid = run(&["validate-expr", "*/15 * * * * *", "--output", "json"]);
+    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
+    assert_eq!(json_out(&valid)["description"], "Every 15 seconds (UTC)");
 }

@@ -191,3 +191,56 @@ pub async fn a_served_interval_calls_every_occurrence_once_under_each_overlap(
         );
     }
 }
+
+/// A six-field expression in the serve loop: `5,35 * * * * *` is called at seconds 5 and 35 of
+/// every minute, each occurrence once and at its instant (claimed ahead, as a minute's are);
+/// a jitter longer than the 30 s between them is refused, naming the field.
+pub async fn a_seconds_field_is_called_at_each_of_its_seconds(store: Arc<dyn Store>) {
+    use super::ahead::{ahead_config, serving};
+    let h = Harness::with_config(store, ahead_config()).await;
+    let s = h
+        .create(ScheduleDecl {
+            schedule_type: "seconds.field".into(),
+            cron: Some("5,35 * * * * *".into()),
+            ..ScheduleDecl::default()
+        })
+        .await;
+    let start = h.now();
+    let end = start + Duration::seconds(95);
+    serving(&h, async {
+        let mut at = start;
+        while at < end {
+            at += Duration::milliseconds(250);
+            h.clock.set(at);
+            h.engine.settled().await;
+        }
+    })
+    .await;
+    let expected: Vec<DateTime<Utc>> = instants_after(start, 60, 5)
+        .flat_map(|minute| [minute, minute + Duration::seconds(30)])
+        .take_while(|at| *at <= end - Duration::seconds(1))
+        .collect();
+    let mut jobs = h.jobs(s.id).await;
+    jobs.sort_by_key(|j| j.scheduled_for);
+    let called: Vec<DateTime<Utc>> = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Succeeded)
+        .map(|j| j.scheduled_for)
+        .collect();
+    assert!(expected.len() >= 3, "{expected:?}");
+    assert_eq!(called[..expected.len()], expected[..], "{jobs:#?}");
+    assert!(
+        jobs.iter()
+            .filter(|j| j.status == JobStatus::Succeeded)
+            .all(|j| j.started_at == Some(j.scheduled_for)),
+        "called off their instants: {jobs:#?}"
+    );
+    let too_long = ScheduleDecl {
+        schedule_type: "seconds.jitter".into(),
+        cron: Some("5,35 * * * * *".into()),
+        max_jitter: Some("31s".into()),
+        ..ScheduleDecl::default()
+    };
+    let errors = too_long.validate(h.now()).unwrap_err();
+    assert_eq!(errors[0].field, "max_jitter", "{errors:?}");
+}
