@@ -140,6 +140,16 @@ pub async fn every_event_of_a_lifecycle_run_is_a_cloudevent_its_schema_accepts(
         assert_eq!(h.schedule(id).await.status, ScheduleStatus::Completed);
     }
 
+    // E: cancel_other; its 00:06 fire fails and waits for a retry, which 00:07 cancels.
+    h.create(ScheduleDecl {
+        overlap: Some(Overlap::CancelOther),
+        ..cron("* * * * *", 1)
+    })
+    .await;
+    h.reply([Reply::status(500)]);
+    h.tick_at(minute(6)).await;
+    assert_eq!(h.tick_at(minute(7)).await.cancelled, 1);
+
     let written = outbox(&store, &[env]).await;
     let types: BTreeSet<&str> = written.iter().map(|e| e.event_type.as_str()).collect();
     let all: BTreeSet<&str> = events::ALL.iter().copied().collect();
