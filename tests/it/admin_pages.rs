@@ -456,7 +456,8 @@ async fn scenario(browser: &Browser) {
         .await;
 
     // Backfill from the schedule's page: a range reaching into the future is refused under
-    // its field; a past one creates its jobs, recorded as a backfill.
+    // its field; a past one creates its jobs, recorded as a backfill, under the overlap policy
+    // chosen (`skip`: the oldest runs, the others are skipped on the record).
     let mut hourly = api.new_schedule(api.env_a, "hourly-export");
     hourly["cron"] = json!("0 * * * *");
     hourly["timezone"] = json!("UTC");
@@ -487,11 +488,16 @@ async fn scenario(browser: &Browser) {
         .type_text(&to, "2029-12-31T23:00:00Z")
         .await
         .unwrap();
+    let skip = browser
+        .find("#b-overlap option[value=\"skip\"]")
+        .await
+        .unwrap();
+    browser.click(&skip).await.unwrap();
     browser.click(&run).await.unwrap();
     browser
         .wait_text(
             "#status",
-            "Backfilled billing/hourly-export: 3 occurrence(s); 1 started",
+            "Backfilled billing/hourly-export under skip: 3 occurrence(s); 1 started, 2 skipped",
         )
         .await;
     let (_, jobs, _) = api
@@ -505,6 +511,8 @@ async fn scenario(browser: &Browser) {
     let items = jobs["items"].as_array().unwrap();
     assert_eq!(items.len(), 3, "{jobs}");
     assert!(items.iter().all(|j| j["backfill"] == true), "{jobs}");
+    let skipped = items.iter().filter(|j| j["status"] == "skipped").count();
+    assert_eq!(skipped, 2, "{jobs}");
 
     // Signing out stops the overview's refresh: no read is made after it.
     browser.goto(&format!("{ui}/overview")).await.unwrap();

@@ -23,9 +23,10 @@ pub(super) fn schedule_body() -> String {
 </form>
 <form id="s-backfill" class="stack panel" hidden novalidate aria-labelledby="s-backfill-title">
 <h2 id="s-backfill-title">Backfill</h2>
-<p class="muted">Runs the schedule's occurrences in a past range again (at most 1,000), each as a job of its own recorded as a backfill, under its overlap policy: one at a time, or up to 5 at once beside its other jobs under allow_all.</p>
+<p class="muted">Runs the schedule's occurrences in a past range again (at most 1,000), each as a job of its own recorded as a backfill: by default one at a time (up to 5 at once beside its other jobs for an allow_all schedule).</p>
 <div class="field"><label for="b-from">From (RFC 3339, UTC)</label><input id="b-from" class="mono" autocomplete="off" spellcheck="false" placeholder="2030-01-01T00:00:00Z" aria-describedby="b-from-error"><p class="error" id="b-from-error" hidden></p></div>
 <div class="field"><label for="b-to">To (RFC 3339, UTC, not after now)</label><input id="b-to" class="mono" autocomplete="off" spellcheck="false" placeholder="2030-01-01T06:00:00Z" aria-describedby="b-to-error"><p class="error" id="b-to-error" hidden></p></div>
+<div class="field"><label for="b-overlap">Overlap</label><select id="b-overlap" aria-describedby="b-overlap-error"><option value="">The schedule's default</option><option value="buffer_all">One after another, every one</option><option value="allow_all">Up to 5 at once, beside other jobs</option><option value="skip">The oldest only, the rest skipped</option><option value="buffer_one">The oldest and one more, the rest skipped</option></select><p class="error" id="b-overlap-error" hidden></p></div>
 <p class="toolbar"><button type="submit" id="b-run">Backfill</button> <button type="button" id="b-cancel" class="secondary">Cancel</button></p>
 </form>
 <section aria-labelledby="s-next-title">

@@ -306,7 +306,7 @@ const sentin8AdminViews = (() => {
 
   function openBackfill(s) {
     backfilling = s;
-    for (const f of ['from', 'to']) {
+    for (const f of ['from', 'to', 'overlap']) {
       $(`b-${f}-error`).hidden = true;
       $(`b-${f}`).removeAttribute('aria-invalid');
     }
@@ -318,17 +318,18 @@ const sentin8AdminViews = (() => {
     const s = backfilling;
     if (!s) return;
     const body = { from: $('b-from').value.trim(), to: $('b-to').value.trim() };
+    if ($('b-overlap').value) body.overlap = $('b-overlap').value;
     try {
       const done = await api('POST', `/v1/schedules/${encodeURIComponent(s.id)}/backfill`, { body });
       $('s-backfill').hidden = true;
-      say(`Backfilled ${s.domain}/${s.schedule_type}: ${done.occurrences} occurrence(s); ${done.started} started, the rest wait their turn.`, 'ok');
+      say(`Backfilled ${s.domain}/${s.schedule_type} under ${done.overlap}: ${done.occurrences} occurrence(s); ${done.started} started, ${done.skipped} skipped, the rest wait their turn.`, 'ok');
       await schedulePage(false);
     } catch (err) {
       // A refused field is shown beside its input; anything else is reported.
       const errors = (err.problem && err.problem.errors) || [];
       let shown = false;
       for (const e of errors) {
-        const f = e.field === 'from' || e.field === 'to' ? e.field : null;
+        const f = ['from', 'to', 'overlap'].includes(e.field) ? e.field : null;
         if (!f) continue;
         $(`b-${f}-error`).textContent = e.message;
         $(`b-${f}-error`).hidden = false;
