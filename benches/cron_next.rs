@@ -22,6 +22,13 @@ const EXPRESSIONS: &[(&str, &str, Option<&str>)] = &[
     ("monthly-first", "0 0 1 * *", Some("0 0 0 1 * *")),
     ("second-monday", "0 9 * * MON#2", None),
     ("leap-day", "0 0 29 2 *", Some("0 0 0 29 2 *")),
+    // Six fields, a second first: the same text for every implementation that reads it.
+    ("every-15-sec", "*/15 * * * * *", Some("*/15 * * * * *")),
+    (
+        "weekdays-023010",
+        "10 30 2 * * 1-5",
+        Some("10 30 2 * * Mon-Fri"),
+    ),
 ];
 
 fn start() -> DateTime<Utc> {

@@ -1,6 +1,6 @@
 //! Backfill: an operator asks for a past range of a cron schedule's occurrences. Each becomes
 //! a job of its own (`backfill`, a fresh idempotency key), waiting its turn as a `buffered`
-//! job, under an overlap policy the request may name ([`BackfillOverlap`]; the schedule's own
+//! job, under an overlap policy the request may name ([`backfill_overlap`]; the schedule's own
 //! by default): one after another (`buffer_all`, and the default of every schedule whose
 //! jobs exclude each other: the operator asked for each), up to `BACKFILL_AT_ONCE` at a time
 //! beside the schedule's other jobs (`allow_all`), or as the occurrences of a burst would

@@ -188,16 +188,14 @@ impl Producer {
                     tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "call aborted: the job is no longer this instance's");
                     (Err(Failure::aborted()), None, None)
                 }
-                Some(called) => match called {
-                Ok(Some((result, health))) => (result, Some(health), None),
+                Some(Ok(Some((result, health)))) => (result, Some(health), None),
                 // Not sent: nothing reached the target and nothing says anything of it.
-                Ok(None) => (Ok(serde_json::Value::Null), None, Some(start)),
-                Err(_) => {
+                Some(Ok(None)) => (Ok(serde_json::Value::Null), None, Some(start)),
+                Some(Err(_)) => {
                     metrics.count(schedule.env_id, EnvCounter::Failures);
                     tracing::error!(schedule_id = %schedule.id, job_id = %job.id, "the call panicked; recorded as a failed attempt");
                     (Err(Failure::panicked()), Some(CallHealth::Neutral), None)
                 }
-                },
             };
             let ended = clock.now();
             if unsent.is_none() && spans.enabled() {
