@@ -77,23 +77,10 @@ impl CronExpr {
             return format!("At {}", join(&times, "and"));
         }
         let minutes_text = self.describe_minutes(&minutes, &hours);
-        let second_part = match (Shape::of(&seconds, 60), whole_cycle_step(&seconds, 60)) {
-            _ if seconds == [0] => return minutes_text,
-            (Shape::All, _) => "Every second".to_owned(),
-            (_, Some(step)) => format!("Every {step} seconds"),
-            (Shape::Step { step, first, last }, None) => {
-                format!("Every {step} seconds from second {first} through {last} past the minute")
-            }
-            (Shape::List(runs), None) => {
-                let noun = if seconds.len() == 1 {
-                    "second"
-                } else {
-                    "seconds"
-                };
-                let listed = list_runs(&runs, 60, 3, |s| s.to_string(), "through");
-                format!("At {noun} {listed} past the minute")
-            }
-        };
+        if seconds == [0] {
+            return minutes_text;
+        }
+        let second_part = sixtieths(&seconds, "second", "minute");
         // "Every minute" adds nothing to a phrase of seconds.
         let rest = minutes_text
             .strip_prefix("Every minute")
@@ -108,22 +95,7 @@ impl CronExpr {
 
     /// The minute and hour fields in words, e.g. `Every 15 minutes, every 2 hours`.
     fn describe_minutes(&self, minutes: &[u32], hours: &[u32]) -> String {
-        let minute_part = match (Shape::of(minutes, 60), whole_cycle_step(minutes, 60)) {
-            (Shape::All, _) => "Every minute".to_owned(),
-            (_, Some(step)) => format!("Every {step} minutes"),
-            (Shape::Step { step, first, last }, None) => {
-                format!("Every {step} minutes from minute {first} through {last} past the hour")
-            }
-            (Shape::List(runs), None) => {
-                let noun = if minutes.len() == 1 {
-                    "minute"
-                } else {
-                    "minutes"
-                };
-                let listed = list_runs(&runs, 60, 3, |m| m.to_string(), "through");
-                format!("At {noun} {listed} past the hour")
-            }
-        };
+        let minute_part = sixtieths(minutes, "minute", "hour");
         let hour_part = match (Shape::of(hours, 24), whole_cycle_step(hours, 24)) {
             (Shape::All, _) => None,
             (_, Some(step)) => Some(format!("every {step} hours")),
@@ -226,6 +198,27 @@ impl CronExpr {
             let name = |m: u32| MONTHS[m as usize - 1].to_owned();
             format!("in {}", list_runs(&runs, 13, 3, name, "through"))
         })
+    }
+}
+
+/// A field of 60 values (seconds of the minute, minutes of the hour) in words: `Every minute`,
+/// `Every 15 seconds`, `At minutes 5 and 35 past the hour`.
+fn sixtieths(set: &[u32], unit: &str, of: &str) -> String {
+    match (Shape::of(set, 60), whole_cycle_step(set, 60)) {
+        (Shape::All, _) => format!("Every {unit}"),
+        (_, Some(step)) => format!("Every {step} {unit}s"),
+        (Shape::Step { step, first, last }, None) => {
+            format!("Every {step} {unit}s from {unit} {first} through {last} past the {of}")
+        }
+        (Shape::List(runs), None) => {
+            let noun = if set.len() == 1 {
+                unit.to_owned()
+            } else {
+                format!("{unit}s")
+            };
+            let listed = list_runs(&runs, 60, 3, |v| v.to_string(), "through");
+            format!("At {noun} {listed} past the {of}")
+        }
     }
 }
 

@@ -123,19 +123,8 @@ impl<'c> PgTenantTx<'c> {
         ids: &[ScheduleId],
         predicate: &str,
     ) -> StoreResult<Vec<ScheduleId>> {
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let sql = format!(
-            "SELECT DISTINCT schedule_id FROM jobs WHERE env_id = $1 AND schedule_id = ANY($2) \
-             AND {predicate}"
-        );
-        let found: Vec<Uuid> = sqlx::query_scalar(&sql)
-            .bind(self.env_id.0)
-            .bind(&ids)
-            .persistent(false)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(found.into_iter().map(ScheduleId).collect())
+        let found = self.jobs_per_schedule(ids, predicate).await?;
+        Ok(found.into_iter().map(|(id, _)| id).collect())
     }
 
     /// Those of the schedules `ids` with jobs that match `predicate` (plain SQL), with how

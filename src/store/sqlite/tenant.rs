@@ -37,33 +37,14 @@ impl SqliteTenantTx {
         self.env_id.0.to_string()
     }
 
-    /// Those of the schedules `ids` with a job that matches `predicate` (plain SQL), in one
-    /// statement per 500 ids.
+    /// Those of the schedules `ids` with a job that matches `predicate` (plain SQL).
     async fn schedules_with_job(
         &mut self,
         ids: &[ScheduleId],
         predicate: &str,
     ) -> StoreResult<Vec<ScheduleId>> {
-        let mut found = Vec::new();
-        for chunk in ids.chunks(500) {
-            let mut sql = Sql::new(placeholder);
-            let env = sql.val(Val::uuid(self.env_id.0));
-            let list: Vec<String> = chunk.iter().map(|id| sql.val(Val::uuid(id.0))).collect();
-            sql.text = format!(
-                "SELECT DISTINCT schedule_id FROM jobs WHERE env_id = {env} \
-                 AND schedule_id IN ({}) AND {predicate}",
-                list.join(", ")
-            );
-            for row in self.fetch_all(&sql).await? {
-                let id: String = row.try_get("schedule_id").map_err(db_err)?;
-                let id = id.parse().map_err(|_| StoreError::Corrupt {
-                    table: "jobs",
-                    detail: format!("schedule_id {id:?} is not a uuid"),
-                })?;
-                found.push(ScheduleId(id));
-            }
-        }
-        Ok(found)
+        let found = self.jobs_per_schedule(ids, predicate).await?;
+        Ok(found.into_iter().map(|(id, _)| id).collect())
     }
 
     /// Those of the schedules `ids` with jobs that match `predicate` (plain SQL), with how

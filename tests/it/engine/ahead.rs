@@ -40,6 +40,29 @@ pub(super) async fn serving<Fut: std::future::Future<Output = ()>>(h: &Harness, 
     tokio::join!(serve, scenario);
 }
 
+/// Runs the serve loop while the clock moves from now to `end` in steps of 250 ms, each step
+/// settled: until the engine has nothing to do but wait (`beside_calls`: but wait for its
+/// calls in flight too, for scenarios with a hanging call).
+pub(super) async fn serve_through(
+    h: &Harness,
+    end: chrono::DateTime<chrono::Utc>,
+    beside_calls: bool,
+) {
+    serving(h, async {
+        let mut at = h.now();
+        while at < end {
+            at += Duration::milliseconds(250);
+            h.clock.set(at);
+            if beside_calls {
+                h.engine.settled_beside_calls().await;
+            } else {
+                h.engine.settled().await;
+            }
+        }
+    })
+    .await;
+}
+
 /// Waits until the schedule's call arrives and its outcome is recorded.
 pub(super) async fn called_and_recorded(h: &Harness, id: ScheduleId) {
     settled_until(&h.engine, "the call arrives", || async {

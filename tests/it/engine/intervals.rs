@@ -132,7 +132,7 @@ pub async fn an_intervals_jittered_calls_stay_inside_their_periods(store: Arc<dy
 pub async fn a_served_interval_calls_every_occurrence_once_under_each_overlap(
     store: Arc<dyn Store>,
 ) {
-    use super::ahead::{ahead_config, serving};
+    use super::ahead::{ahead_config, serve_through};
     let h = Harness::with_config(store, ahead_config()).await;
     // Two phases a second apart, so that rounds run every second and find each schedule due
     // within the lead more than once before its instant.
@@ -153,15 +153,7 @@ pub async fn a_served_interval_calls_every_occurrence_once_under_each_overlap(
     }
     let start = h.now();
     let end = start + Duration::seconds(30);
-    serving(&h, async {
-        let mut at = start;
-        while at < end {
-            at += Duration::milliseconds(250);
-            h.clock.set(at);
-            h.engine.settled().await;
-        }
-    })
-    .await;
+    serve_through(&h, end, false).await;
     for (overlap, phase, id) in ids {
         let expected: Vec<DateTime<Utc>> = instants_after(start, 2, phase)
             .take_while(|at| *at <= end - Duration::seconds(1))
@@ -196,7 +188,7 @@ pub async fn a_served_interval_calls_every_occurrence_once_under_each_overlap(
 /// every minute, each occurrence once and at its instant (claimed ahead, as a minute's are);
 /// a jitter longer than the 30 s between them is refused, naming the field.
 pub async fn a_seconds_field_is_called_at_each_of_its_seconds(store: Arc<dyn Store>) {
-    use super::ahead::{ahead_config, serving};
+    use super::ahead::{ahead_config, serve_through};
     let h = Harness::with_config(store, ahead_config()).await;
     let s = h
         .create(ScheduleDecl {
@@ -207,15 +199,7 @@ pub async fn a_seconds_field_is_called_at_each_of_its_seconds(store: Arc<dyn Sto
         .await;
     let start = h.now();
     let end = start + Duration::seconds(95);
-    serving(&h, async {
-        let mut at = start;
-        while at < end {
-            at += Duration::milliseconds(250);
-            h.clock.set(at);
-            h.engine.settled().await;
-        }
-    })
-    .await;
+    serve_through(&h, end, false).await;
     let expected: Vec<DateTime<Utc>> = instants_after(start, 60, 5)
         .flat_map(|minute| [minute, minute + Duration::seconds(30)])
         .take_while(|at| *at <= end - Duration::seconds(1))

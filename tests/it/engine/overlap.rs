@@ -17,11 +17,11 @@ use super::{Harness, cron, settled_until};
 use crate::raw_http::Reply;
 use crate::support::t0;
 
-fn minute(m: i64) -> DateTime<Utc> {
+pub(super) fn minute(m: i64) -> DateTime<Utc> {
     t0() + Duration::minutes(m)
 }
 
-fn with_overlap(overlap: Overlap, expr: &str) -> ScheduleDecl {
+pub(super) fn with_overlap(overlap: Overlap, expr: &str) -> ScheduleDecl {
     ScheduleDecl {
         overlap: Some(overlap),
         ..cron(expr, 3)
@@ -39,7 +39,7 @@ fn slow_retries() -> EngineConfig {
     }
 }
 
-fn statuses_by_occurrence(jobs: &[Job]) -> Vec<(DateTime<Utc>, JobStatus)> {
+pub(super) fn statuses_by_occurrence(jobs: &[Job]) -> Vec<(DateTime<Utc>, JobStatus)> {
     let mut shape: Vec<_> = jobs.iter().map(|j| (j.scheduled_for, j.status)).collect();
     shape.sort_by_key(|(at, _)| *at);
     shape

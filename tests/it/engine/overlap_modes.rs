@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::engine::EngineConfig;
 use sentin8_cron::core::model::*;
@@ -13,20 +13,10 @@ use sentin8_cron::core::policies::Overlap;
 use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
 
+use super::overlap::{minute, statuses_by_occurrence, with_overlap};
 use super::{Harness, cron};
 use crate::raw_http::Reply;
 use crate::support::t0;
-
-fn minute(m: i64) -> DateTime<Utc> {
-    t0() + Duration::minutes(m)
-}
-
-fn with_overlap(overlap: Overlap, expr: &str) -> ScheduleDecl {
-    ScheduleDecl {
-        overlap: Some(overlap),
-        ..cron(expr, 3)
-    }
-}
 
 fn retries_after(secs: u64) -> RetryPolicy {
     RetryPolicy {
@@ -92,15 +82,8 @@ pub async fn buffer_all_runs_every_waiting_occurrence_in_order_up_to_its_bound(
         ],
         "one after another, oldest first"
     );
-    let mut shape: Vec<_> = h
-        .jobs(s.id)
-        .await
-        .iter()
-        .map(|j| (j.scheduled_for, j.status))
-        .collect();
-    shape.sort_by_key(|(at, _)| *at);
     assert_eq!(
-        shape,
+        statuses_by_occurrence(&h.jobs(s.id).await),
         [
             (minute(1), JobStatus::Succeeded),
             (minute(2), JobStatus::Succeeded),
@@ -232,25 +215,15 @@ fn every_2s_cancel_other() -> ScheduleDecl {
 /// In the serve loop the instance that cancels the open job holds its call itself: the call is
 /// aborted at once, and stopping the loop does not wait for it.
 pub async fn cancel_other_aborts_its_own_call_at_once_in_the_serve_loop(store: Arc<dyn Store>) {
-    use super::ahead::{ahead_config, serving};
+    use super::ahead::{ahead_config, serve_through};
     let h = Harness::with_config(store, ahead_config()).await;
     let s = h.create(every_2s_cancel_other()).await;
     let first = s.next_run_at.unwrap();
     h.reply([Reply::Hang]);
     let end = first + Duration::seconds(5);
-    tokio::time::timeout(
-        StdDuration::from_secs(30),
-        serving(&h, async {
-            let mut at = h.now();
-            while at < end {
-                at += Duration::milliseconds(250);
-                h.clock.set(at);
-                h.engine.settled_beside_calls().await;
-            }
-        }),
-    )
-    .await
-    .expect("the loop stopped without waiting for the hanging call");
+    tokio::time::timeout(StdDuration::from_secs(30), serve_through(&h, end, true))
+        .await
+        .expect("the loop stopped without waiting for the hanging call");
     assert_eq!(
         h.engine
             .metrics()
@@ -259,15 +232,8 @@ pub async fn cancel_other_aborts_its_own_call_at_once_in_the_serve_loop(store: A
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    let mut shape: Vec<_> = h
-        .jobs(s.id)
-        .await
-        .iter()
-        .map(|j| (j.scheduled_for, j.status))
-        .collect();
-    shape.sort_by_key(|(at, _)| *at);
     assert_eq!(
-        shape,
+        statuses_by_occurrence(&h.jobs(s.id).await),
         [
             (first, JobStatus::Cancelled),
             (first + Duration::seconds(2), JobStatus::Succeeded),
