@@ -301,8 +301,16 @@ impl World {
             7 | 8 => self.ops.schedule_trigger(env, id, &actor).await.map(drop),
             _ => {
                 let from = self.now - Duration::minutes(1 + self.rng.below(4) as i64);
+                // The schedule's default, or a policy the backfill names (not cancel_other).
+                let overlap = [
+                    None,
+                    Some(Overlap::Skip),
+                    Some(Overlap::BufferOne),
+                    Some(Overlap::BufferAll),
+                    Some(Overlap::AllowAll),
+                ][self.rng.below(5) as usize];
                 self.ops
-                    .schedule_backfill(env, id, (from, self.now), None, &actor)
+                    .schedule_backfill(env, id, (from, self.now), overlap, &actor)
                     .await
                     .map(drop)
             }
