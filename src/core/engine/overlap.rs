@@ -7,8 +7,9 @@
 //! A cancelled job's call, if one is in flight, is aborted by the instance that holds it: at
 //! once when that is the claiming instance, else at its next lease renewal, which finds the job
 //! no longer its own (seconds). Its outcome is refused by the job's fence either way. A job
-//! whose answer is already durable has run: it is not cancelled, and the new occurrence is
-//! skipped instead.
+//! whose answer is already durable has run: it is not cancelled, and the new occurrence waits
+//! for its record as a `buffered` job (it runs right after, so the run the plan counted for
+//! it is made).
 
 use std::collections::HashMap;
 
@@ -67,24 +68,28 @@ impl Parts {
                     group.buffered += 1;
                     continue;
                 }
-                PlannedAction::Replace => match open_job {
-                    Some(open_job) => {
-                        let held = new.status == JobStatus::Scheduled;
-                        match replace(tx, &schedule, open_job, &new, now, events).await? {
-                            Some((cancelled, job)) => {
-                                group.cancelled.push(cancelled);
-                                group.runs.push((schedule, job, held));
-                                continue;
-                            }
-                            None => format!(
-                                "skipped: job {} of this schedule had already answered when this \
-                                 occurrence came, so it was not cancelled",
-                                open_job.id
-                            ),
+                PlannedAction::Replace => {
+                    let held = new.status == JobStatus::Scheduled;
+                    let replaced = match open_job {
+                        Some(open_job) => {
+                            replace(tx, &schedule, open_job, &new, now, events).await?
+                        }
+                        None => None,
+                    };
+                    match replaced {
+                        Some((cancelled, job)) => {
+                            group.cancelled.push(cancelled);
+                            group.runs.push((schedule, job, held));
+                        }
+                        // The open job has answered (its record is on its way): the new
+                        // occurrence runs after it, as the plan counted.
+                        None => {
+                            buffer(tx, &schedule, new, now, events).await?;
+                            group.buffered += 1;
                         }
                     }
-                    None => "skipped: another job of this schedule was open".to_owned(),
-                },
+                    continue;
+                }
                 _ if schedule.policies.overlap == Overlap::BufferAll => format!(
                     "skipped: {} occurrences of this schedule already wait for its open job \
                      (the most a buffer_all schedule may have waiting, --max-buffered)",
