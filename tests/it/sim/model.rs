@@ -89,7 +89,10 @@ pub fn check_step(world: &World, seen: &Seen) -> Vec<String> {
         let bound = match schedule.policies.overlap {
             Overlap::BufferOne => 1,
             Overlap::BufferAll => DEFAULT_MAX_BUFFERED as usize,
-            _ => 0,
+            // An occurrence waits behind an open job that has answered (it is not cancelled),
+            // one per occurrence that comes before that job's record.
+            Overlap::CancelOther => usize::MAX,
+            Overlap::Skip | Overlap::AllowAll => 0,
         };
         let buffered = jobs
             .iter()
