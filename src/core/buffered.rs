@@ -17,7 +17,8 @@ pub const BACKFILL_AT_ONCE: usize = 5;
 /// The most occurrences one backfill may ask for.
 pub const MAX_BACKFILL: usize = 1_000;
 
-const OPEN: &[JobStatus] = &[JobStatus::Scheduled, JobStatus::Pending, JobStatus::Running];
+/// The statuses of an open job.
+pub const OPEN: &[JobStatus] = &[JobStatus::Scheduled, JobStatus::Pending, JobStatus::Running];
 
 /// Releases what may run now of `schedule`'s buffered occurrences, in the caller's
 /// transaction (which holds the schedule's row). Returns the released jobs. Only as many

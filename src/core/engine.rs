@@ -336,11 +336,15 @@ impl Engine {
                 continue;
             };
             let open = tx.job_get_open(d.id).await?.is_some();
-            let waiting = tx
-                .buffered_occurrence_counts(&[d.id])
-                .await?
-                .first()
-                .map_or(0, |(_, count)| *count);
+            // Only an open job makes the occurrences waiting behind it matter.
+            let waiting = if open {
+                tx.buffered_occurrence_counts(&[d.id])
+                    .await?
+                    .first()
+                    .map_or(0, |(_, count)| *count)
+            } else {
+                0
+            };
             let action = PlannedAction::of(
                 schedule.policies.overlap,
                 open,

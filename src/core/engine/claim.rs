@@ -195,7 +195,10 @@ impl Parts {
                             last: run.last,
                             count: run.count,
                         }),
-                        ..skipped_job(new.unwrap_or(&template), plan::missed_reason(&run), now)
+                        ..new
+                            .unwrap_or(&template)
+                            .clone()
+                            .skipped(plan::missed_reason(&run), now)
                     })
                     .await?;
                 tracing::info!(schedule_id = %schedule.id, missed = run.count, first = %run.first, last = %run.last, "missed occurrences recorded as skipped");
@@ -393,20 +396,6 @@ impl Parts {
             }
         }
         Ok(verdicts)
-    }
-}
-
-/// A skipped record shaped after the job a claim would open.
-pub(super) fn skipped_job(new: &NewJob, reason: String, now: DateTime<Utc>) -> NewJob {
-    NewJob {
-        status: JobStatus::Skipped,
-        attempt: 0,
-        started_at: None,
-        finished_at: Some(now),
-        error: Some(reason),
-        lease_until: None,
-        missed: None,
-        ..new.clone()
     }
 }
 

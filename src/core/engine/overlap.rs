@@ -103,9 +103,7 @@ impl Parts {
                     None => "skipped: another job of this schedule was open".to_owned(),
                 },
             };
-            let record = tx
-                .job_insert(&super::claim::skipped_job(&new, reason, now))
-                .await?;
+            let record = tx.job_insert(&new.skipped(reason, now)).await?;
             tracing::info!(schedule_id = %schedule.id, "fire skipped: previous job still open");
             events.push(super::claim::skip_event(&schedule, &record, now));
             group.skipped += 1;
@@ -122,15 +120,7 @@ async fn buffer(
     now: DateTime<Utc>,
     events: &mut Vec<NewEvent>,
 ) -> StoreResult<()> {
-    let record = tx
-        .job_insert(&NewJob {
-            status: JobStatus::Buffered,
-            attempt: 0,
-            started_at: None,
-            lease_until: None,
-            ..new
-        })
-        .await?;
+    let record = tx.job_insert(&new.buffered()).await?;
     tracing::info!(schedule_id = %schedule.id, job_id = %record.id, "fire buffered behind the open job");
     events.push(
         EventPayload::for_schedule(events::JOB_BUFFERED, schedule, now)

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::audit::snapshot;
 use super::schedule::{live_for_update, paused_detail};
 use super::{Actor, Ops, OpsError, OpsResult};
-use crate::core::buffered::{MAX_BACKFILL, release_buffered};
+use crate::core::buffered::{MAX_BACKFILL, OPEN, release_buffered};
 use crate::core::decl::FieldError;
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
@@ -97,10 +97,7 @@ impl Ops {
             occurrences.len()
         } else {
             let open = tx
-                .jobs_of_schedule(
-                    schedule.id,
-                    &[JobStatus::Scheduled, JobStatus::Pending, JobStatus::Running],
-                )
+                .jobs_of_schedule(schedule.id, OPEN)
                 .await?
                 .iter()
                 .any(|j| !j.concurrent);
@@ -130,22 +127,15 @@ impl Ops {
             .enumerate()
             .map(|(i, occurrence)| {
                 let job = NewJob {
-                    status: JobStatus::Buffered,
-                    attempt: 0,
-                    started_at: None,
                     concurrent,
                     backfill: true,
                     ..NewJob::running(schedule.id, *occurrence, actor.now)
-                };
+                }
+                .buffered();
                 if i < keep {
                     return job;
                 }
-                NewJob {
-                    status: JobStatus::Skipped,
-                    finished_at: Some(actor.now),
-                    error: Some(skip_reason.clone()),
-                    ..job
-                }
+                job.skipped(skip_reason.clone(), actor.now)
             })
             .collect();
         let mut jobs = tx.job_insert_many(&news).await?;

@@ -438,6 +438,31 @@ impl NewJob {
         }
     }
 
+    /// The same occurrence waiting its turn: `buffered`, no attempt made, no start, no lease.
+    pub fn buffered(self) -> Self {
+        Self {
+            status: JobStatus::Buffered,
+            attempt: 0,
+            started_at: None,
+            lease_until: None,
+            ..self
+        }
+    }
+
+    /// The same occurrence recorded as not run, with the reason: `skipped`, finished now.
+    pub fn skipped(self, reason: String, now: DateTime<Utc>) -> Self {
+        Self {
+            status: JobStatus::Skipped,
+            attempt: 0,
+            started_at: None,
+            finished_at: Some(now),
+            error: Some(reason),
+            lease_until: None,
+            missed: None,
+            ..self
+        }
+    }
+
     /// A running first attempt of a fire due at `scheduled_for`, started now (no lease).
     pub fn running(
         schedule_id: ScheduleId,

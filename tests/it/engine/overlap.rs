@@ -31,12 +31,26 @@ pub(super) fn with_overlap(overlap: Overlap, expr: &str) -> ScheduleDecl {
 /// Retries after 150 s: an open job outlasts two fires of an every-minute schedule.
 fn slow_retries() -> EngineConfig {
     EngineConfig {
-        retry: RetryPolicy {
-            base: StdDuration::from_secs(150),
-            cap: StdDuration::from_secs(150),
-        },
+        retry: retries_after(150),
         ..EngineConfig::default()
     }
+}
+
+/// Every retry `secs` after the failure before it.
+pub(super) fn retries_after(secs: u64) -> RetryPolicy {
+    RetryPolicy {
+        base: StdDuration::from_secs(secs),
+        cap: StdDuration::from_secs(secs),
+    }
+}
+
+/// The occurrences the target was called for, in the order of the calls.
+pub(super) fn called_for(h: &Harness) -> Vec<String> {
+    h.target
+        .requests()
+        .iter()
+        .map(|c| c.json()["scheduled_for"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 pub(super) fn statuses_by_occurrence(jobs: &[Job]) -> Vec<(DateTime<Utc>, JobStatus)> {
@@ -261,13 +275,8 @@ pub async fn a_backfill_under_skip_runs_one_occurrence_at_a_time(store: Arc<dyn 
         backfilled.iter().all(|j| j.status == JobStatus::Succeeded),
         "{backfilled:?}"
     );
-    let calls = h.target.requests();
-    let called_for: Vec<String> = calls
-        .iter()
-        .map(|c| c.json()["scheduled_for"].as_str().unwrap().to_owned())
-        .collect();
     assert_eq!(
-        called_for,
+        called_for(&h),
         [
             "2029-12-31T23:30:00Z",
             "2029-12-31T23:30:00Z",

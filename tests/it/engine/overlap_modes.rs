@@ -10,28 +10,12 @@ use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::engine::EngineConfig;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::policies::Overlap;
-use sentin8_cron::core::retry::RetryPolicy;
 use sentin8_cron::core::store::*;
 
-use super::overlap::{minute, statuses_by_occurrence, with_overlap};
+use super::overlap::{called_for, minute, retries_after, statuses_by_occurrence, with_overlap};
 use super::{Harness, cron};
 use crate::raw_http::Reply;
 use crate::support::t0;
-
-fn retries_after(secs: u64) -> RetryPolicy {
-    RetryPolicy {
-        base: StdDuration::from_secs(secs),
-        cap: StdDuration::from_secs(secs),
-    }
-}
-
-fn called_for(h: &Harness) -> Vec<String> {
-    h.target
-        .requests()
-        .iter()
-        .map(|c| c.json()["scheduled_for"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 /// Under `buffer_all` every occurrence due while the job is open waits, up to the bound
 /// (`max_buffered`); a further one is skipped, on the record, naming the bound. When the open
