@@ -76,50 +76,20 @@ impl CronExpr {
                 .collect();
             return format!("At {}", join(&times, "and"));
         }
-        let minutes_text = self.describe_minutes(&minutes, &hours);
-        if seconds == [0] {
-            return minutes_text;
+        let mut parts = Vec::new();
+        if seconds != [0] {
+            parts.push(sixtieths(&seconds, "second", "minute"));
         }
-        let second_part = sixtieths(&seconds, "second", "minute");
-        // "Every minute" adds nothing to a phrase of seconds.
-        let rest = minutes_text
-            .strip_prefix("Every minute")
-            .map(str::to_owned)
-            .unwrap_or_else(|| {
-                let mut chars = minutes_text.chars();
-                let first = chars.next().map(|c| c.to_ascii_lowercase());
-                format!(", {}{}", first.unwrap_or_default(), chars.as_str())
-            });
-        format!("{second_part}{rest}")
-    }
-
-    /// The minute and hour fields in words, e.g. `Every 15 minutes, every 2 hours`.
-    fn describe_minutes(&self, minutes: &[u32], hours: &[u32]) -> String {
-        let minute_part = sixtieths(minutes, "minute", "hour");
-        let hour_part = match (Shape::of(hours, 24), whole_cycle_step(hours, 24)) {
-            (Shape::All, _) => None,
-            (_, Some(step)) => Some(format!("every {step} hours")),
-            (Shape::Step { step, first, last }, None) => Some(format!(
-                "every {step} hours from {first:02}:00 through {last:02}:00"
-            )),
-            (Shape::List(_), None) => {
-                let parts: Vec<String> = runs_around(hours, 0, 23)
-                    .iter()
-                    .map(|&(from, to)| {
-                        if from == to {
-                            format!("during the {from:02}:00 hour")
-                        } else {
-                            format!("between {from:02}:00 and {to:02}:59")
-                        }
-                    })
-                    .collect();
-                Some(join(&parts, "and"))
-            }
-        };
-        match hour_part {
-            Some(hours) => format!("{minute_part}, {hours}"),
-            None => minute_part,
+        // "every minute" adds nothing to a phrase of seconds.
+        if seconds == [0] || minutes.len() < 60 {
+            parts.push(sixtieths(&minutes, "minute", "hour"));
         }
+        parts.extend(describe_hours(&hours));
+        let text = parts.join(", ");
+        let mut chars = text.chars();
+        chars.next().map_or_else(String::new, |first| {
+            format!("{}{}", first.to_ascii_uppercase(), chars.as_str())
+        })
     }
 
     /// The day-of-month and day-of-week fields, joined as cron joins them: "or" when both are
@@ -201,14 +171,39 @@ impl CronExpr {
     }
 }
 
-/// A field of 60 values (seconds of the minute, minutes of the hour) in words: `Every minute`,
-/// `Every 15 seconds`, `At minutes 5 and 35 past the hour`.
+/// The hour field in words, unless it allows every hour: `every 2 hours`, `between 09:00 and
+/// 17:59`.
+fn describe_hours(hours: &[u32]) -> Option<String> {
+    match (Shape::of(hours, 24), whole_cycle_step(hours, 24)) {
+        (Shape::All, _) => None,
+        (_, Some(step)) => Some(format!("every {step} hours")),
+        (Shape::Step { step, first, last }, None) => Some(format!(
+            "every {step} hours from {first:02}:00 through {last:02}:00"
+        )),
+        (Shape::List(_), None) => {
+            let parts: Vec<String> = runs_around(hours, 0, 23)
+                .iter()
+                .map(|&(from, to)| {
+                    if from == to {
+                        format!("during the {from:02}:00 hour")
+                    } else {
+                        format!("between {from:02}:00 and {to:02}:59")
+                    }
+                })
+                .collect();
+            Some(join(&parts, "and"))
+        }
+    }
+}
+
+/// A field of 60 values (seconds of the minute, minutes of the hour) in words: `every minute`,
+/// `every 15 seconds`, `at minutes 5 and 35 past the hour`.
 fn sixtieths(set: &[u32], unit: &str, of: &str) -> String {
     match (Shape::of(set, 60), whole_cycle_step(set, 60)) {
-        (Shape::All, _) => format!("Every {unit}"),
-        (_, Some(step)) => format!("Every {step} {unit}s"),
+        (Shape::All, _) => format!("every {unit}"),
+        (_, Some(step)) => format!("every {step} {unit}s"),
         (Shape::Step { step, first, last }, None) => {
-            format!("Every {step} {unit}s from {unit} {first} through {last} past the {of}")
+            format!("every {step} {unit}s from {unit} {first} through {last} past the {of}")
         }
         (Shape::List(runs), None) => {
             let noun = if set.len() == 1 {
@@ -217,7 +212,7 @@ fn sixtieths(set: &[u32], unit: &str, of: &str) -> String {
                 format!("{unit}s")
             };
             let listed = list_runs(&runs, 60, 3, |v| v.to_string(), "through");
-            format!("At {noun} {listed} past the {of}")
+            format!("at {noun} {listed} past the {of}")
         }
     }
 }

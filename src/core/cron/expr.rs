@@ -108,11 +108,6 @@ impl CronExpr {
         self.seconds.count_ones()
     }
 
-    /// Whether it was written with a seconds field.
-    pub fn has_seconds_field(&self) -> bool {
-        self.flags & SECOND_FIELD != 0
-    }
-
     /// The `@every` interval, when this is one.
     pub fn every(&self) -> Option<Every> {
         self.every
