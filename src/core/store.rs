@@ -23,11 +23,13 @@ use crate::core::model::{
 };
 
 mod lease_params;
+mod new_job;
 mod outbox_params;
 mod params;
 mod report_params;
 mod signals;
 pub use lease_params::*;
+pub use new_job::*;
 pub use outbox_params::*;
 pub use params::*;
 pub use report_params::*;

@@ -117,16 +117,6 @@ impl<'c> PgTenantTx<'c> {
         rows::map_rows(&rows, "schedules", rows::schedule)
     }
 
-    /// Those of the schedules `ids` with a job that matches `predicate` (plain SQL).
-    async fn schedules_with_job(
-        &mut self,
-        ids: &[ScheduleId],
-        predicate: &str,
-    ) -> StoreResult<Vec<ScheduleId>> {
-        let found = self.jobs_per_schedule(ids, predicate).await?;
-        Ok(found.into_iter().map(|(id, _)| id).collect())
-    }
-
     /// Those of the schedules `ids` with jobs that match `predicate` (plain SQL), with how
     /// many.
     async fn jobs_per_schedule(

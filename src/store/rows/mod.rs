@@ -45,6 +45,11 @@ use crate::core::timing::{Timing, TimingColumns};
 /// `pending` its (next) attempt, or `running` an attempt in flight.
 pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')";
 
+/// The schedules of a backend's `jobs_per_schedule` answer, without their counts.
+pub(crate) fn only_ids(found: Vec<(ScheduleId, u32)>) -> Vec<ScheduleId> {
+    found.into_iter().map(|(id, _)| id).collect()
+}
+
 /// An open job that excludes others of its schedule (not `concurrent`): the predicate of the
 /// unique index `sentin8_cron_jobs_open_per_schedule`, and so of an insert's conflict target.
 pub(crate) const EXCLUSIVE_OPEN_JOB: &str =

@@ -39,36 +39,38 @@ macro_rules! tenant_tx {
             $crate::store::rows::schedule_by_id(self, id, lock).await
         }
 
-        // Each backend asks "which of these schedules have such a job" its own way
-        // (`schedules_with_job`); what they ask is the same.
+        // Each backend asks "which of these schedules have such jobs, how many" its own way
+        // (`jobs_per_schedule`); what they ask is the same.
         async fn schedules_with_open_job(
             &mut self,
             ids: &[ScheduleId],
         ) -> StoreResult<Vec<ScheduleId>> {
-            self.schedules_with_job(ids, $crate::store::rows::OPEN_JOB)
-                .await
+            let found = self.jobs_per_schedule(ids, $crate::store::rows::OPEN_JOB).await?;
+            Ok($crate::store::rows::only_ids(found))
         }
 
         async fn schedules_with_buffered(
             &mut self,
             ids: &[ScheduleId],
         ) -> StoreResult<Vec<ScheduleId>> {
-            self.schedules_with_job(ids, "status = 'buffered'").await
+            let found = self.jobs_per_schedule(ids, "status = 'buffered'").await?;
+            Ok($crate::store::rows::only_ids(found))
         }
 
         async fn schedules_with_job_for_next_call(
             &mut self,
             ids: &[ScheduleId],
         ) -> StoreResult<Vec<ScheduleId>> {
-            self.schedules_with_job(ids, $crate::store::rows::JOB_FOR_NEXT_CALL)
-                .await
+            let found = self.jobs_per_schedule(ids, $crate::store::rows::JOB_FOR_NEXT_CALL).await?;
+            Ok($crate::store::rows::only_ids(found))
         }
 
         async fn schedules_with_held_fire(
             &mut self,
             ids: &[ScheduleId],
         ) -> StoreResult<Vec<ScheduleId>> {
-            self.schedules_with_job(ids, "status = 'scheduled'").await
+            let found = self.jobs_per_schedule(ids, "status = 'scheduled'").await?;
+            Ok($crate::store::rows::only_ids(found))
         }
 
         async fn buffered_occurrence_counts(
