@@ -88,6 +88,7 @@ async fn seed(
                 policies: Default::default(),
                 remaining_runs: None,
                 labels: Default::default(),
+                exclude: Default::default(),
                 actor: "bench".into(),
                 now,
             })

@@ -100,6 +100,7 @@ async fn seed_schedules(store: &Arc<dyn Store>, env: EnvId, count: u64, start: D
             policies: Default::default(),
             remaining_runs: None,
             labels: Default::default(),
+            exclude: Default::default(),
             actor: "bench".into(),
             now: start,
         })
@@ -138,6 +139,7 @@ async fn load_old_jobs(
         policies: Default::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
         actor: "bench".into(),
         now,
     };

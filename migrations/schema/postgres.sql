@@ -21,6 +21,20 @@ CREATE INDEX sentin8_cron_audit_by_env ON cron.audit_journal USING btree (env_id
 CREATE INDEX sentin8_cron_audit_by_env_id ON cron.audit_journal USING btree (env_id, id);
 CREATE INDEX sentin8_cron_audit_by_schedule ON cron.audit_journal USING btree (env_id, schedule_id, id);
 
+-- table cron.calendars
+--   env_id uuid NOT NULL
+--   name text NOT NULL
+--   description text NOT NULL DEFAULT ''::text
+--   entries jsonb NOT NULL DEFAULT '[]'::jsonb
+--   created_at timestamp with time zone NOT NULL
+--   updated_at timestamp with time zone NOT NULL
+--   created_by text NOT NULL
+--   updated_by text NOT NULL
+--   CONSTRAINT calendars_name_check CHECK ((name ~ '^[A-Za-z][A-Za-z0-9_-]{0,62}$'::text))
+--   CONSTRAINT calendars_pkey PRIMARY KEY (env_id, name)
+--   row level security: true, forced: true
+CREATE UNIQUE INDEX calendars_pkey ON cron.calendars USING btree (env_id, name);
+
 -- table cron.dlq
 --   id uuid NOT NULL
 --   env_id uuid NOT NULL
@@ -186,6 +200,7 @@ CREATE INDEX sentin8_cron_outbox_unrelayed ON cron.outbox USING btree (seq) WHER
 --   remaining_runs integer
 --   labels jsonb NOT NULL DEFAULT '{}'::jsonb
 --   after_completion text NOT NULL DEFAULT 'keep'::text
+--   exclude jsonb NOT NULL DEFAULT '[]'::jsonb
 --   CONSTRAINT schedules_active_has_next_run CHECK (((status <> 'active'::text) OR (next_run_at IS NOT NULL) OR (kind = 'once'::text)))
 --   CONSTRAINT schedules_after_completion_check CHECK ((after_completion = ANY (ARRAY['keep'::text, 'delete'::text])))
 --   CONSTRAINT schedules_bounds_in_order CHECK (((start_at IS NULL) OR (end_at IS NULL) OR (end_at > start_at)))

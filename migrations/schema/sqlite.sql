@@ -27,6 +27,19 @@ CREATE INDEX sentin8_cron_audit_by_env_id ON audit_journal (env_id, id);
 -- index sentin8_cron_audit_by_schedule
 CREATE INDEX sentin8_cron_audit_by_schedule ON audit_journal (env_id, schedule_id, id);
 
+-- table calendars
+CREATE TABLE calendars (
+    env_id      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    entries     TEXT NOT NULL DEFAULT '[]',
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    created_by  TEXT NOT NULL,
+    updated_by  TEXT NOT NULL,
+    PRIMARY KEY (env_id, name)
+);
+
 -- table dlq
 CREATE TABLE dlq (
     id            TEXT PRIMARY KEY,
@@ -224,7 +237,7 @@ CREATE TABLE "schedules" (
     pause_on_failure INTEGER NOT NULL DEFAULT 0 CHECK (pause_on_failure IN (0, 1)),
     remaining_runs   INTEGER CHECK (remaining_runs >= 0),
     labels           TEXT NOT NULL DEFAULT '{}',
-    after_completion TEXT NOT NULL DEFAULT 'keep' CHECK (after_completion IN ('keep', 'delete')),
+    after_completion TEXT NOT NULL DEFAULT 'keep' CHECK (after_completion IN ('keep', 'delete')), exclude TEXT NOT NULL DEFAULT '[]',
     CONSTRAINT schedules_kind_timing CHECK (
         (kind = 'cron' AND cron_expr IS NOT NULL AND run_at IS NULL)
         OR (kind = 'once' AND run_at IS NOT NULL AND cron_expr IS NULL)),

@@ -54,6 +54,9 @@ pub struct ScheduleRecord {
     /// Labels (absent from a server older than schema 22).
     #[serde(default)]
     pub labels: crate::core::labels::Labels,
+    /// Exclusions (absent from a server older than schema 25).
+    #[serde(default)]
+    pub exclude: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -118,6 +121,7 @@ impl ScheduleRecord {
             policies,
             remaining_runs: self.remaining_runs,
             labels: self.labels,
+            exclude: crate::core::calendar::Exclude::from_stored(self.exclude),
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: self.created_by,

@@ -6,6 +6,7 @@
 
 mod args;
 pub mod audit;
+pub mod calendars;
 pub mod checks;
 pub mod completions;
 pub mod dlq;
@@ -112,6 +113,8 @@ pub enum Command {
     Jobs(jobs::Args),
     /// Read the audit journal.
     Audit(audit::Args),
+    /// Manage calendars: named lists of exclusions (holidays) that schedules name.
+    Calendars(calendars::Args),
     /// Create, update and (with --prune) delete one domain's schedules to match a declaration
     /// document, in one transaction.
     Enroll(enroll::Args),
@@ -362,6 +365,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::Dlq(args) => dlq::run(args, out).await,
         Command::Jobs(args) => jobs::run(args, out).await,
         Command::Audit(args) => audit::run(args, out).await,
+        Command::Calendars(args) => calendars::run(args, out).await,
         Command::Enroll(args) => enroll::run(args, out).await,
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),

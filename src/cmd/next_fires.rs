@@ -10,6 +10,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::core::calendar::{
+    self, Calendar, CalendarDraft, CalendarEntryText, Calendars, Exclude, ExcludeSpec, Exclusion,
+};
 use crate::core::cron::{DstAdjustment, Fire, ZonedCron};
 use crate::core::decl::{CronTiming, FieldError, PolicyDecl, Timing};
 use crate::core::model::ScheduleId;
@@ -41,7 +44,8 @@ pub enum NextFiresOutput {
 #[command(after_help = "Examples:
   sentin8-cron next-fires '30 2 * * *' --tz America/New_York -n 5
   sentin8-cron next-fires '*/15 * * * *' -n 100 -o text | head -3
-  sentin8-cron next-fires '*/15 * * * *' --jitter 30s --schedule-id <id> --end 2031-01-01T00:00:00Z")]
+  sentin8-cron next-fires '*/15 * * * *' --jitter 30s --schedule-id <id> --end 2031-01-01T00:00:00Z
+  sentin8-cron next-fires '0 9 * * MON-FRI' --exclude 2031-12-25 --ical holidays.ics -n 20")]
 pub struct Args {
     /// The cron expression, e.g. "*/15 * * * *", "@daily" or "@every 90s" (quote it).
     #[arg(value_name = "EXPR")]
@@ -66,6 +70,15 @@ pub struct Args {
     /// A schedule's end_at: no fire after this RFC 3339 time (after --start).
     #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
     pub end: Option<DateTime<Utc>>,
+    /// A schedule's exclusion: a date (2031-12-25), a range (2031-12-24..2031-12-26) or a
+    /// cron-like spec ('* * * * SAT,SUN'), on the zone's wall clock. Excluded occurrences are
+    /// listed, marked with what excludes them. Repeatable.
+    #[arg(long = "exclude", value_name = "SPEC")]
+    pub exclude: Vec<String>,
+    /// A calendar of exclusions from an iCalendar (RFC 5545) file of holidays, named after the
+    /// file, as a schedule would name a calendar loaded from it.
+    #[arg(long, value_name = "FILE")]
+    pub ical: Option<std::path::PathBuf>,
     /// How many fires to list (1-10000).
     #[arg(
         short = 'n',
@@ -129,12 +142,17 @@ struct FireRow {
     /// With a jitter: how long after its occurrence, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     jitter_ms: Option<i64>,
+    /// What excludes the occurrence (it is recorded as skipped, not called): the calendar,
+    /// the entry and its note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    excluded: Option<String>,
 }
 
 /// One listed fire: the occurrence (with its wall time and DST mark) and its call.
 struct Listed {
     fire: Fire,
     call: DateTime<Utc>,
+    excluded: Option<Exclusion>,
 }
 
 impl Listed {
@@ -145,6 +163,7 @@ impl Listed {
             dst: self.fire.dst,
             call: jittered.then(|| call_text(self.call)),
             jitter_ms: jittered.then(|| (self.call - self.fire.at).num_milliseconds()),
+            excluded: self.excluded.as_ref().map(ToString::to_string),
         }
     }
 }
@@ -213,18 +232,85 @@ fn flag_of(field: &str) -> &str {
 fn list(
     zoned: &ZonedCron,
     occurrences: &Occurrences<'_>,
+    exclusions: &(Exclude, Calendars),
     after: DateTime<Utc>,
     count: usize,
 ) -> anyhow::Result<Vec<Listed>> {
     let first = occurrences.next_with_occurrence(after)?;
+    let (exclude, calendars) = exclusions;
     Ok(occurrences
         .walk(first)
         .take(count)
-        .map(|(occurrence, call)| Listed {
-            fire: zoned.fire_at(occurrence),
-            call,
+        .map(|(occurrence, call)| {
+            let fire = zoned.fire_at(occurrence);
+            Listed {
+                excluded: exclude.excluding(fire.local.naive_local(), calendars),
+                fire,
+                call,
+            }
         })
         .collect())
+}
+
+/// The exclusions the flags give: `--exclude` specs and the calendar of an `--ical` file
+/// (named after the file), each problem named by its flag.
+fn exclusions(args: &Args) -> Result<(Exclude, Calendars), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut texts = Vec::new();
+    for (i, text) in args.exclude.iter().enumerate() {
+        match ExcludeSpec::parse(text) {
+            Ok(spec) => texts.push(spec.to_string()),
+            Err(reason) => errors.push(FieldError::new(format!("--exclude[{i}]"), reason)),
+        }
+    }
+    let mut calendars = Calendars::new();
+    if let Some(file) = &args.ical {
+        let name = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .filter(|s| calendar::check_name(s).is_ok())
+            .unwrap_or("ical")
+            .to_owned();
+        let read = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))
+            .and_then(|text| calendar::ical::parse_ical(&text).map_err(|e| e.to_string()));
+        match read {
+            Ok(entries) => {
+                let draft = CalendarDraft {
+                    description: String::new(),
+                    entries: entries
+                        .into_iter()
+                        .map(|e| CalendarEntryText {
+                            spec: e.spec,
+                            note: e.note,
+                        })
+                        .collect(),
+                };
+                match draft.validate() {
+                    Ok(entries) => {
+                        let calendar =
+                            Calendar::new(name.clone(), String::new(), entries, "cli", Utc::now());
+                        calendars.insert(name.clone(), calendar);
+                        texts.push(name);
+                    }
+                    Err(problems) => {
+                        errors.extend(problems.into_iter().map(|p| {
+                            FieldError::new("--ical", format!("{}: {}", p.field, p.message))
+                        }))
+                    }
+                }
+            }
+            Err(reason) => errors.push(FieldError::new("--ical", reason)),
+        }
+    }
+    match Exclude::validate("--exclude", &texts) {
+        Ok(exclude) if errors.is_empty() => Ok((exclude, calendars)),
+        Ok(_) => Err(errors),
+        Err(mut problems) => {
+            errors.append(&mut problems);
+            Err(errors)
+        }
+    }
 }
 
 pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode> {
@@ -245,6 +331,10 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
         Ok(policies) => policies,
         Err(errors) => return report_invalid(out, format, &errors),
     };
+    let exclusions = match exclusions(&args) {
+        Ok(exclusions) => exclusions,
+        Err(errors) => return report_invalid(out, format, &errors),
+    };
     let jittered = !policies.max_jitter.is_zero();
     let seed = ScheduleId(args.schedule_id.unwrap_or(Uuid::nil()));
     let occurrences = Occurrences {
@@ -252,11 +342,21 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
         policies: &policies,
         seed,
     };
-    let fires = list(&zoned, &occurrences, after, args.count as usize)?;
-    let description = match describe_policies(&policies, None) {
+    let fires = list(
+        &zoned,
+        &occurrences,
+        &exclusions,
+        after,
+        args.count as usize,
+    )?;
+    let mut description = match describe_policies(&policies, None) {
         Some(words) => format!("{}; {words}", zoned.describe()),
         None => zoned.describe(),
     };
+    if !exclusions.0.is_empty() {
+        description = format!("{description}; except {}", exclusions.0.texts().join(", "));
+    }
+    let excluding = !exclusions.0.is_empty();
 
     match args.output {
         NextFiresOutput::Json => output::write_json(
@@ -282,7 +382,8 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                     format_duration(policies.max_jitter)
                 );
             }
-            for listed in &fires {
+            // Calls only: an excluded occurrence is not called.
+            for listed in fires.iter().filter(|l| l.excluded.is_none()) {
                 let at = if jittered {
                     call_text(listed.call)
                 } else {
@@ -311,11 +412,15 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                 }
             }
             if !fires.is_empty() {
-                let mut table = if jittered {
-                    output::table(["#", "occurrence (UTC)", "call (UTC)", "local", "DST"])
+                let mut headers = if jittered {
+                    vec!["#", "occurrence (UTC)", "call (UTC)", "local", "DST"]
                 } else {
-                    output::table(["#", "UTC", "local", "DST"])
+                    vec!["#", "UTC", "local", "DST"]
                 };
+                if excluding {
+                    headers.push("excluded (skipped, not called)");
+                }
+                let mut table = output::table(headers);
                 for (number, listed) in (1..).zip(&fires) {
                     let fire = &listed.fire;
                     let dst = match fire.dst {
@@ -328,6 +433,15 @@ pub fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitCode>
                         row.push(call_text(listed.call));
                     }
                     row.extend([local_text(&fire.local), dst.to_owned()]);
+                    if excluding {
+                        row.push(
+                            listed
+                                .excluded
+                                .as_ref()
+                                .map(ToString::to_string)
+                                .unwrap_or_default(),
+                        );
+                    }
                     table.add_row(row);
                 }
                 writeln!(out, "{table}")?;

@@ -135,6 +135,9 @@ pub enum Kind {
     Job,
     Dlq,
     Audit,
+    Calendar,
+    /// One entry of a calendar (its table under `calendars get`).
+    CalendarEntry,
 }
 
 impl Kind {
@@ -197,6 +200,11 @@ impl Kind {
                 &["at", "actor", "action", "schedule_id"],
                 &["id", "resource_type", "resource_id", "correlation_id"],
             ),
+            Kind::Calendar => (
+                &["name", "entries", "description", "updated_at"],
+                &["created_at", "created_by", "updated_by"],
+            ),
+            Kind::CalendarEntry => (&["spec", "note"], &[]),
         };
         let mut columns = narrow.to_vec();
         if wide {
@@ -219,6 +227,9 @@ impl Kind {
                     .join(","),
                 _ => "-".to_owned(),
             },
+            (Kind::Calendar, "entries") => {
+                record["entries"].as_array().map_or(0, Vec::len).to_string()
+            }
             (Kind::Schedule, "target") => record
                 .get("target_config")
                 .and_then(|t| t.get("baseUrl"))
@@ -387,6 +398,8 @@ impl Kind {
             Kind::Job => "jobs",
             Kind::Dlq => "dead-letter entries",
             Kind::Audit => "audit entries",
+            Kind::Calendar => "calendars",
+            Kind::CalendarEntry => "calendar entries",
         }
     }
 }

@@ -19,6 +19,7 @@
 //!     remaining_runs: 12                     # fires left, then completed, cron only
 //!     after_completion: keep                 # keep | delete, once completed and done
 //!     labels: { team: billing, tier: gold }  # key=value pairs to select it by
+//!     exclude: [2031-12-25, holidays]        # dates, a..b ranges, cron-like specs, calendars
 //!   - schedule_type: cache.refresh
 //!     every: 90s                             # >= 1s, whole seconds, from the Unix epoch
 //!     phase: 15s                             # shorter than every, default 0s
@@ -39,6 +40,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::calendar::Exclude;
 use super::cron::{OnDstGap, OnDstRepeat};
 use super::labels::Labels;
 use super::model::ScheduleId;
@@ -104,6 +106,8 @@ pub struct ScheduleDecl {
     pub after_completion: Option<AfterCompletion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<Vec<String>>,
 }
 
 /// A declaration's fields (and its target's), in the order changes to them are reported (by
@@ -125,6 +129,7 @@ pub const DECLARED_FIELDS: &[&str] = &[
     "pause_on_failure",
     "after_completion",
     "labels",
+    "exclude",
 ];
 
 pub use crate::core::timing::{CronTiming, Timing};
@@ -142,6 +147,8 @@ pub struct ScheduleSpec {
     /// Fires left before the schedule completes; `None` for no limit.
     pub remaining_runs: Option<u32>,
     pub labels: Labels,
+    /// The days and times it does not run (a one-shot has none).
+    pub exclude: Exclude,
 }
 
 impl ScheduleSpec {
@@ -326,6 +333,7 @@ impl ScheduleDecl {
                 .map_err(|mut problems| errors.append(&mut problems))
                 .ok(),
         };
+        let exclude = self.exclude_for(self.run_at.is_some(), &mut errors);
         let max_retries = self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
         if let Err(e) = validate_max_retries(max_retries) {
             errors.push(e);
@@ -342,21 +350,41 @@ impl ScheduleDecl {
                 .ok()
         });
 
-        match (timing, payload, policies, labels) {
-            (Some(timing), Some(payload), Some((policies, remaining_runs)), Some(labels))
-                if errors.is_empty() =>
-            {
-                Ok(ScheduleSpec {
-                    schedule_type: self.schedule_type.clone(),
-                    timing,
-                    payload,
-                    max_retries,
-                    policies,
-                    remaining_runs,
-                    labels,
-                })
-            }
+        match (timing, payload, policies, labels, exclude) {
+            (
+                Some(timing),
+                Some(payload),
+                Some((policies, remaining_runs)),
+                Some(labels),
+                Some(exclude),
+            ) if errors.is_empty() => Ok(ScheduleSpec {
+                schedule_type: self.schedule_type.clone(),
+                timing,
+                payload,
+                max_retries,
+                policies,
+                remaining_runs,
+                labels,
+                exclude,
+            }),
             _ => Err(errors),
+        }
+    }
+
+    /// The exclusions, checked (a one-shot takes none: it has one instant, not days).
+    fn exclude_for(&self, once: bool, errors: &mut Vec<FieldError>) -> Option<Exclude> {
+        match &self.exclude {
+            None => Some(Exclude::default()),
+            Some(list) if once && !list.is_empty() => {
+                errors.push(FieldError::new(
+                    "exclude",
+                    "only a repeating schedule (cron or every) has exclusions",
+                ));
+                None
+            }
+            Some(list) => Exclude::validate("exclude", list)
+                .map_err(|mut problems| errors.append(&mut problems))
+                .ok(),
         }
     }
 

@@ -379,6 +379,7 @@ pub fn changed_fields(current: &Schedule, updated: &Schedule) -> Vec<&'static st
         current.policies.pause_on_failure != updated.policies.pause_on_failure,
         current.policies.after_completion != updated.policies.after_completion,
         current.labels != updated.labels,
+        current.exclude != updated.exclude,
     ];
     // A declared field without its comparison here would never be reported (nor applied).
     debug_assert_eq!(

@@ -349,6 +349,7 @@ mod tests {
             policies: crate::core::policies::Policies::default(),
             remaining_runs: None,
             labels: Default::default(),
+            exclude: Default::default(),
             created_at: at,
             updated_at: at,
             created_by: "test".into(),

@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod buffered;
+pub mod calendar;
 pub mod clock;
 pub mod cron;
 pub mod decl;

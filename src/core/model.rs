@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::core::calendar::{Calendars, Exclude, Exclusion};
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::labels::Labels;
 use crate::core::policies::{Occurrences, Policies, format_duration};
@@ -232,6 +233,8 @@ pub struct Schedule {
     pub remaining_runs: Option<i32>,
     /// What people and tools select it by; never changes when or how it runs.
     pub labels: Labels,
+    /// The days and times it does not run: its own specs and the calendars it names.
+    pub exclude: Exclude,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -239,6 +242,20 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// What excludes its occurrence `occurrence` (before its jitter), read on the wall clock
+    /// of its zone; `None` when it runs. Only repeating schedules have exclusions.
+    pub fn exclusion_of(
+        &self,
+        occurrence: DateTime<Utc>,
+        calendars: &Calendars,
+    ) -> Option<Exclusion> {
+        if self.exclude.is_empty() {
+            return None;
+        }
+        let wall = self.timing.wall_time(occurrence)?;
+        self.exclude.excluding(wall, calendars)
+    }
+
     /// Its call instants: the timing's occurrences inside the bounds, each with its jitter.
     pub fn occurrences(&self) -> Occurrences<'_> {
         Occurrences {
@@ -269,6 +286,7 @@ impl Schedule {
                 self.status
             ))
         } else if self.timing != claimed.timing
+            || self.exclude != claimed.exclude
             || self.next_run_at != claimed.next_run_at
             || self.policies.moves_calls_from(&claimed.policies)
         {
@@ -313,6 +331,7 @@ impl Serialize for Schedule {
             after_completion: &'static str,
             remaining_runs: Option<i32>,
             labels: &'a Labels,
+            exclude: &'a Exclude,
             created_at: DateTime<Utc>,
             updated_at: DateTime<Utc>,
             created_by: &'a str,
@@ -346,6 +365,7 @@ impl Serialize for Schedule {
             after_completion: self.policies.after_completion.as_str(),
             remaining_runs: self.remaining_runs,
             labels: &self.labels,
+            exclude: &self.exclude,
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: &self.created_by,

@@ -573,6 +573,24 @@ pub trait TenantTx: Send {
     /// This environment's outbox events in sequence order, after sequence `after_seq`.
     async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>>;
 
+    /// The environment's calendars named in `names` (those that exist), by name; with `lock`
+    /// their rows are locked until the transaction ends, so none is removed meanwhile (a
+    /// removal locks the row before it looks for schedules that name it).
+    async fn calendars_named(
+        &mut self,
+        names: &[String],
+        lock: bool,
+    ) -> StoreResult<Vec<crate::core::calendar::Calendar>>;
+    /// Every calendar of the environment, by name.
+    async fn calendar_list(&mut self) -> StoreResult<Vec<crate::core::calendar::Calendar>>;
+    /// Inserts a calendar, or replaces the description and entries of the one of its name.
+    async fn calendar_put(&mut self, calendar: &crate::core::calendar::Calendar)
+    -> StoreResult<()>;
+    /// Removes a calendar; whether there was one.
+    async fn calendar_delete(&mut self, name: &str) -> StoreResult<bool>;
+    /// The live (not deleted) schedules whose exclusions name the calendar `name`, in id order.
+    async fn schedules_naming_calendar(&mut self, name: &str) -> StoreResult<Vec<ScheduleId>>;
+
     /// Appends audit entries, in the order given.
     async fn audit_insert_many(&mut self, entries: &[NewAudit]) -> StoreResult<()>;
     /// Appends an audit entry.

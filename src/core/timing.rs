@@ -110,6 +110,12 @@ impl Timing {
         }
     }
 
+    /// The wall-clock time of `at` in the schedule's zone (exclusions are read on it); none for
+    /// a one-shot or an expression that no longer parses.
+    pub fn wall_time(&self, at: DateTime<Utc>) -> Option<chrono::NaiveDateTime> {
+        Some(self.cron()?.zoned().ok()?.local_time(at).naive_local())
+    }
+
     /// Whether this is a cron or a one-shot timing.
     pub fn kind(&self) -> ScheduleKind {
         match self {

@@ -25,6 +25,7 @@ use crate::core::store::{DlqQuery, JobQuery, ScheduleQuery};
 use crate::core::target::Target;
 
 pub mod bulk;
+pub mod calendars;
 pub mod describe;
 pub mod lifecycle;
 pub(crate) mod requests;
@@ -101,6 +102,7 @@ pub async fn create_schedule(
         remaining_runs: body.remaining_runs,
         after_completion: lenient(body.after_completion, "after_completion", &mut errors),
         labels: lenient(body.labels, "labels", &mut errors),
+        exclude: lenient(body.exclude, "exclude", &mut errors),
     };
     let spec = decl
         .validate(now)
@@ -238,6 +240,7 @@ pub async fn patch_schedule(
             Some(None) => Some(LabelsPatch::Clear),
             Some(changes) => lenient(changes, "labels", &mut errors).map(LabelsPatch::Merge),
         },
+        exclude: lenient(body.exclude, "exclude", &mut errors),
     };
     if !errors.is_empty() {
         return Err(ApiError::fields(errors));

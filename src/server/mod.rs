@@ -95,6 +95,7 @@ pub struct AppState {
         (name = "schedules", description = "Cron and one-shot schedules"),
         (name = "jobs", description = "Execution records"),
         (name = "dlq", description = "Dead-letter queue"),
+        (name = "calendars", description = "Named lists of exclusions (holidays, freezes) that schedules name in their exclude"),
         (name = "audit", description = "The audit journal: who changed what"),
         (name = "system", description = "Health, metrics, and the documents that describe the contract (this API, the key set, the event schemas)"),
         (name = "admin", description = "Read models of the admin pages (changes go through the endpoints above)"),
@@ -171,6 +172,12 @@ fn registered_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(api::get_dlq, api::lifecycle::discard_dlq))
         .routes(routes!(api::republish_dlq))
         .routes(routes!(api::lifecycle::list_audit))
+        .routes(routes!(api::calendars::list_calendars))
+        .routes(routes!(
+            api::calendars::get_calendar,
+            api::calendars::put_calendar,
+            api::calendars::delete_calendar
+        ))
         .routes(routes!(admin::data::envs))
         .routes(routes!(admin::data::overview))
         .routes(routes!(admin::data::schedules))

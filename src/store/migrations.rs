@@ -148,6 +148,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "overlap_modes",
         sql: include_str!("../../migrations/postgres/0024_overlap_modes.sql"),
     },
+    Migration {
+        version: 25,
+        name: "calendars",
+        sql: include_str!("../../migrations/postgres/0025_calendars.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -271,6 +276,11 @@ pub const SQLITE: &[Migration] = &[
         version: 24,
         name: "overlap_modes",
         sql: include_str!("../../migrations/sqlite/0024_overlap_modes.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "calendars",
+        sql: include_str!("../../migrations/sqlite/0025_calendars.sql"),
     },
 ];
 

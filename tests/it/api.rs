@@ -25,6 +25,7 @@ use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::t0;
 
 mod access;
+mod calendars;
 mod describe;
 mod generated_client;
 mod jobs;
@@ -36,6 +37,7 @@ mod schemathesis;
 mod system;
 
 pub use access::*;
+pub use calendars::*;
 pub use describe::*;
 pub use generated_client::*;
 pub use jobs::*;
@@ -350,6 +352,7 @@ macro_rules! api_suite {
                 schedule_lifecycle,
                 a_pause_says_who_when_and_why_until_the_resume,
                 labels_are_declared_selected_and_acted_on_in_bulk,
+                calendars_are_written_named_and_shown_through_the_api,
                 a_schedule_is_described_with_its_next_calls_jobs_and_counts,
                 a_generated_client_walks_a_schedule_through_its_life,
                 schemathesis_finds_nothing_the_document_and_the_server_disagree_on,

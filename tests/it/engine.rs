@@ -25,6 +25,7 @@ mod ahead;
 mod counting;
 mod defects;
 mod events;
+mod exclusions;
 mod faulty;
 mod fenced;
 mod firing;
@@ -44,6 +45,7 @@ pub use ahead::*;
 pub use counting::*;
 pub use defects::*;
 pub use events::*;
+pub use exclusions::*;
 pub use faulty::FaultyStore;
 pub use fenced::*;
 pub use firing::*;
@@ -403,6 +405,8 @@ macro_rules! engine_suite {
                 cancel_other_aborts_the_open_jobs_call_on_the_instance_that_holds_it,
                 cancel_other_aborts_its_own_call_at_once_in_the_serve_loop,
                 a_backfill_runs_under_the_overlap_policy_it_names,
+                excluded_occurrences_are_skipped_naming_what_excluded_them,
+                a_calendar_must_exist_to_be_named_and_stays_while_named,
             );
         }
     };

@@ -160,6 +160,7 @@ fn stored(schedule_type: &str, zone: &str, next_run_at: DateTime<Utc>) -> NewSch
         policies: Default::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
         actor: "tester".into(),
         now: t0(),
     }

@@ -410,6 +410,9 @@ async fn apply_step(
                 }
                 body.insert("labels".into(), Value::Object(labels));
             }
+            if changed_fields.contains(&"exclude") {
+                body.insert("exclude".into(), spec.exclude.texts().into());
+            }
             client
                 .call(
                     Method::PATCH,
@@ -455,6 +458,7 @@ fn spec_of(schedule: &Schedule) -> ScheduleSpec {
         policies: schedule.policies,
         remaining_runs: schedule.remaining_runs.and_then(|n| u32::try_from(n).ok()),
         labels: schedule.labels.clone(),
+        exclude: schedule.exclude.clone(),
     }
 }
 
@@ -493,6 +497,9 @@ fn spec_fields(spec: &ScheduleSpec, fields: &[&str]) -> Map<String, Value> {
     // Left out when empty, so a server without labels still takes the rest.
     if fields.contains(&"labels") && !spec.labels.is_empty() {
         body.insert("labels".into(), spec.labels.to_json());
+    }
+    if fields.contains(&"exclude") && !spec.exclude.is_empty() {
+        body.insert("exclude".into(), spec.exclude.texts().into());
     }
     let policies = &spec.policies;
     let policy_fields = [

@@ -135,6 +135,15 @@ impl CronExpr {
             )
     }
 
+    /// Whether the wall time `wall` falls inside what the expression names, read as a set of
+    /// times rather than of fires (an exclusion): a five-field expression takes in every second
+    /// of its matching minutes, a six-field one only its seconds.
+    pub fn covers_local(&self, wall: NaiveDateTime) -> bool {
+        self.every.is_none()
+            && self.matches_local(wall)
+            && (self.flags & SECOND_FIELD == 0 || bit_u64(self.seconds, wall.second()))
+    }
+
     /// The first matching wall-clock minute in `from..=limit`, both counted in minutes since
     /// 1970-01-01T00:00 of the naive calendar.
     pub(crate) fn next_match(&self, from: i64, limit: i64) -> Option<i64> {

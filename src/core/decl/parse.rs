@@ -206,6 +206,7 @@ fn parse_entry(value: &Value) -> ParsedEntry {
                 )),
             },
             "labels" => decl.labels = labels(key, value, errors),
+            "exclude" => decl.exclude = strings(key, value, errors),
             _ => errors.push(FieldError::new(key, "unknown field")),
         }
     }
@@ -213,6 +214,32 @@ fn parse_entry(value: &Value) -> ParsedEntry {
         errors.push(FieldError::new("schedule_type", "is required"));
     }
     entry
+}
+
+/// A list of strings; YAML's unquoted dates are strings already (a number is refused).
+fn strings(key: &str, value: &Value, errors: &mut Vec<FieldError>) -> Option<Vec<String>> {
+    let list = match value {
+        Value::Null => return None,
+        Value::Array(list) => list,
+        other => {
+            errors.push(FieldError::new(
+                key,
+                format!("must be a list of strings, got {}", json_kind(other)),
+            ));
+            return None;
+        }
+    };
+    let mut texts = Vec::new();
+    for (i, value) in list.iter().enumerate() {
+        match value {
+            Value::String(text) => texts.push(text.clone()),
+            other => errors.push(FieldError::new(
+                format!("{key}[{i}]"),
+                format!("must be a string (quote it), got {}", json_kind(other)),
+            )),
+        }
+    }
+    Some(texts)
 }
 
 /// An object of strings; a number or a boolean is refused by its label (YAML reads `tier: 1`

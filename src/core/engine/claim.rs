@@ -177,6 +177,7 @@ impl Parts {
         group.lost = lost;
         let mut events = completions;
         let mut overlapping = Vec::new();
+        let mut excluded = Vec::new();
         for schedule in claimed {
             let Some(decision) = decisions.remove(&schedule.id) else {
                 continue;
@@ -205,6 +206,12 @@ impl Parts {
                 events.push(skip_event(&schedule, &record, now));
                 group.missed += 1;
             }
+            // An occurrence its exclusions cover: on the record, with what excluded it.
+            if let Some(ex) = decision.excluded {
+                tracing::info!(schedule_id = %schedule.id, at = %ex.at, by = %ex.by, "excluded occurrence recorded as skipped");
+                let record = NewJob::running(schedule.id, ex.at, now).skipped(ex.by.reason(), now);
+                excluded.push((schedule.clone(), record));
+            }
             match (decision.fire, opened.remove(&schedule.id)) {
                 (Some(fire), Some(job)) => group.runs.push((schedule, job, fire.held)),
                 // The previous job is still open (a pending retry, a slow call).
@@ -219,6 +226,14 @@ impl Parts {
         }
         self.record_overlaps(tx, overlapping, now, &mut group, &mut events)
             .await?;
+        if !excluded.is_empty() {
+            let records: Vec<NewJob> = excluded.iter().map(|(_, r)| r.clone()).collect();
+            let written = tx.job_insert_many(&records).await?;
+            for ((schedule, _), record) in excluded.iter().zip(&written) {
+                events.push(skip_event(schedule, record, now));
+            }
+            group.skipped += written.len();
+        }
         events.extend(delete_completed(tx, to_delete, now).await?);
         tx.outbox_insert_many(&events).await?;
         Ok(group)
@@ -496,6 +511,21 @@ async fn read_seen(
             .buffered_occurrence_counts(&limited)
             .await?
             .into_iter()
+            .collect();
+    }
+    let mut calendars: Vec<String> = due
+        .iter()
+        .filter_map(|d| schedules.get(&d.id))
+        .flat_map(|s| s.exclude.calendar_names().map(str::to_owned))
+        .collect();
+    if !calendars.is_empty() {
+        calendars.sort_unstable();
+        calendars.dedup();
+        seen.calendars = tx
+            .calendars_named(&calendars, false)
+            .await?
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
             .collect();
     }
     if !at_last.is_empty() {

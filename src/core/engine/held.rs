@@ -346,6 +346,7 @@ mod tests {
             policies: Default::default(),
             remaining_runs: None,
             labels: Default::default(),
+            exclude: Default::default(),
             created_at: at,
             updated_at: at,
             created_by: "test".into(),

@@ -12,6 +12,9 @@
 //! - after missed occurrences the latest fires, late, if it is inside the catch-up window, and
 //!   the ones before it are one skipped run (`catch_up`); older than the window, it joins the
 //!   run and nothing fires;
+//! - an occurrence its exclusions cover (a date, a range, a cron-like spec, a calendar) does
+//!   not run: it is recorded as skipped with what excluded it, takes no slot and counts no
+//!   run; the schedule moves on as after a fire;
 //! - a fire counts its schedule's `remaining_runs` down only if it will run (an occurrence
 //!   skipped for an open job counts nothing, `will_run`);
 //! - the next call is the one strictly after the occurrence (or now, if later); a cron
@@ -24,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use super::PlannedAction;
+use crate::core::calendar::{Calendars, Exclusion};
 use crate::core::model::*;
 use crate::core::policies::Overlap;
 use crate::core::store::{DueSchedule, JobAnswer, ScheduleClaim};
@@ -91,6 +95,8 @@ pub(super) struct Seen {
     /// claimed ahead already holds. They were kept due at it so as to complete as it is
     /// called: left alone until its instant, they complete then, firing nothing.
     pub last_claimed: HashSet<ScheduleId>,
+    /// The calendars the due schedules' exclusions name.
+    pub calendars: Calendars,
 }
 
 impl Default for Seen {
@@ -101,6 +107,7 @@ impl Default for Seen {
             buffered_now: HashMap::new(),
             max_buffered: super::parts::DEFAULT_MAX_BUFFERED,
             last_claimed: HashSet::new(),
+            calendars: Calendars::new(),
         }
     }
 }
@@ -184,8 +191,17 @@ pub(super) struct Decision {
     pub fire: Option<Fire>,
     /// Occurrences nobody fired, recorded as one skipped run.
     pub missed: Option<MissedRun>,
+    /// The occurrence it would fire is excluded: recorded as skipped, with what excluded it.
+    pub excluded: Option<Excluded>,
     /// The schedule completes in the claim's transaction.
     pub completes: bool,
+}
+
+/// An occurrence its exclusions cover: its call instant and what excluded it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Excluded {
+    pub at: DateTime<Utc>,
+    pub by: Exclusion,
 }
 
 /// What a claim decided for its group.
@@ -231,7 +247,12 @@ pub(super) fn plan(
         }
         let occurrences = schedule.occurrences();
         let (fire_at, mut missed) = catch_up(&occurrences, d.next_run_at, now);
-        let fires = schedule.policies.in_catchup_window(fire_at, now);
+        let in_window = schedule.policies.in_catchup_window(fire_at, now);
+        let excluded = in_window
+            .then(|| schedule.exclusion_of(occurrences.occurrence_of(fire_at), &seen.calendars))
+            .flatten()
+            .map(|by| Excluded { at: fire_at, by });
+        let fires = in_window && excluded.is_none();
         let fire = if fires {
             let held = match admit(schedule) {
                 Admit::Now => false,
@@ -242,12 +263,14 @@ pub(super) fn plan(
                 }
             };
             Some(Fire { at: fire_at, held })
-        } else {
+        } else if !in_window {
             missed = Some(beyond_window(
                 missed,
                 fire_at,
                 schedule.policies.catchup_window,
             ));
+            None
+        } else {
             None
         };
         let remaining_runs = match schedule.remaining_runs {
@@ -281,6 +304,7 @@ pub(super) fn plan(
             },
             fire,
             missed,
+            excluded,
             completes,
         });
     }
@@ -300,6 +324,7 @@ fn completion(d: &DueSchedule, now: DateTime<Utc>) -> Decision {
         },
         fire: None,
         missed: None,
+        excluded: None,
         completes: true,
     }
 }

@@ -47,6 +47,7 @@ fn stored(decl: &ScheduleDecl, url: &str) -> Schedule {
         policies: Default::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
         created_at: created,
         updated_at: created,
         created_by: "tester".to_owned(),

@@ -19,6 +19,7 @@ use crate::core::target::{AnyTarget, Target, TargetPolicy};
 mod audit;
 mod backfill;
 mod bulk;
+mod calendar;
 mod describe;
 mod job;
 mod patch;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::schedule::stored_max_retries;
 use super::{Actor, OpsError, OpsResult};
+use crate::core::calendar::Exclude;
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::{
     FieldError, PolicyDecl, TimingDecl, validate_max_retries, validate_payload,
@@ -36,6 +37,8 @@ pub struct SchedulePatch {
     /// left).
     pub policies: PolicyDecl,
     pub labels: Option<LabelsPatch>,
+    /// A new list of exclusions (empty: none).
+    pub exclude: Option<Vec<String>>,
 }
 
 /// How a patch changes a schedule's labels (a JSON merge patch of the map).
@@ -142,6 +145,19 @@ pub(super) fn apply(
             Ok(labels) => updated.labels = labels,
             Err(mut problems) => errors.append(&mut problems),
         },
+    }
+    if let Some(list) = &patch.exclude {
+        if updated.kind() == ScheduleKind::Once && !list.is_empty() {
+            errors.push(FieldError::new(
+                "exclude",
+                "only a repeating schedule (cron or every) has exclusions",
+            ));
+        } else {
+            match Exclude::validate("exclude", list) {
+                Ok(exclude) => updated.exclude = exclude,
+                Err(mut problems) => errors.append(&mut problems),
+            }
+        }
     }
     if let Some(config) = &patch.target_config {
         match Target::validate(config) {
@@ -309,6 +325,7 @@ mod tests {
             policies: Default::default(),
             remaining_runs: None,
             labels: Default::default(),
+            exclude: Default::default(),
             created_at: now() - Duration::days(1),
             updated_at: now() - Duration::days(1),
             created_by: "tester".into(),

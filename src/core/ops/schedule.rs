@@ -8,6 +8,7 @@ use super::job::{ensure_no_open_job, pending_now};
 use super::patch::{self, SchedulePatch};
 use super::{Actor, CreateSchedule, Ops, OpsError, OpsResult};
 use crate::core::buffered::release_buffered;
+use crate::core::calendar::Exclude;
 use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
@@ -370,6 +371,7 @@ pub fn with_spec(schedule: &Schedule, spec: &ScheduleSpec) -> Schedule {
         max_retries: stored_max_retries(spec.max_retries),
         policies: spec.policies,
         labels: spec.labels.clone(),
+        exclude: spec.exclude.clone(),
         ..schedule.clone()
     }
 }
@@ -426,10 +428,12 @@ pub async fn insert_schedules(
             policies: create.spec.policies,
             remaining_runs: create.spec.remaining_runs.map(stored_max_retries),
             labels: create.spec.labels.clone(),
+            exclude: create.spec.exclude.clone(),
             actor: actor.name.clone(),
             now: actor.now,
         });
     }
+    check_calendars(tx, news.iter().map(|n| &n.exclude)).await?;
     let schedules = tx.schedule_insert_many(&news).await?;
     let events: Vec<_> = schedules
         .iter()
@@ -468,6 +472,7 @@ pub async fn update_schedule(
     updated: &Schedule,
     actor: &Actor,
 ) -> OpsResult<Schedule> {
+    check_calendars(tx, [&updated.exclude]).await?;
     let saved = tx
         .schedule_set_definition(&ScheduleSetDefinition::to_match(
             updated,
@@ -490,6 +495,39 @@ pub async fn update_schedule(
     .await?;
     tx.notify_on_commit(Channel::Schedules);
     Ok(saved)
+}
+
+/// Refuses exclusions that name a calendar the environment does not have. The calendars found
+/// stay locked until the transaction ends, so none is removed under a schedule that names it.
+pub(super) async fn check_calendars<'a>(
+    tx: &mut dyn TenantTx,
+    excludes: impl IntoIterator<Item = &'a Exclude>,
+) -> OpsResult<()> {
+    let mut names: Vec<String> = excludes
+        .into_iter()
+        .flat_map(|e| e.calendar_names().map(str::to_owned))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort_unstable();
+    names.dedup();
+    let found = tx.calendars_named(&names, true).await?;
+    let missing: Vec<FieldError> = names
+        .iter()
+        .filter(|n| !found.iter().any(|c| &c.name == *n))
+        .map(|n| {
+            FieldError::new(
+                "exclude",
+                format!("no calendar named {n:?} in this environment (create it first)"),
+            )
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(OpsError::Invalid(missing))
+    }
 }
 
 /// Soft-deletes a live schedule with its event and audit entry (in the caller's transaction).

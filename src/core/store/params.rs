@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::core::calendar::Exclude;
 use crate::core::labels::{LabelSelector, Labels};
 use crate::core::model::{
     AttemptOutcome, DlqId, EnvId, EventId, JobId, JobStatus, Schedule, ScheduleId, ScheduleStatus,
@@ -76,6 +77,7 @@ pub struct NewSchedule {
     pub policies: Policies,
     pub remaining_runs: Option<i32>,
     pub labels: Labels,
+    pub exclude: Exclude,
     pub actor: String,
     pub now: DateTime<Utc>,
 }
@@ -122,6 +124,7 @@ pub struct ScheduleDefinition {
     pub policies: Policies,
     pub remaining_runs: Option<i32>,
     pub labels: Labels,
+    pub exclude: Exclude,
 }
 
 impl ScheduleDefinition {
@@ -136,6 +139,7 @@ impl ScheduleDefinition {
             policies: schedule.policies,
             remaining_runs: schedule.remaining_runs,
             labels: schedule.labels.clone(),
+            exclude: schedule.exclude.clone(),
         }
     }
 }

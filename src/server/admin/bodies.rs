@@ -176,6 +176,9 @@ pub(super) fn new_schedule_body() -> String {
 <div class="field"><label for="max_jitter">Jitter (optional)</label>
 <input id="max_jitter" name="max_jitter" autocomplete="off" spellcheck="false" class="mono" placeholder="30s" aria-describedby="max_jitter-hint max_jitter-error">
 <p class="hint" id="max_jitter-hint">Spreads each call up to this long after its time (<code>30s</code>, <code>5m</code>), at an offset fixed by the schedule's id; at most the time between fires.</p><p class="error" id="max_jitter-error" hidden></p></div>
+<div class="field"><label for="exclude">Except (optional)</label>
+<input id="exclude" name="exclude" autocomplete="off" spellcheck="false" class="mono" placeholder="holidays; 2031-12-24..2031-12-26; * * * * SAT,SUN" aria-describedby="exclude-hint exclude-error">
+<p class="hint" id="exclude-hint">Days and times it does not run, separated by <code>;</code>: dates, <code>first..last</code> ranges, cron-like specs (every minute they name) and names of this environment's calendars. An excluded fire is recorded as skipped.</p><p class="error" id="exclude-error" hidden></p></div>
 <section class="preview" aria-labelledby="preview-title">
 <h2 id="preview-title">Next fires</h2>
 <div id="preview" aria-live="polite"><p class="muted">Type an expression to see when it fires.</p></div>

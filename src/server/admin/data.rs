@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use crate::core::calendar::{Calendars, Exclude};
 use crate::core::cron::{CronExpr, Fire, ZonedCron, parse_timezone};
 use crate::core::decl::{CronTiming, Timing};
 use crate::core::model::{EnvId, ScheduleId};
@@ -66,6 +67,10 @@ pub struct FireView {
     /// The occurrence the call belongs to, when a jitter puts the call after it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub occurrence: Option<DateTime<Utc>>,
+    /// What excludes the occurrence (`holidays: 2030-12-25 (Christmas Day)`): it is recorded
+    /// as skipped, not called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<String>,
 }
 
 const DISPLAY_FORMAT: &str = "%a %Y-%m-%d %H:%M";
@@ -87,6 +92,7 @@ impl FireView {
             display: display(zoned, fire.at),
             dst: fire.dst.map(|d| d.as_str().to_owned()),
             occurrence: None,
+            excluded: None,
         }
     }
 
@@ -97,6 +103,7 @@ impl FireView {
             display: format!("{} UTC", at.format(DISPLAY_FORMAT)),
             dst: None,
             occurrence: None,
+            excluded: None,
         }
     }
 
@@ -152,6 +159,24 @@ fn policies_of(view: &ScheduleView) -> Policies {
     }
 }
 
+/// Marks the fires whose occurrence `exclude` covers (read on the wall clock of `zoned`), with
+/// what excludes it.
+pub(super) fn mark_excluded(
+    fires: &mut [FireView],
+    zoned: Option<&ZonedCron>,
+    exclude: &Exclude,
+    calendars: &Calendars,
+) {
+    let Some(zoned) = zoned.filter(|_| !exclude.is_empty()) else {
+        return;
+    };
+    for fire in fires {
+        let occurrence = fire.occurrence.unwrap_or(fire.at);
+        let wall = zoned.local_time(occurrence).naive_local();
+        fire.excluded = exclude.excluding(wall, calendars).map(|e| e.to_string());
+    }
+}
+
 /// Up to `count` calls of `occurrences`, from `first` (an occurrence and its call) on.
 pub(super) fn calls_from(
     zoned: Option<&ZonedCron>,
@@ -169,7 +194,12 @@ pub(super) fn calls_from(
 /// The next `count` calls of a schedule: none for completed schedules; an active one's from
 /// its stored next call, a paused one's those it would have if resumed now (its first
 /// occurrence after now); never more than its remaining runs.
-fn upcoming(view: &ScheduleView, now: DateTime<Utc>, count: u32) -> Vec<FireView> {
+fn upcoming(
+    view: &ScheduleView,
+    now: DateTime<Utc>,
+    count: u32,
+    calendars: &Calendars,
+) -> Vec<FireView> {
     if !matches!(view.status.as_str(), "active" | "paused") {
         return Vec::new();
     }
@@ -200,7 +230,10 @@ fn upcoming(view: &ScheduleView, now: DateTime<Utc>, count: u32) -> Vec<FireView
         Some(left) => count.min(u32::try_from(left).unwrap_or(0)),
         None => count,
     };
-    calls_from(zoned.as_ref(), &occurrences, first, count as usize)
+    let mut fires = calls_from(zoned.as_ref(), &occurrences, first, count as usize);
+    let exclude = Exclude::from_stored(view.exclude.clone());
+    mark_excluded(&mut fires, zoned.as_ref(), &exclude, calendars);
+    fires
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,7 +493,7 @@ pub async fn schedules(
     caller: Caller,
     ApiQuery(query): ApiQuery<AdminScheduleQuery>,
 ) -> ApiResult<Json<AdminSchedulePage>> {
-    read_env(&caller, query.target_env_id)?;
+    let env = read_env(&caller, query.target_env_id)?;
     let fires = query.fires.unwrap_or(DEFAULT_ROW_FIRES);
     if fires > MAX_FIRES {
         return Err(ApiError::field(
@@ -481,10 +514,28 @@ pub async fn schedules(
     let Json(Page { items, next_cursor }) =
         api::list_schedules(State(state.clone()), caller, ApiQuery(list)).await?;
     let now = state.clock.now();
+    // The calendars the listed schedules name, read once for the page.
+    let names_calendars = items.iter().any(|s| {
+        Exclude::from_stored(s.exclude.clone())
+            .calendar_names()
+            .next()
+            .is_some()
+    });
+    let calendars: Calendars = if names_calendars {
+        state
+            .ops
+            .calendar_list(env)
+            .await?
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
+            .collect()
+    } else {
+        Calendars::new()
+    };
     let items = items
         .into_iter()
         .map(|schedule| AdminScheduleView {
-            upcoming: upcoming(&schedule, now, fires),
+            upcoming: upcoming(&schedule, now, fires, &calendars),
             schedule,
         })
         .collect();

@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::data::*;
+use crate::core::calendar::{Calendars, Exclude};
 use crate::core::cron::{OnDstGap, OnDstRepeat};
 use crate::core::decl::{FieldError, ScheduleDecl, Timing};
 use crate::core::model::ScheduleId;
@@ -61,6 +62,9 @@ pub struct PreviewQuery {
     /// the occurrences themselves: a schedule not created yet has no id to seed its jitter
     /// (each call then comes within `max_jitter` of its occurrence).
     pub schedule_id: Option<String>,
+    /// The schedule's exclusions, separated by `;`: dates, `a..b` ranges, cron-like specs and
+    /// names of the environment's calendars; the fires they cover are marked `excluded`.
+    pub exclude: Option<String>,
     /// List the calls strictly after this RFC 3339 instant, walking from call to call as the
     /// engine does (an existing schedule's, from just before its `next_run_at`); default: the
     /// calls of a schedule created or resumed now.
@@ -110,9 +114,18 @@ pub async fn preview(
     caller: Caller,
     ApiQuery(query): ApiQuery<PreviewQuery>,
 ) -> ApiResult<Json<PreviewView>> {
-    read_env(&caller, query.target_env_id)?;
+    let env = read_env(&caller, query.target_env_id)?;
     let now = state.clock.now();
     let mut errors = Vec::new();
+    let exclude_texts: Vec<String> = given(query.exclude)
+        .map(|text| {
+            text.split(';')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     let count = query.count.unwrap_or(DEFAULT_PREVIEW_FIRES);
     if !(1..=MAX_FIRES).contains(&count) {
         errors.push(FieldError::new(
@@ -185,6 +198,7 @@ pub async fn preview(
         start_at: given(query.start_at),
         end_at: given(query.end_at),
         remaining_runs,
+        exclude: Some(exclude_texts),
         ..ScheduleDecl::default()
     };
     let spec = decl
@@ -219,6 +233,7 @@ pub async fn preview(
             .map(|occurrence| (occurrence, occurrences.call_at(occurrence))),
     };
     let count = spec.remaining_runs.map_or(count, |left| count.min(left)) as usize;
+    let calendars = calendars_named(&state, env, &spec.exclude).await?;
     let max_jitter = format_duration(spec.policies.max_jitter);
     let view = match &spec.timing {
         Timing::Cron(cron) => {
@@ -233,7 +248,11 @@ pub async fn preview(
                 now,
                 max_jitter,
                 schedule_id: seed,
-                fires: calls_from(Some(zoned), &occurrences, first, count),
+                fires: {
+                    let mut fires = calls_from(Some(zoned), &occurrences, first, count);
+                    mark_excluded(&mut fires, Some(zoned), &spec.exclude, &calendars);
+                    fires
+                },
             }
         }
         Timing::Once { run_at } => PreviewView {
@@ -248,4 +267,38 @@ pub async fn preview(
         },
     };
     Ok(Json(view))
+}
+
+/// The environment's calendars that `exclude` names; a name it does not have is a field error.
+async fn calendars_named(
+    state: &AppState,
+    env: crate::core::model::EnvId,
+    exclude: &Exclude,
+) -> ApiResult<Calendars> {
+    let names: Vec<&str> = exclude.calendar_names().collect();
+    if names.is_empty() {
+        return Ok(Calendars::new());
+    }
+    let calendars: Calendars = state
+        .ops
+        .calendar_list(env)
+        .await?
+        .into_iter()
+        .map(|c| (c.name.clone(), c))
+        .collect();
+    let missing: Vec<FieldError> = names
+        .iter()
+        .filter(|n| !calendars.contains_key(**n))
+        .map(|n| {
+            FieldError::new(
+                "exclude",
+                format!("no calendar named {n:?} in this environment"),
+            )
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(calendars)
+    } else {
+        Err(ApiError::fields(missing))
+    }
 }

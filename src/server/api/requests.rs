@@ -128,6 +128,12 @@ pub struct CreateScheduleRequest {
     /// digit), optionally after a DNS subdomain and `/`; a value is empty or such a name.
     #[schema(value_type = Option<BTreeMap<String, String>>)]
     pub labels: Option<Lenient<BTreeMap<String, String>>>,
+    /// What it does not run on, on its zone's wall clock: dates (`2026-12-25`), inclusive
+    /// ranges (`2026-12-24..2026-12-26`), cron-like specs (`* * * * SAT,SUN`: every minute
+    /// they name) and names of the environment's calendars; at most 100. Repeating schedules
+    /// only. An excluded occurrence is recorded as skipped, naming what excluded it.
+    #[schema(value_type = Option<Vec<String>>)]
+    pub exclude: Option<Lenient<Vec<String>>>,
     /// Whom to call: `{"baseUrl": "https://..."}`; credentials are not allowed.
     #[schema(value_type = TargetConfigValue)]
     pub target_config: Value,
@@ -208,6 +214,10 @@ pub struct PatchScheduleRequest {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<BTreeMap<String, Option<String>>>)]
     pub labels: Option<Option<Lenient<LabelChanges>>>,
+    /// A new list of exclusions, replacing the schedule's (`[]` for none); the syntax of
+    /// `POST /v1/schedules`.
+    #[schema(value_type = Option<Vec<String>>)]
+    pub exclude: Option<Lenient<Vec<String>>>,
 }
 
 /// A field that may be given as null (to clear it), told apart from one left out.

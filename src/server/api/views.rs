@@ -78,6 +78,10 @@ pub struct ScheduleView {
     /// Labels to select it by (`{}` for none).
     #[schema(value_type = BTreeMap<String, String>)]
     pub labels: Labels,
+    /// The days and times it does not run: dates (`2026-12-25`), ranges
+    /// (`2026-12-24..2026-12-26`), cron-like specs (`* * * * SAT,SUN`) and calendar names, on
+    /// its zone's wall clock (`[]` for none). An excluded occurrence is recorded as skipped.
+    pub exclude: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -125,7 +129,11 @@ impl From<Schedule> for ScheduleView {
                 Some(policies) => format!("{words}; {policies}"),
                 None => words,
             },
-        );
+        )
+        .map(|words| match s.exclude.is_empty() {
+            true => words,
+            false => format!("{words}; except {}", s.exclude.texts().join(", ")),
+        });
         Self {
             id: s.id.0,
             env_id: s.env_id.0,
@@ -156,6 +164,7 @@ impl From<Schedule> for ScheduleView {
             after_completion: s.policies.after_completion.to_string(),
             remaining_runs: s.remaining_runs,
             labels: s.labels,
+            exclude: s.exclude.texts(),
             created_at: s.created_at,
             updated_at: s.updated_at,
             created_by: s.created_by,

@@ -8,6 +8,7 @@
 //! a cell is decoded or a value bound: PostgreSQL natively; SQLite with uuids as text, instants
 //! as integer microseconds and JSON as checked text.
 
+mod calendars;
 mod cross;
 pub(crate) mod hours;
 mod insert;
@@ -18,6 +19,7 @@ mod sql;
 mod tx_macros;
 mod write;
 
+pub(crate) use calendars::*;
 pub(crate) use cross::*;
 pub(crate) use insert::*;
 pub(crate) use labels::*;
@@ -67,8 +69,8 @@ pub(crate) const LEASED_JOB: &str = "status IN ('scheduled', 'running')";
 pub(crate) const SCHEDULE_COLUMNS: &str = "id, env_id, domain, schedule_type, kind, cron_expr, \
     timezone, run_at, on_dst_gap, on_dst_repeat, target_config, payload, status, next_run_at, \
     last_run_at, retry_count, max_retries, overlap, catchup_window_ms, max_jitter_ms, start_at, \
-    end_at, pause_on_failure, after_completion, remaining_runs, labels, created_at, updated_at, created_by, \
-    updated_by";
+    end_at, pause_on_failure, after_completion, remaining_runs, labels, exclude, created_at, updated_at, \
+    created_by, updated_by";
 pub(crate) const JOB_COLUMNS: &str = "id, schedule_id, env_id, status, attempt, scheduled_for, \
     next_attempt_at, started_at, finished_at, result, error, idempotency_key, created_at, \
     updated_at, superseded_by, missed_first, missed_last, missed_count, concurrent, backfill, \
@@ -271,6 +273,7 @@ pub(crate) fn schedule(c: &impl Cells) -> StoreResult<Schedule> {
         },
         remaining_runs: c.opt_i32("remaining_runs")?,
         labels: stored_labels(c)?,
+        exclude: stored_exclude(c)?,
         created_at: c.ts("created_at")?,
         updated_at: c.ts("updated_at")?,
         created_by: c.text("created_by")?,
@@ -283,6 +286,13 @@ fn stored_labels(c: &impl Cells) -> StoreResult<Labels> {
     serde_json::from_value(c.json("labels")?)
         .map(Labels::from_stored)
         .map_err(|e| c.corrupt("labels", format!("not an object of strings: {e}")))
+}
+
+/// Exclusions as stored: a JSON array of strings.
+pub(crate) fn stored_exclude(c: &impl Cells) -> StoreResult<crate::core::calendar::Exclude> {
+    serde_json::from_value(c.json("exclude")?)
+        .map(crate::core::calendar::Exclude::from_stored)
+        .map_err(|e| c.corrupt("exclude", format!("not a list of strings: {e}")))
 }
 
 /// A policy duration stored in whole milliseconds.

@@ -27,6 +27,41 @@ macro_rules! tenant_tx {
             $crate::store::rows::insert_schedules(self, news).await
         }
 
+        async fn calendars_named(
+            &mut self,
+            names: &[String],
+            lock: bool,
+        ) -> StoreResult<Vec<$crate::core::calendar::Calendar>> {
+            let lock = if lock {
+                <Self as $crate::store::rows::TenantRows>::FOR_UPDATE
+            } else {
+                ""
+            };
+            $crate::store::rows::calendars_named(self, names, lock).await
+        }
+
+        async fn calendar_list(&mut self) -> StoreResult<Vec<$crate::core::calendar::Calendar>> {
+            $crate::store::rows::calendar_list(self).await
+        }
+
+        async fn calendar_put(
+            &mut self,
+            calendar: &$crate::core::calendar::Calendar,
+        ) -> StoreResult<()> {
+            $crate::store::rows::calendar_put(self, calendar).await
+        }
+
+        async fn calendar_delete(&mut self, name: &str) -> StoreResult<bool> {
+            $crate::store::rows::calendar_delete(self, name).await
+        }
+
+        async fn schedules_naming_calendar(
+            &mut self,
+            name: &str,
+        ) -> StoreResult<Vec<ScheduleId>> {
+            $crate::store::rows::schedules_naming_calendar(self, name).await
+        }
+
         async fn schedule_get(&mut self, id: ScheduleId) -> StoreResult<Option<Schedule>> {
             $crate::store::rows::schedule_by_id(self, id, "").await
         }

@@ -26,6 +26,7 @@ pub(crate) fn schedule_insert(env: EnvId, new: &NewSchedule) -> Vec<(&'static st
         policies: new.policies,
         remaining_runs: new.remaining_runs,
         labels: new.labels.clone(),
+        exclude: new.exclude.clone(),
     }));
     columns.extend([
         ("status", Val::text(new.status.as_str())),
@@ -69,6 +70,7 @@ pub(crate) fn schedule_definition(d: &ScheduleDefinition) -> Vec<(&'static str, 
         ),
         ("remaining_runs", Val::Opt32(d.remaining_runs)),
         ("labels", Val::json(&d.labels.to_json())),
+        ("exclude", Val::json(&super::exclude_json(&d.exclude))),
     ]
 }
 

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::support::t0;
 
 mod admin_reads;
+mod calendars;
 mod counts_and_locks;
 mod engine;
 mod instances;
@@ -27,6 +28,7 @@ mod schedules;
 mod transitions;
 
 pub use admin_reads::*;
+pub use calendars::*;
 pub use counts_and_locks::*;
 pub use engine::*;
 pub use instances::*;
@@ -58,6 +60,7 @@ pub fn new_schedule(schedule_type: &str, domain: &str) -> NewSchedule {
         policies: Default::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
         actor: "tester".to_owned(),
         now: t0(),
     }
@@ -193,6 +196,7 @@ macro_rules! conformance_suite {
                 envs_with_data_list_ids_and_live_counts,
                 schedule_type_search_is_case_insensitive_and_pages,
                 labels_round_trip_and_selectors_list_what_the_rule_matches,
+                calendars_and_exclusions_round_trip_per_environment,
                 jobs_and_dead_letters_are_listed_by_their_schedules_labels,
             );
         }

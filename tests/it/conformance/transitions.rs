@@ -86,6 +86,7 @@ pub async fn schedule_set_definition_writes_the_definition_status_and_next_fire(
         policies: Default::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
     };
     let mut tx = store.tenant_begin(env).await.unwrap();
     let returned = tx

@@ -40,6 +40,7 @@ fn schedule(expr: &str, next: DateTime<Utc>) -> Schedule {
         policies: Policies::default(),
         remaining_runs: None,
         labels: Default::default(),
+        exclude: Default::default(),
         created_at: t0(),
         updated_at: t0(),
         created_by: "test".into(),

@@ -157,7 +157,9 @@ const sentin8AdminKit = (() => {
         ? 'Moved out of a daylight-saving gap'
         : 'Second run in a daylight-saving fold' }, fire.dst) : null,
       late > 0 ? h('span', { class: 'tag jitter', title: `Jitter: the call for ${utc(fire.occurrence)} comes ${(late / 1000).toFixed(3)} s after it` },
-        `+${(late / 1000).toFixed(late % 1000 ? 1 : 0)} s`) : null);
+        `+${(late / 1000).toFixed(late % 1000 ? 1 : 0)} s`) : null,
+      fire.excluded ? h('span', { class: 'tag excluded', title: `Excluded by ${fire.excluded}: recorded as skipped, not called` },
+        `excluded: ${fire.excluded}`) : null);
   }
 
   function badge(status) {

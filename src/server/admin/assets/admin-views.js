@@ -253,6 +253,8 @@ const sentin8AdminViews = (() => {
       ...policyFacts(s),
       ...(Object.keys(s.labels || {}).length ? fact('Labels', h('span', { id: 's-labels' },
         ...Object.entries(s.labels).map(([key, value]) => h('code', { class: 'label-chip' }, `${key}=${value}`)))) : []),
+      ...((s.exclude || []).length ? fact('Except', h('span', { id: 's-exclude' },
+        ...s.exclude.map((entry) => h('code', { class: 'label-chip' }, entry)))) : []),
       // next_run_at is the stored call instant, its jitter included.
       ...fact('Next run', h('span', { id: 's-next-run' }, timeEl(s.next_run_at),
         s.next_run_at && s.max_jitter && s.max_jitter !== '0s' ? h('span', { class: 'muted' }, ' (the call, jitter included)') : null)),
@@ -445,6 +447,7 @@ const sentin8AdminViews = (() => {
       cron: s.cron, timezone: s.timezone, on_dst_gap: s.on_dst_gap, on_dst_repeat: s.on_dst_repeat, count: 8,
       max_jitter: s.max_jitter, schedule_id: s.id, start_at: s.start_at || '', end_at: s.end_at || '',
       remaining_runs: s.remaining_runs === null || s.remaining_runs === undefined ? '' : String(s.remaining_runs),
+      exclude: (s.exclude || []).join(';'),
     };
     if (s.status === 'active' && s.next_run_at) {
       query.after = new Date(Date.parse(s.next_run_at) - 1).toISOString();

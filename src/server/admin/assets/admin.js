@@ -281,10 +281,10 @@
 
   const FORM_FIELDS = ['domain', 'schedule_type', 'base_url', 'cron', 'timezone', 'on_dst_gap',
     'on_dst_repeat', 'run_at', 'start_at', 'end_at', 'remaining_runs', 'max_jitter', 'catchup_window',
-    'overlap', 'pause_on_failure', 'after_completion', 'payload', 'max_retries'];
+    'overlap', 'pause_on_failure', 'after_completion', 'exclude', 'payload', 'max_retries'];
   // What the preview checks and lists by: the timing, its bounds, its runs and its jitter.
   const TIMING_FIELDS = ['cron', 'timezone', 'on_dst_gap', 'on_dst_repeat', 'run_at', 'start_at',
-    'end_at', 'remaining_runs', 'max_jitter'];
+    'end_at', 'remaining_runs', 'max_jitter', 'exclude'];
   let previewTimer = null;
   let previewSeq = 0;
 
@@ -296,6 +296,7 @@
   function controlFor(field) {
     if (field === 'target_config' || field.startsWith('target_config.')) return 'base_url';
     if (field.startsWith('payload')) return 'payload';
+    if (field.startsWith('exclude')) return 'exclude';
     return FORM_FIELDS.includes(field) ? field : null;
   }
 
@@ -380,6 +381,7 @@
         end_at: $('end_at').value.trim(),
         remaining_runs: $('remaining_runs').value.trim(),
         max_jitter: $('max_jitter').value.trim(),
+        exclude: $('exclude').value.trim(),
         count: 5,
       };
     try {
@@ -405,7 +407,8 @@
       if (err.status === 400) {
         clearErrors(TIMING_FIELDS);
         const errors = Array.isArray(err.problem.errors) ? err.problem.errors : [];
-        showErrors(errors.filter((e) => TIMING_FIELDS.includes(e.field)));
+        showErrors(errors.map((e) => ({ ...e, field: controlFor(e.field) || e.field }))
+          .filter((e) => TIMING_FIELDS.includes(e.field)));
         area.replaceChildren(h('p', { class: 'error', id: 'preview-error' }, `Not valid: ${err.message}`));
       } else {
         report(err);
@@ -459,6 +462,9 @@
       body.overlap = $('overlap').value;
       optional('start_at');
       optional('end_at');
+      // Entries are separated by ';' (a cron-like spec holds commas).
+      const exclude = $('exclude').value.split(';').map((e) => e.trim()).filter(Boolean);
+      if (exclude.length) body.exclude = exclude;
       if ($('pause_on_failure').checked) body.pause_on_failure = true;
       const runs = $('remaining_runs').value.trim();
       if (runs !== '') {
