@@ -23,10 +23,10 @@ use super::{AuthArgs, DatabaseArgs, StoreUse, open_store, proxy_back};
 use crate::callback::TargetAllowArgs;
 use crate::callback::config::{ENV_PLATFORM_DOMAIN, egress_policy};
 use crate::core::clock::{Clock as _, SystemClock};
-use crate::core::decl::{EntryError, FieldError, check_declarations};
+use crate::core::decl::{EntryError, FieldError, check_declarations, declared_calendars};
 use crate::core::enroll::{self, Action, EnrollError, EnrollReport, EnrollRequest};
 use crate::core::model::EnvId;
-use crate::core::ops::{Actor, validate_domain};
+use crate::core::ops::{Actor, CalendarWrite, OpsError, validate_domain};
 use crate::server::auth::AuthConfig;
 use crate::util::duration::positive_duration;
 use source::Source;
@@ -257,6 +257,19 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             return Ok(code);
         }
     };
+    let calendars = match declared_calendars(&document.text, document.format) {
+        Ok(calendars) => calendars,
+        Err(err) => {
+            let problem = Problem::document(&err);
+            let reason = problem.located(&document.origin);
+            eprintln!("error: {reason}");
+            let code = invalid(out, format, Some(reason), &[], &[])?;
+            if github {
+                annotate(out, annotated_file, &[problem])?;
+            }
+            return Ok(code);
+        }
+    };
     let declared = specs.len() + errors.len();
     if !errors.is_empty() {
         let located: Vec<Problem> = errors.iter().map(Problem::entry).collect();
@@ -311,6 +324,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         policy,
         prune: args.prune,
         dry_run: args.dry_run,
+        calendars,
     };
     let actor = Actor {
         name: actor_name,
@@ -319,7 +333,9 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     };
     let report = match enroll::enroll(store.as_ref(), &request, &actor).await {
         Ok(report) => report,
-        Err(EnrollError::Invalid(problems)) => {
+        // A refusal of the writes themselves (a calendar a schedule names is missing) is
+        // invalid input too.
+        Err(EnrollError::Invalid(problems) | EnrollError::Ops(OpsError::Invalid(problems))) => {
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
@@ -414,6 +430,14 @@ pub(crate) fn write_report(
             ]);
         }
         writeln!(out, "{table}")?;
+    }
+    for calendar in &report.calendars {
+        let action = match calendar.action {
+            CalendarWrite::Created => format!("{verb}created"),
+            CalendarWrite::Updated => format!("{verb}updated"),
+            CalendarWrite::Unchanged => "unchanged".to_owned(),
+        };
+        writeln!(out, "calendar {}: {action}", calendar.name)?;
     }
     let undeclared = report.count(Action::Undeclared);
     if !prune && undeclared > 0 {

@@ -109,7 +109,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                             fire.domain.clone(),
                             fire.schedule_type.clone(),
                             output::time_text(fire.due_at),
-                            fire.action.shown().to_owned(),
+                            match &fire.excluded_by {
+                                Some(by) => format!("skip (excluded: {by})"),
+                                None => fire.action.shown().to_owned(),
+                            },
                         ]);
                     }
                     writeln!(out, "{table}")?;

@@ -9,7 +9,7 @@ use clap::ArgGroup;
 use serde::Serialize;
 
 use crate::core::decl::{
-    EntryError, FieldError, Position, ScheduleSpec, Timing, check_declarations,
+    EntryError, FieldError, Position, ScheduleSpec, Timing, check_declarations, declared_calendars,
 };
 use crate::core::target::{BASE_URL_FIELD, BaseUrl, TargetPolicy as _};
 
@@ -194,7 +194,10 @@ fn check_file(
     // A file that cannot be read is a runtime failure (1), as everywhere a file is read; one
     // that does not parse is invalid input (3), with its report.
     let document = super::enroll::source::read_input(path)?;
-    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+    // The declared calendars are checked too: a problem of one is the document's.
+    let checked = check_declarations(&document.text, document.format, now)
+        .and_then(|report| declared_calendars(&document.text, document.format).map(|_| report));
+    let (specs, errors) = match checked {
         Ok(report) => report,
         Err(err) => {
             let problem = Problem::document(&err);

@@ -27,6 +27,9 @@
 //!     run_at: 2031-01-01T00:00:00Z           # RFC 3339, must be in the future
 //! ```
 //!
+//! Beside `schedules`, a file may declare `calendars` (named lists of exclusions its schedules
+//! name), read by [`declared_calendars`] (`decl/calendars.rs`).
+//!
 //! Reading a file has two steps. [`parse_declarations`] checks syntax and structure (unknown
 //! keys, wrong value types); [`validate_declarations`] checks meaning (expressions, zones,
 //! limits, times in the future, duplicate types) and yields [`ScheduleSpec`]s. Both report
@@ -133,6 +136,7 @@ pub const DECLARED_FIELDS: &[&str] = &[
 ];
 
 pub use crate::core::timing::{CronTiming, Timing};
+pub use calendars::{DeclaredCalendar, declared_calendars};
 pub use errors::{DeclError, EntryError, FieldError, Position};
 pub use policy::PolicyDecl;
 
@@ -526,6 +530,7 @@ fn validate_entries(
     (specs, failures)
 }
 
+mod calendars;
 mod errors;
 mod parse;
 mod policy;

@@ -94,8 +94,11 @@ pub struct PlannedFire {
     /// A regular fire is skipped while the schedule has an open job (and, under
     /// `buffer_one`, one occurrence already waits).
     pub would_skip: bool,
-    /// What the tick would do with it, by the schedule's overlap policy.
+    /// What the tick would do with it, by the schedule's exclusions and overlap policy.
     pub action: PlannedAction,
+    /// What excludes the occurrence, when it is excluded (`holidays: 2030-12-25 (Christmas)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded_by: Option<String>,
 }
 
 /// What a tick would do with a due schedule.
@@ -112,6 +115,8 @@ pub enum PlannedAction {
     Concurrent,
     /// Cancel the open job (its call aborted) and call this one instead (`cancel_other`).
     Replace,
+    /// Record the occurrence as skipped: the schedule's exclusions cover it.
+    Excluded,
 }
 
 impl PlannedAction {
@@ -131,7 +136,7 @@ impl PlannedAction {
 
     /// Whether the occurrence runs, now or after waiting (it is not skipped).
     pub fn runs(self) -> bool {
-        self != PlannedAction::Skip
+        !matches!(self, PlannedAction::Skip | PlannedAction::Excluded)
     }
 
     /// How `tick --dry-run` names it.
@@ -142,6 +147,7 @@ impl PlannedAction {
             PlannedAction::Buffer => "buffer (job open)",
             PlannedAction::Concurrent => "fire beside the open job",
             PlannedAction::Replace => "cancel the open job and fire",
+            PlannedAction::Excluded => "skip (excluded)",
         }
     }
 }
@@ -345,20 +351,37 @@ impl Engine {
             } else {
                 0
             };
-            let action = PlannedAction::of(
-                schedule.policies.overlap,
-                open,
-                waiting,
-                config.max_buffered,
-            );
+            let names: Vec<String> = schedule
+                .exclude
+                .calendar_names()
+                .map(str::to_owned)
+                .collect();
+            let calendars = tx
+                .calendars_named(&names, false)
+                .await?
+                .into_iter()
+                .map(|c| (c.name.clone(), c))
+                .collect();
+            let occurrence = schedule.occurrences().occurrence_of(d.next_run_at);
+            let excluded_by = schedule.exclusion_of(occurrence, &calendars);
+            let action = match &excluded_by {
+                Some(_) => PlannedAction::Excluded,
+                None => PlannedAction::of(
+                    schedule.policies.overlap,
+                    open,
+                    waiting,
+                    config.max_buffered,
+                ),
+            };
             planned.push(PlannedFire {
                 schedule_id: d.id,
                 env_id: d.env_id,
                 domain: schedule.domain,
                 schedule_type: schedule.schedule_type,
                 due_at: d.next_run_at,
-                would_skip: action == PlannedAction::Skip,
+                would_skip: !action.runs(),
                 action,
+                excluded_by: excluded_by.map(|e| e.to_string()),
             });
         }
         Ok(planned)

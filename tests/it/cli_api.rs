@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 use crate::api::Api;
 
 mod apply;
+mod calendars;
 mod describe;
 mod dlq;
 mod flags;
@@ -21,6 +22,7 @@ mod paging;
 mod schedules;
 
 pub use apply::*;
+pub use calendars::*;
 pub use describe::*;
 pub use dlq::*;
 pub use flags::*;
@@ -133,6 +135,7 @@ macro_rules! cli_api_suite {
                 labels_and_bulk_actions_from_the_command_line,
                 policies_and_backfill_from_the_command_line,
                 overlap_modes_and_a_backfills_own_policy_from_the_command_line,
+                calendars_from_the_command_line,
                 refused_requests_say_why_with_their_exit_status,
                 apply_shows_the_enroll_plan_and_converges,
                 apply_dry_run_agrees_with_the_server,

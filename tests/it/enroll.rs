@@ -10,10 +10,12 @@ use sentin8_cron::core::model::{AuditEntry, EnvId, OutboxEvent, Schedule, Schedu
 use sentin8_cron::core::store::{ScheduleQuery, Store};
 use serde_json::{Value, json};
 
+mod calendars;
 mod commands;
 mod files;
 mod refusals;
 
+pub use calendars::*;
 pub use commands::*;
 pub use files::*;
 pub use refusals::*;
@@ -294,6 +296,7 @@ macro_rules! enroll_suite {
                 targets_outside_the_egress_policy_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
+                declared_calendars_are_enrolled_before_the_schedules_that_name_them,
             );
         }
     };

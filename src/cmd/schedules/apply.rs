@@ -6,6 +6,8 @@
 //! change, in plan order, and stops at the first refused one: what was applied before it is
 //! reported, and applying again finishes the job (unchanged schedules are not touched).
 
+mod calendars;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,7 +24,7 @@ use super::super::remote::{ServerArgs, env_query};
 use super::super::schedule_args::EXIT_INVALID;
 use crate::client::ApiClient;
 use crate::client::records::ScheduleRecord;
-use crate::core::decl::{FieldError, ScheduleSpec, check_declarations};
+use crate::core::decl::{FieldError, ScheduleSpec, check_declarations, declared_calendars};
 use crate::core::enroll::{self, Action, Change, EnrollError, EnrollReport, Step};
 use crate::core::model::{EnvId, Schedule, ScheduleId};
 use crate::core::ops::validate_domain;
@@ -124,6 +126,20 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
             return Ok(code);
         }
     };
+    let calendars = match declared_calendars(&document.text, document.format) {
+        Ok(calendars) => calendars,
+        Err(err) => {
+            let problem = Problem::document(&err);
+            let reason = problem.located(&document.origin);
+            eprintln!("error: {reason}");
+            let code = cli_enroll::invalid(out, format, Some(reason), &problems, &[])?;
+            if github {
+                annotations.push(problem);
+                annotate(out, file, &annotations)?;
+            }
+            return Ok(code);
+        }
+    };
     let declared = specs.len() + errors.len();
     for problem in &problems {
         eprintln!("error: {problem}");
@@ -180,7 +196,10 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         }
         Err(err) => return Err(err.into()),
     };
+    // Declared calendars first: the schedules may name them.
+    let calendars = calendars::apply_calendars(&client, args.env, &calendars, args.dry_run).await?;
     let mut report = EnrollReport {
+        calendars,
         env_id: args.env,
         domain: args.domain.clone(),
         dry_run: args.dry_run,

@@ -100,12 +100,15 @@ pub enum DeclError {
     NotAnObject,
     #[error("missing top-level key \"schedules\"")]
     MissingSchedules,
-    #[error("unknown top-level key {0:?} (expected \"schedules\")")]
+    #[error("unknown top-level key {0:?} (expected \"schedules\" and \"calendars\")")]
     UnknownTopLevelKey(String),
     #[error("\"schedules\" must be a list")]
     SchedulesNotAList,
     #[error("{} invalid schedule {}", .0.len(), if .0.len() == 1 { "entry" } else { "entries" })]
     Entries(Vec<EntryError>),
+    /// The declared calendars' problems, each named by field (`calendars.NAME.entries[1]`).
+    #[error("invalid calendars: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Calendars(Vec<FieldError>),
 }
 
 impl DeclError {

@@ -20,6 +20,27 @@ pub(super) struct ParsedEntry {
 }
 
 pub(super) fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<ParsedEntry>, DeclError> {
+    let top = parse_top(text, format)?;
+    let schedules = match top.get("schedules") {
+        None => return Err(DeclError::MissingSchedules),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(DeclError::SchedulesNotAList),
+    };
+    let mut locations = entry_locations(text).into_iter();
+    Ok(schedules
+        .iter()
+        .map(|value| ParsedEntry {
+            location: locations.next().flatten(),
+            ..parse_entry(value)
+        })
+        .collect())
+}
+
+/// The document's top-level object: `schedules`, and the `calendars` beside them.
+pub(super) fn parse_top(
+    text: &str,
+    format: DeclFormat,
+) -> Result<serde_json::Map<String, Value>, DeclError> {
     let document: Value = match format {
         DeclFormat::Json => serde_json::from_str(text).map_err(|err| DeclError::Json {
             line: err.line(),
@@ -38,22 +59,13 @@ pub(super) fn parse_entries(text: &str, format: DeclFormat) -> Result<Vec<Parsed
     let Value::Object(top) = document else {
         return Err(DeclError::NotAnObject);
     };
-    if let Some(unknown) = top.keys().find(|key| key.as_str() != "schedules") {
+    if let Some(unknown) = top
+        .keys()
+        .find(|key| !matches!(key.as_str(), "schedules" | "calendars"))
+    {
         return Err(DeclError::UnknownTopLevelKey(unknown.clone()));
     }
-    let schedules = match top.get("schedules") {
-        None => return Err(DeclError::MissingSchedules),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(DeclError::SchedulesNotAList),
-    };
-    let mut locations = entry_locations(text).into_iter();
-    Ok(schedules
-        .iter()
-        .map(|value| ParsedEntry {
-            location: locations.next().flatten(),
-            ..parse_entry(value)
-        })
-        .collect())
+    Ok(top)
 }
 
 /// Only what locating the entries needs: the `schedules` list, each entry skipped over with

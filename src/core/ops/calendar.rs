@@ -8,7 +8,7 @@ use super::{Actor, Ops, OpsError, OpsResult};
 use crate::core::calendar::{self, Calendar, CalendarDraft};
 use crate::core::decl::FieldError;
 use crate::core::model::EnvId;
-use crate::core::store::Channel;
+use crate::core::store::{Channel, TenantTx};
 
 /// How many of the schedules that name a calendar a refused removal lists.
 const NAMED_BY_SHOWN: usize = 5;
@@ -42,55 +42,10 @@ impl Ops {
         draft: &CalendarDraft,
         actor: &Actor,
     ) -> OpsResult<(Calendar, bool)> {
-        let mut errors = Vec::new();
-        if let Err(reason) = calendar::check_name(name) {
-            errors.push(FieldError::new("name", reason));
-        }
-        let entries = match draft.validate() {
-            Ok(entries) => Some(entries),
-            Err(mut problems) => {
-                errors.append(&mut problems);
-                None
-            }
-        };
-        let Some(entries) = entries.filter(|_| errors.is_empty()) else {
-            return Err(OpsError::Invalid(errors));
-        };
         let mut tx = self.store.tenant_begin(env).await?;
-        let before = tx
-            .calendars_named(&[name.to_owned()], true)
-            .await?
-            .into_iter()
-            .next();
-        let mut calendar = Calendar::new(
-            name.to_owned(),
-            draft.description.trim().to_owned(),
-            entries,
-            &actor.name,
-            actor.now,
-        );
-        if let Some(before) = &before {
-            calendar.created_at = before.created_at;
-            calendar.created_by = before.created_by.clone();
-        }
-        tx.calendar_put(&calendar).await?;
-        let action = if before.is_some() {
-            "calendar.update"
-        } else {
-            "calendar.create"
-        };
-        tx.audit_insert(&actor.audit(
-            action,
-            "calendar",
-            name.to_owned(),
-            before.as_ref().map(snapshot),
-            Some(snapshot(&calendar)),
-        ))
-        .await?;
-        // Schedules that name it are claimed under the new entries: wake the tickers.
-        tx.notify_on_commit(Channel::Schedules);
+        let (calendar, written) = put_calendar(&mut *tx, name, draft, actor).await?;
         tx.commit().await?;
-        Ok((calendar, before.is_none()))
+        Ok((calendar, written == CalendarWrite::Created))
     }
 
     /// Removes the calendar `name`, refused while a live schedule names it.
@@ -136,6 +91,76 @@ impl Ops {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// What writing a calendar did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CalendarWrite {
+    Created,
+    Updated,
+    /// Written exactly as it was: nothing written, no audit entry.
+    Unchanged,
+}
+
+/// Checks `draft` and writes it as the calendar `name` in the caller's transaction (created,
+/// or replaced whole), with its audit entry; the same calendar written again is left alone.
+pub async fn put_calendar(
+    tx: &mut dyn TenantTx,
+    name: &str,
+    draft: &CalendarDraft,
+    actor: &Actor,
+) -> OpsResult<(Calendar, CalendarWrite)> {
+    let mut errors = Vec::new();
+    if let Err(reason) = calendar::check_name(name) {
+        errors.push(FieldError::new("name", reason));
+    }
+    let entries = match draft.validate() {
+        Ok(entries) => Some(entries),
+        Err(mut problems) => {
+            errors.append(&mut problems);
+            None
+        }
+    };
+    let Some(entries) = entries.filter(|_| errors.is_empty()) else {
+        return Err(OpsError::Invalid(errors));
+    };
+    let before = tx
+        .calendars_named(&[name.to_owned()], true)
+        .await?
+        .into_iter()
+        .next();
+    let mut calendar = Calendar::new(
+        name.to_owned(),
+        draft.description.trim().to_owned(),
+        entries,
+        &actor.name,
+        actor.now,
+    );
+    if let Some(before) = &before {
+        if before.description == calendar.description && before.entries() == calendar.entries() {
+            return Ok((before.clone(), CalendarWrite::Unchanged));
+        }
+        calendar.created_at = before.created_at;
+        calendar.created_by = before.created_by.clone();
+    }
+    tx.calendar_put(&calendar).await?;
+    let (action, written) = if before.is_some() {
+        ("calendar.update", CalendarWrite::Updated)
+    } else {
+        ("calendar.create", CalendarWrite::Created)
+    };
+    tx.audit_insert(&actor.audit(
+        action,
+        "calendar",
+        name.to_owned(),
+        before.as_ref().map(snapshot),
+        Some(snapshot(&calendar)),
+    ))
+    .await?;
+    // Schedules that name it are claimed under the new entries: wake the tickers.
+    tx.notify_on_commit(Channel::Schedules);
+    Ok((calendar, written))
 }
 
 /// A calendar as its audit entries record it.

@@ -32,6 +32,7 @@ pub use backfill::Backfilled;
 pub use bulk::{
     BULK_CONFIRM_ABOVE, BULK_MAX, BulkAction, BulkItem, BulkOutcome, BulkReport, BulkRequest,
 };
+pub use calendar::{CalendarWrite, put_calendar};
 pub use describe::{
     DESCRIBE_RECENT, DESCRIBE_UPCOMING, DESCRIBE_WINDOW, ScheduleDescription, UpcomingCall,
 };

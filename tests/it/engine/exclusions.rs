@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeZone, Utc};
 use sentin8_cron::core::calendar::{CalendarDraft, CalendarEntryText};
 use sentin8_cron::core::decl::ScheduleDecl;
+use sentin8_cron::core::engine::PlannedAction;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::ops::{CreateSchedule, OpsError};
 use sentin8_cron::core::store::*;
@@ -76,6 +77,18 @@ pub async fn excluded_occurrences_are_skipped_naming_what_excluded_them(store: A
                 )
                 .await
                 .unwrap();
+        }
+        if day == 2 {
+            // The dry run says so, naming the calendar and its entry.
+            h.clock.set(evening(day));
+            let planned = h.engine.plan().await.unwrap();
+            assert_eq!(planned.len(), 1);
+            assert_eq!(planned[0].action, PlannedAction::Excluded);
+            assert!(planned[0].would_skip);
+            assert_eq!(
+                planned[0].excluded_by.as_deref(),
+                Some("holidays: 2030-01-02 (Founders' Day)")
+            );
         }
         let summary = h.tick_at(evening(day)).await;
         shape.push((day, summary.fired, summary.skipped));

@@ -397,3 +397,105 @@ proptest! {
         }
     }
 }
+
+fn excluding(mut s: Schedule, texts: &[&str]) -> Schedule {
+    let texts: Vec<String> = texts.iter().map(|t| (*t).to_owned()).collect();
+    s.exclude = crate::core::calendar::Exclude::validate("exclude", &texts).unwrap();
+    s
+}
+
+fn no_slot(_: &Schedule) -> Admit {
+    panic!("an excluded occurrence asks for no slot")
+}
+
+#[test]
+fn an_excluded_occurrence_is_recorded_asks_no_slot_and_counts_no_run() {
+    let at = t0() + Duration::hours(9);
+    let mut s = excluding(schedule("0 9 * * *", at), &["2030-01-01"]);
+    s.remaining_runs = Some(2);
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    // Due now, and due ahead (a claim before the instant decides it as well).
+    for now in [at, at - Duration::seconds(5)] {
+        let p = plan(
+            &[due_of(&s)],
+            &schedules,
+            &Seen::default(),
+            now,
+            &mut no_slot,
+        );
+        let d = &p.decisions[0];
+        assert_eq!(d.fire, None);
+        let excluded = d.excluded.as_ref().expect("excluded");
+        assert_eq!((excluded.at, excluded.by.spec.as_str()), (at, "2030-01-01"));
+        assert_eq!(d.claim.remaining_runs, Some(2), "no run counted");
+        assert_eq!(d.claim.next_run_at, Some(at + Duration::days(1)));
+        assert!(!d.completes);
+    }
+}
+
+#[test]
+fn an_excluded_last_occurrence_completes_its_schedule() {
+    let at = t0() + Duration::hours(9);
+    let mut s = excluding(schedule("0 9 * * *", at), &["* * * * TUE"]);
+    s.policies.end_at = Some(at + Duration::hours(1));
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let p = plan(
+        &[due_of(&s)],
+        &schedules,
+        &Seen::default(),
+        at,
+        &mut no_slot,
+    );
+    let d = &p.decisions[0];
+    assert!(d.excluded.is_some() && d.fire.is_none() && d.completes);
+}
+
+#[test]
+fn exclusions_are_read_on_the_wall_clock_through_the_calendars_seen() {
+    // 20:00 in New York on 1 January is 01:00 UTC on the 2nd.
+    let at = Utc.with_ymd_and_hms(2030, 1, 2, 1, 0, 0).unwrap();
+    let mut s = excluding(schedule("0 20 * * *", at), &["holidays"]);
+    s.timing = Timing::Cron(CronTiming::from_stored(
+        "0 20 * * *",
+        "America/New_York",
+        OnDstGap::Shift,
+        OnDstRepeat::Once,
+    ));
+    let schedules = HashMap::from([(s.id, s.clone())]);
+    let calendar = |day: &str| {
+        let draft = crate::core::calendar::CalendarDraft {
+            description: String::new(),
+            entries: vec![crate::core::calendar::CalendarEntryText {
+                spec: day.into(),
+                note: Some("holiday".into()),
+            }],
+        };
+        crate::core::calendar::Calendar::new(
+            "holidays".into(),
+            String::new(),
+            draft.validate().unwrap(),
+            "test",
+            t0(),
+        )
+    };
+    let seen_with = |day: &str| Seen {
+        calendars: HashMap::from([("holidays".to_owned(), calendar(day))]),
+        ..Seen::default()
+    };
+    let p = plan(
+        &[due_of(&s)],
+        &schedules,
+        &seen_with("2030-01-01"),
+        at,
+        &mut no_slot,
+    );
+    let by = &p.decisions[0].excluded.as_ref().unwrap().by;
+    assert_eq!(by.calendar.as_deref(), Some("holidays"));
+    // The UTC date of the instant is not the schedule's day.
+    let p = plan_one(&s, &seen_with("2030-01-02"), at, Admit::Now);
+    assert!(p.decisions[0].excluded.is_none());
+    assert!(p.decisions[0].fire.is_some());
+    // A calendar the claim did not find excludes nothing.
+    let p = plan_one(&s, &Seen::default(), at, Admit::Now);
+    assert!(p.decisions[0].fire.is_some());
+}
