@@ -20,6 +20,10 @@
 //! [`plan`] is the pure part (what would change); [`enroll`] reads the current state, plans, and
 //! applies the plan unless it is a dry run.
 
+mod calendars;
+pub use calendars::CalendarChange;
+use calendars::write_calendars;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,10 +31,9 @@ use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use crate::core::decl::DeclaredCalendar;
-use crate::core::decl::{FieldError, ScheduleSpec};
+use crate::core::decl::{DeclaredCalendar, FieldError, ScheduleSpec};
 use crate::core::model::{EnvId, Schedule, ScheduleId, ScheduleKind, ScheduleStatus};
-use crate::core::ops::{self, Actor, CalendarWrite, CreateSchedule, OpsError, validate_domain};
+use crate::core::ops::{self, Actor, CreateSchedule, OpsError, validate_domain};
 use crate::core::store::{ScheduleQuery, Store, StoreError, TenantTx};
 use crate::core::target::{Target, TargetPolicy};
 
@@ -210,13 +213,6 @@ pub struct EnrollReport {
     /// The declared calendars, by name: created, updated or unchanged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calendars: Vec<CalendarChange>,
-}
-
-/// What enrolling did (or would do) to a declared calendar.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CalendarChange {
-    pub name: String,
-    pub action: CalendarWrite,
 }
 
 impl EnrollReport {
@@ -538,43 +534,6 @@ pub async fn enroll(
     }
     tx.commit().await?;
     Ok(report)
-}
-
-/// Writes the declared calendars (a dry run only compares them with the stored ones).
-async fn write_calendars(
-    tx: &mut dyn TenantTx,
-    declared: &[DeclaredCalendar],
-    dry_run: bool,
-    actor: &Actor,
-) -> Result<Vec<CalendarChange>, EnrollError> {
-    let mut changes = Vec::with_capacity(declared.len());
-    for calendar in declared {
-        let action = if dry_run {
-            let stored = tx
-                .calendars_named(std::slice::from_ref(&calendar.name), false)
-                .await?;
-            let entries = calendar.draft.validate().map_err(EnrollError::Invalid)?;
-            match stored.first() {
-                None => CalendarWrite::Created,
-                Some(s)
-                    if s.entries() == entries.as_slice()
-                        && s.description == calendar.draft.description.trim() =>
-                {
-                    CalendarWrite::Unchanged
-                }
-                Some(_) => CalendarWrite::Updated,
-            }
-        } else {
-            ops::put_calendar(tx, &calendar.name, &calendar.draft, actor)
-                .await?
-                .1
-        };
-        changes.push(CalendarChange {
-            name: calendar.name.clone(),
-            action,
-        });
-    }
-    Ok(changes)
 }
 
 /// Every live (not deleted) schedule of a domain, by id.

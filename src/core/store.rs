@@ -17,74 +17,26 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::core::calendar::Calendar;
 use crate::core::model::{
     AuditEntry, DlqEntry, DlqId, EnvId, Job, JobAttempt, JobId, JobStatus, OutboxEvent, Schedule,
     ScheduleId,
 };
 
+mod errors;
 mod lease_params;
 mod new_job;
 mod outbox_params;
 mod params;
 mod report_params;
 mod signals;
+pub use errors::*;
 pub use lease_params::*;
 pub use new_job::*;
 pub use outbox_params::*;
 pub use params::*;
 pub use report_params::*;
 pub use signals::*;
-
-/// A storage error. Database internals are kept as an opaque source: they are logged, never
-/// shown to API callers.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A uniqueness rule of the domain was violated.
-    #[error("conflict: {0}")]
-    Conflict(Conflict),
-    /// An update named a row that does not exist in this environment.
-    #[error("{what} {id} not found")]
-    NotFound {
-        /// The kind of row.
-        what: &'static str,
-        /// Its id.
-        id: String,
-    },
-    /// The schema is missing, older or newer than this build knows.
-    #[error("{0}")]
-    Schema(String),
-    /// The database URL or configuration cannot be used.
-    #[error("{0}")]
-    Config(String),
-    /// A stored value could not be read back into the domain type.
-    #[error("corrupt row in {table}: {detail}")]
-    Corrupt {
-        /// The table the row came from.
-        table: &'static str,
-        /// What was wrong with it.
-        detail: String,
-    },
-    /// Any other database failure.
-    #[error("database error: {0}")]
-    Database(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Which uniqueness rule a write violated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Conflict {
-    /// `schedule_type` is unique per (env, domain) among non-deleted schedules.
-    #[error("a schedule with this schedule_type already exists in this domain")]
-    ScheduleTypeTaken,
-    /// At most one pending or running job exists per schedule.
-    #[error("the schedule already has an open (pending or running) job")]
-    OpenJobExists,
-    /// A row with this id already exists.
-    #[error("a row with this id already exists")]
-    DuplicateId,
-}
-
-/// Result alias for storage operations.
-pub type StoreResult<T> = Result<T, StoreError>;
 
 /// What a backend can do beyond the common contract. Callers branch on these, never on the
 /// backend's name.
@@ -573,19 +525,15 @@ pub trait TenantTx: Send {
     /// This environment's outbox events in sequence order, after sequence `after_seq`.
     async fn outbox_list(&mut self, after_seq: i64, limit: u32) -> StoreResult<Vec<OutboxEvent>>;
 
-    /// The environment's calendars named in `names` (those that exist), by name; with `lock`
-    /// their rows are locked until the transaction ends, so none is removed meanwhile (a
-    /// removal locks the row before it looks for schedules that name it).
-    async fn calendars_named(
-        &mut self,
-        names: &[String],
-        lock: bool,
-    ) -> StoreResult<Vec<crate::core::calendar::Calendar>>;
+    /// The environment's calendars named in `names` (those that exist), by name; `lock` locks
+    /// their rows until the transaction ends (a removal locks the row first, so none is
+    /// removed under a schedule being written).
+    async fn calendars_named(&mut self, names: &[String], lock: bool)
+    -> StoreResult<Vec<Calendar>>;
     /// Every calendar of the environment, by name.
-    async fn calendar_list(&mut self) -> StoreResult<Vec<crate::core::calendar::Calendar>>;
+    async fn calendar_list(&mut self) -> StoreResult<Vec<Calendar>>;
     /// Inserts a calendar, or replaces the description and entries of the one of its name.
-    async fn calendar_put(&mut self, calendar: &crate::core::calendar::Calendar)
-    -> StoreResult<()>;
+    async fn calendar_put(&mut self, calendar: &Calendar) -> StoreResult<()>;
     /// Removes a calendar; whether there was one.
     async fn calendar_delete(&mut self, name: &str) -> StoreResult<bool>;
     /// The live (not deleted) schedules whose exclusions name the calendar `name`, in id order.

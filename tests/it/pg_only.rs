@@ -81,6 +81,7 @@ async fn the_service_role_is_not_privileged() {
         names,
         [
             "audit_journal",
+            "calendars",
             "dlq",
             "job_answers",
             "job_attempts",

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{Actor, Ops, OpsError, OpsResult};
-use crate::core::calendar::{self, Calendar, CalendarDraft};
+use crate::core::calendar::{self, Calendar, CalendarDraft, Exclude};
 use crate::core::decl::FieldError;
 use crate::core::model::EnvId;
 use crate::core::store::{Channel, TenantTx};
@@ -90,6 +90,39 @@ impl Ops {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+/// Refuses exclusions that name a calendar the environment does not have. The calendars found
+/// stay locked until the transaction ends, so none is removed under a schedule that names it.
+pub(super) async fn check_calendars<'a>(
+    tx: &mut dyn TenantTx,
+    excludes: impl IntoIterator<Item = &'a Exclude>,
+) -> OpsResult<()> {
+    let mut names: Vec<String> = excludes
+        .into_iter()
+        .flat_map(|e| e.calendar_names().map(str::to_owned))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort_unstable();
+    names.dedup();
+    let found = tx.calendars_named(&names, true).await?;
+    let missing: Vec<FieldError> = names
+        .iter()
+        .filter(|n| !found.iter().any(|c| &c.name == *n))
+        .map(|n| {
+            FieldError::new(
+                "exclude",
+                format!("no calendar named {n:?} in this environment (create it first)"),
+            )
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(OpsError::Invalid(missing))
     }
 }
 

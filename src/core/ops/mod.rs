@@ -23,6 +23,7 @@ mod calendar;
 mod describe;
 mod job;
 mod patch;
+mod pause;
 mod read;
 mod schedule;
 mod validate;

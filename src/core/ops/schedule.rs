@@ -4,11 +4,13 @@
 use serde_json::Value;
 
 use super::audit::snapshot;
+use super::calendar::check_calendars;
 use super::job::{ensure_no_open_job, pending_now};
 use super::patch::{self, SchedulePatch};
+pub use super::pause::{MAX_NOTE_CHARS, PauseRecord};
+pub(super) use super::pause::{check_note, pause_record, paused_detail};
 use super::{Actor, CreateSchedule, Ops, OpsError, OpsResult};
 use crate::core::buffered::release_buffered;
-use crate::core::calendar::Exclude;
 use crate::core::decl::{FieldError, ScheduleSpec};
 use crate::core::events::{self, EventPayload};
 use crate::core::model::*;
@@ -275,72 +277,6 @@ fn paused_trigger_detail(id: ScheduleId) -> String {
     paused_detail(id, "a triggered run", "trigger it")
 }
 
-/// Why a run asked of a paused schedule is refused, and how to resume it first: `what` would
-/// only wait for the resume, and `then` is what to do after it.
-pub(super) fn paused_detail(id: ScheduleId, what: &str, then: &str) -> String {
-    format!(
-        "schedule {id} is paused, and a paused schedule runs nothing ({what} would only wait \
-         for the resume): resume it first (POST /v1/schedules/{id}/resume, \
-         `sentin8-cron schedules resume {id}`, or Resume on its admin page), then {then}"
-    )
-}
-
-/// How far back the journal is read for a schedule's latest pause.
-const PAUSE_LOOKBACK: u32 = 50;
-
-/// The longest pause note.
-pub const MAX_NOTE_CHARS: usize = 500;
-
-/// [`Ops::schedule_paused_by`] in the caller's transaction.
-pub(super) async fn pause_record(
-    tx: &mut dyn TenantTx,
-    schedule: &Schedule,
-) -> OpsResult<Option<PauseRecord>> {
-    if schedule.status != ScheduleStatus::Paused {
-        return Ok(None);
-    }
-    let entries = tx
-        .audit_query(&AuditQuery {
-            schedule_id: Some(schedule.id),
-            limit: PAUSE_LOOKBACK,
-            ..AuditQuery::default()
-        })
-        .await?;
-    Ok(entries
-        .into_iter()
-        .find(|e| matches!(e.action.as_str(), "schedule.pause" | "schedule.resume"))
-        .filter(|e| e.action == "schedule.pause")
-        .map(|e| PauseRecord {
-            reason: e
-                .after
-                .as_ref()
-                .and_then(|after| after.get("reason"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            by: e.actor,
-            at: e.at,
-        }))
-}
-
-/// A schedule's latest pause: who, when, and why when it was said.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PauseRecord {
-    pub by: String,
-    pub at: chrono::DateTime<chrono::Utc>,
-    pub reason: Option<String>,
-}
-
-pub(super) fn check_note(note: &str) -> OpsResult<()> {
-    crate::core::storable::check_text("note", note).map_err(|e| OpsError::Invalid(vec![e]))?;
-    if note.chars().count() > MAX_NOTE_CHARS {
-        return Err(OpsError::Invalid(vec![FieldError::new(
-            "note",
-            format!("at most {MAX_NOTE_CHARS} characters"),
-        )]));
-    }
-    Ok(())
-}
-
 /// The audit action of a patch, after the event it publishes: a change of status is recorded
 /// as `schedule.pause` or `schedule.resume` (with the rest of the patch in its snapshots),
 /// anything else as `schedule.update`. Entries written before pause and resume had their own
@@ -495,39 +431,6 @@ pub async fn update_schedule(
     .await?;
     tx.notify_on_commit(Channel::Schedules);
     Ok(saved)
-}
-
-/// Refuses exclusions that name a calendar the environment does not have. The calendars found
-/// stay locked until the transaction ends, so none is removed under a schedule that names it.
-pub(super) async fn check_calendars<'a>(
-    tx: &mut dyn TenantTx,
-    excludes: impl IntoIterator<Item = &'a Exclude>,
-) -> OpsResult<()> {
-    let mut names: Vec<String> = excludes
-        .into_iter()
-        .flat_map(|e| e.calendar_names().map(str::to_owned))
-        .collect();
-    if names.is_empty() {
-        return Ok(());
-    }
-    names.sort_unstable();
-    names.dedup();
-    let found = tx.calendars_named(&names, true).await?;
-    let missing: Vec<FieldError> = names
-        .iter()
-        .filter(|n| !found.iter().any(|c| &c.name == *n))
-        .map(|n| {
-            FieldError::new(
-                "exclude",
-                format!("no calendar named {n:?} in this environment (create it first)"),
-            )
-        })
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(OpsError::Invalid(missing))
-    }
 }
 
 /// Soft-deletes a live schedule with its event and audit entry (in the caller's transaction).

@@ -102,6 +102,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
     }
     operations.sort();
     let expected = [
+        ("DELETE", "/v1/calendars/{name}"),
         ("DELETE", "/v1/dlq/{id}"),
         ("DELETE", "/v1/schedules/{id}"),
         ("GET", "/.well-known/jwks.json"),
@@ -112,6 +113,8 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("GET", "/v1/admin/runs"),
         ("GET", "/v1/admin/schedules"),
         ("GET", "/v1/audit"),
+        ("GET", "/v1/calendars"),
+        ("GET", "/v1/calendars/{name}"),
         ("GET", "/v1/dlq"),
         ("GET", "/v1/dlq/{id}"),
         ("GET", "/v1/events/schemas"),
@@ -134,6 +137,7 @@ pub async fn the_openapi_document_matches_the_routes(store: Arc<dyn Store>) {
         ("POST", "/v1/schedules/{id}/pause"),
         ("POST", "/v1/schedules/{id}/resume"),
         ("POST", "/v1/schedules/{id}/trigger"),
+        ("PUT", "/v1/calendars/{name}"),
     ];
     let got: Vec<(&str, &str)> = operations
         .iter()

@@ -64,14 +64,15 @@ pub async fn excluded_occurrences_are_skipped_naming_what_excluded_them(store: A
     let mut shape = Vec::new();
     for day in 0..=9 {
         if day == 4 {
-            // Friday the 4th becomes a holiday after the schedule was created.
+            // Friday the 4th becomes a holiday after the schedule was created (a range from
+            // the 3rd, which has run already).
             h.ops
                 .calendar_put(
                     h.env,
                     "holidays",
                     &draft(&[
                         ("2030-01-02", "Founders' Day"),
-                        ("2030-01-04", "Bridge day"),
+                        ("2030-01-03..2030-01-04", "Bridge days"),
                     ]),
                     &h.actor(),
                 )
@@ -135,7 +136,7 @@ pub async fn excluded_occurrences_are_skipped_naming_what_excluded_them(store: A
     );
     assert_eq!(
         reason_of(4),
-        "skipped: excluded by calendar holidays (2030-01-04, Bridge day)"
+        "skipped: excluded by calendar holidays (2030-01-03..2030-01-04, Bridge days)"
     );
     assert_eq!(
         reason_of(5),

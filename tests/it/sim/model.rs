@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::core::calendar::Calendars;
 use sentin8_cron::core::engine::DEFAULT_MAX_BUFFERED;
 use sentin8_cron::core::model::*;
 use sentin8_cron::core::policies::Overlap;
@@ -19,6 +20,8 @@ pub struct Seen {
     /// PostgreSQL each statement sees what was committed when it began), whose rows and jobs
     /// may not agree in this look.
     pub moving: HashSet<ScheduleId>,
+    /// The environment's calendars (the one some schedules name).
+    pub calendars: Calendars,
 }
 
 pub async fn look(world: &World) -> Option<Seen> {
@@ -49,6 +52,13 @@ pub async fn look(world: &World) -> Option<Seen> {
             break;
         }
     }
+    let calendars = tx
+        .calendar_list()
+        .await
+        .ok()?
+        .into_iter()
+        .map(|c| (c.name.clone(), c))
+        .collect();
     let mut schedules = HashMap::new();
     let mut moving = HashSet::new();
     for tracked in &world.schedules {
@@ -63,6 +73,7 @@ pub async fn look(world: &World) -> Option<Seen> {
         schedules,
         jobs,
         moving,
+        calendars,
     })
 }
 
@@ -128,6 +139,27 @@ pub fn check_step(world: &World, seen: &Seen) -> Vec<String> {
                 violations.push(format!(
                     "schedule {} fired its occurrence {} at {}, {late} late, past its catch-up window {window}",
                     tracked.id, job.scheduled_for, job.created_at
+                ));
+            }
+        }
+        // An excluded occurrence is a skipped record naming the exclusion, never a call; an
+        // occurrence not excluded is never skipped as one.
+        for job in jobs.iter().filter(|j| is_fire(j)) {
+            let occurrence = schedule.occurrences().occurrence_of(job.scheduled_for);
+            let excluded = schedule.exclusion_of(occurrence, &seen.calendars).is_some();
+            let as_excluded = job.status == JobStatus::Skipped
+                && job
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("excluded by"));
+            if excluded != as_excluded {
+                violations.push(format!(
+                    "schedule {} (exclude {:?}): its occurrence {occurrence} is {} but its job is {:?} ({:?})",
+                    tracked.id,
+                    schedule.exclude.texts(),
+                    if excluded { "excluded" } else { "not excluded" },
+                    job.status,
+                    job.error
                 ));
             }
         }

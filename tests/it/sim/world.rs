@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
+use sentin8_cron::core::calendar::{CalendarDraft, CalendarEntryText};
 use sentin8_cron::core::decl::ScheduleDecl;
 use sentin8_cron::core::engine::{Engine, EngineConfig};
 use sentin8_cron::core::metrics::Metrics;
@@ -31,6 +32,10 @@ const TIMINGS: [&str; 4] = [
     "@every 20s",
     "@every 30s phase 10s",
 ];
+/// The calendar every world has, which some schedules name.
+pub const SIM_CALENDAR: &str = "sim-quiet";
+/// What a schedule may exclude: minutes, seconds of each minute, or the calendar's minutes.
+const EXCLUSIONS: [&str; 3] = ["*/3 * * * *", "0-29 * * * * *", SIM_CALENDAR];
 /// The longest step of virtual time between two looks: well inside a lease, so an instance
 /// that runs keeps its leases (a longer step would stall every instance at once).
 const MAX_STEP_MS: u64 = 1_500;
@@ -136,6 +141,20 @@ impl World {
             let instance = world.instance();
             world.instances.push(instance);
         }
+        // A calendar some schedules name: every fifth minute is a holiday.
+        let quiet = CalendarDraft {
+            description: "every fifth minute".into(),
+            entries: vec![CalendarEntryText {
+                spec: "*/5 * * * *".into(),
+                note: Some("quiet".into()),
+            }],
+        };
+        let actor = world.actor();
+        world
+            .ops
+            .calendar_put(world.env, SIM_CALENDAR, &quiet, &actor)
+            .await
+            .expect("calendar written");
         world
     }
 
@@ -328,6 +347,10 @@ impl World {
             catchup_window: Some(["20s", "1m", "5m"][self.rng.below(3) as usize].into()),
             remaining_runs: runs,
             payload: Some(json!({"n": self.schedules.len()})),
+            exclude: self
+                .rng
+                .chance(300)
+                .then(|| vec![EXCLUSIONS[self.rng.below(EXCLUSIONS.len() as u64) as usize].into()]),
             ..ScheduleDecl::default()
         };
         let spec = decl.validate(self.now).expect("a valid declaration");
