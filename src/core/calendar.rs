@@ -18,7 +18,7 @@ use std::fmt;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::core::cron::CronExpr;
+use crate::core::cron::{CronExpr, WallTime};
 use crate::core::decl::FieldError;
 
 /// The most entries of a schedule's own `exclude`.
@@ -73,10 +73,15 @@ impl ExcludeSpec {
 
     /// Whether the wall time `wall` is excluded.
     pub fn covers(&self, wall: NaiveDateTime) -> bool {
+        self.covers_parts(wall.date(), &WallTime::of(wall))
+    }
+
+    /// [`ExcludeSpec::covers`] of a wall time already taken apart (its date, its fields).
+    fn covers_parts(&self, date: NaiveDate, wall: &WallTime) -> bool {
         match self {
-            ExcludeSpec::Date(d) => wall.date() == *d,
-            ExcludeSpec::Range(first, last) => (*first..=*last).contains(&wall.date()),
-            ExcludeSpec::Cron(expr, _) => expr.covers_local(wall),
+            ExcludeSpec::Date(d) => date == *d,
+            ExcludeSpec::Range(first, last) => (*first..=*last).contains(&date),
+            ExcludeSpec::Cron(expr, _) => expr.covers(wall),
         }
     }
 }
@@ -217,14 +222,18 @@ impl Exclude {
     /// calendar through its first entry that does. A calendar missing from `calendars` (removed
     /// meanwhile) excludes nothing.
     pub fn excluding(&self, wall: NaiveDateTime, calendars: &Calendars) -> Option<Exclusion> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (date, parts) = (wall.date(), WallTime::of(wall));
         self.0.iter().find_map(|entry| match entry {
-            ExcludeEntry::Spec(spec) => spec.covers(wall).then(|| Exclusion {
+            ExcludeEntry::Spec(spec) => spec.covers_parts(date, &parts).then(|| Exclusion {
                 calendar: None,
                 spec: spec.to_string(),
                 note: None,
             }),
             ExcludeEntry::Calendar(name) => {
-                let found = calendars.get(name)?.excluding(wall)?;
+                let found = calendars.get(name)?.excluding_parts(date, &parts)?;
                 Some(Exclusion {
                     calendar: Some(name.clone()),
                     spec: found.spec.to_string(),
@@ -305,6 +314,8 @@ pub struct Calendar {
     /// The date entries as day ranges sorted by their first day, each with the latest last day
     /// of it and all before it, so a date is looked up by a binary search.
     days: Vec<(NaiveDate, NaiveDate, NaiveDate, usize)>,
+    /// The cron-like entries, in the order written, each with its index.
+    crons: Vec<(CronExpr, usize)>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: String,
@@ -383,6 +394,7 @@ impl Calendar {
             description,
             entries: Vec::new(),
             days: Vec::new(),
+            crons: Vec::new(),
             created_at: now,
             updated_at: now,
             created_by: by.to_owned(),
@@ -432,6 +444,14 @@ impl Calendar {
             reach = reach.max(day.1);
             day.2 = reach;
         }
+        self.crons = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match &e.spec {
+                ExcludeSpec::Cron(expr, _) => Some((**expr, i)),
+                _ => None,
+            })
+            .collect();
         self.entries = entries;
         self.days = days;
     }
@@ -454,7 +474,10 @@ impl Calendar {
     /// The entry that excludes `wall`, if any: of the dates and ranges the one written first,
     /// else the first cron-like spec that covers it.
     pub fn excluding(&self, wall: NaiveDateTime) -> Option<&CalendarEntry> {
-        let day = wall.date();
+        self.excluding_parts(wall.date(), &WallTime::of(wall))
+    }
+
+    fn excluding_parts(&self, day: NaiveDate, wall: &WallTime) -> Option<&CalendarEntry> {
         // Ranges starting on or before the day; walk back while one of them may reach it.
         let upto = self.days.partition_point(|&(first, ..)| first <= day);
         let by_date = self.days[..upto]
@@ -467,8 +490,9 @@ impl Calendar {
         if let Some(i) = by_date {
             return self.entries.get(i);
         }
-        self.entries
+        self.crons
             .iter()
-            .find(|e| matches!(e.spec, ExcludeSpec::Cron(..)) && e.spec.covers(wall))
+            .find(|(expr, _)| expr.covers(wall))
+            .and_then(|&(_, i)| self.entries.get(i))
     }
 }

@@ -2,6 +2,7 @@ use chrono::{NaiveDate, NaiveDateTime, Utc};
 use proptest::prelude::*;
 
 use super::*;
+use crate::core::cron::CronExpr;
 
 fn wall(text: &str) -> NaiveDateTime {
     NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").unwrap()
@@ -194,5 +195,27 @@ proptest! {
         let at = (day("2030-01-01") + chrono::Duration::days(probe)).and_hms_opt(12, 0, 0).unwrap();
         let scanned = entries.iter().find(|e| e.spec.covers(at));
         prop_assert_eq!(calendar.excluding(at), scanned);
+    }
+}
+
+proptest! {
+    /// A cron-like spec read through its parts taken apart once covers exactly the wall times
+    /// the expression's own minute matcher matches (with the seconds rule of exclusions).
+    #[test]
+    fn a_cron_spec_covers_what_its_expression_matches(
+        which in 0usize..8,
+        minutes in 0i64..(3 * 366 * 24 * 60),
+        second in 0u32..60,
+    ) {
+        let texts = [
+            "* * 25 12 *", "* * * 11 THU#4", "* * * 5 MONL", "*/7 9-17 * * MON-FRI",
+            "* * L 2 *", "0-29 * * * * *", "* * 1,15 * SUN", "30 12 * * *",
+        ];
+        let expr = CronExpr::parse(texts[which]).unwrap();
+        let spec = ExcludeSpec::parse(texts[which]).unwrap();
+        let wall = wall("2031-01-01 00:00:00") + chrono::Duration::minutes(minutes)
+            + chrono::Duration::seconds(i64::from(second));
+        let seconds_ok = !texts[which].starts_with("0-29") || second < 30;
+        prop_assert_eq!(spec.covers(wall), expr.matches_local(wall) && seconds_ok);
     }
 }

@@ -39,6 +39,31 @@ pub(crate) const ALL_WEEKDAYS: u8 = 0x7f;
 /// calendar, weekdays included, repeats every 146,097 days. Searching that far is complete.
 pub(crate) const SEARCH_HORIZON_MINUTES: i64 = (DAYS_PER_CYCLE + 1) * MINUTES_PER_DAY;
 
+/// A wall-clock time taken apart once, to be checked against many expressions (chrono decodes
+/// a field on each read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallTime {
+    year: i32,
+    month: u32,
+    day: u32,
+    hour: u32,
+    minute: u32,
+    second: u32,
+}
+
+impl WallTime {
+    pub fn of(wall: NaiveDateTime) -> WallTime {
+        WallTime {
+            year: wall.year(),
+            month: wall.month(),
+            day: wall.day(),
+            hour: wall.hour(),
+            minute: wall.minute(),
+            second: wall.second(),
+        }
+    }
+}
+
 /// A compiled cron expression: five fields, or six with a second first.
 ///
 /// It is `Copy` and small: each field is a bitset. [`Display`](fmt::Display) prints a
@@ -137,11 +162,22 @@ impl CronExpr {
 
     /// Whether the wall time `wall` falls inside what the expression names, read as a set of
     /// times rather than of fires (an exclusion): a five-field expression takes in every second
-    /// of its matching minutes, a six-field one only its seconds.
-    pub fn covers_local(&self, wall: NaiveDateTime) -> bool {
+    /// of its matching minutes, a six-field one only its seconds. The cheap fields are asked
+    /// first: most expressions of a holiday calendar name one month.
+    pub fn covers(&self, wall: &WallTime) -> bool {
         self.every.is_none()
-            && self.matches_local(wall)
-            && (self.flags & SECOND_FIELD == 0 || bit_u64(self.seconds, wall.second()))
+            && self.months & (1 << wall.month) != 0
+            && bit_u32(self.hours, wall.hour)
+            && bit_u64(self.minutes, wall.minute)
+            && (self.flags & SECOND_FIELD == 0 || bit_u64(self.seconds, wall.second))
+            && bit_u32(
+                self.day_mask(
+                    i64::from(wall.year),
+                    wall.month,
+                    days_from_civil(i64::from(wall.year), wall.month, 1),
+                ),
+                wall.day,
+            )
     }
 
     /// The first matching wall-clock minute in `from..=limit`, both counted in minutes since

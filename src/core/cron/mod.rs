@@ -77,7 +77,7 @@ mod zone_tests;
 pub use describe::describe_zoned;
 pub use error::{CronError, CronField, FieldProblem};
 pub use every::Every;
-pub use expr::CronExpr;
+pub use expr::{CronExpr, WallTime};
 pub use tzdb::{TzDatabase, TzDatabaseError, Zone};
 pub use zone::{DstAdjustment, Fire, ZonedCron, parse_timezone};
 
