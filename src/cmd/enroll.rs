@@ -243,23 +243,14 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
         (None, None) => anyhow::bail!("give --file or --from-command"),
     };
     let document = source.read().await?;
-    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+    // The schedules and the calendars beside them: a problem of a calendar is the document's.
+    let checked = check_declarations(&document.text, document.format, now).and_then(|checked| {
+        declared_calendars(&document.text, document.format).map(|calendars| (checked, calendars))
+    });
+    let ((specs, errors), calendars) = match checked {
         Ok(checked) => checked,
         Err(err) => {
             // Invalid input, like an invalid entry: its own exit status.
-            let problem = Problem::document(&err);
-            let reason = problem.located(&document.origin);
-            eprintln!("error: {reason}");
-            let code = invalid(out, format, Some(reason), &[], &[])?;
-            if github {
-                annotate(out, annotated_file, &[problem])?;
-            }
-            return Ok(code);
-        }
-    };
-    let calendars = match declared_calendars(&document.text, document.format) {
-        Ok(calendars) => calendars,
-        Err(err) => {
             let problem = Problem::document(&err);
             let reason = problem.located(&document.origin);
             eprintln!("error: {reason}");

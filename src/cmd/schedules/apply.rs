@@ -112,22 +112,12 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
     .ok();
     let mut annotations: Vec<Problem> = problems.iter().map(Problem::field).collect();
     let document = read_input(&args.file)?;
-    let (specs, errors) = match check_declarations(&document.text, document.format, now) {
+    // The schedules and the calendars beside them: a problem of a calendar is the document's.
+    let checked = check_declarations(&document.text, document.format, now).and_then(|checked| {
+        declared_calendars(&document.text, document.format).map(|calendars| (checked, calendars))
+    });
+    let ((specs, errors), calendars) = match checked {
         Ok(checked) => checked,
-        Err(err) => {
-            let problem = Problem::document(&err);
-            let reason = problem.located(&document.origin);
-            eprintln!("error: {reason}");
-            let code = cli_enroll::invalid(out, format, Some(reason), &problems, &[])?;
-            if github {
-                annotations.push(problem);
-                annotate(out, file, &annotations)?;
-            }
-            return Ok(code);
-        }
-    };
-    let calendars = match declared_calendars(&document.text, document.format) {
-        Ok(calendars) => calendars,
         Err(err) => {
             let problem = Problem::document(&err);
             let reason = problem.located(&document.origin);
