@@ -309,7 +309,7 @@ fn syntax_errors_carry_positions() {
         parse_declarations("schedules: []\nversion: 2\n", DeclFormat::Yaml)
             .unwrap_err()
             .to_string(),
-        r#"unknown top-level key "version" (expected "schedules")"#
+        r#"unknown top-level key "version" (expected "schedules" and "calendars")"#
     );
     assert_eq!(
         parse_declarations("schedules: []\n", DeclFormat::Yaml),
