@@ -129,6 +129,14 @@ pub struct Fields {
     /// are kept.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_change)]
     pub labels: Vec<(String, Value)>,
+    /// What it does not run on: a date, FIRST..LAST, a cron-like spec or a calendar's name
+    /// (repeat for more; a patch replaces the list, `--exclude none` empties it).
+    #[arg(
+        long = "exclude",
+        value_name = "SPEC|CALENDAR",
+        help_heading = "Policies"
+    )]
+    pub exclude: Vec<String>,
 }
 
 /// `KEY=VALUE` sets a label, `KEY-` removes it (kubectl's spelling); the server checks the
@@ -230,6 +238,15 @@ impl Fields {
                 "labels".to_owned(),
                 Value::Object(self.labels.iter().cloned().collect()),
             );
+        }
+        if !self.exclude.is_empty() {
+            let none = matches!(self.exclude.as_slice(), [one] if is_none_word(one));
+            let list = if none {
+                Vec::new()
+            } else {
+                self.exclude.clone()
+            };
+            body.insert("exclude".to_owned(), Value::from(list));
         }
         body
     }

@@ -188,6 +188,40 @@ pub async fn calendars_from_the_command_line(store: Arc<dyn Store>) {
         "{}",
         refused.stderr
     );
+    // A patch replaces the list; then the calendar goes.
+    let id = schedules["items"][0]["id"].as_str().unwrap();
+    let patched = cli(
+        &api,
+        &token,
+        &[
+            "schedules",
+            "patch",
+            id,
+            "--env",
+            &env,
+            "--exclude",
+            "us-holidays",
+            "--exclude",
+            "* * * * SAT,SUN",
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(
+        patched["exclude"],
+        serde_json::json!(["us-holidays", "* * * * SAT,SUN"])
+    );
+    let removed = cli(
+        &api,
+        &token,
+        &["calendars", "delete", "freeze", "--env", &env],
+        None,
+    )
+    .await;
+    assert_eq!(removed.ok().trim(), "calendar freeze removed");
 
     // next-fires marks what the exclusions cover, read on the zone's clock.
     let fires = cli(
