@@ -125,7 +125,7 @@ pub enum Command {
     /// Deliver outbox events to the bus (NATS JetStream, a webhook or the log).
     Relay(relay::Args),
     /// Manage schedules through a running service's API.
-    Schedules(schedules::Args),
+    Schedules(Box<schedules::Args>),
     /// Print a shell completion script.
     Completions(completions::Args),
     /// Print the manual page (roff), or write a page per command with --dir.
@@ -370,7 +370,7 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<ExitC
         Command::ValidateExpr(args) => validate_expr::run(args, out),
         Command::NextFires(args) => next_fires::run(args, out),
         Command::Relay(args) => relay::run(args, out).await,
-        Command::Schedules(args) => schedules::run(args, out).await,
+        Command::Schedules(args) => schedules::run(*args, out).await,
         Command::Completions(args) => completions::run(args, out),
         Command::Man(args) => completions::run_man(args, out),
         Command::EchoTarget(args) => echo_target::run(args, out).await,
