@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use sentin8_cron::core::calendar::{Calendar, CalendarDraft, CalendarEntryText, Calendars};
+use sentin8_cron::core::calendar::{Calendar, Calendars};
 use sentin8_cron::core::decl::{DeclFormat, ScheduleSpec, declared_calendars, load_declarations};
 use sentin8_cron::core::model::ScheduleId;
 use sentin8_cron::core::policies::Occurrences;
@@ -146,28 +146,10 @@ fn pure(n: usize) {
     let text = document(n, true);
     let with = load_declarations(&text, DeclFormat::Yaml, now).unwrap();
     let declared = declared_calendars(&text, DeclFormat::Yaml).unwrap();
-    let calendar = &declared[0];
-    let draft = CalendarDraft {
-        description: calendar.draft.description.clone(),
-        entries: calendar
-            .draft
-            .entries
-            .iter()
-            .map(|e| CalendarEntryText {
-                spec: e.spec.clone(),
-                note: e.note.clone(),
-            })
-            .collect(),
-    };
+    let entries = declared[0].draft.validate().unwrap();
     let calendars: Calendars = [(
         "holidays".to_owned(),
-        Calendar::new(
-            "holidays".into(),
-            String::new(),
-            draft.validate().unwrap(),
-            "bench",
-            now,
-        ),
+        Calendar::new("holidays".into(), String::new(), entries, "bench", now),
     )]
     .into();
     let ids: Vec<ScheduleId> = (0..n).map(|_| ScheduleId::new()).collect();

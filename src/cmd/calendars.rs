@@ -143,10 +143,7 @@ pub async fn run(args: Args, out: &mut (dyn Write + Send)) -> anyhow::Result<Exi
                     let entries = match ical_text {
                         Some(text) => ical::parse_ical(&text)?
                             .into_iter()
-                            .map(|e| CalendarEntryText {
-                                spec: e.spec,
-                                note: e.note,
-                            })
+                            .map(Into::into)
                             .collect(),
                         None => entries,
                     };

@@ -11,7 +11,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::core::calendar::{
-    self, Calendar, CalendarDraft, CalendarEntryText, Calendars, Exclude, ExcludeSpec, Exclusion,
+    self, Calendar, CalendarDraft, Calendars, Exclude, ExcludeSpec, Exclusion,
 };
 use crate::core::cron::{DstAdjustment, Fire, ZonedCron};
 use crate::core::decl::{CronTiming, FieldError, PolicyDecl, Timing};
@@ -278,13 +278,7 @@ fn exclusions(args: &Args) -> Result<(Exclude, Calendars), Vec<FieldError>> {
             Ok(entries) => {
                 let draft = CalendarDraft {
                     description: String::new(),
-                    entries: entries
-                        .into_iter()
-                        .map(|e| CalendarEntryText {
-                            spec: e.spec,
-                            note: e.note,
-                        })
-                        .collect(),
+                    entries: entries.into_iter().map(Into::into).collect(),
                 };
                 match draft.validate() {
                     Ok(entries) => {

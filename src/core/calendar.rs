@@ -305,6 +305,15 @@ pub struct CalendarEntryText {
     pub note: Option<String>,
 }
 
+impl From<ical::IcalEntry> for CalendarEntryText {
+    fn from(entry: ical::IcalEntry) -> Self {
+        CalendarEntryText {
+            spec: entry.spec,
+            note: entry.note,
+        }
+    }
+}
+
 /// A named list of exclusions shared by an environment's schedules.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calendar {

@@ -156,10 +156,7 @@ pub async fn put_calendar(
         (None, Some(text)) => ical::parse_ical(&text)
             .map_err(|e| ApiError::field("ical", e.to_string()))?
             .into_iter()
-            .map(|e| CalendarEntryText {
-                spec: e.spec,
-                note: e.note,
-            })
+            .map(Into::into)
             .collect(),
         (None, None) => Vec::new(),
     };
