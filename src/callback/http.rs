@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use serde_json::Value;
@@ -26,7 +27,8 @@ use super::failure::{
 use super::signing::{CallClaims, CallSigner, SIGNATURE_HEADER, target_origin};
 use super::token::{OAuth2TokenSource, StaticTokenSource, TokenSource};
 use crate::core::clock::{Clock, SystemClock};
-use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, RunRequest};
+use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, PreparedCall, RunRequest};
+use crate::core::model::JobId;
 use crate::core::target::BaseUrl;
 
 /// The path appended to a target's `baseUrl`.
@@ -145,21 +147,31 @@ impl HttpDispatcher {
         allowed.then_some(tokens)
     }
 
+    /// Sends `built` (with `signed`, its headers signed ahead, or signed now), with a bearer
+    /// token from `tokens` where one may go.
     async fn call(
         &self,
         tokens: Option<&dyn TokenSource>,
-        origin: &str,
-        url: Url,
-        headers: HeaderMap,
-        body: bytes::Bytes,
+        built: Built,
+        signed: Option<HeaderMap>,
         request: &RunRequest,
     ) -> Result<Value, DispatchError> {
+        let Built {
+            url,
+            origin,
+            headers,
+            body,
+        } = built;
+        let origin = origin.as_str();
         let fence = request.fence.as_ref();
         let token = match tokens {
             Some(tokens) => Some(tokens.token(origin).await?),
             None => None,
         };
-        let signed = self.with_signature(&headers, request, &url, &body)?;
+        let signed = match signed {
+            Some(signed) => signed,
+            None => self.with_signature(&headers, request, &url, &body)?,
+        };
         // The last thing before the request goes: everything above (a token fetch, signing)
         // may have taken long, or the instance may have stalled.
         if fence.is_some_and(|fence| !fence.holds()) {
@@ -316,32 +328,94 @@ impl Dispatcher for HttpDispatcher {
     async fn run(&self, request: &RunRequest) -> Result<Value, DispatchError> {
         // Everything that needs no network is checked first, so a misconfigured schedule never
         // costs a token fetch or a connection.
-        let url = run_url(request.base_url.as_ref().map_err(DispatchError::from)?);
-        if let Err(denied) = self.inner.egress.check_url(&url) {
+        let ready = request
+            .prepared
+            .as_ref()
+            .and_then(|prepared| prepared.get::<ReadyCall>())
+            .filter(|ready| ready.fits(request, self.inner.clock.now()));
+        let (built, signed) = match ready {
+            Some(ready) => (ready.built.clone(), Some(ready.signed.clone())),
+            None => (Built::new(request)?, None),
+        };
+        if let Err(denied) = self.inner.egress.check_url(&built.url) {
             tracing::warn!(schedule_id = %request.schedule_id, job_id = %request.job_id, reason = %denied, "proxy-back refused by the egress policy");
             return Err(DispatchError::EgressRefused);
         }
-        let origin = target_origin(&url)
-            .map_err(|_| DispatchError::InvalidBaseUrl("has no http(s) origin".into()))?;
-        let tokens = self.bearer_for(&url);
+        let tokens = self.bearer_for(&built.url);
         if tokens.is_none() && self.inner.signer.is_none() {
             return Err(DispatchError::NoTokenSource);
         }
-        let headers = request_headers(request)?;
-        let body = serde_json::to_vec(request)
-            .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
-
         let limit = self.inner.job_timeout;
-        let body = bytes::Bytes::from(body);
-        match tokio::time::timeout(
-            limit,
-            self.call(tokens, &origin, url, headers, body, request),
-        )
-        .await
-        {
+        match tokio::time::timeout(limit, self.call(tokens, built, signed, request)).await {
             Ok(result) => result,
             Err(_) => Err(DispatchError::Timeout(limit)),
         }
+    }
+
+    /// The request built and its first send signed, ahead of the call. A call that would be
+    /// refused is not made ready: it is refused at its instant, with its reason logged there.
+    fn prepare(&self, request: &RunRequest) -> Option<PreparedCall> {
+        let built = Built::new(request).ok()?;
+        self.inner.egress.check_url(&built.url).ok()?;
+        let signed = self
+            .with_signature(&built.headers, request, &built.url, &built.body)
+            .ok()?;
+        Some(PreparedCall::new(ReadyCall {
+            job_id: request.job_id,
+            attempt: request.attempt,
+            built,
+            signed,
+            signed_at: self.inner.clock.now(),
+        }))
+    }
+}
+
+/// A call's request as built once: the URL, its origin, the headers (unsigned) and the body.
+#[derive(Clone)]
+struct Built {
+    url: Url,
+    origin: String,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl Built {
+    fn new(request: &RunRequest) -> Result<Self, DispatchError> {
+        let url = run_url(request.base_url.as_ref().map_err(DispatchError::from)?);
+        let origin = target_origin(&url)
+            .map_err(|_| DispatchError::InvalidBaseUrl("has no http(s) origin".into()))?;
+        let headers = request_headers(request)?;
+        let body = serde_json::to_vec(request)
+            .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
+        Ok(Self {
+            url,
+            origin,
+            headers,
+            body: bytes::Bytes::from(body),
+        })
+    }
+}
+
+/// A call made ready ahead of its instant ([`Dispatcher::prepare`]).
+struct ReadyCall {
+    job_id: JobId,
+    attempt: i32,
+    built: Built,
+    /// The headers of the first send, signed.
+    signed: HeaderMap,
+    signed_at: DateTime<Utc>,
+}
+
+/// A call made ready is sent as it was made while its signature is at most this old (a
+/// signature is valid for minutes; a fire that waited longer for a slot is signed again).
+const READY_FOR: chrono::Duration = chrono::Duration::seconds(60);
+
+impl ReadyCall {
+    /// Made for this attempt, and recently enough.
+    fn fits(&self, request: &RunRequest, now: DateTime<Utc>) -> bool {
+        self.job_id == request.job_id
+            && self.attempt == request.attempt
+            && now - self.signed_at <= READY_FOR
     }
 }
 

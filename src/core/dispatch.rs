@@ -1,6 +1,7 @@
 //! The proxy-back port: how the engine asks an owning service to run a due schedule. The HTTP
 //! implementation lives outside `core` (it needs an HTTP client); the engine sees only this.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -39,6 +40,41 @@ pub struct RunRequest {
     /// [`crate::core::trace`]).
     #[serde(skip)]
     pub trace: Option<(String, String)>,
+    /// This call as the dispatcher made it ready ahead of its instant
+    /// ([`Dispatcher::prepare`]); none: it is made at the call.
+    #[serde(skip)]
+    pub prepared: Option<PreparedCall>,
+}
+
+/// A call made ready ahead of its instant by the dispatcher that will send it (for HTTP: its
+/// request built and signed), so that the instant, when a burst's calls share the machine,
+/// costs little more than the send. Opaque to the engine, which carries it from the fire's
+/// hand-off to its call.
+#[derive(Clone)]
+pub struct PreparedCall(Arc<dyn Any + Send + Sync>);
+
+impl PreparedCall {
+    pub fn new<T: Any + Send + Sync>(prepared: T) -> Self {
+        Self(Arc::new(prepared))
+    }
+
+    /// What the dispatcher put in, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for PreparedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedCall")
+    }
+}
+
+/// How a call was made ready is not part of what a request says.
+impl PartialEq for PreparedCall {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// The check a call passes just before its request is handed to the transport: the attempt's
@@ -208,4 +244,12 @@ impl From<&TargetError> for DispatchError {
 pub trait Dispatcher: Send + Sync + 'static {
     /// Runs one attempt. `Ok` carries the service's JSON answer (`null` for an empty body).
     async fn run(&self, request: &RunRequest) -> Result<Value, DispatchError>;
+
+    /// Makes `request`'s call ready ahead of its instant, where that saves work at the call;
+    /// `run` uses it when the request carries it. It must not change what is sent, only
+    /// when it is computed (a call that cannot be made ready is made at its instant, where
+    /// its error is reported).
+    fn prepare(&self, _request: &RunRequest) -> Option<PreparedCall> {
+        None
+    }
 }

@@ -48,6 +48,7 @@ use crate::core::store::*;
 use crate::core::trace::{NoSpans, SpanSink};
 
 mod after_completion;
+mod burst;
 mod claim;
 mod fire;
 mod held;

@@ -45,6 +45,7 @@ fn run_request(base_url: Option<String>) -> RunRequest {
             .map_err(Clone::clone),
         fence: None,
         trace: None,
+        prepared: None,
     }
 }
 

@@ -220,6 +220,7 @@ fn run_request(base_url: &str) -> RunRequest {
             .map_err(Clone::clone),
         fence: None,
         trace: None,
+        prepared: None,
     }
 }
 

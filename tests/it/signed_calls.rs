@@ -33,6 +33,7 @@ use tokio::sync::oneshot;
 use crate::raw_http::{RawServer, Recorded, Reply};
 use crate::support::dev_egress;
 
+mod prepared;
 mod tokens;
 
 const ISSUER: &str = "https://cron.test";
@@ -57,6 +58,7 @@ fn run_request(base_url: &str) -> RunRequest {
             .map_err(Clone::clone),
         fence: None,
         trace: None,
+        prepared: None,
     }
 }
 

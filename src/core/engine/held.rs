@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::burst::Bursts;
+use crate::core::dispatch::PreparedCall;
 use crate::core::model::*;
 
 /// At most this many fires are held at once (claimed ahead, or past their instant and waiting
@@ -63,14 +65,19 @@ pub(super) struct Ready {
     pub start: Start,
     /// Counted among the held fires (claimed ahead) until it is called.
     pub held: bool,
+    /// Its call, made ready at its hand-off.
+    pub prepared: Option<PreparedCall>,
 }
+
+/// A fire handed off, with its call made ready when the dispatcher could.
+pub(super) type HandedOffFire = (Schedule, Job, Option<PreparedCall>);
 
 /// The fires held by the producer.
 pub(super) struct Held {
     /// By instant (and arrival, to keep keys unique): fires to hand off before their instant.
     waiting: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
     /// Fires handed off, waiting for their instant.
-    handed_off: BTreeMap<(DateTime<Utc>, u64), (Schedule, Job)>,
+    handed_off: BTreeMap<(DateTime<Utc>, u64), HandedOffFire>,
     arrivals: u64,
     /// Waiting for a slot: per environment and origin, taken round-robin.
     ready: BTreeMap<String, VecDeque<Ready>>,
@@ -83,6 +90,8 @@ pub(super) struct Held {
     /// How long before its instant a fire is handed off now ([`HAND_OFF_BEFORE`] unless a
     /// large burst is held).
     hand_off_before: Duration,
+    /// The fires handed off per instant, whose calls' moment a hand-off keeps out of.
+    bursts: Bursts,
 }
 
 impl Default for Held {
@@ -96,6 +105,7 @@ impl Default for Held {
             count: 0,
             per_env: HashMap::new(),
             hand_off_before: HAND_OFF_BEFORE,
+            bursts: Bursts::default(),
         }
     }
 }
@@ -142,10 +152,18 @@ impl Held {
     }
 
     /// When the next hand-off is due: the earliest fire still to hand off, a hand-off lead
-    /// before its instant.
+    /// before its instant; or, when that falls in the moment a burst's calls go out, up to
+    /// [`HAND_OFF_STEP`] earlier (`burst.rs`), so its write is not beside them.
     pub fn next_hand_off(&self) -> Option<DateTime<Utc>> {
         let before = chrono::Duration::from_std(self.hand_off_before).unwrap_or_default();
-        self.waiting.keys().next().map(|(at, _)| *at - before)
+        let step = chrono::Duration::from_std(HAND_OFF_STEP).unwrap_or_default();
+        let due = self.waiting.keys().next().map(|(at, _)| *at - before)?;
+        Some(self.bursts.hand_off_at(due, due - step))
+    }
+
+    /// The fires handed off per instant.
+    pub fn bursts(&self) -> &Bursts {
+        &self.bursts
     }
 
     pub fn next_instant(&self) -> Option<DateTime<Utc>> {
@@ -188,9 +206,10 @@ impl Held {
     }
 
     /// Fires handed off: they wait for their instant.
-    pub fn handed_off(&mut self, fires: Vec<(Schedule, Job)>) {
+    pub fn handed_off(&mut self, fires: Vec<HandedOffFire>) {
         for fire in fires {
             let key = self.key(fire.1.scheduled_for);
+            self.bursts.add(fire.1.scheduled_for);
             self.handed_off.insert(key, fire);
         }
     }
@@ -200,14 +219,16 @@ impl Held {
     pub fn instant_came(&mut self, now: DateTime<Utc>) -> Vec<JobId> {
         let later = self.handed_off.split_off(&(now, u64::MAX));
         let due = std::mem::replace(&mut self.handed_off, later);
+        self.bursts.prune(now);
         let mut came = Vec::with_capacity(due.len());
-        for (schedule, job) in due.into_values() {
+        for (schedule, job, prepared) in due.into_values() {
             came.push(job.id);
             self.queue(Ready {
                 schedule,
                 job,
                 start: Start::Fire,
                 held: true,
+                prepared,
             });
         }
         came
@@ -324,215 +345,4 @@ impl Held {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fire(env: EnvId, at: DateTime<Utc>) -> (Schedule, Job) {
-        let schedule = Schedule {
-            id: ScheduleId::new(),
-            env_id: env,
-            domain: "billing".into(),
-            schedule_type: "invoice".into(),
-            timing: crate::core::timing::Timing::Once { run_at: at },
-            target: crate::core::target::Target::from_stored(
-                serde_json::json!({ "baseUrl": "http://127.0.0.1:9" }),
-            ),
-            payload: serde_json::Value::Null,
-            status: ScheduleStatus::Active,
-            next_run_at: Some(at),
-            last_run_at: None,
-            retry_count: 0,
-            max_retries: 0,
-            policies: Default::default(),
-            remaining_runs: None,
-            labels: Default::default(),
-            exclude: Default::default(),
-            created_at: at,
-            updated_at: at,
-            created_by: "test".into(),
-            updated_by: "test".into(),
-        };
-        let job = Job {
-            id: JobId::new(),
-            schedule_id: schedule.id,
-            env_id: env,
-            status: JobStatus::Scheduled,
-            attempt: 1,
-            scheduled_for: at,
-            next_attempt_at: None,
-            started_at: None,
-            finished_at: None,
-            result: None,
-            error: None,
-            idempotency_key: "k".into(),
-            created_at: at,
-            updated_at: at,
-            superseded_by: None,
-            missed: None,
-            concurrent: false,
-            backfill: false,
-            lease_epoch: 0,
-            called_at: None,
-        };
-        (schedule, job)
-    }
-
-    #[test]
-    fn a_fire_goes_from_waiting_through_its_hand_off_to_ready_at_its_instant() {
-        let t0 = DateTime::parse_from_rfc3339("2030-01-01T00:00:10Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let env = EnvId::new();
-        let mut held = Held::default();
-        let (schedule, job) = fire(env, t0);
-        let id = job.id;
-        held.hold(schedule, job);
-        assert_eq!((held.count(), held.per_env().get(&env)), (1, Some(&1)));
-        assert!(held.scheduled().contains(&id));
-        assert_eq!(
-            held.next_hand_off(),
-            Some(t0 - chrono::Duration::seconds(1))
-        );
-        // Too early to hand off.
-        assert!(
-            held.take_to_hand_off(t0 - chrono::Duration::seconds(2))
-                .is_empty()
-        );
-        let taken = held.take_to_hand_off(t0 - chrono::Duration::seconds(1));
-        assert_eq!(taken.len(), 1);
-        assert_eq!(held.count(), 1, "counted until called or withdrawn");
-        held.hand_off_answered([id]);
-        assert!(held.scheduled().is_empty());
-        held.handed_off(taken);
-        assert_eq!(held.next_instant(), Some(t0));
-        held.instant_came(t0 - chrono::Duration::milliseconds(1));
-        assert!(!held.pressing(), "not before its instant");
-        held.instant_came(t0);
-        assert!(held.pressing());
-        let called = held.take_ready(|_| Some(()));
-        assert_eq!(called.len(), 1);
-        assert_eq!(called[0].0.start, Start::Fire);
-        assert!(held.is_empty());
-        assert!(held.per_env().is_empty());
-    }
-
-    #[test]
-    fn ready_attempts_are_taken_round_robin_and_a_full_queue_holds_back_only_itself() {
-        let t0 = Utc::now();
-        let (a, b) = (EnvId::new(), EnvId::new());
-        let mut held = Held::default();
-        for env in [a, a, a, b, b] {
-            let (schedule, job) = fire(env, t0);
-            held.queue(Ready {
-                schedule,
-                job,
-                start: Start::Retry,
-                held: false,
-            });
-        }
-        // Environment a's caps are full: b's attempts still go.
-        let taken = held.take_ready(|s| (s.env_id == b).then_some(()));
-        assert_eq!(taken.len(), 2);
-        assert!(taken.iter().all(|(r, ())| r.schedule.env_id == b));
-        assert!(held.pressing());
-        // Two slots free: one each turn, so a's first two.
-        let mut budget = 2;
-        let taken = held.take_ready(|_| {
-            (budget > 0).then(|| {
-                budget -= 1;
-            })
-        });
-        assert_eq!(taken.len(), 2);
-        assert!(held.pressing());
-    }
-
-    #[test]
-    fn an_attempt_back_from_a_renewal_goes_first_in_its_queue() {
-        let t0 = Utc::now();
-        let env = EnvId::new();
-        let mut held = Held::default();
-        let (schedule, job) = fire(env, t0);
-        held.queue(Ready {
-            schedule,
-            job,
-            start: Start::Fire,
-            held: false,
-        });
-        let (schedule, job) = fire(env, t0);
-        let back = job.id;
-        held.queue_first(Ready {
-            schedule,
-            job,
-            start: Start::Fire,
-            held: false,
-        });
-        let mut one = 1;
-        let taken = held.take_ready(|_| {
-            (one > 0).then(|| {
-                one -= 1;
-            })
-        });
-        assert_eq!(taken[0].0.job.id, back);
-    }
-
-    #[test]
-    fn a_longer_hand_off_lead_hands_a_burst_off_earlier() {
-        let t0 = Utc::now();
-        let env = EnvId::new();
-        let mut held = Held::default();
-        let (schedule, job) = fire(env, t0 + chrono::Duration::seconds(5));
-        held.hold(schedule, job);
-        assert!(held.take_to_hand_off(t0).is_empty());
-        held.set_hand_off_before(Duration::from_secs(6));
-        assert_eq!(
-            held.next_hand_off(),
-            Some(t0 - chrono::Duration::seconds(1))
-        );
-        assert_eq!(held.take_to_hand_off(t0).len(), 1);
-        // Never beyond the bound, never under the floor.
-        held.set_hand_off_before(Duration::from_secs(600));
-        assert_eq!(held.hand_off_before, HAND_OFF_MAX);
-        held.set_hand_off_before(Duration::ZERO);
-        assert_eq!(held.hand_off_before, HAND_OFF_BEFORE);
-    }
-
-    #[test]
-    fn a_stopping_instance_lets_go_of_the_fires_beyond_its_lead() {
-        let t0 = Utc::now();
-        let env = EnvId::new();
-        let mut held = Held::default();
-        for s in [1, 5, 30] {
-            let (schedule, job) = fire(env, t0 + chrono::Duration::seconds(s));
-            held.hold(schedule, job);
-        }
-        assert_eq!(
-            held.leave_after(t0 + chrono::Duration::seconds(10)).len(),
-            1
-        );
-        assert_eq!((held.count(), held.scheduled().len()), (2, 2));
-        assert_eq!(
-            held.take_to_hand_off(t0 + chrono::Duration::seconds(5))
-                .len(),
-            2
-        );
-    }
-
-    #[test]
-    fn a_failed_hand_off_puts_its_fires_back_in_instant_order() {
-        let t0 = Utc::now();
-        let env = EnvId::new();
-        let mut held = Held::default();
-        for s in [3, 1, 2] {
-            let (schedule, job) = fire(env, t0 + chrono::Duration::milliseconds(s * 100));
-            held.hold(schedule, job);
-        }
-        let taken = held.take_to_hand_off(t0);
-        assert_eq!(taken.len(), 3);
-        let instants: Vec<_> = taken.iter().map(|(_, j)| j.scheduled_for).collect();
-        assert!(instants.is_sorted());
-        held.put_back(taken);
-        assert_eq!(held.count(), 3);
-        assert_eq!(held.scheduled().len(), 3, "still scheduled, still ours");
-        assert_eq!(held.take_to_hand_off(t0).len(), 3);
-    }
-}
+mod tests;

@@ -21,7 +21,7 @@ use super::parts::{AttemptResult, ENGINE_ACTOR, Outcome, Parts, chrono_duration}
 use crate::core::breaker::CallHealth;
 use crate::core::buffered::release_buffered;
 use crate::core::clock::{Clock, wait_on};
-use crate::core::dispatch::{CallFence, DispatchError, Dispatcher, FailureClass, RunRequest};
+use crate::core::dispatch::{DispatchError, Dispatcher, FailureClass, RunRequest};
 use crate::core::events::{self, EventPayload};
 use crate::core::metrics::{CallClass, EnvCounter, Metrics, inc};
 use crate::core::model::*;
@@ -32,7 +32,9 @@ use crate::core::trace;
 
 /// Step 2: one proxy-back call, bounded by the job timeout alone (it runs on its own task; the
 /// timeout is kept on the injected clock), with what it says about the target origin's health.
-/// `None` when the request never left because `fence` did not hold: not an attempt.
+/// `request` is the call's envelope ([`run_request`]) with its fence and the call made ready
+/// ahead, if any. `None` when the request never left because its fence did not hold: not an
+/// attempt.
 pub(super) async fn call_alone(
     dispatcher: &dyn Dispatcher,
     clock: &dyn Clock,
@@ -40,15 +42,13 @@ pub(super) async fn call_alone(
     job_timeout: Duration,
     schedule: &Schedule,
     job: &Job,
-    fence: Option<CallFence>,
+    request: RunRequest,
 ) -> Option<(Result<Value, Failure>, CallHealth)> {
     // A task may start long after it was spawned (a stalled or starved process): the lease
     // is looked at again here, and once more by the dispatcher just before the request goes.
-    if fence.as_ref().is_some_and(|fence| !fence.holds()) {
+    if request.fence.as_ref().is_some_and(|fence| !fence.holds()) {
         return None;
     }
-    let mut request = run_request(schedule, job);
-    request.fence = fence;
     let started = clock.monotonic();
     let took = || clock.monotonic().saturating_sub(started);
     let err = tokio::select! {
@@ -580,5 +580,6 @@ pub fn run_request(schedule: &Schedule, job: &Job) -> RunRequest {
             trace::traceparent(job.id, job.attempt),
             trace::tracestate(job.attempt),
         )),
+        prepared: None,
     }
 }

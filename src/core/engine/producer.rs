@@ -44,6 +44,7 @@ use super::round::{Claimed, Round};
 use super::slots::{DrainRate, Slot, Slots};
 use super::wake;
 use crate::core::breaker::Breakers;
+use crate::core::dispatch::PreparedCall;
 
 mod calls;
 mod handoff;
@@ -90,6 +91,8 @@ enum Op {
         at: DateTime<Utc>,
         mono: Duration,
         answer: StoreResult<Vec<HandedOff>>,
+        /// Each fire's call, made ready while the write was out (in `fires`' order).
+        prepared: Vec<Option<PreparedCall>>,
     },
     Reread {
         env: EnvId,
@@ -536,7 +539,8 @@ impl Producer {
                 at,
                 mono,
                 answer,
-            } => self.hand_off_done(fires, lease, at, mono, answer),
+                prepared,
+            } => self.hand_off_done(fires, lease, at, mono, answer, prepared),
             Op::Reread {
                 env,
                 fires,

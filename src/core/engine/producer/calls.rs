@@ -13,12 +13,12 @@ use futures_util::FutureExt;
 use super::super::fire::FireEvent;
 use super::super::held::{Ready, Start};
 use super::super::lease::call_margin;
-use super::super::outcome::{Attempt, Failure, call_alone};
+use super::super::outcome::{Attempt, Failure, call_alone, run_request};
 use super::super::parts::Outcome;
 use super::super::slots::{Slot, origin_shown};
 use super::{Called, Producer};
 use crate::core::breaker::{Admission, CIRCUIT_OPEN, CallHealth};
-use crate::core::dispatch::CallFence;
+use crate::core::dispatch::{CallFence, PreparedCall};
 use crate::core::metrics::{EnvCounter, inc};
 use crate::core::model::*;
 use crate::core::trace::{Span, Step};
@@ -60,6 +60,7 @@ impl Producer {
             schedule,
             mut job,
             start,
+            prepared,
             ..
         } = ready;
         let now = self.parts.clock.now();
@@ -80,7 +81,7 @@ impl Producer {
         }
         let margin = call_margin(self.parts.config.lease);
         let fence = CallFence::new(self.parts.clock.clone(), deadline, margin);
-        self.spawn_call(schedule, job, start, slot, fence);
+        self.spawn_call(schedule, job, start, slot, fence, prepared);
     }
 
     /// The lease's deadline the call checks before it leaves, if the lease holds with the
@@ -146,6 +147,7 @@ impl Producer {
         start: Start,
         slot: Slot,
         fence: CallFence,
+        prepared: Option<PreparedCall>,
     ) {
         let engine = &self.parts;
         let dispatcher = engine.dispatcher.clone();
@@ -161,6 +163,9 @@ impl Producer {
             // running (its lease renewed) for the life of the process and every later fire
             // of its schedule be skipped.
             let began = clock.now();
+            let mut request = run_request(&schedule, &job);
+            request.fence = Some(fence);
+            request.prepared = prepared;
             let call = AssertUnwindSafe(call_alone(
                 &*dispatcher,
                 &*clock,
@@ -168,7 +173,7 @@ impl Producer {
                 timeout,
                 &schedule,
                 &job,
-                Some(fence),
+                request,
             ))
             .catch_unwind();
             // Aborted when the job is no longer this instance's (a dropped sender is not an
@@ -230,6 +235,7 @@ impl Producer {
                 job,
                 start,
                 held: false,
+                prepared: None,
             });
             self.freed();
             return;

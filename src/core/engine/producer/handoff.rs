@@ -9,10 +9,33 @@ use super::super::claim::Recheck;
 use super::super::fire::FireEvent;
 use super::super::held::HAND_OFF_CHUNK;
 use super::super::lease::Lease;
+use super::super::outcome::run_request;
 use super::super::wake;
 use super::{HAND_OFF_RETRY, Op, OpKind, Producer};
+use crate::core::dispatch::{Dispatcher, PreparedCall};
 use crate::core::model::*;
 use crate::core::store::*;
+
+/// Calls made ready between yields to the runtime: a burst's thousands are not made ready in
+/// one stretch on one worker.
+const PREPARE_CHUNK: usize = 64;
+
+/// Each fire's call as `dispatcher` makes it ready ahead of its instant.
+async fn prepare_calls(
+    dispatcher: &dyn Dispatcher,
+    fires: &[(Schedule, Job)],
+) -> Vec<Option<PreparedCall>> {
+    let mut prepared = Vec::with_capacity(fires.len());
+    for chunk in fires.chunks(PREPARE_CHUNK) {
+        prepared.extend(
+            chunk
+                .iter()
+                .map(|(schedule, job)| dispatcher.prepare(&run_request(schedule, job))),
+        );
+        tokio::task::yield_now().await;
+    }
+    prepared
+}
 
 impl Producer {
     /// Starts the next hand-off write once its time has come: one at a time, and after a
@@ -45,15 +68,22 @@ impl Producer {
         let lease = wake::hand_off_lease(self.parts.config.lease, queued, self.drain.per_second());
         let lease = super::super::parts::chrono_duration(lease);
         let mono = self.parts.clock.monotonic();
+        let dispatcher = self.parts.dispatcher.clone();
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
-            let answer = store.jobs_hand_off(&jobs, lease, now).await;
+            // The calls are made ready while the write is out, so their instant costs little
+            // more than their sends.
+            let (answer, prepared) = tokio::join!(
+                store.jobs_hand_off(&jobs, lease, now),
+                prepare_calls(&*dispatcher, &fires)
+            );
             Op::HandOff {
                 fires,
                 lease,
                 at: now,
                 mono,
                 answer,
+                prepared,
             }
         });
     }
@@ -71,6 +101,7 @@ impl Producer {
         at: DateTime<Utc>,
         mono: std::time::Duration,
         answer: StoreResult<Vec<HandedOff>>,
+        prepared: Vec<Option<PreparedCall>>,
     ) {
         self.handing_off = false;
         if let Some(started) = self.hand_off_started.take()
@@ -103,7 +134,10 @@ impl Producer {
         self.parts.trace_hand_offs(&fires, &handed, at);
         let mut ready = Vec::with_capacity(fires.len());
         let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
-        for (schedule, mut job) in fires {
+        for ((schedule, mut job), prepared) in fires
+            .into_iter()
+            .zip(prepared.into_iter().chain(std::iter::repeat_with(|| None)))
+        {
             let Some(updated_at) = handed.get(&job.id) else {
                 // Withdrawn by a change (or released elsewhere) first: not ours to call.
                 tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
@@ -122,8 +156,9 @@ impl Producer {
                 .insert(job.id, Lease::written(job.lease_epoch, until, at, mono));
             if *updated_at == schedule.updated_at {
                 self.fires.step(job.id, FireEvent::HandedOff);
-                ready.push((schedule, job));
+                ready.push((schedule, job, prepared));
             } else {
+                // Its call is made again from the schedule as it is read again.
                 self.fires.step(job.id, FireEvent::HandedOffChanged);
                 changed
                     .entry(schedule.env_id)
@@ -163,7 +198,8 @@ impl Producer {
                 for (_, job) in &fires {
                     self.fires.step(job.id, FireEvent::RereadFire);
                 }
-                self.held.handed_off(fires);
+                self.held
+                    .handed_off(fires.into_iter().map(|(s, j)| (s, j, None)).collect());
                 return;
             }
         };
@@ -172,7 +208,7 @@ impl Producer {
             match verdict {
                 Recheck::Fire(schedule) => {
                     self.fires.step(job.id, FireEvent::RereadFire);
-                    ready.push((*schedule, job));
+                    ready.push((*schedule, job, None));
                 }
                 Recheck::Withdrawn => {
                     self.fires.step(job.id, FireEvent::Withdrawn);

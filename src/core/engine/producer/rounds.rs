@@ -235,6 +235,7 @@ impl Producer {
             job,
             start,
             held: false,
+            prepared: None,
         });
     }
 
@@ -256,13 +257,23 @@ impl Producer {
             return;
         }
         let now = self.parts.clock.now();
-        let wait = wake::wait_after(
+        let due_at = match &next_due {
+            Some(Ok(at)) => *at,
+            _ => None,
+        };
+        let mut wait = wake::wait_after(
             &round,
             next_due,
             now,
             self.lead().unwrap_or_default(),
             self.parts.config.tick_interval,
         );
+        // A round that claims ahead is not run beside a burst's calls.
+        if let (Some(due_at), false) = (due_at, wait.pause) {
+            let at = now + super::super::parts::chrono_duration(wait.wait);
+            let moved = self.held.bursts().round_at(at, due_at);
+            wait.wait += (moved - at).to_std().unwrap_or_default();
+        }
         self.deferred = round.deferred;
         let next = NextRound::after(now, wait.wait, wait.pause);
         // A change or a freed slot while the round ran asked for a round now: the round that
