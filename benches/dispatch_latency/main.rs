@@ -541,6 +541,10 @@ async fn measure(
         );
     }
     println!("{}", report::lateness_table(&analysis, scenario.instances));
+    if scenario.due == Due::EverySecond {
+        let to = first + i64::from(scenario.minutes) * 60_000_000;
+        println!("{}", report::slowest_instants(&arrivals, first, to, 8));
+    }
     for line in &durable_lines {
         println!("{line}");
     }

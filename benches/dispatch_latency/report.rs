@@ -298,3 +298,44 @@ pub fn cpu_table(windows: &[(i64, CpuWindow, String)], instances: usize, sqlite:
     }
     out
 }
+
+/// For schedules that share their instants (`every: 1s`): the instants whose calls came latest
+/// (each instant's p99 and slowest call), so a late minute shows whether it was one instant
+/// (something beside the burst) or all of them.
+pub fn slowest_instants(arrivals: &[Arrival], from_us: i64, to_us: i64, shown: usize) -> String {
+    let mut per_instant: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for a in arrivals {
+        if (from_us..to_us).contains(&a.scheduled_for_us) {
+            per_instant
+                .entry(a.scheduled_for_us)
+                .or_default()
+                .push(a.at_us - a.scheduled_for_us);
+        }
+    }
+    let mut rows: Vec<(i64, i64, i64)> = per_instant
+        .into_iter()
+        .map(|(instant, mut late)| {
+            late.sort_unstable();
+            let p99 = nearest_rank(&late, 0.99).unwrap_or_default();
+            (instant, p99, *late.last().unwrap_or(&0))
+        })
+        .collect();
+    let instants = rows.len();
+    let over_50ms = rows.iter().filter(|(_, p99, _)| *p99 > 50_000).count();
+    rows.sort_by_key(|(_, p99, _)| std::cmp::Reverse(*p99));
+    let mut out = format!(
+        "The {shown} instants with the latest calls of {instants} (instants with p99 over 50 ms: \
+         {over_50ms})\n\n| instant (UTC) | p99 | slowest |\n|---|---|---|\n"
+    );
+    for (instant, p99, max) in rows.into_iter().take(shown) {
+        out.push_str(&format!(
+            "| {} | {} | {} |\n",
+            chrono::DateTime::from_timestamp_micros(instant)
+                .map(|t| t.format("%H:%M:%S").to_string())
+                .unwrap_or_default(),
+            duration(Some(p99)),
+            duration(Some(max))
+        ));
+    }
+    out
+}
