@@ -139,6 +139,7 @@ CREATE INDEX sentin8_cron_jobs_by_env_scheduled ON cron.jobs USING btree (env_id
 CREATE INDEX sentin8_cron_jobs_by_schedule ON cron.jobs USING btree (schedule_id, id);
 CREATE INDEX sentin8_cron_jobs_finished ON cron.jobs USING btree (updated_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'cancelled'::text]));
 CREATE INDEX sentin8_cron_jobs_leases ON cron.jobs USING btree (lease_until) WHERE (status = ANY (ARRAY['scheduled'::text, 'running'::text]));
+CREATE INDEX sentin8_cron_jobs_open ON cron.jobs USING btree (schedule_id) WHERE (status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text]));
 CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule ON cron.jobs USING btree (schedule_id) WHERE ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text])) AND (NOT concurrent));
 CREATE INDEX sentin8_cron_jobs_retryable ON cron.jobs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 

@@ -161,6 +161,10 @@ CREATE INDEX sentin8_cron_jobs_finished ON jobs (updated_at)
 -- index sentin8_cron_jobs_leases
 CREATE INDEX sentin8_cron_jobs_leases ON jobs (lease_until) WHERE status IN ('scheduled', 'running');
 
+-- index sentin8_cron_jobs_open
+CREATE INDEX sentin8_cron_jobs_open ON jobs (schedule_id)
+    WHERE status IN ('scheduled', 'pending', 'running');
+
 -- index sentin8_cron_jobs_open_per_schedule
 CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule
     ON jobs (schedule_id) WHERE status IN ('scheduled', 'pending', 'running') AND NOT concurrent;

@@ -153,6 +153,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "calendars",
         sql: include_str!("../../migrations/postgres/0025_calendars.sql"),
     },
+    Migration {
+        version: 26,
+        name: "open_jobs_index",
+        sql: include_str!("../../migrations/postgres/0026_open_jobs_index.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -281,6 +286,11 @@ pub const SQLITE: &[Migration] = &[
         version: 25,
         name: "calendars",
         sql: include_str!("../../migrations/sqlite/0025_calendars.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "open_jobs_index",
+        sql: include_str!("../../migrations/sqlite/0026_open_jobs_index.sql"),
     },
 ];
 

@@ -42,9 +42,10 @@ use crate::core::store::*;
 use crate::core::target::Target;
 use crate::core::timing::{Timing, TimingColumns};
 
-/// What makes a job open (at most one per schedule: the unique index
-/// `sentin8_cron_jobs_open_per_schedule` has this predicate): `scheduled` for a future instant,
-/// `pending` its (next) attempt, or `running` an attempt in flight.
+/// What makes a job open: `scheduled` for a future instant, `pending` its (next) attempt, or
+/// `running` an attempt in flight. The index `sentin8_cron_jobs_open` has this predicate (so a
+/// read of open jobs does not go through every job of their schedules); at most one of them
+/// per schedule is not `concurrent` ([`EXCLUSIVE_OPEN_JOB`]).
 pub(crate) const OPEN_JOB: &str = "status IN ('scheduled', 'pending', 'running')";
 
 /// The schedules of a backend's `jobs_per_schedule` answer, without their counts.

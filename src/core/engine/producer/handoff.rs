@@ -20,11 +20,21 @@ use crate::core::store::*;
 /// one stretch on one worker.
 const PREPARE_CHUNK: usize = 64;
 
-/// Each fire's call as `dispatcher` makes it ready ahead of its instant.
+/// At most about this many calls are held made ready (a few kilobytes each): in a larger
+/// burst, the fires handed off beyond it have their calls made at their instants, as
+/// before.
+const PREPARED_MAX: usize = 5_000;
+
+/// Each fire's call as `dispatcher` makes it ready ahead of its instant (none when `prepare`
+/// is false).
 async fn prepare_calls(
     dispatcher: &dyn Dispatcher,
     fires: &[(Schedule, Job)],
+    prepare: bool,
 ) -> Vec<Option<PreparedCall>> {
+    if !prepare {
+        return vec![None; fires.len()];
+    }
     let mut prepared = Vec::with_capacity(fires.len());
     for chunk in fires.chunks(PREPARE_CHUNK) {
         prepared.extend(
@@ -69,13 +79,15 @@ impl Producer {
         let lease = super::super::parts::chrono_duration(lease);
         let mono = self.parts.clock.monotonic();
         let dispatcher = self.parts.dispatcher.clone();
+        // The fires handed off or ready and not called yet hold their calls made ready.
+        let prepare = self.held.queued() + fires.len() <= PREPARED_MAX;
         self.spawn(OpKind::HandOff(ids), async move {
             let jobs: Vec<JobId> = fires.iter().map(|(_, j)| j.id).collect();
             // The calls are made ready while the write is out, so their instant costs little
             // more than their sends.
             let (answer, prepared) = tokio::join!(
                 store.jobs_hand_off(&jobs, lease, now),
-                prepare_calls(&*dispatcher, &fires)
+                prepare_calls(&*dispatcher, &fires, prepare)
             );
             Op::HandOff {
                 fires,
