@@ -2,8 +2,6 @@
 //! supersedes the original job, so one occurrence is never delivered twice) and discarding
 //! one (which supersedes the original with no successor: the occurrence never runs).
 
-use chrono::{DateTime, Utc};
-
 use super::audit::snapshot;
 use super::schedule::live_for_update;
 use super::{Actor, Ops, OpsError, OpsResult};
@@ -93,7 +91,7 @@ impl Ops {
         let job = tx
             .job_insert(&NewJob {
                 concurrent,
-                ..pending_now(schedule.id, entry.scheduled_for, actor.now)
+                ..NewJob::pending(schedule.id, entry.scheduled_for, actor.now)
             })
             .await?;
         if !tx.dlq_delete(id).await? {
@@ -203,28 +201,5 @@ pub(super) async fn ensure_no_open_job(
             open.id, open.status
         ))),
         None => Ok(()),
-    }
-}
-
-pub(super) fn pending_now(
-    schedule_id: ScheduleId,
-    scheduled_for: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> NewJob {
-    NewJob {
-        id: JobId::new(),
-        schedule_id,
-        status: JobStatus::Pending,
-        attempt: 0,
-        scheduled_for,
-        next_attempt_at: Some(now),
-        started_at: None,
-        finished_at: None,
-        error: None,
-        lease_until: None,
-        missed: None,
-        concurrent: false,
-        backfill: false,
-        now,
     }
 }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::audit::snapshot;
 use super::calendar::check_calendars;
-use super::job::{ensure_no_open_job, pending_now};
+use super::job::ensure_no_open_job;
 use super::patch::{self, SchedulePatch};
 pub use super::pause::{MAX_NOTE_CHARS, PauseRecord};
 pub(super) use super::pause::{check_note, pause_record, paused_detail};
@@ -254,7 +254,7 @@ pub(super) async fn trigger_schedule(
 ) -> OpsResult<Job> {
     let id = schedule.id;
     let job = tx
-        .job_insert(&pending_now(schedule.id, actor.now, actor.now))
+        .job_insert(&NewJob::pending(schedule.id, actor.now, actor.now))
         .await?;
     let event = EventPayload::for_schedule(events::SCHEDULE_TRIGGERED, schedule, actor.now)
         .with_job(&job)

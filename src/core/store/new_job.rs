@@ -1,5 +1,6 @@
-//! The job a store inserts ([`NewJob`]) and the shapes a claim, its overlap records and a
-//! backfill give it: running, claimed ahead, waiting its turn, or recorded as skipped.
+//! The job a store inserts ([`NewJob`]) and the shapes a claim, its overlap records, a
+//! backfill and the operations give it: running, claimed ahead, waiting its turn, recorded as
+//! skipped, or pending by hand.
 
 use chrono::{DateTime, Utc};
 
@@ -67,6 +68,22 @@ impl NewJob {
             lease_until: None,
             missed: None,
             ..self
+        }
+    }
+
+    /// An attempt made by hand (a trigger, a republished dead letter) for `scheduled_for`:
+    /// `pending` and due now, not started, no attempt made yet.
+    pub fn pending(
+        schedule_id: ScheduleId,
+        scheduled_for: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            status: JobStatus::Pending,
+            attempt: 0,
+            next_attempt_at: Some(now),
+            started_at: None,
+            ..Self::running(schedule_id, scheduled_for, now)
         }
     }
 
