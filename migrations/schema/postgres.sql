@@ -142,6 +142,7 @@ CREATE INDEX sentin8_cron_jobs_leases ON cron.jobs USING btree (lease_until) WHE
 CREATE INDEX sentin8_cron_jobs_open ON cron.jobs USING btree (schedule_id) WHERE (status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text]));
 CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule ON cron.jobs USING btree (schedule_id) WHERE ((status = ANY (ARRAY['scheduled'::text, 'pending'::text, 'running'::text])) AND (NOT concurrent));
 CREATE INDEX sentin8_cron_jobs_retryable ON cron.jobs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+CREATE INDEX sentin8_cron_jobs_running_unleased ON cron.jobs USING btree (started_at) WHERE ((status = 'running'::text) AND (lease_until IS NULL));
 
 -- table cron.outbox
 --   seq bigint NOT NULL

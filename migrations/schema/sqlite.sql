@@ -172,6 +172,10 @@ CREATE UNIQUE INDEX sentin8_cron_jobs_open_per_schedule
 -- index sentin8_cron_jobs_retryable
 CREATE INDEX sentin8_cron_jobs_retryable ON jobs (next_attempt_at) WHERE status = 'pending';
 
+-- index sentin8_cron_jobs_running_unleased
+CREATE INDEX sentin8_cron_jobs_running_unleased ON jobs (started_at)
+    WHERE status = 'running' AND lease_until IS NULL;
+
 -- table outbox
 CREATE TABLE outbox (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,

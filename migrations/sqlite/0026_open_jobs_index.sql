@@ -3,3 +3,6 @@
 
 CREATE INDEX sentin8_cron_jobs_open ON jobs (schedule_id)
     WHERE status IN ('scheduled', 'pending', 'running');
+
+CREATE INDEX sentin8_cron_jobs_running_unleased ON jobs (started_at)
+    WHERE status = 'running' AND lease_until IS NULL;

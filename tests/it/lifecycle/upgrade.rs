@@ -212,7 +212,8 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
         "{indexes_v5:?}"
     );
     // The migration runs to the latest version: 0005 adds the retention index, 0006 the admin
-    // read models' two, 0017 the buffered jobs' and 0026 the open jobs'.
+    // read models' two, 0017 the buffered jobs', 0026 the open jobs' and the
+    // unleased running ones'.
     let mut added: Vec<&str> = indexes_v5
         .iter()
         .filter(|index| !indexes_v4.contains(index) && !widened.contains(&index.0.as_str()))
@@ -227,6 +228,7 @@ async fn sqlite_keeps_jobs_dead_letters_and_keys_across_the_jobs_rebuild() {
             "sentin8_cron_jobs_by_env_scheduled",
             "sentin8_cron_jobs_finished",
             "sentin8_cron_jobs_open",
+            "sentin8_cron_jobs_running_unleased",
         ],
         "{indexes_v5:?}"
     );

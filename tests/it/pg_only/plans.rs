@@ -294,7 +294,7 @@ fn assert_plans_hold(plans: &[String]) {
     let checks: [(&str, PlanCheck); 4] = [
         ("read a whole table", reads_whole),
         (
-            "read the finished jobs of their schedules to find a few",
+            "read many more jobs than they wanted and filtered them",
             reads_history,
         ),
         (
@@ -322,9 +322,10 @@ fn reads_whole(plan: &str) -> bool {
 }
 
 /// A plan (with actual rows) whose scan of `jobs` threw more than a thousand rows away by a
-/// filter: it reached the jobs it wanted through an index that holds every job of their
-/// schedules, so its cost grows with the history kept (the check of the open jobs of a batch
-/// did, until open jobs had an index of their own).
+/// filter: it reached the jobs it wanted through an index that holds many more (every job of
+/// their schedules, so its cost grew with the history kept: the check of a batch's open jobs
+/// until open jobs had an index of their own; or every open job of a burst: the sweep for
+/// unleased running attempts beside that index, until they had theirs).
 fn reads_history(plan: &str) -> bool {
     let mut on_jobs = false;
     plan.lines().any(|line| {
