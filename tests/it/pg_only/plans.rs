@@ -115,11 +115,24 @@ async fn every_statement_of_a_burst_uses_an_index_after_a_bulk_load() {
     );
     for minute in 1..=2 {
         clock.set(t0() + Duration::minutes(minute));
-        let summary = engine.tick().await.unwrap();
+        // A tick is bounded (`max_batches_per_tick` rounds): on a loaded machine the rows
+        // its own records still lock are left to the next tick of the same instant, as
+        // `tick --once` run again would take them.
+        let (mut fired, mut succeeded, mut summaries) = (0, 0, Vec::new());
+        for _ in 0..5 {
+            let summary = engine.tick().await.unwrap();
+            fired += summary.fired;
+            succeeded += summary.succeeded;
+            let done = summary.due == 0 || fired >= SCHEDULES;
+            summaries.push(summary);
+            if done {
+                break;
+            }
+        }
         assert_eq!(
-            (summary.fired, summary.succeeded),
+            (fired, succeeded),
             (SCHEDULES, SCHEDULES),
-            "minute {minute}: {summary:?}"
+            "minute {minute}: {summaries:?}"
         );
     }
 
