@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::parts::chrono_duration as chrono;
+
 /// At least this many fires handed off for one instant make a burst.
 pub const BURST_MIN: usize = 100;
 
@@ -24,10 +26,6 @@ pub const CLEAR_AFTER: Duration = Duration::from_millis(150);
 /// A round that claims ahead is moved past a burst only while the earliest fire it may claim
 /// is at least this far beyond the moved start (claimed, handed off and called in time).
 pub const ROUND_MARGIN: Duration = Duration::from_secs(3);
-
-fn chrono(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or_default()
-}
 
 /// The fires handed off per instant, kept until the instant's moment has passed.
 #[derive(Debug, Default)]

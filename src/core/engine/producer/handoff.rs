@@ -146,10 +146,12 @@ impl Producer {
         self.parts.trace_hand_offs(&fires, &handed, at);
         let mut ready = Vec::with_capacity(fires.len());
         let mut changed: BTreeMap<EnvId, Vec<(Schedule, Job)>> = BTreeMap::new();
-        for ((schedule, mut job), prepared) in fires
-            .into_iter()
-            .zip(prepared.into_iter().chain(std::iter::repeat_with(|| None)))
-        {
+        debug_assert_eq!(
+            prepared.len(),
+            fires.len(),
+            "one made ready or none per fire"
+        );
+        for ((schedule, mut job), prepared) in fires.into_iter().zip(prepared) {
             let Some(updated_at) = handed.get(&job.id) else {
                 // Withdrawn by a change (or released elsewhere) first: not ours to call.
                 tracing::info!(schedule_id = %schedule.id, job_id = %job.id, "a fire claimed ahead was withdrawn before its instant");
