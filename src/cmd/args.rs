@@ -39,7 +39,8 @@ pub struct DatabaseUrlArg {
 pub struct DatabaseArgs {
     #[command(flatten)]
     pub url: DatabaseUrlArg,
-    /// Most pooled PostgreSQL connections (the embedded store uses one).
+    /// Most pooled PostgreSQL connections for the engine and writes (the API's reads have four
+    /// more of their own; the embedded store uses one writer).
     #[arg(long, env = "SENTIN8_CRON_DB_POOL_SIZE", value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=500))]
     pub db_pool_size: u32,
 }

@@ -16,6 +16,7 @@ use crate::support::{PgTestDb, t0};
 
 mod engines;
 mod plans;
+mod readers;
 
 async fn service_conn(db: &PgTestDb) -> PgConnection {
     let mut conn = PgConnection::connect(&db.service_url).await.unwrap();

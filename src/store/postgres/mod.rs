@@ -36,6 +36,9 @@ use crate::core::store::*;
 pub use hosts::DatabaseUrlError;
 pub use migrate::migrate;
 
+/// Connections kept for tenant reads (see [`PgStore`]'s `readers`).
+const READERS: u32 = 4;
+
 /// The role the service connects as: subject to row-level security.
 pub const SERVICE_ROLE: &str = "sentin8_cron_service";
 
@@ -43,6 +46,12 @@ pub const SERVICE_ROLE: &str = "sentin8_cron_service";
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// Connections for [`Store::tenant_read`] (the API's and the admin pages' reads), beside
+    /// the pool the engine and the writes share: a burst's records, hand-offs and claims can
+    /// hold every connection of that pool for a second, and a read must not queue behind them.
+    /// Opened when first used. With several hosts (a failover pair) reads share the pool,
+    /// which follows the host in use.
+    readers: PgPool,
     rls_bypassed: bool,
     signals: Arc<Signals>,
     announce: tenant::Announce,
@@ -59,17 +68,21 @@ impl PgStore {
         let pool_options = PgPoolOptions::new()
             .max_connections(options.max_connections.max(2))
             .acquire_timeout(options.acquire_timeout);
-        let (pool, keeper) = if hosts.is_single() {
+        let (pool, readers, keeper) = if hosts.is_single() {
             let host = hosts.hosts.remove(0);
+            let readers = PgPoolOptions::new()
+                .max_connections(READERS)
+                .acquire_timeout(options.acquire_timeout)
+                .connect_lazy_with(host.options.clone());
             let pool = pool_options
                 .connect_with(host.options)
                 .await
                 .map_err(db_err)?;
-            (pool, None)
+            (pool, readers, None)
         } else {
             let (pool, keeper) =
                 failover::connect_pool(hosts, pool_options, options.acquire_timeout).await?;
-            (pool, Some(keeper))
+            (pool.clone(), pool, Some(keeper))
         };
         let rls_bypassed: bool = sqlx::query_scalar(
             "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user",
@@ -80,6 +93,7 @@ impl PgStore {
         .unwrap_or(false);
         Ok(Self {
             pool: pool.clone(),
+            readers,
             rls_bypassed,
             signals: Arc::default(),
             announce: match (options.announce_changes, options.announce_after_commit) {
@@ -153,6 +167,20 @@ impl Store for PgStore {
         let tx = self
             .pool
             .begin_with(tenant::begin_tenant_sql(env_id))
+            .await
+            .map_err(db_err)?;
+        Ok(Box::new(tenant::PgTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+            self.announce.clone(),
+        )))
+    }
+
+    async fn tenant_read(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
+        let tx = self
+            .readers
+            .begin_with(tenant::begin_tenant_read_sql(env_id))
             .await
             .map_err(db_err)?;
         Ok(Box::new(tenant::PgTenantTx::new(

@@ -49,9 +49,18 @@ const WAITING_COUNT_LOCK: i32 = 0x0053_3857;
 /// more, for a batch of 800). The planner takes either for cheaper on a small table, or on
 /// statistics a burst has outrun.
 pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
+    begin_sql("BEGIN", env_id)
+}
+
+/// As [`begin_tenant_sql`], for a transaction that only reads (a write in it fails).
+pub(super) fn begin_tenant_read_sql(env_id: EnvId) -> String {
+    begin_sql("BEGIN READ ONLY", env_id)
+}
+
+fn begin_sql(begin: &str, env_id: EnvId) -> String {
     let id: Uuid = env_id.0;
     format!(
-        "BEGIN; SELECT cron.sentin8_set_tenant_context('{id}'::uuid), \
+        "{begin}; SELECT cron.sentin8_set_tenant_context('{id}'::uuid), \
          set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), \
          set_config('enable_mergejoin', 'off', true)"
     )
