@@ -237,6 +237,7 @@ impl Engine {
             done,
             recorded: recorded_tx,
             pressing: pressing_rx,
+            gathers: matches!(mode, producer::Mode::Serve { .. }),
         };
         let producer = producer::Producer::new(
             self.parts.clone(),

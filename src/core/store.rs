@@ -86,6 +86,20 @@ pub trait Store: Send + Sync + 'static {
     /// it; dropping it without [`TenantTx::commit`] rolls it back.
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
 
+    /// A tenant transaction whose statements wait at most `lock_timeout` for a row lock held
+    /// elsewhere (as [`TenantTx::lock_timeout_set`]), bounded as it begins: a backend that can
+    /// sets it in the same round trip as the transaction's start (a record is one of several
+    /// dozen transactions a second in a jittered minute).
+    async fn tenant_begin_bounded(
+        &self,
+        env_id: EnvId,
+        lock_timeout: std::time::Duration,
+    ) -> StoreResult<Box<dyn TenantTx>> {
+        let mut tx = self.tenant_begin(env_id).await?;
+        tx.lock_timeout_set(lock_timeout).await?;
+        Ok(tx)
+    }
+
     /// A tenant transaction for reads only (a write in it fails). A backend with one writer
     /// serves it beside the writer, so a read never waits behind a long write (SQLite: its own
     /// connections, `query_only`, reading the last committed state in WAL mode); by default it

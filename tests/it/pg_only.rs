@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::conformance::{insert_schedule, new_job, new_schedule};
 use crate::support::{PgTestDb, t0};
 
+mod bounded;
 mod engines;
 mod plans;
 mod readers;

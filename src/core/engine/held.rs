@@ -345,4 +345,4 @@ impl Held {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

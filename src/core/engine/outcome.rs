@@ -75,7 +75,8 @@ pub(super) async fn call_alone(
     Some((Err(failure), health))
 }
 
-/// How long recording waits for a schedule row another transaction holds.
+/// How long recording waits for a schedule row another transaction holds (an operator's open
+/// transaction): the record then fails, to be tried again, rather than pin its connection.
 const RECORD_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Parts {
@@ -167,10 +168,10 @@ impl Parts {
             .filter(|a| a.written_ahead)
             .map(|a| a.job.id)
             .collect();
-        let mut tx = self.store.tenant_begin(env).await?;
-        // A schedule row held elsewhere (an operator's open transaction) fails this record
-        // after a while, to be tried again, rather than pinning the connection for ever.
-        tx.lock_timeout_set(RECORD_LOCK_TIMEOUT).await?;
+        let mut tx = self
+            .store
+            .tenant_begin_bounded(env, RECORD_LOCK_TIMEOUT)
+            .await?;
         let mut ids: Vec<ScheduleId> = attempts.iter().map(|a| a.schedule.id).collect();
         ids.sort();
         ids.dedup();

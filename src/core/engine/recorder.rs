@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, watch};
@@ -38,6 +39,9 @@ pub(super) struct Recorder<'e> {
     /// True while claimed attempts wait for a slot: records give way to their calls (see
     /// [`Recorder::gives_way`]).
     pub pressing: watch::Receiver<bool>,
+    /// Outcomes nothing waits for are gathered ([`RECORD_GATHER`]): `serve`. `tick --once`
+    /// ends once every outcome is recorded, so it records each within a step.
+    pub gathers: bool,
 }
 
 /// How often a recorder giving way to calls looks again.
@@ -48,14 +52,30 @@ const GIVE_WAY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 /// are written ahead meanwhile, so nothing waits for durability.
 const GIVE_WAY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// An environment's records begin at most this often: under a steady stream of outcomes (a
-/// jittered minute), one transaction records what a step brought, not one or two outcomes
-/// each. An answer is durable before (written ahead), so a record may wait that long.
+/// An environment's records begin at most this often while one of its waiting outcomes is
+/// needed soon ([`needed_soon`]): a retry or a dead letter follows it, its durability rests
+/// on the record, or its schedule's next occurrence (or a buffered one) waits for its job to
+/// end. Under a steady stream of outcomes one transaction records what a step brought, not one
+/// or two outcomes each.
 const RECORD_STEP: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// An environment whose waiting outcomes nothing waits for records at most this often: a
+/// jittered minute's successes are gathered into a transaction every two seconds, not every
+/// second (each transaction is a dozen statements, whatever it holds). Their answers are
+/// durable before (written ahead); their events and the jobs' state in the API follow the
+/// call by at most this and a record's time. It stays under the lease a fire's hand-off writes
+/// (four seconds from a hand-off a second or more before the call), so a fast call's attempt
+/// is recorded before its lease could lapse and another instance take it over.
+const RECORD_GATHER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A schedule whose next occurrence is at most this far away has its outcomes recorded within
+/// [`RECORD_STEP`]: under `skip` (the default) an open job would skip that occurrence.
+const NEXT_OCCURRENCE_NEAR: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
 /// Answers are written ahead at most this often: calls that end close together share one
-/// write, and an answer is durable within this and one write's time of its arrival.
-const WRITE_AHEAD_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+/// write, and an answer is durable within this and one write's time of its arrival (the
+/// target is 250 ms).
+const WRITE_AHEAD_STEP: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// How soon a record that failed (the database is unreachable, say) is tried again.
 const RECORD_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -70,7 +90,10 @@ impl Recorder<'_> {
     pub(super) async fn run(mut self) {
         let engine = self.parts;
         let mut ready = Vec::new();
-        let mut queue = Queue::default();
+        let mut queue = Queue {
+            gathers: self.gathers,
+            ..Queue::default()
+        };
         let mut recording = FuturesUnordered::new();
         let mut open = true;
         let mut giving_way_since: Option<tokio::time::Instant> = None;
@@ -90,8 +113,9 @@ impl Recorder<'_> {
             for env in queue.startable(clock, give_way) {
                 let attempts = queue.start(env);
                 recording.push(async move {
-                    // What finishes meanwhile is recorded together, a step after this began.
-                    let next_step = Deadline::after(clock, RECORD_STEP);
+                    // What finishes meanwhile is recorded together, a step (or, when nothing
+                    // waits for it, a gathering) after this began.
+                    let next_step = Steps::after(clock);
                     let count = attempts.len();
                     // Answers written ahead were durable before their records.
                     let answered: Vec<_> = attempts
@@ -117,8 +141,9 @@ impl Recorder<'_> {
                 () = tokio::time::sleep(GIVE_WAY_POLL), if give_way => {}
                 n = self.done.recv_many(&mut ready, 1024), if open => {
                     open = n > 0;
+                    let now = clock.now();
                     for attempt in ready.drain(..) {
-                        queue.received(attempt);
+                        queue.received(attempt, now);
                     }
                 }
                 Some(written) = writing.next(), if !writing.is_empty() => {
@@ -130,7 +155,7 @@ impl Recorder<'_> {
                     if !durable.is_empty() {
                         let _ = self.recorded.send(Durable::Answers(durable));
                     }
-                    queue.written_ahead(written);
+                    queue.written_ahead(written, clock.now());
                 }
                 Some((env, next_step, count, result)) = recording.next(), if !recording.is_empty() => {
                     if let Some(outcomes) = queue.record_done(clock, env, next_step, count, result) {
@@ -179,7 +204,12 @@ type RecordResult = Result<Vec<(JobId, Outcome)>, (crate::core::store::StoreErro
 #[derive(Default)]
 struct Queue {
     waiting: BTreeMap<EnvId, Vec<Attempt>>,
-    not_before: HashMap<EnvId, Deadline>,
+    /// When each environment's next record may begin, as [`Steps`].
+    not_before: HashMap<EnvId, Steps>,
+    /// Environments with a waiting outcome [`needed_soon`] (every one that waits, when the
+    /// recorder does not gather).
+    soon: HashSet<EnvId>,
+    gathers: bool,
     busy: HashSet<EnvId>,
     /// Attempts in the records being written.
     in_record: usize,
@@ -194,6 +224,17 @@ impl Queue {
         self.waiting.values().map(Vec::len).sum::<usize>() + self.in_record + self.in_ahead
     }
 
+    /// When an environment's record may begin: at once after none, else after its step (a
+    /// retry's, or the gathering when nothing waiting is needed soon).
+    fn begins_at(&self, env: &EnvId) -> Option<Deadline> {
+        let steps = self.not_before.get(env)?;
+        Some(if self.soon.contains(env) {
+            steps.step
+        } else {
+            steps.gathered
+        })
+    }
+
     /// The environments whose records may begin now: not giving way, none of theirs in
     /// progress, their step or retry passed.
     fn startable(&self, clock: &dyn Clock, give_way: bool) -> Vec<EnvId> {
@@ -203,7 +244,7 @@ impl Queue {
         self.waiting
             .keys()
             .filter(|env| !self.busy.contains(*env))
-            .filter(|env| self.not_before.get(*env).is_none_or(|d| d.passed(clock)))
+            .filter(|env| self.begins_at(env).is_none_or(|d| d.passed(clock)))
             .copied()
             .collect()
     }
@@ -211,6 +252,7 @@ impl Queue {
     /// Takes an environment's waiting attempts into a record.
     fn start(&mut self, env: EnvId) -> Vec<Attempt> {
         let attempts = self.waiting.remove(&env).unwrap_or_default();
+        self.soon.remove(&env);
         self.in_record += attempts.len();
         self.busy.insert(env);
         attempts
@@ -225,33 +267,34 @@ impl Queue {
             self.waiting
                 .keys()
                 .filter(|env| !self.busy.contains(*env))
-                .filter_map(|env| self.not_before.get(env).copied()),
+                .filter_map(|env| self.begins_at(env)),
         )
     }
 
     /// A finished attempt: an answer not yet written ahead is written first.
-    fn received(&mut self, attempt: Attempt) {
+    fn received(&mut self, attempt: Attempt, now: DateTime<Utc>) {
         if attempt.was_answered() && !attempt.written_ahead {
             self.in_ahead += 1;
             self.ahead.push(attempt);
         } else {
-            self.wait(attempt);
+            self.wait(attempt, now);
         }
     }
 
     /// Answers written ahead: their attempts wait for their records.
-    fn written_ahead(&mut self, written: Vec<Attempt>) {
+    fn written_ahead(&mut self, written: Vec<Attempt>, now: DateTime<Utc>) {
         self.in_ahead -= written.len();
         for attempt in written {
-            self.wait(attempt);
+            self.wait(attempt, now);
         }
     }
 
-    fn wait(&mut self, attempt: Attempt) {
-        self.waiting
-            .entry(attempt.schedule.env_id)
-            .or_default()
-            .push(attempt);
+    fn wait(&mut self, attempt: Attempt, now: DateTime<Utc>) {
+        let env = attempt.schedule.env_id;
+        if !self.gathers || needed_soon(&attempt, now) {
+            self.soon.insert(env);
+        }
+        self.waiting.entry(env).or_default().push(attempt);
     }
 
     /// A record ended: what it made durable, or, when it failed, its attempts wait again
@@ -260,7 +303,7 @@ impl Queue {
         &mut self,
         clock: &dyn Clock,
         env: EnvId,
-        next_step: Deadline,
+        next_step: Steps,
         count: usize,
         result: RecordResult,
     ) -> Option<Vec<(JobId, Outcome)>> {
@@ -273,8 +316,14 @@ impl Queue {
             }
             Err((err, attempts)) => {
                 tracing::warn!(env_id = %env, attempts = attempts.len(), error = %err, "recording job outcomes failed; trying again");
-                self.not_before
-                    .insert(env, Deadline::after(clock, RECORD_RETRY));
+                let retry = Deadline::after(clock, RECORD_RETRY);
+                self.not_before.insert(
+                    env,
+                    Steps {
+                        step: retry,
+                        gathered: retry,
+                    },
+                );
                 self.waiting.entry(env).or_default().splice(0..0, attempts);
                 None
             }
@@ -284,5 +333,99 @@ impl Queue {
     /// Nothing waits and nothing is being written ahead.
     fn is_drained(&self) -> bool {
         self.waiting.is_empty() && self.in_ahead == 0
+    }
+}
+
+/// When an environment's next record may begin after one that began at some instant: a step
+/// after it when an outcome waiting is [`needed_soon`], a gathering after it otherwise.
+#[derive(Debug, Clone, Copy)]
+struct Steps {
+    step: Deadline,
+    gathered: Deadline,
+}
+
+impl Steps {
+    fn after(clock: &dyn Clock) -> Self {
+        Self {
+            step: Deadline::after(clock, RECORD_STEP),
+            gathered: Deadline::after(clock, RECORD_GATHER),
+        }
+    }
+}
+
+/// Whether something waits for this outcome's record, so it is recorded within
+/// [`RECORD_STEP`] rather than gathered for [`RECORD_GATHER`]: its answer is not durable
+/// before it (not written ahead: a timeout, a refused connection); it failed (a retry or a dead
+/// letter follows, decided by the record); its schedule buffers occurrences behind an open
+/// job, or it is a backfilled run (the next one waits for it to end); or its schedule's next
+/// occurrence is near (under `skip` the open job would skip it).
+fn needed_soon(attempt: &Attempt, now: DateTime<Utc>) -> bool {
+    use crate::core::policies::Overlap;
+    if !attempt.written_ahead || attempt.result.is_err() || attempt.job.backfill {
+        return true;
+    }
+    let schedule = &attempt.schedule;
+    if matches!(
+        schedule.policies.overlap,
+        Overlap::BufferOne | Overlap::BufferAll
+    ) {
+        return true;
+    }
+    schedule
+        .next_run_at
+        .is_some_and(|next| next - now <= NEXT_OCCURRENCE_NEAR)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeDelta, TimeZone};
+
+    use super::*;
+    use crate::core::engine::held::tests::fire;
+    use crate::core::engine::outcome::Failure;
+    use crate::core::policies::Overlap;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
+    }
+
+    /// A call answered at `t0` with a success written ahead, whose schedule next runs `next`
+    /// after it.
+    fn answered(next: Option<TimeDelta>) -> Attempt {
+        let (mut schedule, job) = fire(EnvId::new(), t0());
+        schedule.next_run_at = next.map(|d| t0() + d);
+        let mut attempt = Attempt::called(schedule, job, Ok(serde_json::json!({})), t0());
+        attempt.written_ahead = true;
+        attempt
+    }
+
+    #[test]
+    fn a_success_written_ahead_whose_schedule_runs_again_later_is_gathered() {
+        assert!(!needed_soon(&answered(Some(TimeDelta::minutes(1))), t0()));
+        assert!(!needed_soon(&answered(None), t0()), "a one-shot that ran");
+    }
+
+    #[test]
+    fn an_outcome_something_waits_for_is_recorded_within_a_step() {
+        let near = answered(Some(TimeDelta::seconds(1)));
+        assert!(needed_soon(&near, t0()), "an occurrence a second away");
+        assert!(needed_soon(&answered(Some(TimeDelta::seconds(5))), t0()));
+        let mut unanswered = answered(Some(TimeDelta::minutes(1)));
+        unanswered.written_ahead = false;
+        assert!(needed_soon(&unanswered, t0()), "durable only by its record");
+        let mut failed = answered(Some(TimeDelta::minutes(1)));
+        failed.result = Err(Failure::circuit_open("open".into()));
+        assert!(needed_soon(&failed, t0()), "a retry follows");
+        let mut backfilled = answered(Some(TimeDelta::minutes(1)));
+        backfilled.job.backfill = true;
+        assert!(
+            needed_soon(&backfilled, t0()),
+            "the next backfilled run waits"
+        );
+        for overlap in [Overlap::BufferOne, Overlap::BufferAll] {
+            let mut buffering = answered(Some(TimeDelta::minutes(1)));
+            buffering.schedule.policies.overlap = overlap;
+            assert!(needed_soon(&buffering, t0()), "{overlap:?}");
+        }
     }
 }

@@ -112,6 +112,22 @@ impl PgStore {
         &self.pool
     }
 
+    /// A tenant transaction on `pool`, begun by `sql` (one of `tenant.rs`'s openings).
+    async fn begin_on(
+        &self,
+        pool: &PgPool,
+        sql: String,
+        env_id: EnvId,
+    ) -> StoreResult<Box<dyn TenantTx>> {
+        let tx = pool.begin_with(sql).await.map_err(db_err)?;
+        Ok(Box::new(tenant::PgTenantTx::new(
+            tx,
+            env_id,
+            self.signals.clone(),
+            self.announce.clone(),
+        )))
+    }
+
     /// True when the connected role bypasses row-level security (a superuser or BYPASSRLS):
     /// tenant isolation then rests on the application alone. `serve` warns loudly about it.
     pub fn rls_bypassed(&self) -> bool {
@@ -164,31 +180,22 @@ impl Store for PgStore {
     }
 
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
-        let tx = self
-            .pool
-            .begin_with(tenant::begin_tenant_sql(env_id))
+        self.begin_on(&self.pool, tenant::begin_tenant_sql(env_id), env_id)
             .await
-            .map_err(db_err)?;
-        Ok(Box::new(tenant::PgTenantTx::new(
-            tx,
-            env_id,
-            self.signals.clone(),
-            self.announce.clone(),
-        )))
+    }
+
+    async fn tenant_begin_bounded(
+        &self,
+        env_id: EnvId,
+        lock_timeout: std::time::Duration,
+    ) -> StoreResult<Box<dyn TenantTx>> {
+        let sql = tenant::begin_tenant_bounded_sql(env_id, lock_timeout);
+        self.begin_on(&self.pool, sql, env_id).await
     }
 
     async fn tenant_read(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>> {
-        let tx = self
-            .readers
-            .begin_with(tenant::begin_tenant_read_sql(env_id))
-            .await
-            .map_err(db_err)?;
-        Ok(Box::new(tenant::PgTenantTx::new(
-            tx,
-            env_id,
-            self.signals.clone(),
-            self.announce.clone(),
-        )))
+        let sql = tenant::begin_tenant_read_sql(env_id);
+        self.begin_on(&self.readers, sql, env_id).await
     }
 
     async fn schedule_locks_try(&self, ids: &[ScheduleId]) -> StoreResult<Box<dyn ScheduleLock>> {

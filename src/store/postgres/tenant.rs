@@ -49,20 +49,34 @@ const WAITING_COUNT_LOCK: i32 = 0x0053_3857;
 /// more, for a batch of 800). The planner takes either for cheaper on a small table, or on
 /// statistics a burst has outrun.
 pub(super) fn begin_tenant_sql(env_id: EnvId) -> String {
-    begin_sql("BEGIN", env_id)
+    begin_sql("BEGIN", env_id, None)
 }
 
 /// As [`begin_tenant_sql`], for a transaction that only reads (a write in it fails).
 pub(super) fn begin_tenant_read_sql(env_id: EnvId) -> String {
-    begin_sql("BEGIN READ ONLY", env_id)
+    begin_sql("BEGIN READ ONLY", env_id, None)
 }
 
-fn begin_sql(begin: &str, env_id: EnvId) -> String {
+/// As [`begin_tenant_sql`], with the transaction's lock timeout set in the same message.
+pub(super) fn begin_tenant_bounded_sql(env_id: EnvId, lock_timeout: std::time::Duration) -> String {
+    begin_sql("BEGIN", env_id, Some(lock_timeout))
+}
+
+fn begin_sql(begin: &str, env_id: EnvId, lock_timeout: Option<std::time::Duration>) -> String {
     let id: Uuid = env_id.0;
+    // A number of milliseconds we format ourselves, like the id.
+    let bounded = lock_timeout
+        .map(|t| {
+            format!(
+                ", set_config('lock_timeout', '{}ms', true)",
+                t.as_millis().max(1)
+            )
+        })
+        .unwrap_or_default();
     format!(
         "{begin}; SELECT cron.sentin8_set_tenant_context('{id}'::uuid), \
          set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), \
-         set_config('enable_mergejoin', 'off', true)"
+         set_config('enable_mergejoin', 'off', true){bounded}"
     )
 }
 

@@ -1,6 +1,7 @@
 use super::*;
 
-fn fire(env: EnvId, at: DateTime<Utc>) -> (Schedule, Job) {
+/// A one-shot schedule due at `at` and its job (also the recorder's tests' fixture).
+pub(in crate::core::engine) fn fire(env: EnvId, at: DateTime<Utc>) -> (Schedule, Job) {
     let schedule = Schedule {
         id: ScheduleId::new(),
         env_id: env,
