@@ -1,6 +1,6 @@
 //! The API's and the admin pages' reads (`tenant_read`) have connections of their own: a burst
-//! that holds every connection of the engine's pool does not hold a read up, and a read cannot
-//! write.
+//! that holds every connection of the engine's pool does not hold a read up, a read cannot
+//! write, and it sees its own tenant's rows only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,5 +59,18 @@ async fn a_read_does_not_wait_for_the_pool_the_engine_holds_and_cannot_write() {
         "a read-only transaction wrote: {refused:?}"
     );
     drop(tx);
+
+    // The reading connections set the tenant context as the pool's do: another environment's
+    // read sees none of these rows (row-level security, as the service role).
+    let mut other = store.tenant_read(EnvId::new()).await.unwrap();
+    let seen = other
+        .schedule_list(&ScheduleQuery {
+            limit: 10,
+            ..ScheduleQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(seen.is_empty(), "another tenant's rows: {seen:?}");
+    assert!(other.schedule_get(first.id).await.unwrap().is_none());
     drop(held);
 }
