@@ -86,18 +86,18 @@ pub trait Store: Send + Sync + 'static {
     /// it; dropping it without [`TenantTx::commit`] rolls it back.
     async fn tenant_begin(&self, env_id: EnvId) -> StoreResult<Box<dyn TenantTx>>;
 
-    /// A tenant transaction whose statements wait at most `lock_timeout` for a row lock held
-    /// elsewhere (as [`TenantTx::lock_timeout_set`]), bounded as it begins: a backend that can
-    /// sets it in the same round trip as the transaction's start (a record is one of several
-    /// dozen transactions a second in a jittered minute).
+    /// A tenant transaction whose statements wait at most `lock_timeout` for a row lock
+    /// another transaction holds: past it, the statement fails (and the caller may try again)
+    /// instead of waiting for ever. The bound is set as the transaction begins, in the same
+    /// round trip (a record is one of several dozen transactions a second in a jittered
+    /// minute). By default [`Store::tenant_begin`]: a backend whose transactions never wait on
+    /// row locks (SQLite's one writer) has nothing to bound.
     async fn tenant_begin_bounded(
         &self,
         env_id: EnvId,
-        lock_timeout: std::time::Duration,
+        _lock_timeout: std::time::Duration,
     ) -> StoreResult<Box<dyn TenantTx>> {
-        let mut tx = self.tenant_begin(env_id).await?;
-        tx.lock_timeout_set(lock_timeout).await?;
-        Ok(tx)
+        self.tenant_begin(env_id).await
     }
 
     /// A tenant transaction for reads only (a write in it fails). A backend with one writer
@@ -301,13 +301,6 @@ pub trait TenantTx: Send {
     /// and, where the backend can, in every other process. Appending to the outbox rings
     /// [`Channel::Outbox`] in this process by itself.
     fn notify_on_commit(&mut self, channel: Channel);
-
-    /// Bounds how long this transaction waits for a row lock another transaction holds: past
-    /// it, the statement fails (and the caller may try again) instead of waiting for ever.
-    /// Backends whose transactions never wait on row locks ignore it.
-    async fn lock_timeout_set(&mut self, _timeout: std::time::Duration) -> StoreResult<()> {
-        Ok(())
-    }
 
     /// Inserts a schedule.
     async fn schedule_insert(&mut self, new: &NewSchedule) -> StoreResult<Schedule>;

@@ -183,15 +183,6 @@ rows::tenant_rows!(PgTenantTx<'_>, PgRow, {
 // The methods both backends run alike come from the macro; these are this backend's own.
 rows::tenant_tx! {
 impl TenantTx for PgTenantTx<'_> {
-    async fn lock_timeout_set(&mut self, timeout: std::time::Duration) -> StoreResult<()> {
-        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-            .bind(format!("{}ms", timeout.as_millis().max(1)))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(())
-    }
-
     fn notify_on_commit(&mut self, channel: Channel) {
         let in_transaction = matches!(self.announce, Announce::InTransaction);
         self.on_commit.request(channel, in_transaction);
