@@ -4,16 +4,8 @@
 use std::time::Duration;
 
 use sentin8_cron::core::model::*;
-use sentin8_cron::core::store::*;
 
-use crate::conformance::{insert_schedule, new_schedule};
-
-fn all() -> ScheduleQuery {
-    ScheduleQuery {
-        limit: 100,
-        ..ScheduleQuery::default()
-    }
-}
+use crate::conformance::{first_hundred, insert_schedule, new_schedule};
 
 #[tokio::test]
 async fn a_read_does_not_wait_behind_a_write_and_cannot_write() {
@@ -30,7 +22,7 @@ async fn a_read_does_not_wait_behind_a_write_and_cannot_write() {
 
     let read = async {
         let mut tx = store.tenant_read(env).await.unwrap();
-        tx.schedule_list(&all()).await.unwrap()
+        tx.schedule_list(&first_hundred()).await.unwrap()
     };
     let listed = tokio::time::timeout(Duration::from_secs(10), read)
         .await
@@ -43,7 +35,7 @@ async fn a_read_does_not_wait_behind_a_write_and_cannot_write() {
 
     writing.commit().await.unwrap();
     let mut tx = store.tenant_read(env).await.unwrap();
-    let listed = tx.schedule_list(&all()).await.unwrap();
+    let listed = tx.schedule_list(&first_hundred()).await.unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
     assert!(listed.iter().any(|s| s.id == second.id));
 

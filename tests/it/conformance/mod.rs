@@ -104,6 +104,14 @@ pub fn status_at(id: ScheduleId, status: ScheduleStatus) -> ScheduleSetStatus {
     }
 }
 
+/// A listing of an environment's schedules, the first hundred (the reading connections' tests).
+pub fn first_hundred() -> ScheduleQuery {
+    ScheduleQuery {
+        limit: 100,
+        ..ScheduleQuery::default()
+    }
+}
+
 pub async fn insert_schedule(store: &Arc<dyn Store>, env: EnvId, new: NewSchedule) -> Schedule {
     let mut tx = store.tenant_begin(env).await.unwrap();
     let schedule = tx.schedule_insert(&new).await.unwrap();

@@ -10,15 +10,8 @@ use sentin8_cron::core::store::*;
 use sentin8_cron::store::ConnectOptions;
 use sentin8_cron::store::postgres::PgStore;
 
-use crate::conformance::{insert_schedule, new_schedule};
+use crate::conformance::{first_hundred, insert_schedule, new_schedule};
 use crate::support::PgTestDb;
-
-fn first_ten() -> ScheduleQuery {
-    ScheduleQuery {
-        limit: 10,
-        ..ScheduleQuery::default()
-    }
-}
 
 #[tokio::test]
 async fn a_read_does_not_wait_for_the_pool_the_engine_holds_and_cannot_write() {
@@ -52,7 +45,7 @@ async fn a_read_does_not_wait_for_the_pool_the_engine_holds_and_cannot_write() {
         .await
         .expect("the read waited")
         .expect("the read found no connection");
-    let listed = tx.schedule_list(&first_ten()).await.unwrap();
+    let listed = tx.schedule_list(&first_hundred()).await.unwrap();
     assert_eq!(listed.iter().map(|s| s.id).collect::<Vec<_>>(), [first.id]);
     let refused = tx.schedule_insert(&new_schedule("second", "billing")).await;
     assert!(
@@ -64,7 +57,7 @@ async fn a_read_does_not_wait_for_the_pool_the_engine_holds_and_cannot_write() {
     // The reading connections set the tenant context as the pool's do: another environment's
     // read sees none of these rows (row-level security, as the service role).
     let mut other = store.tenant_read(EnvId::new()).await.unwrap();
-    let seen = other.schedule_list(&first_ten()).await.unwrap();
+    let seen = other.schedule_list(&first_hundred()).await.unwrap();
     assert!(seen.is_empty(), "another tenant's rows: {seen:?}");
     assert!(other.schedule_get(first.id).await.unwrap().is_none());
     drop(held);
