@@ -386,16 +386,14 @@ pub trait TenantTx: Send {
     async fn job_open_many(&mut self, new: &[NewJob]) -> StoreResult<Vec<Job>>;
     /// Records the outcomes of attempts, each only if its job is still running that attempt
     /// (River's "set state if running"): status, `next_attempt_at`, `finished_at`, `result`,
-    /// `error` and `updated_at` as [`JobOutcome`] says, and for each job written one row of the
-    /// attempt ledger (see [`TenantTx::job_attempts_list`]). Returns the jobs written (the
-    /// others were recorded elsewhere first, and get no ledger row).
+    /// `error` and `updated_at` as [`JobOutcome`] says. For each job written: one row of the
+    /// attempt ledger (see [`TenantTx::job_attempts_list`]); its schedule's `last_run_at`
+    /// becomes the later of its value and the attempt's start, when the attempt was this
+    /// instance's own (`lease_expired_by` is `None`: one recovered from a stopped instance may
+    /// never have left; a record of an older attempt never moves it back); and the answer
+    /// written ahead of the record is deleted, the record now holding it. Returns the jobs
+    /// written (the others were recorded elsewhere first, and get none of that).
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>>;
-    /// Records when schedules' calls last started: each `last_run_at` becomes the later of its
-    /// value and the instant given (a record of an older attempt never moves it back).
-    async fn schedules_set_last_run(
-        &mut self,
-        runs: &[(ScheduleId, DateTime<Utc>)],
-    ) -> StoreResult<()>;
     /// Every recorded attempt of a job, first attempt first.
     async fn job_attempts_list(&mut self, job_id: JobId) -> StoreResult<Vec<JobAttempt>>;
     /// Marks a failed job `superseded` by another job, stamping `updated_at`; `None` when the

@@ -155,19 +155,15 @@ impl Parts {
         }
     }
 
-    /// One transaction for the jobs, the schedules' retry state, a DLQ entry where retries are
-    /// exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
+    /// One transaction for the jobs (with their ledger rows, their schedules' last calls and
+    /// the answers written ahead forgotten: `job_finish_many`), the schedules' retry state, a
+    /// DLQ entry where retries are exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
     /// went stale and was recovered) is left alone and reported as superseded.
     async fn record_outcomes(
         &self,
         env: EnvId,
         attempts: Vec<Attempt>,
     ) -> StoreResult<Vec<AttemptResult>> {
-        let written_ahead: Vec<JobId> = attempts
-            .iter()
-            .filter(|a| a.written_ahead)
-            .map(|a| a.job.id)
-            .collect();
         let mut tx = self
             .store
             .tenant_begin_bounded(env, RECORD_LOCK_TIMEOUT)
@@ -210,8 +206,6 @@ impl Parts {
             .map(|j| (j.id, j))
             .collect();
 
-        tx.schedules_set_last_run(&call_starts(&decided, &written))
-            .await?;
         let mut results = Vec::with_capacity(decided.len());
         let mut outbox = Vec::with_capacity(decided.len());
         let mut retry_pending = false;
@@ -247,9 +241,6 @@ impl Parts {
         retry_pending |= release_after_ended(&mut *tx, &ended, &schedules, now).await?;
         outbox.extend(delete_after_ended(&mut *tx, ended, &mut schedules, now).await?);
         tx.outbox_insert_many(&outbox).await?;
-        if !written_ahead.is_empty() {
-            tx.job_answers_forget(&written_ahead).await?;
-        }
         if retry_pending {
             // A retry is due in the future, or a released occurrence now: the loop
             // recomputes when to wake.
@@ -483,25 +474,6 @@ pub(super) fn engine_audit(
         serde_json::to_value(before).ok(),
         after_snapshot,
     )
-}
-
-/// When each schedule's call last started, of the outcomes written: the attempts whose calls
-/// left (not one recovered from a stopped instance with no answer: its call may never have
-/// left).
-fn call_starts(
-    decided: &[Option<(JobFinish, ScheduleId, AttemptResult)>],
-    written: &HashMap<JobId, Job>,
-) -> Vec<(ScheduleId, DateTime<Utc>)> {
-    decided
-        .iter()
-        .flatten()
-        .filter(|(finish, _, _)| {
-            finish.lease_expired_by.is_none() && written.contains_key(&finish.id)
-        })
-        .filter_map(|(finish, schedule_id, _)| {
-            finish.detail.started_at.map(|at| (*schedule_id, at))
-        })
-        .collect()
 }
 
 /// Releases what was buffered behind the schedules whose job ended; true when something was.

@@ -61,7 +61,7 @@ const RECORD_STEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An environment whose waiting outcomes nothing waits for records at most this often: a
 /// jittered minute's successes are gathered into a transaction every two seconds, not every
-/// second (each transaction is a dozen statements, whatever it holds). Their answers are
+/// second (each transaction is seven statements, whatever it holds). Their answers are
 /// durable before (written ahead); their events and the jobs' state in the API follow the
 /// call by at most this and a record's time. It stays under the lease a fire's hand-off writes
 /// (four seconds from a hand-off a second or more before the call), so a fast call's attempt

@@ -298,83 +298,9 @@ impl TenantTx for PgTenantTx<'_> {
         rows::map_rows(&rows, "jobs", rows::job)
     }
 
-    async fn schedules_set_last_run(
-        &mut self,
-        runs: &[(ScheduleId, chrono::DateTime<chrono::Utc>)],
-    ) -> StoreResult<()> {
-        if runs.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "UPDATE schedules s SET last_run_at = greatest(s.last_run_at, r.at) \
-             FROM (SELECT id, max(at) AS at FROM unnest($2::uuid[], $3::timestamptz[]) \
-                     AS u(id, at) GROUP BY id) r \
-             WHERE s.env_id = (SELECT $1::uuid) AND s.id = r.id \
-               AND (s.last_run_at IS NULL OR s.last_run_at < r.at)",
-        )
-        .persistent(false)
-        .bind(self.env_id.0)
-        .bind(runs.iter().map(|(id, _)| id.0).collect::<Vec<_>>())
-        .bind(runs.iter().map(|(_, at)| *at).collect::<Vec<_>>())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>> {
-        let sql = format!(
-            "UPDATE jobs j SET status = u.status, next_attempt_at = u.next_attempt_at, \
-                               finished_at = u.finished_at, result = u.result, error = u.error, \
-                               updated_at = u.updated_at \
-             FROM unnest($2::uuid[], $3::int[], $4::text[], $5::timestamptz[], \
-                         $6::timestamptz[], $7::jsonb[], $8::text[], $9::timestamptz[], \
-                         $10::timestamptz[], $11::int[], \
-                         array_fill('running'::text, ARRAY[cardinality($2::uuid[])])) \
-                  AS u(id, attempt, status, next_attempt_at, finished_at, result, error, \
-                       updated_at, lease_by, epoch, was) \
-             WHERE j.env_id = (SELECT $1::uuid) AND j.id = u.id AND j.status = u.was \
-               AND j.attempt = u.attempt AND j.lease_epoch = u.epoch \
-               AND (u.lease_by IS NULL OR j.lease_until IS NULL OR j.lease_until < u.lease_by) \
-             RETURNING {}",
-            prefixed(JOB_COLUMNS, "j")
-        );
-        let columns: Vec<rows::FinishColumns> = finishes.iter().map(rows::job_finish).collect();
-        let rows = sqlx::query(&sql)
-            .persistent(false)
-            .bind(self.env_id.0)
-            .bind(finishes.iter().map(|f| f.id.0).collect::<Vec<_>>())
-            .bind(finishes.iter().map(|f| f.attempt).collect::<Vec<_>>())
-            .bind(columns.iter().map(|c| c.status).collect::<Vec<_>>())
-            .bind(
-                columns
-                    .iter()
-                    .map(|c| c.next_attempt_at)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(columns.iter().map(|c| c.finished_at).collect::<Vec<_>>())
-            .bind(columns.iter().map(|c| c.result.clone()).collect::<Vec<_>>())
-            .bind(columns.iter().map(|c| c.error.clone()).collect::<Vec<_>>())
-            .bind(finishes.iter().map(|f| f.now).collect::<Vec<_>>())
-            .bind(
-                finishes
-                    .iter()
-                    .map(|f| f.lease_expired_by)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(finishes.iter().map(|f| f.epoch).collect::<Vec<_>>())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        let written = rows::map_rows(&rows, "jobs", rows::job)?;
-        let recorded: Vec<&JobFinish> = finishes
-            .iter()
-            .filter(|f| written.iter().any(|j| j.id == f.id))
-            .collect();
-        self.attempts_insert(&recorded).await?;
-        Ok(written)
+        self.finish_jobs(finishes).await
     }
-
 
     async fn outbox_insert_many(&mut self, events: &[NewEvent]) -> StoreResult<()> {
         if events.is_empty() {

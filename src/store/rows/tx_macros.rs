@@ -259,10 +259,6 @@ macro_rules! tenant_tx {
             $crate::store::rows::answer_of(self, id, attempt).await
         }
 
-        async fn job_answers_forget(&mut self, ids: &[JobId]) -> StoreResult<u64> {
-            $crate::store::rows::answers_forget(self, ids).await
-        }
-
         async fn job_get(&mut self, id: JobId) -> StoreResult<Option<Job>> {
             let row = $crate::store::rows::row_by_id(
                 self,

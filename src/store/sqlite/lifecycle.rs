@@ -4,6 +4,7 @@
 use sqlx::SqlitePool;
 
 use super::tenant::SqliteTenantTx;
+use crate::core::model::ScheduleId;
 use crate::core::store::*;
 use crate::store::db_err;
 
@@ -36,6 +37,25 @@ impl SqliteTenantTx {
             .await
             .map_err(db_err)?;
         }
+        Ok(())
+    }
+
+    /// A written outcome's call start as its schedule's `last_run_at`, unless that is later.
+    pub(super) async fn last_run_set(
+        &mut self,
+        id: ScheduleId,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE schedules SET last_run_at = ?3 \
+             WHERE env_id = ?1 AND id = ?2 AND (last_run_at IS NULL OR last_run_at < ?3)",
+        )
+        .bind(self.env())
+        .bind(id.0.to_string())
+        .bind(at.timestamp_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(db_err)?;
         Ok(())
     }
 }

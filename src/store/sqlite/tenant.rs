@@ -157,25 +157,6 @@ impl TenantTx for SqliteTenantTx {
         Ok(opened)
     }
 
-    async fn schedules_set_last_run(
-        &mut self,
-        runs: &[(ScheduleId, chrono::DateTime<chrono::Utc>)],
-    ) -> StoreResult<()> {
-        for (id, at) in runs {
-            sqlx::query(
-                "UPDATE schedules SET last_run_at = ?3 \
-                 WHERE env_id = ?1 AND id = ?2 AND (last_run_at IS NULL OR last_run_at < ?3)",
-            )
-            .bind(self.env())
-            .bind(id.0.to_string())
-            .bind(at.timestamp_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db_err)?;
-        }
-        Ok(())
-    }
-
     async fn job_finish_many(&mut self, finishes: &[JobFinish]) -> StoreResult<Vec<Job>> {
         let mut finished = Vec::with_capacity(finishes.len());
         for finish in finishes {
@@ -188,9 +169,14 @@ impl TenantTx for SqliteTenantTx {
             let row = self.fetch_optional(&sql).await?;
             if let Some(job) = rows::map_row(row.as_ref(), "jobs", rows::job)? {
                 self.attempts_insert(&[finish]).await?;
+                if let (None, Some(at)) = (finish.lease_expired_by, finish.detail.started_at) {
+                    self.last_run_set(job.schedule_id, at).await?;
+                }
                 finished.push(job);
             }
         }
+        let written: Vec<JobId> = finished.iter().map(|j| j.id).collect();
+        rows::answers_forget(self, &written).await?;
         Ok(finished)
     }
 

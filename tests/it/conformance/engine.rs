@@ -401,7 +401,6 @@ pub async fn answers_written_ahead_belong_to_running_attempts(store: Arc<dyn Sto
     // Another environment sees nothing of it.
     let mut tx = store.tenant_begin(other_env).await.unwrap();
     assert_eq!(tx.job_answer_get(running_job.id, 1).await.unwrap(), None);
-    assert_eq!(tx.job_answers_forget(&[running_job.id]).await.unwrap(), 0);
     tx.commit().await.unwrap();
 
     let mut tx = store.tenant_begin(env).await.unwrap();
@@ -411,12 +410,22 @@ pub async fn answers_written_ahead_belong_to_running_attempts(store: Arc<dyn Sto
     );
     assert_eq!(tx.job_answer_get(running_job.id, 2).await.unwrap(), None);
     assert_eq!(tx.job_answer_get(finished_job.id, 1).await.unwrap(), None);
-    assert_eq!(
-        tx.job_answers_forget(&[running_job.id, finished_job.id])
-            .await
-            .unwrap(),
-        1
-    );
+    tx.commit().await.unwrap();
+
+    // The record of the attempt holds the answer from then on: it is forgotten with it.
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let finish = JobFinish {
+        id: running_job.id,
+        attempt: 1,
+        epoch: running_job.lease_epoch,
+        outcome: JobOutcome::Succeeded {
+            result: json!({"n": 1}),
+        },
+        now: at,
+        detail: AttemptDetail::default(),
+        lease_expired_by: None,
+    };
+    assert_eq!(tx.job_finish_many(&[finish]).await.unwrap().len(), 1);
     assert_eq!(tx.job_answer_get(running_job.id, 1).await.unwrap(), None);
     tx.commit().await.unwrap();
 }

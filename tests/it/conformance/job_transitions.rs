@@ -18,6 +18,67 @@ async fn finish(store: &Arc<dyn Store>, env: EnvId, finish: JobFinish) -> Vec<Jo
     written
 }
 
+/// The record of a call moves its schedule's last run to when the call started: never back
+/// (an older attempt's record), and not for an attempt recovered from a stopped instance (its
+/// call may never have left) or an outcome that was not written.
+pub async fn a_finish_moves_the_last_run_forward_only(store: Arc<dyn Store>) {
+    let env = EnvId::new();
+    let s = insert_schedule(&store, env, new_schedule("last-run", "billing")).await;
+    let last_run = |store: Arc<dyn Store>| async move {
+        let mut tx = store.tenant_begin(env).await.unwrap();
+        let s = tx.schedule_get(s.id).await.unwrap().unwrap();
+        tx.commit().await.unwrap();
+        s.last_run_at
+    };
+    // One running job at a time (the open-job rule): each finished as it comes, unless its
+    // attempt is off by `attempt_off`.
+    let run = |started: i64, recovered: bool, attempt_off: i32| {
+        let store = store.clone();
+        async move {
+            let mut tx = store.tenant_begin(env).await.unwrap();
+            let job = tx
+                .job_insert(&new_job(s.id, JobStatus::Running))
+                .await
+                .unwrap();
+            let finish = JobFinish {
+                id: job.id,
+                attempt: job.attempt + attempt_off,
+                epoch: job.lease_epoch,
+                outcome: JobOutcome::Succeeded { result: json!({}) },
+                now: later(started + 1),
+                detail: AttemptDetail {
+                    started_at: Some(later(started)),
+                    ..AttemptDetail::default()
+                },
+                lease_expired_by: recovered.then(|| later(started + 1)),
+            };
+            let written = tx.job_finish_many(&[finish]).await.unwrap().len();
+            tx.commit().await.unwrap();
+            written
+        }
+    };
+    assert_eq!(last_run(store.clone()).await, None);
+    assert_eq!(run(30, false, 0).await, 1);
+    assert_eq!(last_run(store.clone()).await, Some(later(30)));
+    assert_eq!(run(10, false, 0).await, 1, "an older call's record");
+    assert_eq!(
+        last_run(store.clone()).await,
+        Some(later(30)),
+        "not moved back"
+    );
+    assert_eq!(run(50, true, 0).await, 1, "a recovered attempt's record");
+    assert_eq!(
+        last_run(store.clone()).await,
+        Some(later(30)),
+        "not moved by it"
+    );
+    assert_eq!(run(70, false, 0).await, 1);
+    assert_eq!(last_run(store.clone()).await, Some(later(70)));
+    // Last, as its job stays running: an outcome for another attempt is not written.
+    assert_eq!(run(90, false, 1).await, 0);
+    assert_eq!(last_run(store).await, Some(later(70)));
+}
+
 pub async fn job_finish_writes_each_outcome_if_the_attempt_still_runs(store: Arc<dyn Store>) {
     let env = EnvId::new();
 

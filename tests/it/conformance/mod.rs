@@ -186,6 +186,7 @@ macro_rules! conformance_suite {
                 schedule_set_deleted_clears_the_next_fire_and_retry_count,
                 schedule_set_outcome_writes_retry_count_and_completes_on_request,
                 job_finish_writes_each_outcome_if_the_attempt_still_runs,
+                a_finish_moves_the_last_run_forward_only,
                 job_set_pending_retries_only_failed_jobs,
                 job_set_superseded_ends_only_failed_jobs,
                 buffered_and_concurrent_jobs_keep_the_open_job_rule,

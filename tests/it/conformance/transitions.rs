@@ -32,7 +32,24 @@ async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
     .await
     .unwrap()
     .unwrap();
-    tx.schedules_set_last_run(&[(s.id, due)]).await.unwrap();
+    // Its last run: the record of a call that started at the instant.
+    let job = tx
+        .job_insert(&new_job(s.id, JobStatus::Running))
+        .await
+        .unwrap();
+    let finish = JobFinish {
+        id: job.id,
+        attempt: job.attempt,
+        epoch: job.lease_epoch,
+        outcome: JobOutcome::Succeeded { result: json!({}) },
+        now: due,
+        detail: AttemptDetail {
+            started_at: Some(due),
+            ..AttemptDetail::default()
+        },
+        lease_expired_by: None,
+    };
+    assert_eq!(tx.job_finish_many(&[finish]).await.unwrap().len(), 1);
     let worn = tx
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: s.id,

@@ -247,7 +247,11 @@ async fn a_bursts_records_do_not_trust_the_count_of_running_jobs() {
                     result: serde_json::json!({"ok": true}),
                 },
                 now,
-                detail: AttemptDetail::default(),
+                // A call that started: the record moves its schedule's last run too.
+                detail: AttemptDetail {
+                    started_at: Some(now),
+                    ..AttemptDetail::default()
+                },
                 lease_expired_by: None,
             })
             .collect();
