@@ -245,13 +245,9 @@ pub(super) struct Producer {
     pressing: watch::Sender<bool>,
     /// This instance's place among the instances alive (`share.rs`).
     share: watch::Receiver<(u32, u32)>,
-    /// How far ahead rounds claim now: the configured lead, longer before a large burst
-    /// (`wake::lead_for`).
-    lead_now: Duration,
-    /// Fires claimed per second of a round, as measured (a moving average).
-    claim_rate: f64,
-    /// Fires handed off per second of a hand-off write, as measured (a moving average).
-    hand_off_rate: f64,
+    /// How far ahead rounds claim now, how fast claims and hand-offs go, and when a round next
+    /// claims ahead (`wake::Pace`).
+    pace: wake::Pace,
     /// When the hand-off in progress began.
     hand_off_started: Option<Instant>,
     /// How fast calls start while attempts wait for a slot: sizes the leases of fires a
@@ -318,12 +314,10 @@ impl Producer {
             recorded,
             pressing,
             share,
-            lead_now: match mode {
+            pace: wake::Pace::new(match mode {
                 Mode::Serve { lead } => lead,
                 Mode::Tick => Duration::ZERO,
-            },
-            claim_rate: wake::CLAIM_RATE_GUESS,
-            hand_off_rate: wake::HAND_OFF_RATE_GUESS,
+            }),
             hand_off_started: None,
             drain: DrainRate::new(&parts.config),
             parts,
@@ -383,7 +377,7 @@ impl Producer {
 
     fn lead(&self) -> Option<Duration> {
         match self.mode {
-            Mode::Serve { lead } if !lead.is_zero() => Some(self.lead_now.max(lead)),
+            Mode::Serve { lead } if !lead.is_zero() => Some(self.pace.lead_now.max(lead)),
             _ => None,
         }
     }
@@ -411,6 +405,7 @@ impl Producer {
 
     /// A change or a freed slot: the next round runs now.
     fn wake_round(&mut self) {
+        self.pace.claim_next();
         if self.serving() {
             self.next_round = Some(NextRound::after(
                 self.parts.clock.now(),

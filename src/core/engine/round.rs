@@ -114,7 +114,8 @@ impl Parts {
             // Rounds that run back to back (a burst being claimed) keep the lead they have; the
             // count is taken when the loop is about to wait.
             let back_to_back = claimed.round.progress && claimed.round.full;
-            if budget.ahead.is_some() && !back_to_back {
+            // Counted by a round that claims ahead (one between claims claims only what is due).
+            if budget.ahead.is_some_and(|ahead| !ahead.is_zero()) && !back_to_back {
                 let until = self.clock.now() + super::parts::chrono_duration(super::wake::LEAD_MAX);
                 claimed.due_soon = Some(
                     self.store

@@ -121,7 +121,7 @@ impl Producer {
             && answer.is_ok()
         {
             let sample = fires.len() as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            self.hand_off_rate = (self.hand_off_rate + sample) / 2.0;
+            self.pace.hand_off_rate = (self.pace.hand_off_rate + sample) / 2.0;
         }
         let handed = match answer {
             Ok(handed) => handed,

@@ -30,7 +30,7 @@ impl Producer {
         // Only a round that claimed a batch's worth says how fast claims go.
         if fired >= 100 && !took.is_zero() {
             let sample = fired as f64 / took.as_secs_f64();
-            self.claim_rate = (self.claim_rate + sample) / 2.0;
+            self.pace.claim_rate = (self.pace.claim_rate + sample) / 2.0;
         }
         let Mode::Serve { lead } = self.mode else {
             return;
@@ -38,11 +38,11 @@ impl Producer {
         match due_soon {
             Some(Ok(due)) => {
                 let (_, of) = *self.share.borrow();
-                self.lead_now = wake::lead_for(lead, due, self.claim_rate, self.hand_off_rate, of);
+                self.pace.size(lead, due, of);
             }
             Some(Err(err)) => {
                 tracing::warn!(error = %err, "cannot count what falls due soon; claiming with the configured lead");
-                self.lead_now = lead;
+                self.pace.uncounted(lead);
             }
             None => {}
         }
@@ -81,7 +81,13 @@ impl Producer {
                     return;
                 }
                 self.next_round = None;
-                self.budget(true, true)
+                let mut budget = self.budget(true, true);
+                // Between claims ahead (a round woken by a lease's end, a retry's instant),
+                // only what is due now is claimed.
+                if !self.pace.round_starts(now) {
+                    budget.ahead = budget.ahead.map(|_| Duration::ZERO);
+                }
+                budget
             }
             Mode::Tick => {
                 if self.tick.phase == Phase::Done || self.tick.wait_for_slot {
@@ -146,8 +152,10 @@ impl Producer {
                 self.queue_claimed(schedule, job, Start::Fire, leased_from, mono);
             }
         }
-        self.held
-            .set_hand_off_before(wake::hand_off_before(self.held.count(), self.hand_off_rate));
+        self.held.set_hand_off_before(wake::hand_off_before(
+            self.held.count(),
+            self.pace.hand_off_rate,
+        ));
         for (schedule, job) in claimed.retries {
             self.queue_claimed(schedule, job, Start::Retry, leased_from, mono);
         }
@@ -183,6 +191,8 @@ impl Producer {
         match self.mode {
             Mode::Serve { .. } => {
                 let round = claimed.round;
+                let lead = self.lead().unwrap_or_default();
+                self.pace.round_ended(self.pace.step(&round, lead));
                 if round.progress && round.full && self.claim_room() > 0 {
                     self.wake_round();
                 } else {
@@ -261,13 +271,21 @@ impl Producer {
             Some(Ok(at)) => *at,
             _ => None,
         };
+        let lead = self.lead().unwrap_or_default();
         let mut wait = wake::wait_after(
             &round,
             next_due,
             now,
-            self.lead().unwrap_or_default(),
+            lead,
+            self.pace.step(&round, lead),
             self.parts.config.tick_interval,
         );
+        // The next claim ahead is not put off by what else the round saw.
+        if let Some(until) = self.pace.until_claim(now)
+            && !lead.is_zero()
+        {
+            wait.wait = wait.wait.min(until);
+        }
         // A round that claims ahead is not run beside a burst's calls.
         if let (Some(due_at), false) = (due_at, wait.pause) {
             let at = now + super::super::parts::chrono_duration(wait.wait);
