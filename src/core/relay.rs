@@ -454,11 +454,8 @@ impl Relay {
 
     /// Sets the parked-events gauge from the store (parked events are shared by all relays).
     async fn refresh_parked(&self) {
-        match self.store.stats_get().await {
-            Ok(stats) => self
-                .metrics
-                .events_parked
-                .store(stats.outbox_parked, Ordering::Relaxed),
+        match self.store.outbox_parked_count().await {
+            Ok(parked) => self.metrics.events_parked.store(parked, Ordering::Relaxed),
             Err(err) => tracing::warn!(error = %err, "cannot count parked outbox events"),
         }
     }

@@ -215,6 +215,11 @@ pub trait Store: Send + Sync + 'static {
     /// Aggregate counts across tenants.
     async fn stats_get(&self) -> StoreResult<StoreStats>;
 
+    /// How many outbox events are parked (as [`StoreStats::outbox_parked`]), without the
+    /// other counts: the relay's gauge asks for it after each retention pass, and the counts
+    /// of schedules grow with everything held.
+    async fn outbox_parked_count(&self) -> StoreResult<i64>;
+
     /// The distinct (environment, zone) pairs of active cron schedules, in that order: ids and
     /// zone names only, for the start-up recompute under new time-zone rules.
     async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>>;
@@ -405,8 +410,6 @@ pub trait TenantTx: Send {
     /// The answer written ahead of its record for this attempt of the job, if any.
     async fn job_answer_get(&mut self, id: JobId, attempt: i32) -> StoreResult<Option<JobAnswer>>;
 
-    /// Deletes the answers written ahead for these jobs (their outcomes are being recorded).
-    async fn job_answers_forget(&mut self, ids: &[JobId]) -> StoreResult<u64>;
     /// Those of the schedules `ids` that have an open (pending or running) job.
     async fn schedules_with_open_job(&mut self, ids: &[ScheduleId])
     -> StoreResult<Vec<ScheduleId>>;

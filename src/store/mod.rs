@@ -319,6 +319,10 @@ macro_rules! store_impl {
             reads::stats_get(&self.pool).await
         }
 
+        async fn outbox_parked_count(&self) -> StoreResult<i64> {
+            reads::outbox_parked_count(&self.pool).await
+        }
+
         async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
             reads::schedule_zones_active(&self.pool).await
         }

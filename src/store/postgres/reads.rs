@@ -169,6 +169,13 @@ pub(super) async fn stats_get(pool: &PgPool) -> StoreResult<StoreStats> {
     rows::stats(&PgCells(&row, "stats"))
 }
 
+pub(super) async fn outbox_parked_count(pool: &PgPool) -> StoreResult<i64> {
+    sqlx::query_scalar("SELECT outbox_parked FROM cron.outbox_stats()")
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)
+}
+
 pub(super) async fn schedule_zones_active(pool: &PgPool) -> StoreResult<Vec<ZoneInUse>> {
     let pairs: Vec<(Uuid, String)> =
         sqlx::query_as("SELECT env_id, timezone FROM cron.schedule_zones_active()")

@@ -278,6 +278,15 @@ pub(super) async fn dlq_envs(pool: &SqlitePool) -> StoreResult<Vec<EnvId>> {
         .collect()
 }
 
+pub(super) async fn outbox_parked_count(pool: &SqlitePool) -> StoreResult<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL AND relayed_at IS NULL",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(db_err)
+}
+
 pub(super) async fn stats_get(pool: &SqlitePool) -> StoreResult<StoreStats> {
     let row = sqlx::query(
         "SELECT (SELECT count(*) FROM schedules WHERE status = 'active') AS schedules_active, \

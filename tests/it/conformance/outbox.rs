@@ -312,6 +312,11 @@ pub async fn outbox_failures_back_off_and_park(store: Arc<dyn Store>) {
 
     let after = store.stats_get().await.unwrap();
     assert_eq!(after.outbox_parked, before.outbox_parked + 1);
+    // The relay's gauge asks for the parked count alone: the same figure.
+    assert_eq!(
+        store.outbox_parked_count().await.unwrap(),
+        after.outbox_parked
+    );
     assert_eq!(after.outbox_unrelayed, before.outbox_unrelayed);
     let mut tx = store.tenant_begin(env).await.unwrap();
     let listed = tx.outbox_list(0, 10).await.unwrap();

@@ -311,6 +311,10 @@ impl Store for FaultyStore {
         self.pass().await?;
         self.inner.stats_get().await
     }
+    async fn outbox_parked_count(&self) -> StoreResult<i64> {
+        self.pass().await?;
+        self.inner.outbox_parked_count().await
+    }
     async fn schedule_zones_active(&self) -> StoreResult<Vec<ZoneInUse>> {
         self.pass().await?;
         self.inner.schedule_zones_active().await
