@@ -8,7 +8,7 @@ use sentin8_cron::core::model::*;
 use sentin8_cron::core::store::*;
 use serde_json::json;
 
-use super::transitions::{later, running_job, stored_job};
+use super::transitions::{call_recorded, later, running_job, stored_job};
 use super::{insert_schedule, new_job, new_schedule};
 
 async fn finish(store: &Arc<dyn Store>, env: EnvId, finish: JobFinish) -> Vec<Job> {
@@ -36,23 +36,9 @@ pub async fn a_finish_moves_the_last_run_forward_only(store: Arc<dyn Store>) {
         let store = store.clone();
         async move {
             let mut tx = store.tenant_begin(env).await.unwrap();
-            let job = tx
-                .job_insert(&new_job(s.id, JobStatus::Running))
-                .await
-                .unwrap();
-            let finish = JobFinish {
-                id: job.id,
-                attempt: job.attempt + attempt_off,
-                epoch: job.lease_epoch,
-                outcome: JobOutcome::Succeeded { result: json!({}) },
-                now: later(started + 1),
-                detail: AttemptDetail {
-                    started_at: Some(later(started)),
-                    ..AttemptDetail::default()
-                },
-                lease_expired_by: recovered.then(|| later(started + 1)),
-            };
-            let written = tx.job_finish_many(&[finish]).await.unwrap().len();
+            let recovered = recovered.then(|| later(started + 1));
+            let written =
+                call_recorded(&mut *tx, s.id, later(started), recovered, attempt_off).await;
             tx.commit().await.unwrap();
             written
         }

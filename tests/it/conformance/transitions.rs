@@ -33,23 +33,7 @@ async fn worn_schedule(store: &Arc<dyn Store>, env: EnvId) -> Schedule {
     .unwrap()
     .unwrap();
     // Its last run: the record of a call that started at the instant.
-    let job = tx
-        .job_insert(&new_job(s.id, JobStatus::Running))
-        .await
-        .unwrap();
-    let finish = JobFinish {
-        id: job.id,
-        attempt: job.attempt,
-        epoch: job.lease_epoch,
-        outcome: JobOutcome::Succeeded { result: json!({}) },
-        now: due,
-        detail: AttemptDetail {
-            started_at: Some(due),
-            ..AttemptDetail::default()
-        },
-        lease_expired_by: None,
-    };
-    assert_eq!(tx.job_finish_many(&[finish]).await.unwrap().len(), 1);
+    assert_eq!(call_recorded(&mut *tx, s.id, due, None, 0).await, 1);
     let worn = tx
         .schedule_set_outcome(&ScheduleSetOutcome {
             id: s.id,
@@ -257,6 +241,36 @@ pub async fn schedule_set_outcome_writes_retry_count_and_completes_on_request(
 }
 
 /// A running job on its second attempt.
+/// A call of `schedule` that started at `started`, recorded as a success a second later: a
+/// running job inserted and finished, as this instance's own attempt or, with
+/// `lease_expired_by`, one recovered from another; its outcome is for the job's attempt plus
+/// `attempt_off`. How many jobs the record wrote.
+pub(super) async fn call_recorded(
+    tx: &mut dyn TenantTx,
+    schedule: ScheduleId,
+    started: DateTime<Utc>,
+    lease_expired_by: Option<DateTime<Utc>>,
+    attempt_off: i32,
+) -> usize {
+    let job = tx
+        .job_insert(&new_job(schedule, JobStatus::Running))
+        .await
+        .unwrap();
+    let finish = JobFinish {
+        id: job.id,
+        attempt: job.attempt + attempt_off,
+        epoch: job.lease_epoch,
+        outcome: JobOutcome::Succeeded { result: json!({}) },
+        now: started + Duration::seconds(1),
+        detail: AttemptDetail {
+            started_at: Some(started),
+            ..AttemptDetail::default()
+        },
+        lease_expired_by,
+    };
+    tx.job_finish_many(&[finish]).await.unwrap().len()
+}
+
 pub(super) async fn running_job(store: &Arc<dyn Store>, env: EnvId) -> Job {
     let schedule_type = format!("jobs-{}", ScheduleId::new());
     let s = insert_schedule(store, env, new_schedule(&schedule_type, "billing")).await;
