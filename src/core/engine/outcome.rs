@@ -157,8 +157,9 @@ impl Parts {
 
     /// One transaction for the jobs (with their ledger rows, their schedules' last calls and
     /// the answers written ahead forgotten: `job_finish_many`), the schedules' retry state, a
-    /// DLQ entry where retries are exhausted, and the outcome events. A job whose attempt was recorded elsewhere first (it
-    /// went stale and was recovered) is left alone and reported as superseded.
+    /// DLQ entry where retries are exhausted, and the outcome events. A job whose attempt was
+    /// recorded elsewhere first (it went stale and was recovered) is left alone and reported
+    /// as superseded.
     async fn record_outcomes(
         &self,
         env: EnvId,
