@@ -59,11 +59,11 @@ pub(super) fn wait_after(
         Some(Ok(Some(at))) => {
             let until = (at - now).to_std().unwrap_or_default();
             // Claimed a lead ahead, at most every `step` (`Pace::step`: a steady stream of fires
-            // is claimed a step's worth at a time, not one claim per fire). What is nearer than the lead
-            // after a round is looked at again within a step: a fire that came within the lead
-            // while the round ran (or that the round could not take) is claimed ahead then,
-            // not at its instant; a retry or a lease sooner than that is waited for at its own
-            // instant. A schedule left for its instant because its previous job is open is
+            // is claimed a step's worth at a time, not one claim per fire). What is nearer than
+            // the lead after a round is looked at again within a step: a fire that came within
+            // the lead while the round ran (or that the round could not take) is claimed ahead
+            // then, not at its instant; a retry or a lease sooner than that is waited for at its
+            // own instant. A schedule left for its instant because its previous job is open is
             // looked at again sooner, once that job's outcome is likely recorded: a schedule
             // that repeats every few seconds is then claimed ahead and called at its instant,
             // rather than claimed at it (late) or skipped for a job whose answer is in.
