@@ -164,6 +164,10 @@ pub struct RelaySummary {
     pub bus_unavailable: bool,
     /// The drain stopped at its round limit with work left.
     pub round_limit_reached: bool,
+    /// The loop's drain stopped after a round that claimed less than a batch (see
+    /// [`Relay::run`]): an event behind another of its schedule's may be claimable now.
+    #[serde(skip)]
+    pub partial: bool,
 }
 
 impl RelaySummary {
@@ -225,7 +229,7 @@ impl Relay {
     /// unreachable, or the round limit; then one retention pass. Events in their failure
     /// backoff, or leased to another relay, are left for later.
     pub async fn drain_once(&self) -> Result<RelaySummary, RelayError> {
-        let mut summary = self.drain().await?;
+        let mut summary = self.drain(Until::Empty).await?;
         summary.purged = self.purge().await?;
         if summary.parked > 0 {
             self.refresh_parked().await;
@@ -233,7 +237,7 @@ impl Relay {
         Ok(summary)
     }
 
-    async fn drain(&self) -> Result<RelaySummary, RelayError> {
+    async fn drain(&self, until: Until) -> Result<RelaySummary, RelayError> {
         let mut summary = RelaySummary::default();
         for _ in 0..self.options.max_rounds_per_drain.max(1) {
             let round = self.round().await?;
@@ -241,9 +245,18 @@ impl Relay {
             if round.claimed == 0 || round.bus_unavailable {
                 return Ok(summary);
             }
+            if until == Until::FullRounds && round.claimed < u64::from(self.claim_limit()) {
+                summary.partial = true;
+                return Ok(summary);
+            }
         }
         summary.round_limit_reached = true;
         Ok(summary)
+    }
+
+    /// The most events a round claims.
+    fn claim_limit(&self) -> u32 {
+        self.options.batch_size.clamp(1, 1000)
     }
 
     /// One claim-publish-record round.
@@ -261,7 +274,7 @@ impl Relay {
                 relay_id: self.options.relay_id.clone(),
                 now,
                 lease_until,
-                limit: self.options.batch_size.clamp(1, 1000),
+                limit: self.claim_limit(),
             })
             .await?;
         let mut round = RelaySummary {
@@ -462,7 +475,10 @@ impl Relay {
 
     /// Relays until `shutdown` resolves: a drain whenever a commit rings the outbox signal (at most
     /// every [`RELAY_STEP`]), at least every `poll_interval`, and not before `failure_backoff`
-    /// after a failure (a commit does not cut that short). A retention pass runs every
+    /// after a failure (a commit does not cut that short). A drain goes on while its rounds
+    /// claim full batches; after one that claimed less, the next drain begins a step after it
+    /// (with what committed meanwhile), not at once with a claim that finds only the events
+    /// that were behind others of their schedules. A retention pass runs every
     /// `purge_interval`. An in-flight round finishes before the loop returns.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
@@ -471,7 +487,7 @@ impl Relay {
         let mut next_purge = self.clock.now();
         loop {
             let started = tokio::time::Instant::now();
-            let drained = self.drain().await;
+            let drained = self.drain(Until::FullRounds).await;
             if self.clock.now() >= next_purge {
                 match self.purge().await {
                     Ok(purged) if purged > 0 => {
@@ -491,7 +507,9 @@ impl Relay {
                     if summary.failed > 0 {
                         (self.options.failure_backoff, false)
                     } else if summary.round_limit_reached {
-                        (Duration::ZERO, true)
+                        (Duration::ZERO, false)
+                    } else if summary.partial {
+                        (RELAY_STEP.saturating_sub(started.elapsed()), false)
                     } else {
                         (self.options.poll_interval, true)
                     }
@@ -519,10 +537,20 @@ impl Relay {
     }
 }
 
-/// Rounds woken by commits begin at most this often: under a steady stream of commits (a
-/// jittered minute's records) a round relays what a step brought, at the cost of at most this
-/// much delay on the way to the bus.
-const RELAY_STEP: Duration = Duration::from_millis(200);
+/// Drains woken by commits, or following a round that claimed less than a batch, begin at
+/// most this often: under a steady stream of commits (a jittered minute's records, a few
+/// every second) a drain relays what a step brought in one round of two statements, at the
+/// cost of at most this much delay on the way to the bus.
+const RELAY_STEP: Duration = Duration::from_secs(1);
+
+/// Where a drain stops, beside an empty claim, an unreachable bus and the round limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// Only there: everything deliverable now is relayed (`relay --once`).
+    Empty,
+    /// Also after a round that claimed less than a batch (the loop).
+    FullRounds,
+}
 
 fn chrono_duration(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)

@@ -16,6 +16,7 @@ use crate::support::{PgTestDb, t0};
 
 mod bounded;
 mod engines;
+mod idle;
 mod plans;
 mod readers;
 

@@ -421,6 +421,55 @@ pub async fn the_loop_wakes_on_commit_and_stops_on_shutdown(store: Arc<dyn Store
         .expect("the loop did not panic");
 }
 
+/// A round claims one event per schedule: a round that claimed less than a batch ends the
+/// loop's drain, and the next begins a step later with no commit to wake it. A schedule's
+/// later events follow its first without waiting for the safety poll.
+pub async fn the_loop_relays_a_schedules_later_events_after_a_partial_round(store: Arc<dyn Store>) {
+    let ops = Ops::new(store.clone());
+    let env = EnvId::new();
+    let now = Utc::now();
+    let schedule = create_schedule(&ops, env, "paused-and-resumed", now).await;
+    ops.schedule_pause(env, schedule.id, &actor(now), None)
+        .await
+        .unwrap();
+    ops.schedule_resume(env, schedule.id, &actor(now))
+        .await
+        .unwrap();
+    let sink = Arc::new(ScriptedSink::default());
+    let mut opts = options("r1");
+    // Far beyond the test's patience: no poll, and no commit after the loop starts.
+    opts.poll_interval = StdDuration::from_secs(600);
+    let relay = relay(&store, sink.clone(), Arc::new(SystemClock), opts);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        relay
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+
+    let all_three = async {
+        while sink.delivered_ids().len() < 3 {
+            sink.published.notified().await;
+        }
+    };
+    tokio::time::timeout(StdDuration::from_secs(10), all_three)
+        .await
+        .expect("the schedule's three events relayed, one round each");
+    let stored = outbox(&store, &[env]).await;
+    assert_eq!(
+        sink.delivered_ids(),
+        stored.iter().map(|e| e.id).collect::<Vec<_>>(),
+        "in commit order"
+    );
+    let _ = stop.send(());
+    tokio::time::timeout(StdDuration::from_secs(10), task)
+        .await
+        .expect("the loop stops on shutdown")
+        .expect("the loop did not panic");
+}
+
 /// Instantiates every relay-loop test for one backend.
 #[macro_export]
 macro_rules! relay_suite {
@@ -435,6 +484,7 @@ macro_rules! relay_suite {
                 publishes_start_only_while_the_lease_lasts,
                 retention_deletes_old_relayed_events,
                 the_loop_wakes_on_commit_and_stops_on_shutdown,
+                the_loop_relays_a_schedules_later_events_after_a_partial_round,
             );
         }
     };

@@ -139,11 +139,11 @@ pub(super) async fn connect_pool(
     });
     let stale = Arc::downgrade(&keeper);
     // A connection opened to the previous host is not handed out again.
-    let mut pool = pool.before_acquire(move |_, meta| {
+    let mut pool = pool.before_acquire(move |conn, meta| {
         let fresh = !stale
             .upgrade()
             .is_some_and(|k| k.opened_before_switch(meta.age));
-        Box::pin(async move { Ok(fresh) })
+        Box::pin(async move { Ok(fresh && super::alive_if_idle(conn, meta).await?) })
     });
     if attrs == SessionAttrs::ReadWrite {
         // A new connection that lands on a read-only server (the host turned standby) is

@@ -39,6 +39,34 @@ pub use migrate::migrate;
 /// Connections kept for tenant reads (see [`PgStore`]'s `readers`).
 const READERS: u32 = 4;
 
+/// A pooled connection that sat idle at least this long is pinged before it is handed out;
+/// one used more recently is not ([`alive_if_idle`]).
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// A pool's options, without sqlx's ping before every acquisition: that is a round trip per
+/// transaction, a fifth of those of a jittered minute. Each pool checks a connection that sat
+/// idle instead ([`alive_if_idle`], in its `before_acquire`); a connection that broke while
+/// in use fails its statement, which the engine tries again, and is closed.
+fn pool_without_pings(max_connections: u32, acquire_timeout: Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .test_before_acquire(false)
+}
+
+/// Whether a pooled connection may be handed out: yes when it was used within
+/// [`PING_IDLE_AFTER`], else when it answers a ping (an error closes it, and the pool opens
+/// another).
+pub(super) async fn alive_if_idle(
+    conn: &mut sqlx::PgConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for < PING_IDLE_AFTER {
+        return Ok(true);
+    }
+    sqlx::Connection::ping(conn).await.map(|()| true)
+}
+
 /// The role the service connects as: subject to row-level security.
 pub const SERVICE_ROLE: &str = "sentin8_cron_service";
 
@@ -65,16 +93,15 @@ impl PgStore {
     /// that fits, and follows a failover to another without a restart.
     pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
         let mut hosts = hosts::HostList::parse(url).map_err(url_err)?;
-        let pool_options = PgPoolOptions::new()
-            .max_connections(options.max_connections.max(2))
-            .acquire_timeout(options.acquire_timeout);
+        let pool_options =
+            pool_without_pings(options.max_connections.max(2), options.acquire_timeout);
         let (pool, readers, keeper) = if hosts.is_single() {
             let host = hosts.hosts.remove(0);
-            let readers = PgPoolOptions::new()
-                .max_connections(READERS)
-                .acquire_timeout(options.acquire_timeout)
+            let readers = pool_without_pings(READERS, options.acquire_timeout)
+                .before_acquire(|conn, meta| Box::pin(alive_if_idle(conn, meta)))
                 .connect_lazy_with(host.options.clone());
             let pool = pool_options
+                .before_acquire(|conn, meta| Box::pin(alive_if_idle(conn, meta)))
                 .connect_with(host.options)
                 .await
                 .map_err(db_err)?;
