@@ -388,20 +388,43 @@ pub async fn retention_deletes_old_relayed_events(store: Arc<dyn Store>) {
     assert!(outbox(&store, &[env]).await.is_empty());
 }
 
+/// The relay's loop on a task, polling far beyond a test's patience (only commits, and its
+/// own steps, wake it in time), until [`RunningLoop::stop`].
+struct RunningLoop {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningLoop {
+    fn start(store: &Arc<dyn Store>, sink: Arc<ScriptedSink>) -> Self {
+        let mut opts = options("r1");
+        opts.poll_interval = StdDuration::from_secs(600);
+        let relay = relay(store, sink, Arc::new(SystemClock), opts);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            relay
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Self { stop, task }
+    }
+
+    /// Shuts the loop down and waits for it to end.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(StdDuration::from_secs(10), self.task)
+            .await
+            .expect("the loop stops on shutdown")
+            .expect("the loop did not panic");
+    }
+}
+
 pub async fn the_loop_wakes_on_commit_and_stops_on_shutdown(store: Arc<dyn Store>) {
     let sink = Arc::new(ScriptedSink::default());
-    let mut opts = options("r1");
-    // Far beyond the test's patience: only the commit signal can wake the loop in time.
-    opts.poll_interval = StdDuration::from_secs(600);
-    let relay = relay(&store, sink.clone(), Arc::new(SystemClock), opts);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        relay
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    // Only the commit signal can wake the loop in time.
+    let running = RunningLoop::start(&store, sink.clone());
 
     let ops = Ops::new(store.clone());
     let env = EnvId::new();
@@ -414,11 +437,7 @@ pub async fn the_loop_wakes_on_commit_and_stops_on_shutdown(store: Arc<dyn Store
     }
     assert_eq!(sink.delivered_ids().len(), 2);
 
-    let _ = stop.send(());
-    tokio::time::timeout(StdDuration::from_secs(10), task)
-        .await
-        .expect("the loop stops on shutdown")
-        .expect("the loop did not panic");
+    running.stop().await;
 }
 
 /// A round claims one event per schedule: a round that claimed less than a batch ends the
@@ -436,18 +455,8 @@ pub async fn the_loop_relays_a_schedules_later_events_after_a_partial_round(stor
         .await
         .unwrap();
     let sink = Arc::new(ScriptedSink::default());
-    let mut opts = options("r1");
-    // Far beyond the test's patience: no poll, and no commit after the loop starts.
-    opts.poll_interval = StdDuration::from_secs(600);
-    let relay = relay(&store, sink.clone(), Arc::new(SystemClock), opts);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        relay
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    // No commit after the loop starts.
+    let running = RunningLoop::start(&store, sink.clone());
 
     let all_three = async {
         while sink.delivered_ids().len() < 3 {
@@ -463,11 +472,7 @@ pub async fn the_loop_relays_a_schedules_later_events_after_a_partial_round(stor
         stored.iter().map(|e| e.id).collect::<Vec<_>>(),
         "in commit order"
     );
-    let _ = stop.send(());
-    tokio::time::timeout(StdDuration::from_secs(10), task)
-        .await
-        .expect("the loop stops on shutdown")
-        .expect("the loop did not panic");
+    running.stop().await;
 }
 
 /// Instantiates every relay-loop test for one backend.
