@@ -138,7 +138,8 @@ pub(super) async fn connect_pool(
         nudge: Notify::new(),
     });
     let stale = Arc::downgrade(&keeper);
-    // A connection opened to the previous host is not handed out again.
+    // A connection opened to the previous host is not handed out again; this hook replaces
+    // the pool's check of idle connections, so it makes that check too.
     let mut pool = pool.before_acquire(move |conn, meta| {
         let fresh = !stale
             .upgrade()

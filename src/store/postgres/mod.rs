@@ -44,14 +44,16 @@ const READERS: u32 = 4;
 const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// A pool's options, without sqlx's ping before every acquisition: that is a round trip per
-/// transaction, a fifth of those of a jittered minute. Each pool checks a connection that sat
-/// idle instead ([`alive_if_idle`], in its `before_acquire`); a connection that broke while
-/// in use fails its statement, which the engine tries again, and is closed.
-fn pool_without_pings(max_connections: u32, acquire_timeout: Duration) -> PgPoolOptions {
+/// transaction, a fifth of those of a jittered minute. The pool checks a connection that sat
+/// idle instead ([`alive_if_idle`], its `before_acquire`; the failover pool replaces that hook
+/// with one that also calls it); a connection that broke while in use fails its statement,
+/// which the engine tries again, and is closed.
+fn pool_checking_idle(max_connections: u32, acquire_timeout: Duration) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
         .test_before_acquire(false)
+        .before_acquire(|conn, meta| Box::pin(alive_if_idle(conn, meta)))
 }
 
 /// Whether a pooled connection may be handed out: yes when it was used within
@@ -94,14 +96,12 @@ impl PgStore {
     pub async fn connect(url: &str, options: &ConnectOptions) -> StoreResult<Self> {
         let mut hosts = hosts::HostList::parse(url).map_err(url_err)?;
         let pool_options =
-            pool_without_pings(options.max_connections.max(2), options.acquire_timeout);
+            pool_checking_idle(options.max_connections.max(2), options.acquire_timeout);
         let (pool, readers, keeper) = if hosts.is_single() {
             let host = hosts.hosts.remove(0);
-            let readers = pool_without_pings(READERS, options.acquire_timeout)
-                .before_acquire(|conn, meta| Box::pin(alive_if_idle(conn, meta)))
+            let readers = pool_checking_idle(READERS, options.acquire_timeout)
                 .connect_lazy_with(host.options.clone());
             let pool = pool_options
-                .before_acquire(|conn, meta| Box::pin(alive_if_idle(conn, meta)))
                 .connect_with(host.options)
                 .await
                 .map_err(db_err)?;
