@@ -26,8 +26,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteArguments, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Sqlite, SqlitePool};
 use uuid::Uuid;
@@ -70,6 +70,11 @@ pub struct SqliteStore {
     /// committed state while the one writer writes. `None` for an in-memory database, which
     /// exists on its one connection only.
     readers: Option<SqlitePool>,
+    /// Of an in-memory database, a connection that does nothing but keep it: SQLite drops such
+    /// a database with its last connection, and the pool closes its connection when a query was
+    /// cancelled mid-way (a client that hung up, an instance's tick dropped), opening a new one
+    /// that would otherwise find an empty database.
+    _keeper: Option<Arc<Mutex<SqliteConnection>>>,
     locks: Arc<Mutex<HashSet<ScheduleId>>>,
     signals: Arc<Signals>,
 }
@@ -120,9 +125,18 @@ impl SqliteStore {
                 .acquire_timeout(options.acquire_timeout)
                 .connect_lazy_with(reader_options(&writer))
         });
+        let keeper = if names_a_file(writer.get_filename()) {
+            None
+        } else {
+            let conn = sqlx::ConnectOptions::connect(&writer)
+                .await
+                .map_err(db_err)?;
+            Some(Arc::new(Mutex::new(conn)))
+        };
         Ok(Self {
             pool,
             readers,
+            _keeper: keeper,
             locks: Arc::default(),
             signals: Arc::default(),
         })
@@ -263,6 +277,23 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 2, "the database and its write-ahead log exist");
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_database_outlives_a_closed_connection() {
+        let store = SqliteStore::connect("sqlite::memory:", &ConnectOptions::default())
+            .await
+            .unwrap();
+        store.migrate_in_place(false).await.unwrap();
+        // What the pool does with a connection whose query was cancelled mid-way.
+        let mut conn = store.pool.acquire().await.unwrap();
+        conn.close_on_drop();
+        drop(conn);
+        let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+            .fetch_one(&store.pool)
+            .await
+            .expect("the new connection finds the migrated database");
+        assert_eq!(jobs, 0);
     }
 
     #[test]
