@@ -193,8 +193,12 @@ pub fn write_json<T: Serialize + ?Sized>(
     out: &mut (dyn Write + Send),
     value: &T,
 ) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value)?;
-    writeln!(out)?;
+    // serde_json writes a token at a time; a line-buffered stdout would make each line a
+    // system call (a report of ten thousand changes has a few hundred thousand lines).
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
+    serde_json::to_writer_pretty(&mut buffered, value)?;
+    writeln!(buffered)?;
+    buffered.flush()?;
     Ok(())
 }
 

@@ -296,6 +296,7 @@ macro_rules! enroll_suite {
                 targets_outside_the_egress_policy_are_refused,
                 documents_from_commands,
                 a_failure_part_way_writes_nothing,
+                a_large_file_is_written_whole_or_not_at_all,
                 declared_calendars_are_enrolled_before_the_schedules_that_name_them,
             );
         }

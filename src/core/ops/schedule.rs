@@ -370,7 +370,28 @@ pub async fn insert_schedules(
         });
     }
     check_calendars(tx, news.iter().map(|n| &n.exclude)).await?;
-    let schedules = tx.schedule_insert_many(&news).await?;
+    let mut schedules = Vec::with_capacity(news.len());
+    for chunk in news.chunks(WRITTEN_TOGETHER) {
+        schedules.extend(insert_chunk(tx, chunk, actor).await?);
+    }
+    if !schedules.is_empty() {
+        tx.notify_on_commit(Channel::Schedules);
+    }
+    Ok(schedules)
+}
+
+/// New schedules written with their events and audit entries before the next ones are built:
+/// an event or an audit entry is a document of a few kilobytes that takes several times that
+/// in memory, so an enrolment of a hundred thousand schedules built them all at once in
+/// gigabytes.
+const WRITTEN_TOGETHER: usize = 1000;
+
+async fn insert_chunk(
+    tx: &mut dyn TenantTx,
+    news: &[NewSchedule],
+    actor: &Actor,
+) -> OpsResult<Vec<Schedule>> {
+    let schedules = tx.schedule_insert_many(news).await?;
     let events: Vec<_> = schedules
         .iter()
         .map(|schedule| {
@@ -380,6 +401,7 @@ pub async fn insert_schedules(
         })
         .collect();
     tx.outbox_insert_many(&events).await?;
+    drop(events);
     let audits: Vec<_> = schedules
         .iter()
         .map(|schedule| {
@@ -393,9 +415,6 @@ pub async fn insert_schedules(
         })
         .collect();
     tx.audit_insert_many(&audits).await?;
-    if !schedules.is_empty() {
-        tx.notify_on_commit(Channel::Schedules);
-    }
     Ok(schedules)
 }
 

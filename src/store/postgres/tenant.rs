@@ -327,7 +327,12 @@ impl TenantTx for PgTenantTx<'_> {
                 .map(|e| e.event_type.as_str())
                 .collect::<Vec<_>>(),
         )
-        .bind(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>())
+        .bind(
+            events
+                .iter()
+                .map(|e| sqlx::types::Json(&e.payload))
+                .collect::<Vec<_>>(),
+        )
         .bind(events.iter().map(|e| e.now).collect::<Vec<_>>())
         .execute(&mut *self.tx)
         .await

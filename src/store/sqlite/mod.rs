@@ -210,23 +210,23 @@ fn placeholder(n: usize) -> String {
 type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
 
 /// Binds a value as SQLite stores it: uuids as text, instants as integer microseconds, JSON
-/// as text.
-fn bind(query: SqliteQuery<'_>, val: Val) -> SqliteQuery<'_> {
+/// as text. Text is bound by reference, not copied.
+fn bind<'q>(query: SqliteQuery<'q>, val: &'q Val) -> SqliteQuery<'q> {
     match val {
         Val::Uuid(v) => query.bind(v.map(|id| id.to_string())),
-        Val::Text(v) => query.bind(v),
-        Val::I32(v) => query.bind(v),
-        Val::Opt32(v) => query.bind(v),
-        Val::I64(v) => query.bind(v),
-        Val::Bool(v) => query.bind(v),
+        Val::Text(v) => query.bind(v.as_deref()),
+        Val::I32(v) => query.bind(*v),
+        Val::Opt32(v) => query.bind(*v),
+        Val::I64(v) => query.bind(*v),
+        Val::Bool(v) => query.bind(*v),
         Val::Ts(v) => query.bind(v.map(|t| t.timestamp_micros())),
-        Val::Json(v) => query.bind(v.map(|j| j.to_string())),
+        Val::Json(v) => query.bind(v.as_ref().map(Value::to_string)),
     }
 }
 
 /// The statement with its values bound.
 fn query(sql: &Sql) -> SqliteQuery<'_> {
-    sql.vals.iter().cloned().fold(sqlx::query(&sql.text), bind)
+    sql.vals.iter().fold(sqlx::query(&sql.text), bind)
 }
 
 crate::store::rows::pool_rows!(SqlitePool, SqliteRow, count: |n: u32| Val::I64(i64::from(n)));

@@ -1,5 +1,11 @@
 //! What enroll refuses, and that a refusal or a failure part way writes nothing.
 
+use std::collections::{HashMap, HashSet};
+
+use sentin8_cron::core::events;
+use sentin8_cron::core::store::{AuditQuery, ScheduleQuery};
+use serde_json::json;
+
 use super::{Db, Enroll, THREE};
 
 pub async fn one_bad_entry_aborts_everything(db: Db) {
@@ -401,4 +407,112 @@ pub async fn a_failure_part_way_writes_nothing(db: Db) {
         "{}",
         run.stdout
     );
+}
+
+/// A file of more schedules than are written in one go (a thousand): a refusal in the last
+/// part writes nothing of the parts before it; without it every schedule is written with its
+/// event and its audit entry, each once.
+pub async fn a_large_file_is_written_whole_or_not_at_all(db: Db) {
+    const COUNT: usize = 2_100;
+    let t = Enroll::new(db);
+    poison_events(&t.owner_url).await;
+    let declarations = |last: &str| {
+        let mut entries: Vec<_> = (0..COUNT - 1)
+            .map(|i| json!({"schedule_type": format!("billing.part-{i:04}"), "cron": "@daily"}))
+            .collect();
+        entries.push(json!({"schedule_type": last, "cron": "@hourly"}));
+        json!({ "schedules": entries }).to_string()
+    };
+    let file = t.write("large.json", &declarations("billing.poison"));
+    let run = t.enroll(&["--file", &file]).await.failed();
+    assert!(
+        run.stderr
+            .contains("enrollment failed; nothing was written"),
+        "{}",
+        run.stderr
+    );
+    assert!(t.schedules().await.is_empty());
+    assert!(t.outbox().await.is_empty());
+    assert!(t.audit().await.is_empty());
+
+    let file = t.write("large.json", &declarations("billing.fine"));
+    let report = t
+        .enroll(&["--file", &file, "--output", "json"])
+        .await
+        .ok()
+        .json();
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), COUNT);
+    assert!(
+        changes.iter().all(|c| c["action"] == "created"),
+        "{changes:?}"
+    );
+    assert_eq!(changes[0]["schedule_type"], "billing.part-0000");
+    assert_eq!(changes[COUNT - 1]["schedule_type"], "billing.fine");
+    let reported: HashSet<String> = changes
+        .iter()
+        .map(|c| c["schedule_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(reported.len(), COUNT, "an id a schedule");
+
+    let mut tx = t.store.tenant_begin(t.env).await.unwrap();
+    let mut stored = HashSet::new();
+    let mut after = None;
+    loop {
+        let page = tx
+            .schedule_list(&ScheduleQuery {
+                after,
+                limit: 500,
+                ..ScheduleQuery::default()
+            })
+            .await
+            .unwrap();
+        after = page.last().map(|s| s.id);
+        stored.extend(page.iter().map(|s| s.id.to_string()));
+        if page.len() < 500 {
+            break;
+        }
+    }
+    assert_eq!(stored, reported);
+    let mut events = HashMap::new();
+    let mut seq = 0;
+    loop {
+        let page = tx.outbox_list(seq, 500).await.unwrap();
+        for event in &page {
+            assert_eq!(event.event_type, events::SCHEDULE_CREATED);
+            let schedule = event.schedule_id.unwrap().to_string();
+            *events.entry(schedule).or_insert(0) += 1;
+        }
+        match page.last() {
+            Some(last) => seq = last.seq,
+            None => break,
+        }
+    }
+    assert_eq!(events.len(), COUNT);
+    assert!(events.values().all(|&n| n == 1), "one event a schedule");
+    assert!(events.keys().all(|id| reported.contains(id)));
+    let mut audited = HashSet::new();
+    let mut before = None;
+    loop {
+        let page = tx
+            .audit_query(&AuditQuery {
+                before,
+                limit: 500,
+                ..AuditQuery::default()
+            })
+            .await
+            .unwrap();
+        for entry in &page {
+            assert_eq!(entry.action, "schedule.create");
+            assert!(
+                audited.insert(entry.resource_id.clone()),
+                "one entry a schedule"
+            );
+        }
+        match page.last() {
+            Some(last) => before = Some(last.id),
+            None => break,
+        }
+    }
+    assert_eq!(audited, reported);
 }
