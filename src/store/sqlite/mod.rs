@@ -68,7 +68,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// Connections for [`Store::tenant_read`], `query_only`: in WAL mode they read the last
     /// committed state while the one writer writes. `None` for an in-memory database, which
-    /// exists on its one connection only.
+    /// the pool reaches through its one connection only.
     readers: Option<SqlitePool>,
     /// Of an in-memory database, a connection that does nothing but keep it: SQLite drops such
     /// a database with its last connection, and the pool closes its connection when a query was
