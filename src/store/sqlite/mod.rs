@@ -74,7 +74,7 @@ pub struct SqliteStore {
     /// a database with its last connection, and the pool closes its connection when a query was
     /// cancelled mid-way (a client that hung up, an instance's tick dropped), opening a new one
     /// that would otherwise find an empty database.
-    _keeper: Option<Arc<Mutex<SqliteConnection>>>,
+    _keeper: Option<Arc<SqliteConnection>>,
     locks: Arc<Mutex<HashSet<ScheduleId>>>,
     signals: Arc<Signals>,
 }
@@ -125,13 +125,14 @@ impl SqliteStore {
                 .acquire_timeout(options.acquire_timeout)
                 .connect_lazy_with(reader_options(&writer))
         });
-        let keeper = if names_a_file(writer.get_filename()) {
-            None
-        } else {
-            let conn = sqlx::ConnectOptions::connect(&writer)
-                .await
-                .map_err(db_err)?;
-            Some(Arc::new(Mutex::new(conn)))
+        // A database without readers is in memory: it gets its keeper instead.
+        let keeper = match readers {
+            Some(_) => None,
+            None => Some(Arc::new(
+                sqlx::ConnectOptions::connect(&writer)
+                    .await
+                    .map_err(db_err)?,
+            )),
         };
         Ok(Self {
             pool,
