@@ -301,9 +301,20 @@ impl Occurrences<'_> {
     }
 }
 
+/// Jittered calls fall on instants this far apart ([`jitter_offset`]) when the jitter is a
+/// second or more.
+pub const JITTER_GRAIN: Duration = Duration::from_millis(100);
+
 /// The jitter of one occurrence: a hash of the schedule id and the occurrence's instant,
-/// reduced below `max` in whole milliseconds. SplitMix64's finalizer, written out so the
-/// offsets never change with a library or compiler version.
+/// reduced below `max` in whole tenths of a second ([`JITTER_GRAIN`]; in whole milliseconds
+/// when `max` is under a second). SplitMix64's finalizer, written out so the offsets never
+/// change with a library or compiler version.
+///
+/// Why a grain: the schedules that share a minute still spread evenly over the window (ten
+/// instants a second), and the calls that land on one instant leave together. They share the
+/// engine's wake-up, the target's answers arrive close together, and their writes are grouped,
+/// so a jittered minute costs little more a call than the same calls at once; offsets to the
+/// millisecond gave each call an instant of its own.
 pub fn jitter_offset(
     seed: ScheduleId,
     occurrence: DateTime<Utc>,
@@ -313,13 +324,20 @@ pub fn jitter_offset(
     if max_ms == 0 {
         return chrono::Duration::zero();
     }
+    let grain_ms = if max >= Duration::from_secs(1) {
+        u64::try_from(JITTER_GRAIN.as_millis()).unwrap_or(1)
+    } else {
+        1
+    };
+    // At least one slot, and the last one (slots - 1) * grain stays below `max`.
+    let slots = max_ms / grain_ms;
     let id = seed.0.as_u128();
     let mut x = (id as u64) ^ ((id >> 64) as u64) ^ (occurrence.timestamp_micros() as u64);
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
-    chrono::Duration::milliseconds(i64::try_from(x % max_ms).unwrap_or(0))
+    chrono::Duration::milliseconds(i64::try_from((x % slots) * grain_ms).unwrap_or(0))
 }
 
 /// The shortest interval between consecutive occurrences of `timing` after `from`, looked for

@@ -31,14 +31,47 @@ fn the_same_occurrence_always_gets_the_same_offset_below_the_bound() {
         assert_eq!(offset, jitter_offset(seed, occurrence, max));
         assert!(offset >= chrono::Duration::zero() && offset < chrono::Duration::seconds(30));
         assert_eq!(
-            offset.num_microseconds().unwrap() % 1000,
+            offset.num_milliseconds() % 100,
             0,
-            "whole milliseconds"
+            "whole tenths of a second"
         );
+        assert_eq!(offset.num_microseconds().unwrap() % 1000, 0);
     }
     assert_eq!(
         jitter_offset(seed, at(1, 0, 0), Duration::ZERO),
         chrono::Duration::zero()
+    );
+}
+
+#[test]
+fn a_jitter_under_a_second_keeps_whole_milliseconds() {
+    let max = Duration::from_millis(250);
+    let offsets: std::collections::HashSet<i64> = (0..2_000u128)
+        .map(|n| {
+            let offset = jitter_offset(ScheduleId(Uuid::from_u128(n + 1)), at(1, 0, 0), max);
+            assert!(
+                offset >= chrono::Duration::zero() && offset < chrono::Duration::milliseconds(250)
+            );
+            offset.num_milliseconds()
+        })
+        .collect();
+    assert!(offsets.len() > 200, "{} distinct offsets", offsets.len());
+    assert!(offsets.iter().any(|ms| ms % 100 != 0));
+}
+
+#[test]
+fn a_crowd_shares_three_hundred_instants_over_thirty_seconds_of_jitter() {
+    // 5,000 schedules at one instant, 30 s of jitter: 300 instants, about 17 calls each.
+    let mut per_instant = std::collections::HashMap::<i64, u32>::new();
+    for n in 0..5_000u128 {
+        let seed = ScheduleId(Uuid::from_u128(n.wrapping_mul(0x9E37_79B9) + 1));
+        let offset = jitter_offset(seed, at(1, 10, 0), Duration::from_secs(30));
+        *per_instant.entry(offset.num_milliseconds()).or_default() += 1;
+    }
+    assert_eq!(per_instant.len(), 300);
+    assert!(
+        per_instant.values().all(|n| (3..=40).contains(n)),
+        "{per_instant:?}"
     );
 }
 
