@@ -311,10 +311,10 @@ pub const JITTER_GRAIN: Duration = Duration::from_millis(100);
 /// change with a library or compiler version.
 ///
 /// Why a grain: the schedules that share a minute still spread evenly over the window (ten
-/// instants a second), and the calls that land on one instant leave together. They share the
-/// engine's wake-up, the target's answers arrive close together, and their writes are grouped,
-/// so a jittered minute costs little more a call than the same calls at once; offsets to the
-/// millisecond gave each call an instant of its own.
+/// instants a second), and the calls that land on one instant leave together: they share the
+/// engine's wake-up, their answers arrive close together, and their writes are grouped.
+/// Offsets to the millisecond gave each call an instant of its own, and each call woke the
+/// engine alone.
 pub fn jitter_offset(
     seed: ScheduleId,
     occurrence: DateTime<Utc>,
