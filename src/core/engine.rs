@@ -231,7 +231,7 @@ impl Engine {
         let share_rx = share.subscribe();
         let (to_recorder, done) = tokio::sync::mpsc::unbounded_channel();
         let (recorded_tx, recorded) = tokio::sync::mpsc::unbounded_channel();
-        let (pressing, pressing_rx) = tokio::sync::watch::channel(false);
+        let (pressing, pressing_rx) = tokio::sync::watch::channel(0);
         let recorder = recorder::Recorder {
             parts: &self.parts,
             done,

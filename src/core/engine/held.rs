@@ -256,12 +256,17 @@ impl Held {
     /// waiting for their instants (earlier or the same, as hand-offs go in instant order) and
     /// those waiting for a slot.
     pub fn queued(&self) -> usize {
-        self.handed_off.len() + self.ready.values().map(VecDeque::len).sum::<usize>()
+        self.handed_off.len() + self.waiting_for_slot()
     }
 
     /// True while claimed attempts wait for a slot.
     pub fn pressing(&self) -> bool {
         !self.ready.is_empty()
+    }
+
+    /// How many claimed attempts wait for a slot.
+    pub fn waiting_for_slot(&self) -> usize {
+        self.ready.values().map(VecDeque::len).sum()
     }
 
     /// Takes ready attempts, one per environment and origin in turn, as long as `reserve`

@@ -241,8 +241,8 @@ pub(super) struct Producer {
     call_aborts: HashMap<JobId, tokio::sync::oneshot::Sender<()>>,
     to_recorder: Option<mpsc::UnboundedSender<Attempt>>,
     recorded: mpsc::UnboundedReceiver<Durable>,
-    /// True while claimed attempts wait for a slot (the recorder gives way to their calls).
-    pressing: watch::Sender<bool>,
+    /// How many claimed attempts wait for a slot (the recorder gives way to their calls).
+    pressing: watch::Sender<usize>,
     /// This instance's place among the instances alive (`share.rs`).
     share: watch::Receiver<(u32, u32)>,
     /// How far ahead rounds claim now, how fast claims and hand-offs go, and when a round next
@@ -259,7 +259,7 @@ pub(super) struct Producer {
 pub struct Links {
     pub to_recorder: mpsc::UnboundedSender<Attempt>,
     pub recorded: mpsc::UnboundedReceiver<Durable>,
-    pub pressing: watch::Sender<bool>,
+    pub pressing: watch::Sender<usize>,
     pub share: watch::Receiver<(u32, u32)>,
 }
 
@@ -435,9 +435,9 @@ impl Producer {
         self.start_round(now);
         self.start_hand_off(now);
         self.start_renewal(now);
-        let pressing = self.held.pressing();
+        let waiting = self.held.waiting_for_slot();
         self.pressing
-            .send_if_modified(|p| std::mem::replace(p, pressing) != pressing);
+            .send_if_modified(|p| std::mem::replace(p, waiting) != waiting);
     }
 
     fn finished(&self) -> bool {
