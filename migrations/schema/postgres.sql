@@ -73,7 +73,6 @@ CREATE UNIQUE INDEX instances_pkey ON cron.instances USING btree (id);
 --   answered_at timestamp with time zone NOT NULL
 --   answer jsonb NOT NULL
 --   CONSTRAINT job_answers_attempt_check CHECK ((attempt >= 1))
---   CONSTRAINT job_answers_job_id_fkey FOREIGN KEY (job_id) REFERENCES cron.jobs(id) ON DELETE CASCADE
 --   CONSTRAINT job_answers_pkey PRIMARY KEY (job_id)
 --   row level security: true, forced: true
 CREATE UNIQUE INDEX job_answers_pkey ON cron.job_answers USING btree (job_id);
@@ -637,6 +636,8 @@ BEGIN
               ORDER BY j.updated_at
               LIMIT %s
               FOR UPDATE SKIP LOCKED
+         ), answers AS (
+             DELETE FROM cron.job_answers a USING doomed WHERE a.job_id = doomed.id
          ), gone AS (
              DELETE FROM cron.jobs j USING doomed WHERE j.id = doomed.id RETURNING 1
          )

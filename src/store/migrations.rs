@@ -158,6 +158,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "open_jobs_index",
         sql: include_str!("../../migrations/postgres/0026_open_jobs_index.sql"),
     },
+    Migration {
+        version: 27,
+        name: "answers_unkeyed",
+        sql: include_str!("../../migrations/postgres/0027_answers_unkeyed.sql"),
+    },
 ];
 
 /// SQLite migrations, in order, with the same versions as [`POSTGRES`].
@@ -291,6 +296,11 @@ pub const SQLITE: &[Migration] = &[
         version: 26,
         name: "open_jobs_index",
         sql: include_str!("../../migrations/sqlite/0026_open_jobs_index.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "answers_unkeyed",
+        sql: include_str!("../../migrations/sqlite/0027_answers_unkeyed.sql"),
     },
 ];
 

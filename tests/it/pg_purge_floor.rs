@@ -109,3 +109,51 @@ async fn the_purge_functions_never_remove_the_last_day() {
         ["recent"]
     );
 }
+
+/// An answer written ahead has no foreign key to its job (its check locked the job's row in
+/// every burst), so the purge deletes a purged job's answer itself; an answer whose job stays
+/// stays too.
+#[tokio::test]
+async fn a_purged_job_takes_its_answer_written_ahead_with_it() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = db.dyn_store();
+    let env = EnvId::new();
+    let old = Utc::now() - Duration::days(2);
+    let schedule = insert_schedule(&store, env, new_schedule("answered", "billing")).await;
+    let mut tx = store.tenant_begin(env).await.unwrap();
+    let mut finished = new_job(schedule.id, JobStatus::Succeeded);
+    finished.now = old;
+    let finished = tx.job_insert(&finished).await.unwrap().id;
+    let mut recent = new_job(schedule.id, JobStatus::Succeeded);
+    recent.now = Utc::now();
+    let recent = tx.job_insert(&recent).await.unwrap().id;
+    tx.commit().await.unwrap();
+
+    // Answers left behind by a job that ended another way than its record (written as the
+    // owner: the service role writes them only through `job_answers_put`).
+    let mut owner = PgConnection::connect(&db.owner_url()).await.unwrap();
+    for job in [finished, recent] {
+        sqlx::query(
+            "INSERT INTO cron.job_answers (job_id, env_id, attempt, answered_at, answer) \
+             VALUES ($1, $2, 1, now(), '{\"succeeded\": {}}')",
+        )
+        .bind(job.0)
+        .bind(env.0)
+        .execute(&mut owner)
+        .await
+        .unwrap();
+    }
+    let purge = RetentionPurge {
+        before: Utc::now() - Duration::days(1),
+        limit: 100,
+    };
+    assert_eq!(store.jobs_purge(&purge).await.unwrap(), 1);
+    let left: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT job_id FROM cron.job_answers ORDER BY job_id")
+            .fetch_all(&mut owner)
+            .await
+            .unwrap();
+    assert_eq!(left, [recent.0], "the purged job's answer went with it");
+}
