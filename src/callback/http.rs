@@ -334,7 +334,15 @@ impl Dispatcher for HttpDispatcher {
             .and_then(|prepared| prepared.get::<ReadyCall>())
             .filter(|ready| ready.fits(request, self.inner.clock.now()));
         let (built, signed) = match ready {
-            Some(ready) => (ready.built.clone(), Some(ready.signed.clone())),
+            Some(ready) => {
+                let built = Built::with_body(request, ready.body.clone())?;
+                let signed = ready.signature.clone().map(|signature| {
+                    let mut headers = built.headers.clone();
+                    headers.insert(SIGNATURE_HEADER, signature);
+                    headers
+                });
+                (built, signed)
+            }
             None => (Built::new(request)?, None),
         };
         if let Err(denied) = self.inner.egress.check_url(&built.url) {
@@ -357,14 +365,18 @@ impl Dispatcher for HttpDispatcher {
     fn prepare(&self, request: &RunRequest) -> Option<PreparedCall> {
         let built = Built::new(request).ok()?;
         self.inner.egress.check_url(&built.url).ok()?;
-        let signed = self
-            .with_signature(&built.headers, request, &built.url, &built.body)
-            .ok()?;
+        let signature = match &self.inner.signer {
+            Some(signer) => Some(
+                self.signature(signer, request, &built.url, &built.body)
+                    .ok()?,
+            ),
+            None => None,
+        };
         Some(PreparedCall::new(ReadyCall {
             job_id: request.job_id,
             attempt: request.attempt,
-            built,
-            signed,
+            body: built.body,
+            signature,
             signed_at: self.inner.clock.now(),
         }))
     }
@@ -381,28 +393,37 @@ struct Built {
 
 impl Built {
     fn new(request: &RunRequest) -> Result<Self, DispatchError> {
+        let body = serde_json::to_vec(request)
+            .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
+        Self::with_body(request, bytes::Bytes::from(body))
+    }
+
+    /// The request around a body encoded before (a call made ready).
+    fn with_body(request: &RunRequest, body: bytes::Bytes) -> Result<Self, DispatchError> {
         let url = run_url(request.base_url.as_ref().map_err(DispatchError::from)?);
         let origin = target_origin(&url)
             .map_err(|_| DispatchError::InvalidBaseUrl("has no http(s) origin".into()))?;
         let headers = request_headers(request)?;
-        let body = serde_json::to_vec(request)
-            .map_err(|e| DispatchError::Decode(format!("encoding the request: {e}")))?;
         Ok(Self {
             url,
             origin,
             headers,
-            body: bytes::Bytes::from(body),
+            body,
         })
     }
 }
 
 /// A call made ready ahead of its instant ([`Dispatcher::prepare`]).
+///
+/// Only what costs to make is kept: the encoded body and its signature (about a kilobyte
+/// together), so a large burst's calls can all be made ready at their hand-off. The URL and
+/// the headers, cheap to make, are made again at the call from the same request.
 struct ReadyCall {
     job_id: JobId,
     attempt: i32,
-    built: Built,
-    /// The headers of the first send, signed.
-    signed: HeaderMap,
+    body: bytes::Bytes,
+    /// The first send's `Sentin8-Signature`, over this body, when calls are signed.
+    signature: Option<HeaderValue>,
     signed_at: DateTime<Utc>,
 }
 
