@@ -417,7 +417,9 @@ impl Built {
 ///
 /// Only what costs to make is kept: the encoded body and its signature (about a kilobyte
 /// together), so a large burst's calls can all be made ready at their hand-off. The URL and
-/// the headers, cheap to make, are made again at the call from the same request.
+/// the headers, cheap to make, are made again at the call from the same request: the fire's
+/// schedule as it was handed off (a fire whose schedule is read again loses its ready call),
+/// so the URL is the one signed.
 struct ReadyCall {
     job_id: JobId,
     attempt: i32,
