@@ -287,24 +287,20 @@ impl HttpDispatcher {
         url: &Url,
         body: &[u8],
     ) -> Result<HeaderMap, DispatchError> {
-        let mut headers = headers.clone();
-        if let Some(signer) = &self.inner.signer {
-            headers.insert(
-                SIGNATURE_HEADER,
-                self.signature(signer, request, url, body)?,
-            );
-        }
-        Ok(headers)
+        Ok(signed(headers, self.signature(request, url, body)?))
     }
 
-    /// The `Sentin8-Signature` value for a call to `url` carrying `body`.
+    /// A fresh `Sentin8-Signature` value for a call to `url` carrying `body`; none when calls
+    /// are not signed.
     fn signature(
         &self,
-        signer: &CallSigner,
         request: &RunRequest,
         url: &Url,
         body: &[u8],
-    ) -> Result<HeaderValue, DispatchError> {
+    ) -> Result<Option<HeaderValue>, DispatchError> {
+        let Some(signer) = &self.inner.signer else {
+            return Ok(None);
+        };
         let signed = CallClaims::for_call(
             url,
             request.env_id.0,
@@ -319,8 +315,18 @@ impl HttpDispatcher {
             DispatchError::Decode("the call could not be signed".into())
         })?;
         HeaderValue::from_str(&token)
+            .map(Some)
             .map_err(|_| DispatchError::Decode("the call could not be signed".into()))
     }
+}
+
+/// `headers` with `signature` as the `Sentin8-Signature`, when there is one.
+fn signed(headers: &HeaderMap, signature: Option<HeaderValue>) -> HeaderMap {
+    let mut headers = headers.clone();
+    if let Some(signature) = signature {
+        headers.insert(SIGNATURE_HEADER, signature);
+    }
+    headers
 }
 
 #[async_trait]
@@ -336,12 +342,8 @@ impl Dispatcher for HttpDispatcher {
         let (built, signed) = match ready {
             Some(ready) => {
                 let built = Built::with_body(request, ready.body.clone())?;
-                let signed = ready.signature.clone().map(|signature| {
-                    let mut headers = built.headers.clone();
-                    headers.insert(SIGNATURE_HEADER, signature);
-                    headers
-                });
-                (built, signed)
+                let headers = signed(&built.headers, ready.signature.clone());
+                (built, Some(headers))
             }
             None => (Built::new(request)?, None),
         };
@@ -365,13 +367,7 @@ impl Dispatcher for HttpDispatcher {
     fn prepare(&self, request: &RunRequest) -> Option<PreparedCall> {
         let built = Built::new(request).ok()?;
         self.inner.egress.check_url(&built.url).ok()?;
-        let signature = match &self.inner.signer {
-            Some(signer) => Some(
-                self.signature(signer, request, &built.url, &built.body)
-                    .ok()?,
-            ),
-            None => None,
-        };
+        let signature = self.signature(request, &built.url, &built.body).ok()?;
         Some(PreparedCall::new(ReadyCall {
             job_id: request.job_id,
             attempt: request.attempt,
